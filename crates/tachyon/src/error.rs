@@ -1,0 +1,195 @@
+//! The one error type of the library.
+//!
+//! Every fallible call returns [`Result<T>`](crate::Result). The variants are
+//! stable and meant to be matched; the messages say what happened and, where
+//! there is something to do, what to do.
+
+use std::fmt;
+use std::io;
+
+/// Shorthand for `std::result::Result<T, tachyon::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tachyon.
+///
+/// ```
+/// use tachyon::{Error, Segment};
+///
+/// match Segment::open("surely-no-segment-has-this-name") {
+///     Err(Error::NotFound { name }) => println!("{name} does not exist yet"),
+///     Err(other) => panic!("unexpected: {other}"),
+///     Ok(_) => println!("somebody created it"),
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No segment of that name exists (or the one that did was stale and has
+    /// been removed).
+    #[error("no shared-memory segment named {name:?}; create it first")]
+    NotFound {
+        /// The name as the caller gave it.
+        name: String,
+    },
+
+    /// A segment of that name exists and has a live attacher.
+    #[error("a shared-memory segment named {name:?} already exists and is in use; open it instead, or pick another name")]
+    AlreadyExists {
+        /// The name as the caller gave it.
+        name: String,
+    },
+
+    /// A deadline passed before the operation could complete.
+    #[error("timed out")]
+    Timeout,
+
+    /// Not enough room: the shared-memory file system is full, or a table
+    /// inside a segment is.
+    #[error("no space: {what}")]
+    NoSpace {
+        /// What ran out, and what to do about it.
+        what: String,
+    },
+
+    /// The caller may not use this object.
+    #[error("permission denied: {what}")]
+    PermissionDenied {
+        /// Why.
+        what: String,
+    },
+
+    /// The name cannot be used as a segment name.
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The name as the caller gave it (NUL bytes shown escaped).
+        name: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// An argument is out of range or inconsistent.
+    #[error("invalid argument: {what}")]
+    InvalidArgument {
+        /// Which argument, and why.
+        what: String,
+    },
+
+    /// Shared memory holds something that cannot be right. The segment was
+    /// damaged, truncated, or was not written by tachyon.
+    #[error("corrupt segment: {what}")]
+    Corrupt {
+        /// What was found to be wrong.
+        what: Corruption,
+    },
+
+    /// The segment was written with another layout version of tachyon.
+    #[error("segment layout version {found}, this build of tachyon reads version {expected}; use the same tachyon version in every process")]
+    VersionMismatch {
+        /// The version in the segment.
+        found: u32,
+        /// The version this build understands.
+        expected: u32,
+    },
+
+    /// The segment holds another kind of object than the one asked for.
+    #[error("segment holds a {found}, not a {expected}")]
+    KindMismatch {
+        /// The kind recorded in the segment.
+        found: crate::segment::Kind,
+        /// The kind the caller asked for.
+        expected: crate::segment::Kind,
+    },
+
+    /// The previous holder of a lock died while holding it and the lock
+    /// could not be handed over.
+    #[error("the owner of the lock died while holding it")]
+    OwnerDied,
+
+    /// The object was closed, or the peer went away.
+    #[error("closed")]
+    Closed,
+
+    /// An operating-system call failed in a way not covered above.
+    #[error("{context}: {source}")]
+    Io {
+        /// What tachyon was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What exactly is wrong with a corrupt segment. Each case is distinct so a
+/// caller (or a test) can tell them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// The file has no bytes at all.
+    ZeroLength,
+    /// The file is shorter than its header says it must be.
+    Truncated {
+        /// The size the header (or the header itself) needs.
+        expected: u64,
+        /// The size of the file.
+        actual: u64,
+    },
+    /// The file does not start with tachyon's magic number.
+    BadMagic,
+    /// The file is longer than the size recorded in its header.
+    SizeMismatch {
+        /// The size in the header.
+        header: u64,
+        /// The size of the file.
+        file: u64,
+    },
+    /// The header was never marked ready: its creator did not finish
+    /// writing it. tachyon publishes segments only once initialised, so such
+    /// a file was damaged or was not made by this version of tachyon.
+    NotInitialised,
+    /// A field read from shared memory is out of its valid range.
+    BadField {
+        /// Which field.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+    },
+    /// The object is not what it should be (a directory, a device, ...).
+    NotARegularFile,
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::ZeroLength => f.write_str("the file is empty (zero length)"),
+            Corruption::Truncated { expected, actual } => {
+                write!(f, "the file is truncated: {actual} bytes, at least {expected} needed")
+            }
+            Corruption::BadMagic => f.write_str("the file does not start with tachyon's magic number"),
+            Corruption::SizeMismatch { header, file } => {
+                write!(f, "the header records {header} bytes but the file has {file}")
+            }
+            Corruption::NotInitialised => {
+                f.write_str("the header was never marked ready (creator did not finish)")
+            }
+            Corruption::BadField { field, value } => {
+                write!(f, "field `{field}` has the impossible value {value}")
+            }
+            Corruption::NotARegularFile => f.write_str("not a regular file"),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: impl Into<io::Error>) -> Self {
+        Error::Io { context: context.into(), source: source.into() }
+    }
+
+    pub(crate) fn corrupt(what: Corruption) -> Self {
+        Error::Corrupt { what }
+    }
+
+    pub(crate) fn invalid(what: impl Into<String>) -> Self {
+        Error::InvalidArgument { what: what.into() }
+    }
+}

@@ -1,0 +1,65 @@
+//! Process-shared futex wait and wake.
+//!
+//! The futex word lives in shared memory, so the calls never use
+//! `FUTEX_PRIVATE_FLAG`: a waiter in one process is woken by a waker in
+//! another. Under `--cfg tachyon_loom` a wait is modelled as a spurious
+//! wake-up (a yield), which every caller must tolerate anyway.
+
+use super::atomic::AtomicU32;
+use std::time::Duration;
+
+/// How a [`wait`] ended. Every outcome may be spurious; callers re-check
+/// their condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// Woken by [`wake`], a signal, or because the word no longer held the
+    /// expected value.
+    Woken,
+    /// The timeout passed.
+    TimedOut,
+}
+
+/// Sleeps while `*word == expected`, for at most `timeout` (`None`: no limit).
+#[cfg(not(tachyon_loom))]
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> Wake {
+    use rustix::thread::futex;
+    let ts = timeout.map(|t| futex::Timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(t.subsec_nanos()),
+    });
+    match futex::wait(word, futex::Flags::empty(), expected, ts.as_ref()) {
+        Err(rustix::io::Errno::TIMEDOUT) => Wake::TimedOut,
+        // EAGAIN (value changed), EINTR (signal) and success all mean: look again.
+        _ => Wake::Woken,
+    }
+}
+
+/// Wakes up to `count` waiters sleeping on `word`; returns how many woke.
+#[cfg(not(tachyon_loom))]
+pub fn wake(word: &AtomicU32, count: u32) -> usize {
+    use rustix::thread::futex;
+    let count = count.min(i32::MAX as u32);
+    futex::wake(word, futex::Flags::empty(), count).unwrap_or(0)
+}
+
+/// Loom model of a futex wait: a yield, reported as a spurious wake-up.
+#[cfg(tachyon_loom)]
+pub fn wait(_word: &AtomicU32, _expected: u32, timeout: Option<Duration>) -> Wake {
+    loom::thread::yield_now();
+    if timeout.is_some_and(|t| t.is_zero()) {
+        Wake::TimedOut
+    } else {
+        Wake::Woken
+    }
+}
+
+/// Loom model of a futex wake: waiters poll, so there is nothing to do.
+#[cfg(tachyon_loom)]
+pub fn wake(_word: &AtomicU32, _count: u32) -> usize {
+    0
+}
+
+/// Wakes every waiter sleeping on `word`.
+pub fn wake_all(word: &AtomicU32) -> usize {
+    wake(word, u32::MAX)
+}

@@ -1,0 +1,14 @@
+//! Platform layer: the few Linux calls tachyon needs, as thin typed wrappers.
+//!
+//! * [`atomic`]: the atomics every shared structure is made of (swapped for
+//!   `loom`'s under `--cfg tachyon_loom`);
+//! * [`futex`]: process-shared futex wait and wake;
+//! * [`process`]: the identity of a process (pid and start time);
+//! * [`fs`]: files in the shared-memory directory, mappings and the OFD
+//!   byte-range locks that tell whether an attacher is alive.
+
+pub mod atomic;
+#[cfg(not(tachyon_loom))]
+pub(crate) mod fs;
+pub mod futex;
+pub mod process;

@@ -1,0 +1,785 @@
+//! The segment handle: create, open, attach, detach, remove.
+//!
+//! Invariant: every tachyon process that adds, removes or reuses the *name*
+//! or an *attach slot* of a segment file holds that file's lifecycle lock
+//! (an OFD lock on [`LIFECYCLE_LOCK`]) while it does so, and an attach slot
+//! is in use exactly while some open file holds the OFD lock on its byte.
+//! Hence "no slot lock is held" means "nobody is attached", and a remover
+//! that checked this under the lifecycle lock cannot race an attacher.
+//! A new segment is built in an unnamed file (`O_TMPFILE`) and linked under
+//! its name only once complete, with its creator's slot already held, so no
+//! process ever sees a half-built segment.
+
+use super::header::{
+    layout, slot_lock, Header, SlotRepr, HEADER_SIZE, LIFECYCLE_LOCK, SLOT_ATTACHED, SLOT_FREE, SLOT_SIZE,
+};
+use super::name::SegmentName;
+use super::{Kind, ShmSafe};
+use crate::error::{Corruption, Error, Result};
+use crate::platform::atomic::Ordering;
+use crate::platform::fs::{self, FileInfo};
+use crate::platform::process::{euid, ProcessId};
+use crate::sync::{Liveness, Token, MAX_SLOTS};
+use rustix::fd::{AsFd, OwnedFd};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long attach, detach and remove wait for another process's brief
+/// hold on the lifecycle lock.
+const LIFECYCLE_WAIT: Duration = Duration::from_secs(5);
+/// How many times open/create retry when the file changes under them.
+const RETRIES: usize = 16;
+
+/// A named shared-memory segment mapped into this process.
+///
+/// Dropping the handle detaches; the last handle to detach (in any process)
+/// removes the file. A process that exits normally detaches every handle it
+/// still has. See the [module docs](crate::segment) for what happens after a
+/// crash.
+///
+/// ```
+/// use tachyon::Segment;
+/// # let name = format!("doc-segment-{}", std::process::id());
+/// let a = Segment::create(&name, 1 << 20)?;
+/// assert_eq!(a.size(), 1 << 20);
+/// let b = Segment::open(&name)?; // learns the size from the header
+/// assert_eq!(b.size(), a.size());
+/// a.write_bytes(100, b"ping")?;
+/// let mut got = [0u8; 4];
+/// b.read_bytes(100, &mut got)?;
+/// assert_eq!(&got, b"ping");
+/// drop(a);
+/// drop(b); // last one out: the file is gone
+/// assert!(!Segment::exists(&name)?);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct Segment {
+    inner: Arc<Inner>,
+    data: NonNull<u8>,
+    data_size: usize,
+}
+
+// SAFETY: the handle only holds a pointer to a shared mapping that lives as
+// long as the handle; all access to shared bytes goes through atomics or
+// raw copies, never through references that assume exclusivity.
+unsafe impl Send for Segment {}
+// SAFETY: as above; `&Segment` methods are safe to call from any thread.
+unsafe impl Sync for Segment {}
+
+struct Inner {
+    name: SegmentName,
+    path: PathBuf,
+    fd: OwnedFd,
+    file: FileInfo,
+    header: Header,
+    slot: usize,
+    token: Token,
+    /// The process that attached; a forked child must not detach for it.
+    owner_pid: u32,
+    map: NonNull<u8>,
+    map_len: usize,
+    /// `true` once detached; guards the mapping against use after unmap.
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    detached: bool,
+    unmapped: bool,
+}
+
+// SAFETY: `map` points to a shared mapping, only touched through atomics,
+// and only while `state` says it is still mapped.
+unsafe impl Send for Inner {}
+// SAFETY: as above.
+unsafe impl Sync for Inner {}
+
+/// Options for creating or opening a segment. `Segment::create` and
+/// `Segment::open` are shorthands for the defaults.
+///
+/// ```
+/// use tachyon::{Kind, Segment};
+/// # let name = format!("doc-builder-{}", std::process::id());
+/// let seg = Segment::builder(&name).size(8192).max_attachers(4).create()?;
+/// assert_eq!(seg.kind(), Kind::RAW);
+/// let again = Segment::builder(&name).kind(Kind::RAW).open()?;
+/// assert_eq!(again.size(), 8192);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SegmentBuilder {
+    name: String,
+    size: usize,
+    kind: Kind,
+    slots: usize,
+}
+
+impl SegmentBuilder {
+    /// Size of the caller's data area in bytes (create only).
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// The kind recorded at create and required at open (default
+    /// [`Kind::RAW`]).
+    pub fn kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// How many handles may be attached at once, across all processes
+    /// (create only; 1 to 128, default 128).
+    pub fn max_attachers(mut self, n: usize) -> Self {
+        self.slots = n;
+        self
+    }
+
+    /// Creates the segment, zero-filled. A stale segment of the same name
+    /// (all attachers dead) is removed first.
+    pub fn create(&self) -> Result<Segment> {
+        create(self)
+    }
+
+    /// Opens an existing segment of the builder's kind.
+    pub fn open(&self) -> Result<Segment> {
+        open(&self.name, self.kind)
+    }
+
+    /// Opens the segment, creating it if it does not exist.
+    pub fn create_or_open(&self) -> Result<Segment> {
+        for _ in 0..RETRIES {
+            match open(&self.name, self.kind) {
+                Err(Error::NotFound { .. }) => {}
+                other => return other,
+            }
+            match create(self) {
+                Err(Error::AlreadyExists { .. }) => {}
+                other => return other,
+            }
+        }
+        Err(Error::Timeout)
+    }
+}
+
+impl Segment {
+    /// A builder for the less common options (kind, attach slots).
+    pub fn builder(name: &str) -> SegmentBuilder {
+        SegmentBuilder { name: name.to_owned(), size: 0, kind: Kind::RAW, slots: MAX_SLOTS }
+    }
+
+    /// Creates a zero-filled segment with `size` bytes of data.
+    ///
+    /// Fails with [`Error::AlreadyExists`] if a segment of that name has a
+    /// live attacher; a stale one (every attacher dead) is replaced.
+    /// The whole size is reserved now: a full `/dev/shm` is
+    /// [`Error::NoSpace`] here, never `SIGBUS` later.
+    pub fn create(name: &str, size: usize) -> Result<Segment> {
+        Segment::builder(name).size(size).create()
+    }
+
+    /// Opens an existing raw segment; its size comes from its header.
+    ///
+    /// Fails with [`Error::NotFound`] if there is none, or if the one there
+    /// was stale (it is removed). A damaged file gives [`Error::Corrupt`],
+    /// [`Error::VersionMismatch`] or [`Error::KindMismatch`].
+    pub fn open(name: &str) -> Result<Segment> {
+        open(name, Kind::RAW)
+    }
+
+    /// Opens the segment, or creates it with `size` bytes if there is none.
+    /// An existing segment keeps its own size.
+    pub fn create_or_open(name: &str, size: usize) -> Result<Segment> {
+        Segment::builder(name).size(size).create_or_open()
+    }
+
+    /// Removes the name now, like `shm_unlink`: processes attached keep
+    /// their mapping, but nobody can open the name any more and a new
+    /// segment of the same name may be created.
+    pub fn remove(name: &str) -> Result<()> {
+        let name = SegmentName::parse(name)?;
+        let path = name.path();
+        let fd = open_checked(&name, &path)?;
+        let _lock = LifecycleLock::acquire(fd.as_fd())?;
+        let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
+        if info.nlink == 0 || !names_file(&path, &info) {
+            return Err(Error::NotFound { name: name.given });
+        }
+        fs::unlink(&path).map_err(|e| map_io(e, &name, "remove"))
+    }
+
+    /// Whether a live segment of that name exists. A stale one (every
+    /// attacher dead) counts as absent. Changes nothing.
+    pub fn exists(name: &str) -> Result<bool> {
+        let name = SegmentName::parse(name)?;
+        let path = name.path();
+        let fd = match fs::open_readonly(&path) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(map_io(e, &name, "open")),
+        };
+        let info = check_file(&name, fd.as_fd())?;
+        let header = read_header(fd.as_fd(), &info)?;
+        Ok(any_live(fd.as_fd(), header.slots, None))
+    }
+
+    /// The name as given at create/open.
+    pub fn name(&self) -> &str {
+        &self.inner.name.given
+    }
+
+    /// The path of the backing file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The kind recorded in the header.
+    pub fn kind(&self) -> Kind {
+        self.inner.header.kind
+    }
+
+    /// Size of the data area in bytes.
+    pub fn size(&self) -> usize {
+        self.data_size
+    }
+
+    /// The first byte of the data area (page-aligned). Other processes may
+    /// write this memory at any time: read and write it only through
+    /// atomics or raw copies, as the protocol built on top allows.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.data.as_ptr()
+    }
+
+    /// The process that created the segment.
+    pub fn creator(&self) -> ProcessId {
+        ProcessId { pid: self.inner.header.creator_pid, start_time: self.inner.header.creator_start }
+    }
+
+    /// This handle's attach slot (0-based).
+    pub fn slot(&self) -> usize {
+        self.inner.slot
+    }
+
+    /// A reference to a `T` at `offset` in the data area, for shared
+    /// structures such as [`sync::Mutex`](crate::sync::Mutex).
+    ///
+    /// Fails with [`Error::InvalidArgument`] if `offset` is misaligned for
+    /// `T` or the `T` would not fit.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use tachyon::Segment;
+    /// # let name = format!("doc-get-{}", std::process::id());
+    /// let seg = Segment::create(&name, 4096)?;
+    /// let counter: &AtomicU64 = seg.get(64)?;
+    /// counter.fetch_add(1, Ordering::SeqCst);
+    /// assert!(seg.get::<AtomicU64>(3).is_err()); // misaligned
+    /// assert!(seg.get::<AtomicU64>(4096).is_err()); // out of bounds
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn get<T: ShmSafe>(&self, offset: usize) -> Result<&T> {
+        let size = std::mem::size_of::<T>();
+        let align = std::mem::align_of::<T>();
+        if offset % align != 0 {
+            return Err(Error::invalid(format!(
+                "offset {offset} is not aligned to {align} bytes for {}",
+                std::any::type_name::<T>()
+            )));
+        }
+        self.check_range(offset, size)?;
+        // SAFETY: the range is inside the mapping (checked above) and
+        // aligned; the mapping lives as long as `&self`; `T: ShmSafe` is
+        // valid for any bits and only mutated through atomics.
+        Ok(unsafe { &*self.data.as_ptr().add(offset).cast::<T>() })
+    }
+
+    /// Copies `buf.len()` bytes out of the data area at `offset`.
+    pub fn read_bytes(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        self.check_range(offset, buf.len())?;
+        // SAFETY: the source range is inside the mapping (checked), the
+        // destination is a distinct private buffer. Concurrent writers can
+        // only make the copied bytes torn, which the caller's protocol rules
+        // out; no reference to shared memory is formed.
+        unsafe { std::ptr::copy_nonoverlapping(self.data.as_ptr().add(offset), buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    /// Copies `bytes` into the data area at `offset`.
+    pub fn write_bytes(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.check_range(offset, bytes.len())?;
+        // SAFETY: as in `read_bytes`, with the roles swapped.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.as_ptr().add(offset), bytes.len()) };
+        Ok(())
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.data_size => Ok(()),
+            _ => Err(Error::invalid(format!(
+                "range {offset}..{offset}+{len} is outside the segment's {} bytes",
+                self.data_size
+            ))),
+        }
+    }
+
+    /// The processes attached now, this handle included.
+    pub fn attachers(&self) -> Vec<ProcessId> {
+        let inner = &self.inner;
+        (0..inner.header.slots)
+            .filter(|&i| i == inner.slot || slot_alive(inner.fd.as_fd(), i))
+            .map(|i| {
+                let s = inner.slot_repr(i);
+                ProcessId {
+                    pid: s.pid.load(Ordering::Relaxed),
+                    start_time: s.start_time.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Liveness for Segment {
+    fn token(&self) -> Token {
+        self.inner.token
+    }
+
+    fn is_dead(&self, token: Token) -> bool {
+        let inner = &self.inner;
+        if token == inner.token {
+            return false;
+        }
+        let i = token.slot();
+        if i >= inner.header.slots {
+            return true;
+        }
+        let s = inner.slot_repr(i);
+        if Token::wrap_gen(s.gen.load(Ordering::Acquire)) != token.gen()
+            || s.state.load(Ordering::Acquire) != SLOT_ATTACHED
+        {
+            // Released, or reused by a later attacher: that holder is gone.
+            return true;
+        }
+        // Same slot and generation as recorded: the slot's OFD lock decides.
+        !slot_alive(inner.fd.as_fd(), i)
+    }
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("name", &self.name())
+            .field("path", &self.path())
+            .field("kind", &self.kind())
+            .field("size", &self.size())
+            .field("slot", &self.slot())
+            .finish()
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.inner.detach(true);
+        registry_remove(&self.inner);
+    }
+}
+
+impl Inner {
+    fn slot_repr(&self, i: usize) -> &SlotRepr {
+        assert!(i < self.header.slots);
+        // SAFETY: callers only reach here while the mapping is alive
+        // (through `&Segment`, or under `state` before unmap), and `i` is a
+        // slot of this segment's table.
+        unsafe { slot_at(self.map, i) }
+    }
+
+    /// Gives up the attach slot; removes the file if nobody else is
+    /// attached. Runs once; `unmap` also releases the mapping.
+    fn detach(&self, unmap: bool) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !st.detached {
+            st.detached = true;
+            if std::process::id() == self.owner_pid {
+                self.release_slot();
+            }
+        }
+        if unmap && !st.unmapped {
+            st.unmapped = true;
+            // SAFETY: `map`/`map_len` are the mapping made at attach; this
+            // runs when the last `Segment` referring to it is dropped, and
+            // `state.unmapped` stops every later access (atexit included).
+            unsafe { fs::unmap(self.map, self.map_len) };
+        }
+    }
+
+    fn release_slot(&self) {
+        let fd = self.fd.as_fd();
+        let lock = LifecycleLock::acquire(fd);
+        let slot = self.slot_repr(self.slot);
+        slot.state.store(SLOT_FREE, Ordering::Release);
+        let _ = fs::unlock(fd, slot_lock(self.slot), 1);
+        // Without the lifecycle lock we cannot safely decide to remove the
+        // file; leave it (a later create or open cleans it up).
+        if lock.is_ok() && !any_live(fd, self.header.slots, None) && names_file(&self.path, &self.file) {
+            let _ = fs::unlink(&self.path);
+        }
+    }
+}
+
+/// The attach slot `i` of the mapping at `map`.
+///
+/// # Safety
+/// `map` must be a live mapping of a segment whose header was validated with
+/// more than `i` slots, and must stay mapped for `'a`.
+unsafe fn slot_at<'a>(map: NonNull<u8>, i: usize) -> &'a SlotRepr {
+    // SAFETY: the slot table lies inside the mapping before the data area
+    // (`layout`), slots are 32-byte aligned from a page-aligned base, and
+    // `SlotRepr` is all atomics, valid for any bits (caller's promise for
+    // the rest).
+    unsafe { &*map.as_ptr().add(HEADER_SIZE + i * SLOT_SIZE).cast::<SlotRepr>() }
+}
+
+/// The lifecycle lock, held while attaching, detaching or removing.
+struct LifecycleLock<'a>(rustix::fd::BorrowedFd<'a>);
+
+impl<'a> LifecycleLock<'a> {
+    fn acquire(fd: rustix::fd::BorrowedFd<'a>) -> Result<Self> {
+        let deadline = Instant::now() + LIFECYCLE_WAIT;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            if fs::try_lock(fd, LIFECYCLE_LOCK, 1).map_err(|e| Error::io("lock segment file", e))? {
+                return Ok(LifecycleLock(fd));
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for LifecycleLock<'_> {
+    fn drop(&mut self) {
+        let _ = fs::unlock(self.0, LIFECYCLE_LOCK, 1);
+    }
+}
+
+fn slot_alive(fd: rustix::fd::BorrowedFd<'_>, i: usize) -> bool {
+    // If the kernel cannot tell, assume alive: never remove a live segment.
+    fs::locked_by_other(fd, slot_lock(i)).unwrap_or(true)
+}
+
+/// Whether any slot other than `except` is held by a live open file.
+fn any_live(fd: rustix::fd::BorrowedFd<'_>, slots: usize, except: Option<usize>) -> bool {
+    (0..slots).any(|i| Some(i) != except && slot_alive(fd, i))
+}
+
+/// Whether `path` still names the file described by `info`.
+fn names_file(path: &Path, info: &FileInfo) -> bool {
+    fs::identity_at(path).is_ok_and(|id| id == (info.dev, info.ino))
+}
+
+fn map_io(e: io::Error, name: &SegmentName, doing: &str) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Error::NotFound { name: name.given.clone() },
+        Some(libc::ELOOP) => Error::PermissionDenied {
+            what: format!("{} is a symbolic link; tachyon does not follow links", name.path().display()),
+        },
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            Error::PermissionDenied { what: format!("cannot {doing} {}: {e}", name.path().display()) }
+        }
+        Some(libc::EISDIR) => Error::corrupt(Corruption::NotARegularFile),
+        _ => Error::io(format!("{doing} {}", name.path().display()), e),
+    }
+}
+
+/// Checks that an opened file is a regular file of the caller's.
+fn check_file(name: &SegmentName, fd: rustix::fd::BorrowedFd<'_>) -> Result<FileInfo> {
+    let info = fs::info(fd).map_err(|e| Error::io("fstat", e))?;
+    if !info.regular {
+        return Err(Error::corrupt(Corruption::NotARegularFile));
+    }
+    if info.uid != euid() {
+        return Err(Error::PermissionDenied {
+            what: format!(
+                "{} belongs to uid {}, not to you (uid {}); only the user who created a segment may use it",
+                name.path().display(),
+                info.uid,
+                euid()
+            ),
+        });
+    }
+    Ok(info)
+}
+
+fn open_checked(name: &SegmentName, path: &Path) -> Result<OwnedFd> {
+    let fd = fs::open_existing(path).map_err(|e| map_io(e, name, "open"))?;
+    check_file(name, fd.as_fd())?;
+    Ok(fd)
+}
+
+fn read_header(fd: rustix::fd::BorrowedFd<'_>, info: &FileInfo) -> Result<Header> {
+    let mut buf = [0u8; HEADER_SIZE];
+    let n = (info.size.min(HEADER_SIZE as u64)) as usize;
+    fs::read_exact_at(fd, &mut buf[..n], 0).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => {
+            Error::corrupt(Corruption::Truncated { expected: HEADER_SIZE as u64, actual: info.size })
+        }
+        _ => Error::io("read segment header", e),
+    })?;
+    Header::decode(&buf[..n], info.size)
+}
+
+fn now_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
+/// Maps a validated file, claims a free slot, and registers the handle.
+/// The caller holds the lifecycle lock (or the file is still unnamed).
+fn attach(name: SegmentName, path: PathBuf, fd: OwnedFd, file: FileInfo, header: Header) -> Result<Segment> {
+    let map_len = header.total_size as usize;
+    let map = fs::map_shared(fd.as_fd(), map_len).map_err(|e| Error::io("mmap segment", e))?;
+    let me = ProcessId::current();
+    let mut claimed = None;
+    // Free slots first, so that a dead attacher's record stays visible to
+    // inspectors (and to recovery) for as long as there is room.
+    let free_first = (0..header.slots)
+        // SAFETY: `map` is alive here and `i < header.slots`.
+        .filter(|&i| unsafe { slot_at(map, i) }.state.load(Ordering::Acquire) == SLOT_FREE)
+        .chain(0..header.slots);
+    for i in free_first {
+        match fs::try_lock(fd.as_fd(), slot_lock(i), 1) {
+            Ok(true) => {
+                claimed = Some(i);
+                break;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                // SAFETY: `map` was just mapped with `map_len` and nothing
+                // refers into it yet.
+                unsafe { fs::unmap(map, map_len) };
+                return Err(Error::io("lock attach slot", e));
+            }
+        }
+    }
+    let Some(slot) = claimed else {
+        // SAFETY: as above.
+        unsafe { fs::unmap(map, map_len) };
+        return Err(Error::NoSpace {
+            what: format!(
+                "all {} attach slots of segment {:?} are held by live handles; close some, or create it with more max_attachers",
+                header.slots, name.given
+            ),
+        });
+    };
+    // SAFETY: `map` is alive until the `Inner` built below unmaps it, and
+    // `slot < header.slots`.
+    let s = unsafe { slot_at(map, slot) };
+    // Skip generations that a token cannot tell apart from 0.
+    let mut gen = s.gen.load(Ordering::Relaxed).wrapping_add(1);
+    if gen & ((1 << crate::sync::GEN_BITS) - 1) == 0 {
+        gen = gen.wrapping_add(1);
+    }
+    s.gen.store(gen, Ordering::Relaxed);
+    s.pid.store(me.pid, Ordering::Relaxed);
+    s.uid.store(euid(), Ordering::Relaxed);
+    s.start_time.store(me.start_time, Ordering::Relaxed);
+    s.attached_unix_ns.store(now_unix_ns(), Ordering::Relaxed);
+    s.state.store(SLOT_ATTACHED, Ordering::Release);
+    let inner = Arc::new(Inner {
+        name,
+        path,
+        fd,
+        file,
+        slot,
+        token: Token::new(slot, gen),
+        owner_pid: me.pid,
+        map,
+        map_len,
+        header,
+        state: Mutex::new(State::default()),
+    });
+    // SAFETY: `data_offset + data_size <= total_size == map_len` (checked by
+    // `Header::decode` / built by `layout`), so the data area is inside the
+    // mapping.
+    let data = unsafe { NonNull::new_unchecked(inner.map.as_ptr().add(inner.header.data_offset as usize)) };
+    let data_size = inner.header.data_size as usize;
+    registry_add(&inner);
+    Ok(Segment { inner, data, data_size })
+}
+
+fn open(name: &str, kind: Kind) -> Result<Segment> {
+    let name = SegmentName::parse(name)?;
+    let path = name.path();
+    for _ in 0..RETRIES {
+        let fd = open_checked(&name, &path)?;
+        let lock = LifecycleLock::acquire(fd.as_fd())?;
+        let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
+        if info.nlink == 0 || !names_file(&path, &info) {
+            // Removed or replaced while we were getting the lock: look again.
+            continue;
+        }
+        let header = read_header(fd.as_fd(), &info)?;
+        if header.kind != kind {
+            return Err(Error::KindMismatch { found: header.kind, expected: kind });
+        }
+        if !any_live(fd.as_fd(), header.slots, None) {
+            // Stale: every attacher died without cleaning up.
+            let _ = fs::unlink(&path);
+            return Err(Error::NotFound { name: name.given });
+        }
+        let seg = attach(name, path, fd.try_clone().map_err(|e| Error::io("dup", e))?, info, header);
+        drop(lock);
+        return seg;
+    }
+    Err(Error::NotFound { name: name.given })
+}
+
+fn create(b: &SegmentBuilder) -> Result<Segment> {
+    let name = SegmentName::parse(&b.name)?;
+    if b.size == 0 {
+        return Err(Error::invalid("a segment's size must be at least 1 byte"));
+    }
+    if b.slots == 0 || b.slots > MAX_SLOTS {
+        return Err(Error::invalid(format!("max_attachers must be 1 to {MAX_SLOTS}, not {}", b.slots)));
+    }
+    let (data_offset, total_size) = layout(b.slots, b.size as u64)
+        .ok_or_else(|| Error::invalid(format!("a segment of {} bytes is too large to map", b.size)))?;
+    let path = name.path();
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let fd = fs::create_unnamed(&dir).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => Error::io(
+            format!(
+                "segment directory {} does not exist (set {} to another)",
+                dir.display(),
+                super::name::DIR_ENV
+            ),
+            e,
+        ),
+        Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) => Error::io(
+            format!("the file system of {} does not support O_TMPFILE; use a tmpfs", dir.display()),
+            e,
+        ),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            Error::PermissionDenied { what: format!("cannot create files in {}: {e}", dir.display()) }
+        }
+        _ => Error::io(format!("create a file in {}", dir.display()), e),
+    })?;
+    fs::reserve(fd.as_fd(), total_size).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EFBIG) => Error::NoSpace {
+            what: format!(
+                "{} is full: {} free, {} asked; raise its size or free space",
+                dir.display(),
+                fs::free_space(&dir).map_or_else(|| "unknown".into(), human),
+                human(total_size)
+            ),
+        },
+        _ => Error::io("reserve segment space", e),
+    })?;
+    let me = ProcessId::current();
+    let header = Header {
+        kind: b.kind,
+        total_size,
+        data_offset,
+        data_size: b.size as u64,
+        slots: b.slots,
+        creator_pid: me.pid,
+        creator_uid: euid(),
+        creator_start: me.start_time,
+        created_unix_ns: now_unix_ns(),
+        name: name.given.clone(),
+    };
+    rustix::io::pwrite(&fd, &header.encode(), 0).map_err(|e| Error::io("write segment header", e))?;
+    let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
+    // The unnamed file is private to us: attach (claim slot 0) before it
+    // gets a name, so nobody can ever see it without a live attacher.
+    let seg = attach(name.clone(), path.clone(), fd, info, header)?;
+    let fd = seg.inner.fd.as_fd();
+    for _ in 0..RETRIES {
+        if fs::publish(fd, &path).map_err(|e| map_io(e, &name, "create"))? {
+            return Ok(seg);
+        }
+        if !remove_if_stale(&name, &path)? {
+            // Dropping `seg` cannot remove the live file: detach only
+            // unlinks a path that still names its own file.
+            return Err(Error::AlreadyExists { name: name.given });
+        }
+    }
+    Err(Error::AlreadyExists { name: name.given })
+}
+
+/// For `create`: if the file at `path` is a valid segment whose attachers
+/// all died, remove it and say `true`; if it has a live attacher say
+/// `false`; if it is damaged or another user's, say why. A stale segment
+/// of another kind is removed too: its name is free again.
+fn remove_if_stale(name: &SegmentName, path: &Path) -> Result<bool> {
+    let fd = match fs::open_existing(path) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(map_io(e, name, "open")),
+    };
+    check_file(name, fd.as_fd())?;
+    let _lock = LifecycleLock::acquire(fd.as_fd())?;
+    let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
+    if info.nlink == 0 || !names_file(path, &info) {
+        return Ok(true); // already gone or replaced: try again
+    }
+    let header = read_header(fd.as_fd(), &info)?;
+    if any_live(fd.as_fd(), header.slots, None) {
+        return Ok(false);
+    }
+    fs::unlink(path).map_err(|e| map_io(e, name, "remove stale"))?;
+    Ok(true)
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+// ---- normal-exit cleanup ----------------------------------------------------
+
+fn registry() -> &'static Mutex<Vec<Arc<Inner>>> {
+    static REGISTRY: OnceLock<Mutex<Vec<Arc<Inner>>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        fs::at_exit(detach_all_at_exit);
+        Mutex::new(Vec::new())
+    })
+}
+
+fn registry_add(inner: &Arc<Inner>) {
+    registry().lock().unwrap_or_else(|p| p.into_inner()).push(Arc::clone(inner));
+}
+
+fn registry_remove(inner: &Arc<Inner>) {
+    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    reg.retain(|x| !Arc::ptr_eq(x, inner));
+}
+
+/// Runs at normal process exit: detaches every handle still open (without
+/// unmapping: other threads may still be running).
+extern "C" fn detach_all_at_exit() {
+    // A thread that holds the registry at exit is mid-open or mid-drop;
+    // skip rather than deadlock the exit.
+    let Ok(reg) = registry().try_lock() else { return };
+    let open: Vec<Arc<Inner>> = reg.clone();
+    drop(reg);
+    for inner in open {
+        inner.detach(false);
+    }
+}

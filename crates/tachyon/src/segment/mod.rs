@@ -1,0 +1,57 @@
+//! Named shared-memory segments.
+//!
+//! A segment is a file in `/dev/shm` (see [`name`]) mapped by every process
+//! that uses it. It starts with a versioned header (magic, layout version,
+//! [`Kind`], sizes, creator) and a table of attach slots, one per open
+//! handle; the caller's bytes follow, page-aligned.
+//!
+//! Lifetime: each open handle holds an OFD lock on the byte of its attach
+//! slot, which the kernel drops when the process dies however it dies. When
+//! the last handle closes (or the process exits normally) the file is
+//! removed. A file whose attachers all died (SIGKILL) is *stale*: the next
+//! `create` of its name removes it and succeeds, the next `open` removes it
+//! and returns [`Error::NotFound`](crate::Error::NotFound). A segment with a
+//! live attacher is never removed by tachyon except by an explicit
+//! [`Segment::remove`].
+
+mod kind;
+pub mod name;
+
+pub use kind::Kind;
+
+#[cfg(not(tachyon_loom))]
+mod handle;
+#[cfg(not(tachyon_loom))]
+mod header;
+#[cfg(not(tachyon_loom))]
+mod list;
+
+#[cfg(not(tachyon_loom))]
+pub use handle::{Segment, SegmentBuilder};
+#[cfg(not(tachyon_loom))]
+pub use list::{list, AttacherInfo, SegmentInfo, SegmentStatus};
+
+/// Types that may be placed in shared memory and used through `&T` by
+/// several processes at once.
+///
+/// # Safety
+///
+/// An implementor must be `#[repr(C)]` (or a primitive atomic), have no
+/// padding that matters, no pointers and no `Drop`; every bit pattern,
+/// including all zeros, must be a valid value; and all mutation through
+/// `&T` must go through atomics, because another process may change the
+/// bytes at any time.
+pub unsafe trait ShmSafe: Sync {}
+
+// SAFETY: atomics are plain integers in memory; every bit pattern is valid
+// and all access is atomic.
+unsafe impl ShmSafe for std::sync::atomic::AtomicU32 {}
+// SAFETY: as for AtomicU32.
+unsafe impl ShmSafe for std::sync::atomic::AtomicU64 {}
+// SAFETY: as for AtomicU32.
+unsafe impl ShmSafe for std::sync::atomic::AtomicU8 {}
+// SAFETY: as for AtomicU32.
+unsafe impl ShmSafe for std::sync::atomic::AtomicUsize {}
+// SAFETY: an array of ShmSafe values is itself valid for any bits and only
+// mutated atomically; `[T; N]` has no padding between elements.
+unsafe impl<T: ShmSafe, const N: usize> ShmSafe for [T; N] {}

@@ -1,0 +1,80 @@
+//! Helpers for tests that run real processes: the test binary re-executes
+//! itself as a child, running one named role.
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Environment variable naming the role a child runs.
+pub const ROLE_ENV: &str = "TACHYON_TEST_ROLE";
+/// Environment variable carrying the role's argument.
+pub const ARG_ENV: &str = "TACHYON_TEST_ARG";
+
+/// A name no other test (or run) uses.
+pub fn unique(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("test-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The command that runs `role` with `arg` in a child copy of this test
+/// binary. `entry` is the name of the test function that dispatches roles.
+pub fn child_command(entry: &str, role: &str, arg: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("current exe"));
+    cmd.args(["--exact", entry, "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, role)
+        .env(ARG_ENV, arg)
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Starts `role` in a child process.
+pub fn spawn(entry: &str, role: &str, arg: &str) -> Child {
+    child_command(entry, role, arg).spawn().expect("spawn child")
+}
+
+/// The role and argument if this process is a child.
+pub fn role() -> Option<(String, String)> {
+    let role = std::env::var(ROLE_ENV).ok()?;
+    Some((role, std::env::var(ARG_ENV).unwrap_or_default()))
+}
+
+/// Polls `cond` until it holds or `limit` passes; returns whether it held.
+pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Waits for a child to exit, killing it if it takes longer than `limit`.
+/// Returns its exit code (None if killed by a signal).
+pub fn wait_child(child: &mut Child, limit: Duration) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status.code();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// SIGKILLs a child and reaps it.
+pub fn kill(child: &mut Child) {
+    child.kill().expect("SIGKILL child");
+    child.wait().expect("reap child");
+}
+
+/// Generous limit for anything a child should do quickly.
+pub const LIMIT: Duration = Duration::from_secs(20);
