@@ -100,6 +100,25 @@ pub enum Error {
         expected: crate::segment::Kind,
     },
 
+    /// An item is larger than the space that holds one.
+    #[error("message of {size} bytes is too large: at most {max} bytes fit; use larger nodes or split it")]
+    MessageTooLarge {
+        /// The item's size.
+        size: usize,
+        /// The most that fits.
+        max: usize,
+    },
+
+    /// The segment holds elements of another type than the one asked for
+    /// (e.g. a `SharedArray<u32>` opened as `SharedArray<u64>`).
+    #[error("segment holds {found}, not {expected}; open it with the type it was created with")]
+    TypeMismatch {
+        /// The element type recorded in the segment.
+        found: String,
+        /// The element type the caller asked for.
+        expected: String,
+    },
+
     /// The previous holder of a lock died while holding it and the lock
     /// could not be handed over.
     #[error("the owner of the lock died while holding it")]
@@ -181,6 +200,7 @@ impl fmt::Display for Corruption {
 }
 
 impl Error {
+    #[cfg_attr(tachyon_loom, allow(dead_code))] // the file layer is not built under loom
     pub(crate) fn io(context: impl Into<String>, source: impl Into<io::Error>) -> Self {
         Error::Io { context: context.into(), source: source.into() }
     }

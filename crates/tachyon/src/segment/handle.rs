@@ -141,7 +141,29 @@ impl SegmentBuilder {
     /// Creates the segment, zero-filled. A stale segment of the same name
     /// (all attachers dead) is removed first.
     pub fn create(&self) -> Result<Segment> {
-        create(self)
+        create(self, |_| Ok(()))
+    }
+
+    /// Creates the segment and runs `init` on it *before* it gets its
+    /// name: no other process can see the segment until `init` returned
+    /// `Ok`. Higher layers write their own headers this way. If `init`
+    /// fails, nothing is left behind and its error is returned.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use tachyon::Segment;
+    /// # let name = format!("doc-init-{}", std::process::id());
+    /// let seg = Segment::builder(&name).size(64).create_with(|s| {
+    ///     s.get::<AtomicU64>(0)?.store(42, Ordering::Relaxed);
+    ///     Ok(())
+    /// })?;
+    /// let other = Segment::open(&name)?;
+    /// assert_eq!(other.get::<AtomicU64>(0)?.load(Ordering::Relaxed), 42);
+    /// # drop(seg);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn create_with(&self, init: impl FnOnce(&Segment) -> Result<()>) -> Result<Segment> {
+        create(self, init)
     }
 
     /// Opens an existing segment of the builder's kind.
@@ -151,12 +173,18 @@ impl SegmentBuilder {
 
     /// Opens the segment, creating it if it does not exist.
     pub fn create_or_open(&self) -> Result<Segment> {
+        self.create_or_open_with(|_| Ok(()))
+    }
+
+    /// [`create_or_open`](Self::create_or_open), running `init` as
+    /// [`create_with`](Self::create_with) does when it creates.
+    pub fn create_or_open_with(&self, mut init: impl FnMut(&Segment) -> Result<()>) -> Result<Segment> {
         for _ in 0..RETRIES {
             match open(&self.name, self.kind) {
                 Err(Error::NotFound { .. }) => {}
                 other => return other,
             }
-            match create(self) {
+            match create(self, &mut init) {
                 Err(Error::AlreadyExists { .. }) => {}
                 other => return other,
             }
@@ -294,6 +322,21 @@ impl Segment {
         // aligned; the mapping lives as long as `&self`; `T: ShmSafe` is
         // valid for any bits and only mutated through atomics.
         Ok(unsafe { &*self.data.as_ptr().add(offset).cast::<T>() })
+    }
+
+    /// A slice of `len` values of `T` starting at `offset` in the data area,
+    /// checked as [`get`](Self::get) checks one value.
+    pub fn get_slice<T: ShmSafe>(&self, offset: usize, len: usize) -> Result<&[T]> {
+        let align = std::mem::align_of::<T>();
+        if offset % align != 0 {
+            return Err(Error::invalid(format!("offset {offset} is not aligned to {align} bytes")));
+        }
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::invalid(format!("{len} elements overflow the address space")))?;
+        self.check_range(offset, bytes)?;
+        // SAFETY: as in `get`, for `len` consecutive values.
+        Ok(unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(offset).cast::<T>(), len) })
     }
 
     /// Copies `buf.len()` bytes out of the data area at `offset`.
@@ -640,7 +683,7 @@ fn open(name: &str, kind: Kind) -> Result<Segment> {
     Err(Error::NotFound { name: name.given })
 }
 
-fn create(b: &SegmentBuilder) -> Result<Segment> {
+fn create(b: &SegmentBuilder, init: impl FnOnce(&Segment) -> Result<()>) -> Result<Segment> {
     let name = SegmentName::parse(&b.name)?;
     if b.size == 0 {
         return Err(Error::invalid("a segment's size must be at least 1 byte"));
@@ -699,6 +742,7 @@ fn create(b: &SegmentBuilder) -> Result<Segment> {
     // The unnamed file is private to us: attach (claim slot 0) before it
     // gets a name, so nobody can ever see it without a live attacher.
     let seg = attach(name.clone(), path.clone(), fd, info, header)?;
+    init(&seg)?;
     let fd = seg.inner.fd.as_fd();
     for _ in 0..RETRIES {
         if fs::publish(fd, &path).map_err(|e| map_io(e, &name, "create"))? {

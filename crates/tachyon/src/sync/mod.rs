@@ -1,7 +1,8 @@
 //! Process-shared synchronisation that lives inside segments.
 //!
 //! Every type here is `#[repr(C)]`, made only of atomics, valid when all
-//! its bytes are zero, and placed in shared memory (see
+//! its bytes are zero (zeroed shared memory is a fresh, unlocked, unset
+//! object), and placed in shared memory (see
 //! [`Segment::get`](crate::Segment::get)). Waiting uses shared futexes; the
 //! fast paths make no system call when nobody sleeps.
 //!
@@ -9,7 +10,97 @@
 //! * [`Mutex`]: robust mutex; a holder's death is reported to the next locker;
 //! * [`RwLock`]: counted, writer-preferring, robust reader-writer lock;
 //! * [`WaitPolicy`] and [`WaitCell`]: how later layers wait for a condition.
+//!
+//! # Robustness
+//!
+//! Locks record their holders as [`Token`]s (attach slot + generation) and
+//! ask a [`Liveness`] — normally the [`Segment`](crate::Segment) itself —
+//! whether a holder is gone. A waiter never sleeps for long: it sleeps in
+//! slices growing from 1 ms to 50 ms (capped by its timeout), and between
+//! slices asks whether the holder it keeps seeing is dead. A dead holder's
+//! lock is taken over (or, for a dead reader, forgotten) and the guard of
+//! whoever gets a lock that a dead holder may have left half-updated says
+//! so with `owner_died()`.
+//!
+//! Every wait takes `timeout: Option<Duration>` (`None`: no limit) and
+//! returns [`Error::Timeout`](crate::Error::Timeout) when it passes. A lock
+//! word that cannot be right gives [`Error::Corrupt`](crate::Error::Corrupt).
+//!
+//! # Limits
+//!
+//! Tokens name attachments, not threads: threads sharing one attachment
+//! exclude each other, but a thread that locks a lock it already holds
+//! waits for itself until its timeout.
+//!
+//! Under `--cfg tachyon_loom` the types are built from loom's atomics (their
+//! `new` is then not `const`, and an [`RwLock`] tracks only a few attach
+//! slots), and the futex is modelled by a loom wait queue: sleepers block,
+//! a lost wake-up is a loom deadlock, and a timed sleep ends early only
+//! when a model calls `loom_time_passes` (after a holder dies).
 
+mod event;
+mod mutex;
+mod rwlock;
 mod token;
+mod wait;
 
+pub use event::{Event, EventMode};
+pub use mutex::{Mutex, MutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, MAX_READS_PER_ATTACH};
 pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};
+#[cfg(tachyon_loom)]
+pub use wait::loom_time_passes;
+pub use wait::{WaitCell, WaitPolicy};
+
+/// Defines `new` as a `const fn`, except under loom, whose atomics have no
+/// `const` constructor.
+macro_rules! const_new {
+    ($(#[$m:meta])* $vis:vis fn new($($a:ident: $t:ty),*) -> Self $body:block) => {
+        $(#[$m])*
+        #[cfg(not(tachyon_loom))]
+        $vis const fn new($($a: $t),*) -> Self $body
+
+        $(#[$m])*
+        #[cfg(tachyon_loom)]
+        $vis fn new($($a: $t),*) -> Self $body
+    };
+}
+pub(crate) use const_new;
+
+/// A fake [`Liveness`] for unit tests: attachments in one process, killed
+/// on demand.
+#[cfg(all(test, not(tachyon_loom)))]
+pub(crate) mod testing {
+    use super::{Liveness, Token};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// Which of slots 0..64 are dead (bit per slot).
+    #[derive(Debug, Clone, Default)]
+    pub struct World(Arc<AtomicU64>);
+
+    /// One attachment of the [`World`].
+    #[derive(Debug, Clone)]
+    pub struct Peer {
+        pub token: Token,
+        world: World,
+    }
+
+    impl World {
+        pub fn peer(&self, slot: usize) -> Peer {
+            Peer { token: Token::new(slot, 1), world: self.clone() }
+        }
+        pub fn kill(&self, peer: &Peer) {
+            self.0.fetch_or(1 << peer.token.slot(), Ordering::SeqCst);
+        }
+    }
+
+    impl Liveness for Peer {
+        fn token(&self) -> Token {
+            self.token
+        }
+        fn is_dead(&self, token: Token) -> bool {
+            token.slot() < 64 && self.world.0.load(Ordering::SeqCst) & (1 << token.slot()) != 0
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! A robust process-shared mutex.
+//!
+//! Invariant. `word` = `holder | DIED | CONTENDED`, where `holder` is the
+//! raw [`Token`] of the attachment holding the lock (0: free), CONTENDED
+//! (bit 31) means someone may sleep on the word, and DIED (bit 30) means a
+//! holder died with the lock and nobody has released it normally since.
+//! Only the holder puts `holder` back to 0 (unlock), except that a waiter
+//! that sees the *same* holder before and after a sleep and learns from
+//! [`Liveness::is_dead`] that it is gone replaces the word by CAS from the
+//! value it observed (one CAS wins, so exactly one waiter takes over). A
+//! waiter sets CONTENDED before it sleeps, and whoever gets the lock after
+//! sleeping or by takeover keeps CONTENDED set (others may still sleep), so
+//! an unlock that finds it clear has nobody to wake.
+//!
+//! The [`RwLock`](super::RwLock) uses this word as its writer lock, and
+//! there readers may also clear a dead holder (leaving DIED set).
+
+use super::wait::{sleep, wake, Deadline, Slices, SpinWait};
+use super::{Liveness, Token};
+use crate::platform::atomic::{AtomicU32, Ordering::*};
+use crate::{Corruption, Error, Result};
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// Someone may sleep on the word.
+pub(crate) const CONTENDED: u32 = 1 << 31;
+/// A holder died holding the lock; cleared by the next normal release.
+pub(crate) const DIED: u32 = 1 << 30;
+
+/// The holder named by a lock word: `Ok(None)` when free,
+/// [`Error::Corrupt`] when the holder bits are not a token.
+pub(crate) fn holder_of(word: u32, field: &'static str) -> Result<Option<Token>> {
+    match word & Token::MASK {
+        0 => Ok(None),
+        raw => Token::from_raw(raw)
+            .map(Some)
+            .ok_or_else(|| Error::corrupt(Corruption::BadField { field, value: u64::from(word) })),
+    }
+}
+
+/// A mutex that lives in shared memory and survives the death of its
+/// holder.
+///
+/// The holder is recorded as the [`Token`] of its attachment (given by a
+/// [`Liveness`], normally the [`Segment`](crate::Segment)). When a holder
+/// dies, the next locker gets the lock anyway, within about 50 ms, with
+/// [`MutexGuard::owner_died`] true: **the data the mutex protects may be
+/// half-updated**, and that guard's owner should check or repair it before
+/// unlocking.
+///
+/// The fast path is one CAS to lock and one to unlock; a system call is
+/// made only when someone sleeps. All zeros is an unlocked mutex.
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::sync::{Liveness, Mutex, Token};
+///
+/// struct Me; // a Segment plays this part in real use
+/// impl Liveness for Me {
+///     fn token(&self) -> Token { Token::new(0, 1) }
+///     fn is_dead(&self, _: Token) -> bool { false }
+/// }
+///
+/// let m = Mutex::new();
+/// let guard = m.lock(&Me, Some(Duration::from_secs(1)))?;
+/// assert!(!guard.owner_died());
+/// assert_eq!(m.holder()?, Some(Token::new(0, 1)));
+/// assert!(m.try_lock(&Me)?.is_none());
+/// drop(guard);
+/// assert!(!m.is_locked());
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[repr(C)]
+pub struct Mutex {
+    word: AtomicU32,
+}
+
+impl Mutex {
+    crate::sync::const_new! {
+        /// An unlocked mutex (the same as all-zero memory).
+        pub fn new() -> Self {
+            Mutex { word: AtomicU32::new(0) }
+        }
+    }
+
+    /// Locks, waiting at most `timeout` (`None`: no limit) for the holder
+    /// to unlock or to be found dead. `live` says who the caller is.
+    ///
+    /// Errors: [`Error::Timeout`]; [`Error::Corrupt`] if the lock word does
+    /// not hold a valid token.
+    pub fn lock<'a>(
+        &'a self,
+        live: &(impl Liveness + ?Sized),
+        timeout: Option<Duration>,
+    ) -> Result<MutexGuard<'a>> {
+        let me = live.token().raw();
+        let died = self.acquire(live, me, &Deadline::after(timeout))?;
+        Ok(MutexGuard { mutex: self, me, owner_died: died, _not_send: PhantomData })
+    }
+
+    /// Locks if that can be done without waiting: `Ok(None)` if a live
+    /// holder has it. A failed attempt asks `live` whether the holder is
+    /// dead, which may cost a system call.
+    pub fn try_lock(&self, live: &(impl Liveness + ?Sized)) -> Result<Option<MutexGuard<'_>>> {
+        let me = live.token().raw();
+        Ok(self.try_acquire(live, me)?.map(|died| MutexGuard {
+            mutex: self,
+            me,
+            owner_died: died,
+            _not_send: PhantomData,
+        }))
+    }
+
+    /// Whether some attachment holds the lock now.
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Relaxed) & Token::MASK != 0
+    }
+
+    /// Whether the attachment named by `token` holds the lock now.
+    pub fn is_locked_by(&self, token: Token) -> bool {
+        self.word.load(Relaxed) & Token::MASK == token.raw()
+    }
+
+    /// The holder now (`None`: unlocked), or [`Error::Corrupt`].
+    pub fn holder(&self) -> Result<Option<Token>> {
+        holder_of(self.word.load(Relaxed), "mutex holder")
+    }
+
+    /// The lock word now (`Acquire`).
+    pub(crate) fn word(&self) -> u32 {
+        self.word.load(Acquire)
+    }
+
+    /// Overwrites the word, as a broken or hostile process could.
+    #[cfg(all(test, not(tachyon_loom)))]
+    pub(crate) fn corrupt_for_test(&self, w: u32) {
+        self.word.store(w, Relaxed);
+    }
+
+    /// Takes the lock for `me`; `Ok(true)` if a holder died with it (we took
+    /// it over, or DIED was still set).
+    pub(crate) fn acquire(
+        &self,
+        live: &(impl Liveness + ?Sized),
+        me: u32,
+        deadline: &Deadline,
+    ) -> Result<bool> {
+        match self.word.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => Ok(false),
+            Err(_) => self.acquire_slow(live, me, deadline),
+        }
+    }
+
+    fn acquire_slow(&self, live: &(impl Liveness + ?Sized), me: u32, deadline: &Deadline) -> Result<bool> {
+        let mut spin = SpinWait::new();
+        let mut slices = Slices::new();
+        let mut slept = false;
+        let mut last = 0; // the holder seen before the last sleep
+        loop {
+            let w = self.word.load(Relaxed);
+            let Some(holder) = holder_of(w, "mutex holder")? else {
+                let new = me | (w & DIED) | if slept { CONTENDED } else { w & CONTENDED };
+                if self.word.compare_exchange(w, new, Acquire, Relaxed).is_ok() {
+                    return Ok(w & DIED != 0);
+                }
+                continue;
+            };
+            if holder.raw() == last && live.is_dead(holder) {
+                if self.word.compare_exchange(w, me | DIED | CONTENDED, Acquire, Relaxed).is_ok() {
+                    return Ok(true);
+                }
+                continue;
+            }
+            if w & CONTENDED == 0 {
+                if !slept && spin.spin() {
+                    continue;
+                }
+                if self.word.compare_exchange(w, w | CONTENDED, Relaxed, Relaxed).is_err() {
+                    continue;
+                }
+            }
+            let slice = slices.next(deadline)?;
+            sleep(&self.word, w | CONTENDED, Some(slice), &|| live.is_dead(holder));
+            slept = true;
+            last = holder.raw();
+        }
+    }
+
+    /// One attempt: `Ok(Some(died))` if taken.
+    pub(crate) fn try_acquire(&self, live: &(impl Liveness + ?Sized), me: u32) -> Result<Option<bool>> {
+        let mut w = match self.word.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => return Ok(Some(false)),
+            Err(w) => w,
+        };
+        loop {
+            let new = match holder_of(w, "mutex holder")? {
+                None => me | (w & (DIED | CONTENDED)),
+                Some(holder) if live.is_dead(holder) => me | DIED | (w & CONTENDED),
+                Some(_) => return Ok(None),
+            };
+            match self.word.compare_exchange(w, new, Acquire, Relaxed) {
+                Ok(_) => return Ok(Some(new & DIED != 0)),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Releases the lock held by `me`, leaving DIED set if `keep_died`;
+    /// wakes one sleeper if any. Does nothing if `me` no longer holds it.
+    pub(crate) fn release(&self, me: u32, keep_died: bool) {
+        let mut w = me;
+        loop {
+            if w & Token::MASK != me {
+                // Taken from us: not ours to release. (Only possible if a
+                // Liveness wrongly declared us dead, or the word was
+                // overwritten.)
+                return;
+            }
+            let new = if keep_died { w & DIED } else { 0 };
+            match self.word.compare_exchange_weak(w, new, Release, Relaxed) {
+                Ok(_) => break,
+                Err(now) => w = now,
+            }
+        }
+        if w & CONTENDED != 0 {
+            wake(&self.word, 1);
+        }
+    }
+
+    /// Clears the holder of `w`, a word whose holder was found dead, by CAS
+    /// from `w`, leaving DIED set; wakes one sleeper if any. False if the
+    /// word had changed.
+    pub(crate) fn clear_dead(&self, w: u32) -> bool {
+        if self.word.compare_exchange(w, DIED, AcqRel, Relaxed).is_err() {
+            return false;
+        }
+        if w & CONTENDED != 0 {
+            wake(&self.word, 1);
+        }
+        true
+    }
+}
+
+impl Default for Mutex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Mutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = self.word.load(Relaxed);
+        f.debug_struct("Mutex")
+            .field("holder", &holder_of(w, "mutex holder").ok().flatten())
+            .field("contended", &(w & CONTENDED != 0))
+            .field("died", &(w & DIED != 0))
+            .finish()
+    }
+}
+
+#[cfg(not(tachyon_loom))]
+// SAFETY: `#[repr(C)]` around one `AtomicU32`: every bit pattern is a
+// valid word (impossible holders are reported as corruption), all zeros is
+// unlocked, all mutation is atomic.
+unsafe impl crate::segment::ShmSafe for Mutex {}
+
+#[cfg(not(tachyon_loom))]
+const _: () = assert!(std::mem::size_of::<Mutex>() == 4);
+
+/// Proof of holding a [`Mutex`]; unlocks when dropped.
+///
+/// Not `Send`, like `std`'s guard: unlock on the thread that locked.
+#[must_use = "the mutex unlocks as soon as the guard is dropped"]
+pub struct MutexGuard<'a> {
+    mutex: &'a Mutex,
+    me: u32,
+    owner_died: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl MutexGuard<'_> {
+    /// True if a previous holder died holding the lock: the protected data
+    /// may be half-updated; check or repair it before unlocking.
+    pub fn owner_died(&self) -> bool {
+        self.owner_died
+    }
+
+    /// Unlocks (the same as dropping the guard).
+    pub fn unlock(self) {}
+}
+
+impl Drop for MutexGuard<'_> {
+    fn drop(&mut self) {
+        self.mutex.release(self.me, false);
+    }
+}
+
+impl fmt::Debug for MutexGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MutexGuard")
+            .field("holder", &Token::from_raw(self.me))
+            .field("owner_died", &self.owner_died)
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::testing::World;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+    use std::thread;
+
+    const LONG: Option<Duration> = Some(Duration::from_secs(20));
+
+    #[test]
+    fn lock_unlock_and_state() {
+        let w = World::default();
+        let (a, b) = (w.peer(1), w.peer(2));
+        let m = Mutex::default();
+        assert!(!m.is_locked());
+        assert_eq!(m.holder().unwrap(), None);
+        let g = m.lock(&a, None).unwrap();
+        assert!(m.is_locked_by(a.token));
+        assert!(!m.is_locked_by(b.token));
+        assert!(m.try_lock(&b).unwrap().is_none());
+        assert!(matches!(m.lock(&b, Some(Duration::from_millis(5))), Err(Error::Timeout)));
+        assert!(matches!(m.lock(&b, Some(Duration::ZERO)), Err(Error::Timeout)));
+        g.unlock();
+        assert_eq!(m.word.load(Relaxed), 0, "no flags left behind");
+        let g = m.try_lock(&b).unwrap().unwrap();
+        assert!(!g.owner_died());
+        assert!(format!("{m:?} {g:?}").contains("holder"));
+    }
+
+    #[test]
+    fn corrupt_word_is_an_error() {
+        let w = World::default();
+        let m = Mutex::new();
+        m.word.store(5, Relaxed); // slot 5, generation 0: not a token
+        assert!(matches!(m.lock(&w.peer(1), LONG), Err(Error::Corrupt { .. })));
+        assert!(matches!(m.try_lock(&w.peer(1)), Err(Error::Corrupt { .. })));
+        assert!(matches!(m.holder(), Err(Error::Corrupt { .. })));
+    }
+
+    /// Several threads (some sharing one attachment) increment a counter
+    /// with a non-atomic read-modify-write under the lock.
+    #[test]
+    fn mutual_exclusion_under_contention() {
+        let w = World::default();
+        let m = Arc::new(Mutex::new());
+        let count = Arc::new(AtomicU64::new(0));
+        const ITERS: u64 = 20_000;
+        let threads: Vec<_> = (0..6)
+            .map(|i| {
+                let (m, count, peer) = (m.clone(), count.clone(), w.peer(i % 3));
+                thread::spawn(move || {
+                    for _ in 0..ITERS {
+                        let g = m.lock(&peer, LONG).unwrap();
+                        assert!(!g.owner_died());
+                        let v = count.load(Relaxed);
+                        count.store(v + 1, Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(count.load(Relaxed), 6 * ITERS);
+        assert!(!m.is_locked());
+    }
+
+    /// The holder "dies" (its guard is leaked and its slot marked dead)
+    /// while several threads wait: exactly one takes over with owner_died,
+    /// the others get the lock normally afterwards.
+    #[test]
+    fn dead_holder_is_taken_over_once() {
+        let w = World::default();
+        let dead = w.peer(9);
+        let m = Arc::new(Mutex::new());
+        std::mem::forget(m.lock(&dead, None).unwrap());
+        let died = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let (m, died, peer) = (m.clone(), died.clone(), w.peer(i));
+                thread::spawn(move || {
+                    let g = m.lock(&peer, LONG).unwrap();
+                    if g.owner_died() {
+                        died.fetch_add(1, Relaxed);
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(20));
+        w.kill(&dead);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(died.load(Relaxed), 1);
+        assert!(!m.is_locked());
+        // try_lock also takes over from a dead holder.
+        std::mem::forget(m.lock(&w.peer(10), None).unwrap());
+        w.kill(&w.peer(10));
+        assert!(m.try_lock(&w.peer(11)).unwrap().unwrap().owner_died());
+        assert!(!m.lock(&w.peer(11), None).unwrap().owner_died());
+    }
+
+    #[test]
+    fn timed_out_waiter_leaves_lock_usable() {
+        let w = World::default();
+        let m = Arc::new(Mutex::new());
+        let g = m.lock(&w.peer(1), None).unwrap();
+        let t = {
+            let (m, p) = (m.clone(), w.peer(2));
+            thread::spawn(move || m.lock(&p, Some(Duration::from_millis(30))).map(|_| ()))
+        };
+        assert!(matches!(t.join().unwrap(), Err(Error::Timeout)));
+        drop(g); // CONTENDED is set: a spurious wake, harmless
+        assert_eq!(m.word.load(Relaxed), 0);
+        m.lock(&w.peer(2), None).unwrap().unlock();
+    }
+}

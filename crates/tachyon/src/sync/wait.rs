@@ -1,0 +1,515 @@
+//! Waiting for a condition: the [`WaitPolicy`], the eventcount [`WaitCell`],
+//! and the deadline / spin / sleep helpers every lock here uses.
+//!
+//! Invariant (no lost wake-up). A waiter registers in `sleepers`, issues a
+//! `SeqCst` fence, reads `seq`, re-checks its condition and only then sleeps
+//! on `seq` with the value it read. A notifier changes the condition, issues
+//! a `SeqCst` fence, reads `sleepers`, and if it sees one bumps `seq` and
+//! wakes. Of the two fences one comes first: either the waiter's re-check
+//! sees the new condition, or the notifier sees the sleeper, and then its
+//! bump of `seq` either happens before the waiter's futex compares (which
+//! then returns at once) or after the waiter is queued (and the wake reaches
+//! it).
+
+use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
+#[cfg(not(tachyon_loom))]
+use crate::platform::futex;
+use crate::platform::futex::Wake;
+use crate::{Error, Result};
+use std::time::{Duration, Instant};
+
+/// How a waiter waits for a condition that another thread or process will
+/// make true.
+///
+/// ```
+/// use tachyon::sync::WaitPolicy;
+/// assert_eq!(WaitPolicy::default(), WaitPolicy::Hybrid);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum WaitPolicy {
+    /// Busy-wait: never enters the kernel, burns a CPU, lowest latency.
+    Spin,
+    /// Sleep in the kernel (futex) right away: no idle CPU, a few
+    /// microseconds of wake-up latency.
+    Futex,
+    /// Spin for a few microseconds, then sleep: low latency when the
+    /// condition comes soon, no idle CPU when it does not.
+    #[default]
+    Hybrid,
+}
+
+/// An eventcount: lets threads in any process sleep until a condition that
+/// lives elsewhere in shared memory becomes true, without losing a
+/// notification and without a system call on the notifying side when
+/// nobody sleeps.
+///
+/// The condition is the caller's (for a ring: "not empty", "not full"). The
+/// notifier first makes it true, with any ordering, then calls
+/// [`notify_all`](WaitCell::notify_all) or
+/// [`notify_one`](WaitCell::notify_one); the waiter calls
+/// [`wait_until`](WaitCell::wait_until) with a closure that checks it.
+///
+/// All zeros is a valid, fresh cell. A waiter killed while sleeping leaves
+/// its registration behind; notifiers then enter the kernel on every notify
+/// (slower, still correct).
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+/// use tachyon::sync::{WaitCell, WaitPolicy};
+///
+/// let cell = WaitCell::new();
+/// let items = AtomicU32::new(0);
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         items.fetch_add(1, Ordering::Release);
+///         cell.notify_all();
+///     });
+///     let n = cell.wait_until(WaitPolicy::Hybrid, Some(Duration::from_secs(10)), || {
+///         let n = items.load(Ordering::Acquire);
+///         (n > 0).then_some(n)
+///     })?;
+///     assert_eq!(n, 1);
+///     Ok::<(), tachyon::Error>(())
+/// })?;
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[repr(C)]
+#[derive(Debug)]
+pub struct WaitCell {
+    /// Bumped by a notifier that saw a sleeper; the futex word.
+    seq: AtomicU32,
+    /// Waiters between registering and leaving.
+    sleepers: AtomicU32,
+}
+
+impl WaitCell {
+    crate::sync::const_new! {
+        /// A fresh cell (the same as all-zero memory).
+        pub fn new() -> Self {
+            WaitCell { seq: AtomicU32::new(0), sleepers: AtomicU32::new(0) }
+        }
+    }
+
+    /// Wakes every waiter. Call after making the condition true. Makes no
+    /// system call when nobody sleeps.
+    pub fn notify_all(&self) {
+        if self.announce() {
+            wake_all(&self.seq);
+        }
+    }
+
+    /// Wakes at least one waiter if any sleeps. Call after making the
+    /// condition true for one waiter. Makes no system call when nobody
+    /// sleeps.
+    pub fn notify_one(&self) {
+        if self.announce() {
+            wake(&self.seq, 1);
+        }
+    }
+
+    /// The notifier's half of the protocol: true if a sleeper must be woken.
+    fn announce(&self) -> bool {
+        fence(SeqCst);
+        if self.sleepers.load(Relaxed) == 0 {
+            return false;
+        }
+        self.seq.fetch_add(1, Release);
+        true
+    }
+
+    /// Waits until `ready` returns `Some`, and returns its value.
+    ///
+    /// `ready` is called first, then repeatedly as `policy` says, and always
+    /// once more after a notify; it must be cheap and must not block.
+    /// `timeout` bounds the whole call (`None`: no limit); when it passes
+    /// with `ready` still `None`, the result is [`Error::Timeout`].
+    pub fn wait_until<T>(
+        &self,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        if let Some(v) = ready() {
+            return Ok(v);
+        }
+        let deadline = Deadline::after(timeout);
+        let mut spin = SpinWait::new();
+        loop {
+            match policy {
+                WaitPolicy::Spin => {
+                    deadline.remaining()?;
+                    spin_hint();
+                }
+                WaitPolicy::Hybrid if spin.spin() => {}
+                WaitPolicy::Hybrid | WaitPolicy::Futex => break,
+            }
+            if let Some(v) = ready() {
+                return Ok(v);
+            }
+        }
+        loop {
+            let remaining = match deadline.remaining() {
+                Ok(r) => r,
+                Err(e) => return ready().ok_or(e),
+            };
+            if let Some(v) = self.park(remaining, &|| false, &mut ready) {
+                return Ok(v);
+            }
+        }
+    }
+
+    /// The waiter's half of the protocol: registers, re-checks `ready` and,
+    /// if it is still `None`, sleeps once (until notified, spuriously, or
+    /// for `timeout`).
+    /// (`holder_gone`: see [`sleep`].)
+    pub(crate) fn park<T>(
+        &self,
+        timeout: Option<Duration>,
+        holder_gone: &dyn Fn() -> bool,
+        ready: impl FnOnce() -> Option<T>,
+    ) -> Option<T> {
+        self.sleepers.fetch_add(1, Relaxed);
+        fence(SeqCst);
+        let seq = self.seq.load(Acquire);
+        let r = ready();
+        if r.is_none() {
+            sleep(&self.seq, seq, timeout, holder_gone);
+        }
+        self.sleepers.fetch_sub(1, Relaxed);
+        r
+    }
+
+    /// Forgets every registered sleeper. Only for a cell with a single
+    /// possible waiter, called by that waiter before it registers, to drop
+    /// a registration left by a predecessor that died while sleeping.
+    pub(crate) fn forget_sleepers(&self) {
+        if self.sleepers.load(Relaxed) != 0 {
+            self.sleepers.store(0, Relaxed);
+        }
+    }
+}
+
+impl Default for WaitCell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: `repr(C)`, two atomics: any bits are valid (all zero is a fresh
+// cell) and all mutation is atomic.
+#[cfg(not(tachyon_loom))]
+unsafe impl crate::segment::ShmSafe for WaitCell {}
+
+#[cfg(not(tachyon_loom))]
+const _: () = assert!(std::mem::size_of::<WaitCell>() == 8);
+
+/// When a wait must give up. `None` inside: never.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline(Option<Instant>);
+
+impl Deadline {
+    /// `timeout` from now; a timeout too large to represent is no limit.
+    pub(crate) fn after(timeout: Option<Duration>) -> Deadline {
+        Deadline(timeout.and_then(|t| Instant::now().checked_add(t)))
+    }
+
+    /// Time left (`None`: no limit), or [`Error::Timeout`] once it passed.
+    pub(crate) fn remaining(&self) -> Result<Option<Duration>> {
+        match self.0 {
+            None => Ok(None),
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(r) if !r.is_zero() => Ok(Some(r)),
+                _ => Err(Error::Timeout),
+            },
+        }
+    }
+}
+
+/// How long a lock waiter sleeps before it looks at the holder again.
+const FIRST_SLICE: Duration = Duration::from_millis(1);
+/// The longest such sleep: a dead holder is noticed within about this long.
+const MAX_SLICE: Duration = Duration::from_millis(50);
+
+/// Sleep slices that double from [`FIRST_SLICE`] to [`MAX_SLICE`], capped by
+/// a deadline; lock waiters check the holder's liveness between slices.
+#[derive(Debug)]
+pub(crate) struct Slices(Duration);
+
+impl Slices {
+    pub(crate) fn new() -> Slices {
+        Slices(FIRST_SLICE)
+    }
+
+    /// The next slice, or [`Error::Timeout`] if the deadline passed.
+    pub(crate) fn next(&mut self, deadline: &Deadline) -> Result<Duration> {
+        let slice = self.0;
+        self.0 = (slice * 2).min(MAX_SLICE);
+        Ok(deadline.remaining()?.map_or(slice, |r| r.min(slice)))
+    }
+}
+
+/// How long [`SpinWait`] spins before a waiter goes to sleep.
+const SPIN_BUDGET: Duration = Duration::from_micros(10);
+
+/// A short, time-bounded spin (one round under loom, where time must not
+/// steer the model).
+#[derive(Debug)]
+pub(crate) struct SpinWait {
+    rounds: u32,
+    start: Option<Instant>,
+}
+
+impl SpinWait {
+    pub(crate) fn new() -> SpinWait {
+        SpinWait { rounds: 0, start: None }
+    }
+
+    /// Spins a little (bursts of spin hints that grow to 32); false, without
+    /// spinning, once the budget is spent.
+    pub(crate) fn spin(&mut self) -> bool {
+        if cfg!(tachyon_loom) {
+            if self.rounds > 0 {
+                return false;
+            }
+        } else if self.start.get_or_insert_with(Instant::now).elapsed() >= SPIN_BUDGET {
+            return false;
+        }
+        for _ in 0..1u32 << self.rounds.min(5) {
+            spin_hint();
+        }
+        self.rounds += 1;
+        true
+    }
+}
+
+/// Sleeps on `word` while it holds `expected`, for at most `timeout`
+/// (`None`: no limit). May return early for any reason.
+///
+/// `holder_gone` tells the loom model what the caller waits out: a lock
+/// waiter's slice elapses (in the model: ends) only to let it see that the
+/// holder died. The real futex ignores it.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn sleep(
+    word: &AtomicU32,
+    expected: u32,
+    timeout: Option<Duration>,
+    _holder_gone: &dyn Fn() -> bool,
+) -> Wake {
+    futex::wait(word, expected, timeout)
+}
+
+/// Wakes up to `count` sleepers on `word`.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn wake(word: &AtomicU32, count: u32) {
+    futex::wake(word, count);
+}
+
+#[cfg(tachyon_loom)]
+pub(crate) use model::{sleep, wake};
+
+/// Wakes every sleeper on `word`.
+pub(crate) fn wake_all(word: &AtomicU32) {
+    wake(word, u32::MAX);
+}
+
+/// Under loom: makes every sleeper look again at what it waits out, as if
+/// time had passed. A model calls it when it makes a lock holder die.
+#[cfg(tachyon_loom)]
+pub fn loom_time_passes() {
+    model::time_passes();
+}
+
+/// A futex for loom: a wait queue under a loom mutex, so sleepers block
+/// (rather than poll, which would explode the state space) and a lost
+/// wake-up shows up as a loom deadlock. Time does not exist: a sleep ends
+/// when woken, or, as a timeout, when its `holder_gone` says the holder it
+/// waits out is dead (looked at on entry and whenever time passes).
+#[cfg(tachyon_loom)]
+mod model {
+    use super::*;
+    use loom::sync::{Condvar, Mutex};
+
+    #[derive(Default)]
+    struct Queue {
+        /// (word address, sleeper id)
+        sleeping: Vec<(usize, u64)>,
+        /// Sleepers taken off the queue by time passing, not by a wake.
+        timed_out: Vec<u64>,
+        next_id: u64,
+    }
+
+    #[derive(Default)]
+    struct Futex {
+        queue: Mutex<Queue>,
+        changed: Condvar,
+    }
+
+    loom::lazy_static! {
+        static ref FUTEX: Futex = Futex::default();
+    }
+
+    pub(crate) fn sleep(
+        word: &AtomicU32,
+        expected: u32,
+        _timeout: Option<Duration>,
+        holder_gone: &dyn Fn() -> bool,
+    ) -> Wake {
+        let addr = word as *const AtomicU32 as usize;
+        let mut q = FUTEX.queue.lock().unwrap();
+        loop {
+            if holder_gone() {
+                return Wake::TimedOut;
+            }
+            if word.load(Relaxed) != expected {
+                return Wake::Woken;
+            }
+            let id = q.next_id;
+            q.next_id += 1;
+            q.sleeping.push((addr, id));
+            while q.sleeping.iter().any(|s| s.1 == id) {
+                q = FUTEX.changed.wait(q).unwrap();
+            }
+            match q.timed_out.iter().position(|&t| t == id) {
+                Some(i) => {
+                    q.timed_out.swap_remove(i);
+                }
+                None => return Wake::Woken,
+            }
+        }
+    }
+
+    pub(crate) fn wake(word: &AtomicU32, count: u32) {
+        let addr = word as *const AtomicU32 as usize;
+        let mut q = FUTEX.queue.lock().unwrap();
+        let mut left = count;
+        q.sleeping.retain(|s| {
+            let woken = s.0 == addr && left > 0;
+            left -= u32::from(woken);
+            !woken
+        });
+        FUTEX.changed.notify_all();
+    }
+
+    pub(crate) fn time_passes() {
+        let mut q = FUTEX.queue.lock().unwrap();
+        let ids: Vec<u64> = q.sleeping.drain(..).map(|s| s.1).collect();
+        q.timed_out.extend(ids);
+        FUTEX.changed.notify_all();
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU32 as StdU32};
+    use std::sync::Arc;
+    use std::thread;
+
+    const LONG: Option<Duration> = Some(Duration::from_secs(20));
+
+    #[test]
+    fn ready_at_once_needs_no_notify() {
+        let cell = WaitCell::new();
+        for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
+            assert_eq!(cell.wait_until(policy, Some(Duration::ZERO), || Some(7)).unwrap(), 7);
+        }
+    }
+
+    #[test]
+    fn timeout_fires_for_every_policy() {
+        let cell = WaitCell::new();
+        for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
+            let r = cell.wait_until(policy, Some(Duration::from_millis(5)), || None::<()>);
+            assert!(matches!(r, Err(Error::Timeout)), "{policy:?}: {r:?}");
+            let r = cell.wait_until(policy, Some(Duration::ZERO), || None::<()>);
+            assert!(matches!(r, Err(Error::Timeout)), "{policy:?}: {r:?}");
+        }
+        assert_eq!(cell.sleepers.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn notify_without_sleepers_leaves_seq_alone() {
+        let cell = WaitCell::default();
+        cell.notify_all();
+        cell.notify_one();
+        assert_eq!(cell.seq.load(Relaxed), 0);
+    }
+
+    /// A producer hands out tokens one by one; consumers take them under
+    /// every policy. Nothing may be lost: every consumer finishes.
+    #[test]
+    fn no_lost_notify_under_contention() {
+        for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
+            let cell = Arc::new(WaitCell::new());
+            let tokens = Arc::new(StdU32::new(0));
+            const PER: u32 = 2000;
+            const CONSUMERS: u32 = 3;
+            let consumers: Vec<_> = (0..CONSUMERS)
+                .map(|_| {
+                    let (cell, tokens) = (cell.clone(), tokens.clone());
+                    thread::spawn(move || {
+                        for _ in 0..PER {
+                            cell.wait_until(policy, LONG, || {
+                                tokens.fetch_update(Acquire, Relaxed, |t| t.checked_sub(1)).ok()
+                            })
+                            .unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for i in 0..PER * CONSUMERS {
+                tokens.fetch_add(1, Release);
+                if i % 2 == 0 {
+                    cell.notify_one();
+                } else {
+                    cell.notify_all();
+                }
+            }
+            for c in consumers {
+                c.join().unwrap();
+            }
+            assert_eq!(tokens.load(Relaxed), 0);
+        }
+    }
+
+    #[test]
+    fn sleeping_waiter_is_woken() {
+        let cell = Arc::new(WaitCell::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (cell, flag) = (cell.clone(), flag.clone());
+            thread::spawn(move || {
+                cell.wait_until(WaitPolicy::Futex, LONG, || flag.load(Acquire).then_some(()))
+            })
+        };
+        // Wait until it sleeps (registered), so the wake path is exercised.
+        while cell.sleepers.load(Relaxed) == 0 {
+            thread::yield_now();
+        }
+        flag.store(true, Release);
+        cell.notify_all();
+        t.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn deadline_and_slices() {
+        assert!(Deadline::after(None).remaining().unwrap().is_none());
+        assert!(Deadline::after(Some(Duration::MAX)).remaining().unwrap().is_none());
+        assert!(matches!(Deadline::after(Some(Duration::ZERO)).remaining(), Err(Error::Timeout)));
+        let d = Deadline::after(None);
+        let mut s = Slices::new();
+        let got: Vec<_> = (0..8).map(|_| s.next(&d).unwrap()).collect();
+        assert_eq!(got[0], FIRST_SLICE);
+        assert!(got.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*got.last().unwrap(), MAX_SLICE);
+        let d = Deadline::after(Some(Duration::from_millis(3)));
+        assert!(Slices(MAX_SLICE).next(&d).unwrap() <= Duration::from_millis(3));
+        let mut spin = SpinWait::new();
+        let mut n = 0;
+        while spin.spin() {
+            n += 1;
+            assert!(n < 10_000_000, "spin budget never ran out");
+        }
+    }
+}
