@@ -8,7 +8,8 @@
 //! * [`segment`]: named shared-memory segments with a versioned header,
 //!   attach records and a lifetime that survives crashes;
 //! * [`sync`]: process-shared event, robust mutex, robust counted rw-lock
-//!   and wait policies, living inside segments.
+//!   and wait policies, living inside segments;
+//! * [`primitives`]: [`CircularBuffer`] and friends.
 //!
 //! ```
 //! use tachyon::Segment;
@@ -28,10 +29,15 @@
 
 mod error;
 pub mod platform;
+pub mod primitives;
 pub mod segment;
 pub mod sync;
 
 pub use error::{Corruption, Error, Result};
+#[cfg(not(tachyon_loom))]
+pub use primitives::{CircularBuffer, CircularBufferBuilder};
+#[cfg(not(tachyon_loom))]
+pub use primitives::{SharedArray, SharedBuffer};
 pub use segment::Kind;
 #[cfg(not(tachyon_loom))]
 pub use segment::Segment;

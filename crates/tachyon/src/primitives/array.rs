@@ -1,0 +1,833 @@
+//! `SharedArray<T>`: a fixed-length array of plain-old-data values in a
+//! named segment, shared by any number of processes and guarded by a
+//! robust, counted reader-writer lock.
+//!
+//! Invariant. The array header (length, element size and alignment, type
+//! fingerprint and name) is written once, before the segment gets its name,
+//! and never changes afterwards. The elements are touched only while the
+//! segment's [`RwLock`] is held: read (shared) to copy out or to lend `&[T]`,
+//! write (exclusive) to copy in or to lend `&mut [T]`. Hence a slice lent
+//! by a guard is never changed by another tachyon handle while the guard
+//! lives. Everything read from the header is validated against the segment
+//! size and the caller's `T` before any element is touched.
+
+use crate::error::{Corruption, Error, Result};
+use crate::segment::{Kind, Segment};
+use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use bytemuck::Pod;
+use std::fmt;
+use std::iter::FusedIterator;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+// Layout of the data area (all offsets from its page-aligned start).
+const LEN_OFF: usize = 0;
+const ELEM_SIZE_OFF: usize = 8;
+const ELEM_ALIGN_OFF: usize = 16;
+const FINGERPRINT_OFF: usize = 24;
+const TYPE_NAME_LEN_OFF: usize = 32;
+const TYPE_NAME_OFF: usize = 40;
+/// How many bytes of the element type's name the header keeps.
+const TYPE_NAME_MAX: usize = LOCK_OFF - TYPE_NAME_OFF;
+const LOCK_OFF: usize = 256;
+/// The elements start at a multiple of this (or of the element alignment,
+/// if larger): a cache line, so the lock and the data do not share one.
+const DATA_ALIGN: usize = 64;
+/// The largest element alignment supported: the data area is only known
+/// to be page-aligned.
+pub(crate) const MAX_ELEM_ALIGN: usize = 4096;
+
+/// The default for how long plain operations wait for the lock.
+pub(crate) const DEFAULT_LOCK_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
+
+pub(crate) fn round_up(v: usize, to: usize) -> Option<usize> {
+    Some(v.checked_add(to - 1)? / to * to)
+}
+
+/// `(offset of the first element, data area size)` of an array of `len`
+/// elements of `size` bytes aligned to `align` (a power of two).
+fn layout(len: usize, size: usize, align: usize) -> Option<(usize, usize)> {
+    let data_off = round_up(LOCK_OFF + std::mem::size_of::<RwLock>(), align.max(DATA_ALIGN))?;
+    let total = data_off.checked_add(len.checked_mul(size)?)?;
+    // A mapping larger than isize::MAX bytes cannot exist.
+    (total <= isize::MAX as usize).then_some((data_off, total))
+}
+
+/// What the header records about the element type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ElemType {
+    size: u64,
+    align: u64,
+    fingerprint: u64,
+    name: String,
+}
+
+impl ElemType {
+    fn of<T>() -> ElemType {
+        let name = std::any::type_name::<T>();
+        let size = std::mem::size_of::<T>() as u64;
+        let align = std::mem::align_of::<T>() as u64;
+        let mut h = fnv1a(0xcbf2_9ce4_8422_2325, name.as_bytes());
+        h = fnv1a(h, &size.to_le_bytes());
+        h = fnv1a(h, &align.to_le_bytes());
+        ElemType { size, align, fingerprint: h, name: name.to_owned() }
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "elements of type `{}` ({} bytes, align {})", self.name, self.size, self.align)
+    }
+}
+
+/// 64-bit FNV-1a, continued from `h`.
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn field(seg: &Segment, off: usize) -> Result<u64> {
+    Ok(seg.get::<AtomicU64>(off)?.load(Relaxed))
+}
+
+/// Writes the header; runs before the segment is visible to anyone. The
+/// lock (all zeros: unlocked) and the elements (all zeros: valid for any
+/// `Pod`) are already zero-filled.
+fn init<T: Pod>(seg: &Segment, len: usize) -> Result<()> {
+    let ty = ElemType::of::<T>();
+    seg.get::<AtomicU64>(LEN_OFF)?.store(len as u64, Relaxed);
+    seg.get::<AtomicU64>(ELEM_SIZE_OFF)?.store(ty.size, Relaxed);
+    seg.get::<AtomicU64>(ELEM_ALIGN_OFF)?.store(ty.align, Relaxed);
+    seg.get::<AtomicU64>(FINGERPRINT_OFF)?.store(ty.fingerprint, Relaxed);
+    seg.get::<AtomicU64>(TYPE_NAME_LEN_OFF)?.store(ty.name.len() as u64, Relaxed);
+    let kept = &ty.name.as_bytes()[..ty.name.len().min(TYPE_NAME_MAX)];
+    seg.write_bytes(TYPE_NAME_OFF, kept)
+}
+
+/// The element type recorded in the header (untrusted: the name length is
+/// clamped, the name decoded lossily).
+fn recorded_type(seg: &Segment) -> Result<ElemType> {
+    let name_len = field(seg, TYPE_NAME_LEN_OFF)?;
+    let kept = usize::try_from(name_len).unwrap_or(usize::MAX).min(TYPE_NAME_MAX);
+    let mut bytes = vec![0u8; kept];
+    seg.read_bytes(TYPE_NAME_OFF, &mut bytes)?;
+    let mut name = String::from_utf8_lossy(&bytes).into_owned();
+    if name_len > TYPE_NAME_MAX as u64 {
+        name.push('…');
+    }
+    Ok(ElemType {
+        size: field(seg, ELEM_SIZE_OFF)?,
+        align: field(seg, ELEM_ALIGN_OFF)?,
+        fingerprint: field(seg, FINGERPRINT_OFF)?,
+        name,
+    })
+}
+
+/// A fixed-length array of `T` shared between processes.
+///
+/// `T` is any [`Pod`] type (integers, floats, arrays of them,
+/// `#[derive(Pod, Zeroable)] #[repr(C)]` structs): one layout in every
+/// process, valid for any bits, copied in and out byte for byte.
+///
+/// * **Typed**: the segment records the element size, alignment and a
+///   fingerprint of the type's name. Opening it with another element type
+///   is [`Error::TypeMismatch`] naming both types, never garbage. (See
+///   [`SharedArrayBuilder::check_type_name`] for when names differ but the
+///   types are the same.)
+/// * **Locked**: a robust, counted, writer-preferring [`RwLock`] in the
+///   segment guards the elements. [`get`](Self::get), [`set`](Self::set),
+///   [`read`](Self::read) and [`write`](Self::write) take it for the copy,
+///   waiting at most the handle's [lock timeout](Self::set_lock_timeout)
+///   (default 100 ms) and then failing with [`Error::Timeout`].
+///   [`read_lock`](Self::read_lock) and [`write_lock`](Self::write_lock)
+///   lend the whole array as `&[T]` / `&mut [T]` for the guard's life.
+/// * **Robust**: a process that dies holding the write lock does not wedge
+///   the array: the next locker takes over within about 50 ms and its
+///   guard's `owner_died()` says the data may be half-updated. Plain
+///   operations do not report this (a [`set`](Self::set) or
+///   [`write`](Self::write) releases normally and so clears it): where a
+///   torn update matters, use the guards.
+/// * **Checked**: an index or range outside the array is
+///   [`Error::InvalidArgument`]; nothing is ever written outside it.
+///
+/// The elements start zeroed. The segment disappears when the last handle
+/// (in any process) is dropped.
+///
+/// ```
+/// use tachyon::SharedArray;
+/// # let name = format!("doc-array-{}", std::process::id());
+/// let producer = SharedArray::<i32>::create(&name, 10)?;
+/// let consumer = SharedArray::<i32>::open(&name)?; // usually in another process
+/// producer.set(0, 123)?;
+/// producer.write(8, &[455, 456])?;
+/// assert_eq!(consumer.get(0)?, 123);
+/// assert_eq!(consumer.get(9)?, 456);
+/// assert!(consumer.get(10).is_err()); // out of range
+///
+/// // Several changes at once, invisible to readers until the guard drops:
+/// let mut all = producer.write_lock()?;
+/// all.iter_mut().for_each(|x| *x += 1);
+/// drop(all);
+/// assert_eq!(consumer.read_lock()?.iter().sum::<i32>(), 124 + 456 + 457 + 7);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct SharedArray<T: Pod> {
+    seg: Segment,
+    len: usize,
+    data_off: usize,
+    timeout: Option<Duration>,
+    _elem: PhantomData<fn() -> T>,
+}
+
+/// Options for creating or opening a [`SharedArray`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::SharedArray;
+/// # let name = format!("doc-array-builder-{}", std::process::id());
+/// let a = SharedArray::<u64>::builder(&name)
+///     .len(1000)
+///     .lock_timeout(Some(Duration::from_millis(10)))
+///     .create()?;
+/// let b = SharedArray::<u64>::builder(&name).create_or_open()?; // opens
+/// assert_eq!(b.len(), 1000);
+/// # drop(a);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct SharedArrayBuilder<T: Pod> {
+    name: String,
+    len: usize,
+    timeout: Option<Duration>,
+    check_type_name: bool,
+    max_attachers: Option<usize>,
+    _elem: PhantomData<fn() -> T>,
+}
+
+impl<T: Pod> Clone for SharedArrayBuilder<T> {
+    fn clone(&self) -> Self {
+        SharedArrayBuilder { name: self.name.clone(), _elem: PhantomData, ..*self }
+    }
+}
+
+impl<T: Pod> fmt::Debug for SharedArrayBuilder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedArrayBuilder")
+            .field("name", &self.name)
+            .field("elem", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .field("lock_timeout", &self.timeout)
+            .field("check_type_name", &self.check_type_name)
+            .field("max_attachers", &self.max_attachers)
+            .finish()
+    }
+}
+
+impl<T: Pod> SharedArrayBuilder<T> {
+    /// Number of elements (create only; at least 1, default 1).
+    pub fn len(mut self, len: usize) -> Self {
+        self.len = len;
+        self
+    }
+
+    /// How long this handle's plain operations ([`get`](SharedArray::get),
+    /// [`set`](SharedArray::set), [`read`](SharedArray::read),
+    /// [`write`](SharedArray::write), [`to_vec`](SharedArray::to_vec),
+    /// [`iter`](SharedArray::iter)) wait for the lock before
+    /// [`Error::Timeout`]; `None`: no limit. Default 100 ms.
+    pub fn lock_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Whether [`open`](Self::open) compares the element type's name
+    /// fingerprint as well as its size and alignment (default `true`).
+    ///
+    /// The name comes from [`std::any::type_name`], which includes the
+    /// module path and is not guaranteed stable across compiler versions.
+    /// Two programs that each define their own `#[repr(C)] struct Point`,
+    /// or that were built by different compilers, may disagree on it while
+    /// agreeing on the layout: turn the check off for them (size and
+    /// alignment are still checked).
+    pub fn check_type_name(mut self, check: bool) -> Self {
+        self.check_type_name = check;
+        self
+    }
+
+    /// How many handles may be attached at once across all processes
+    /// (create only; 1 to 128, default 128).
+    pub fn max_attachers(mut self, n: usize) -> Self {
+        self.max_attachers = Some(n);
+        self
+    }
+
+    /// Creates the array, zero-filled.
+    ///
+    /// Errors: [`Error::AlreadyExists`] if a live segment has the name;
+    /// [`Error::InvalidArgument`] if the length is 0, the array would not
+    /// fit in memory, or `T` is aligned to more than 4096 bytes; the
+    /// segment errors of [`Segment::create`].
+    pub fn create(&self) -> Result<SharedArray<T>> {
+        let seg = self.segment_builder()?.create_with(|seg| init::<T>(seg, self.len))?;
+        SharedArray::from_segment(seg, self)
+    }
+
+    /// Opens an existing array, learning its length from it.
+    ///
+    /// Errors: [`Error::NotFound`]; [`Error::KindMismatch`] if the segment
+    /// is not an array; [`Error::TypeMismatch`] if it holds another
+    /// element type; [`Error::Corrupt`] if its header does not fit its size.
+    pub fn open(&self) -> Result<SharedArray<T>> {
+        let seg = Segment::builder(&self.name).kind(Kind::ARRAY).open()?;
+        SharedArray::from_segment(seg, self)
+    }
+
+    /// Opens the array, or creates it with this length if there is none.
+    /// An existing array keeps its own length.
+    pub fn create_or_open(&self) -> Result<SharedArray<T>> {
+        let seg = self.segment_builder()?.create_or_open_with(|seg| init::<T>(seg, self.len))?;
+        SharedArray::from_segment(seg, self)
+    }
+
+    fn segment_builder(&self) -> Result<crate::segment::SegmentBuilder> {
+        let (size, align) = (std::mem::size_of::<T>(), std::mem::align_of::<T>());
+        if self.len == 0 {
+            return Err(Error::invalid("a SharedArray needs at least 1 element, not 0"));
+        }
+        if align > MAX_ELEM_ALIGN {
+            return Err(Error::invalid(format!(
+                "{} is aligned to {align} bytes; SharedArray supports at most {MAX_ELEM_ALIGN}",
+                std::any::type_name::<T>()
+            )));
+        }
+        let (_, total) = layout(self.len, size, align).ok_or_else(|| {
+            Error::invalid(format!("{} elements of {size} bytes do not fit in memory", self.len))
+        })?;
+        let mut b = Segment::builder(&self.name).kind(Kind::ARRAY).size(total);
+        if let Some(n) = self.max_attachers {
+            b = b.max_attachers(n);
+        }
+        Ok(b)
+    }
+}
+
+impl<T: Pod> SharedArray<T> {
+    /// A builder, for the lock timeout, the type check, attach slots or
+    /// `create_or_open`.
+    pub fn builder(name: &str) -> SharedArrayBuilder<T> {
+        SharedArrayBuilder {
+            name: name.to_owned(),
+            len: 1,
+            timeout: DEFAULT_LOCK_TIMEOUT,
+            check_type_name: true,
+            max_attachers: None,
+            _elem: PhantomData,
+        }
+    }
+
+    /// Creates an array of `len` zeroed elements.
+    ///
+    /// Errors: [`Error::AlreadyExists`] if a live segment has the name;
+    /// [`Error::InvalidArgument`] if `len` is 0 or too large; see
+    /// [`SharedArrayBuilder::create`].
+    pub fn create(name: &str, len: usize) -> Result<SharedArray<T>> {
+        Self::builder(name).len(len).create()
+    }
+
+    /// Opens an existing array; its length comes from the segment.
+    ///
+    /// Errors: [`Error::NotFound`]; [`Error::TypeMismatch`] if it was created
+    /// with another element type; see [`SharedArrayBuilder::open`].
+    pub fn open(name: &str) -> Result<SharedArray<T>> {
+        Self::builder(name).open()
+    }
+
+    fn from_segment(seg: Segment, opts: &SharedArrayBuilder<T>) -> Result<Self> {
+        let want = ElemType::of::<T>();
+        let found = recorded_type(&seg)?;
+        if found.size != want.size
+            || found.align != want.align
+            || (opts.check_type_name && found.fingerprint != want.fingerprint)
+        {
+            return Err(Error::TypeMismatch { found: found.to_string(), expected: want.to_string() });
+        }
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        let raw_len = field(&seg, LEN_OFF)?;
+        let len = usize::try_from(raw_len).map_err(|_| bad("array length", raw_len))?;
+        if len == 0 {
+            return Err(bad("array length", raw_len));
+        }
+        let (size, align) = (std::mem::size_of::<T>(), std::mem::align_of::<T>());
+        let (data_off, total) = layout(len, size, align).ok_or(bad("array length", raw_len))?;
+        if total != seg.size() {
+            return Err(bad("array size", seg.size() as u64));
+        }
+        // Checks that the lock is inside the segment and aligned, which the
+        // unchecked accesses in `lock` rely on.
+        seg.get::<RwLock>(LOCK_OFF)?;
+        Ok(SharedArray { seg, len, data_off, timeout: opts.timeout, _elem: PhantomData })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always `false`: an array has at least one element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The name as given at create/open.
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+
+    /// The segment behind the array.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    /// How long plain operations wait for the lock (`None`: no limit).
+    pub fn lock_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Sets how long this handle's plain operations ([`get`](Self::get),
+    /// [`set`](Self::set), [`read`](Self::read), [`write`](Self::write),
+    /// [`to_vec`](Self::to_vec), [`iter`](Self::iter)) wait for the lock
+    /// before [`Error::Timeout`]; `None`: no limit.
+    pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    fn lock(&self) -> &RwLock {
+        // SAFETY: `from_segment` checked (through `Segment::get`) that an
+        // `RwLock` at `LOCK_OFF` lies inside the data area and is aligned;
+        // `RwLock` is `ShmSafe` (valid for any bits, mutated atomically);
+        // the mapping lives as long as `self.seg`, hence as `&self`.
+        unsafe { &*self.seg.as_ptr().add(LOCK_OFF).cast::<RwLock>() }
+    }
+
+    /// The first element.
+    fn data(&self) -> *mut T {
+        // SAFETY: `from_segment` checked `data_off + len * size_of::<T>()
+        // == seg.size()`, so the offset is inside (or, for a zero-sized `T`,
+        // at the end of) the data area. It is a multiple of `align_of::<T>()`
+        // from a page-aligned start, and `align_of::<T>() <= 4096`.
+        unsafe { self.seg.as_ptr().add(self.data_off).cast::<T>() }
+    }
+
+    fn check_index(&self, i: usize) -> Result<()> {
+        if i < self.len {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!("index {i} is out of range for an array of {} elements", self.len)))
+        }
+    }
+
+    fn check_range(&self, start: usize, count: usize) -> Result<()> {
+        match start.checked_add(count) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::invalid(format!(
+                "elements {start}..{start}+{count} are out of range for an array of {} elements",
+                self.len
+            ))),
+        }
+    }
+
+    /// Copies `out.len()` elements from `start` out. The caller holds the
+    /// lock (read or write) and checked the range.
+    fn copy_out(&self, start: usize, out: &mut [T]) {
+        debug_assert!(start + out.len() <= self.len);
+        // SAFETY: `start..start + out.len()` is inside the array (checked by
+        // the caller), both pointers are aligned for `T`, `out` is private
+        // memory distinct from the mapping, and the caller's lock keeps
+        // tachyon writers out. No reference to shared memory is formed.
+        unsafe { std::ptr::copy_nonoverlapping(self.data().add(start), out.as_mut_ptr(), out.len()) };
+    }
+
+    /// Copies `values` in at `start`. The caller holds the write lock and
+    /// checked the range.
+    fn copy_in(&self, start: usize, values: &[T]) {
+        debug_assert!(start + values.len() <= self.len);
+        // SAFETY: as in `copy_out`, with the roles swapped; the write lock
+        // keeps every other tachyon reader and writer out.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.data().add(start), values.len()) };
+    }
+
+    /// Element `i`, copied out under a read lock.
+    ///
+    /// Errors: [`Error::InvalidArgument`] if `i >= len()`;
+    /// [`Error::Timeout`] if a writer holds the lock longer than the
+    /// [lock timeout](Self::set_lock_timeout).
+    pub fn get(&self, i: usize) -> Result<T> {
+        self.check_index(i)?;
+        let _g = self.lock().read(&self.seg, self.timeout)?;
+        let mut v = [T::zeroed()];
+        self.copy_out(i, &mut v);
+        Ok(v[0])
+    }
+
+    /// Sets element `i` under the write lock.
+    ///
+    /// Errors: [`Error::InvalidArgument`] if `i >= len()`;
+    /// [`Error::Timeout`] if readers or a writer hold the lock longer than
+    /// the [lock timeout](Self::set_lock_timeout).
+    pub fn set(&self, i: usize, value: T) -> Result<()> {
+        self.check_index(i)?;
+        let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.copy_in(i, &[value]);
+        Ok(())
+    }
+
+    /// Copies `out.len()` elements starting at `start` into `out`, all
+    /// under one read lock (a consistent snapshot of that range).
+    ///
+    /// Errors: [`Error::InvalidArgument`] if the range does not fit;
+    /// [`Error::Timeout`] as for [`get`](Self::get).
+    pub fn read(&self, start: usize, out: &mut [T]) -> Result<()> {
+        self.check_range(start, out.len())?;
+        let _g = self.lock().read(&self.seg, self.timeout)?;
+        self.copy_out(start, out);
+        Ok(())
+    }
+
+    /// Copies `values` into the array starting at `start`, all under one
+    /// write lock (readers see all of it or none of it).
+    ///
+    /// Errors: [`Error::InvalidArgument`] if the range does not fit
+    /// (nothing is written); [`Error::Timeout`] as for [`set`](Self::set).
+    pub fn write(&self, start: usize, values: &[T]) -> Result<()> {
+        self.check_range(start, values.len())?;
+        let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.copy_in(start, values);
+        Ok(())
+    }
+
+    /// A copy of the whole array, taken under one read lock.
+    ///
+    /// Errors: [`Error::Timeout`] as for [`get`](Self::get).
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let _g = self.lock().read(&self.seg, self.timeout)?;
+        let mut v = vec![T::zeroed(); self.len];
+        self.copy_out(0, &mut v);
+        Ok(v)
+    }
+
+    /// An iterator over copies of the elements.
+    ///
+    /// It copies the array out in chunks of up to 4 KiB, each under its own
+    /// read lock (waiting at most the lock timeout), and yields
+    /// `Ok(element)`. Each chunk is consistent, the whole is not: writers
+    /// may get in between chunks. For one consistent snapshot use
+    /// [`to_vec`](Self::to_vec), or iterate a [`read_lock`](Self::read_lock)
+    /// guard's slice. If taking the lock fails, the iterator yields that
+    /// `Err` once and then ends.
+    ///
+    /// ```
+    /// # use tachyon::SharedArray;
+    /// # let name = format!("doc-array-iter-{}", std::process::id());
+    /// let a = SharedArray::<u16>::create(&name, 3)?;
+    /// a.write(0, &[1, 2, 3])?;
+    /// let v: Vec<u16> = a.iter().collect::<Result<_, _>>()?;
+    /// assert_eq!(v, [1, 2, 3]);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn iter(&self) -> SharedArrayIter<'_, T> {
+        let per_chunk = (4096 / std::mem::size_of::<T>().max(1)).clamp(1, self.len);
+        SharedArrayIter { array: self, next: 0, buf: Vec::new(), pos: 0, per_chunk, failed: false }
+    }
+
+    /// Takes the read lock, waiting for writers without limit, and lends
+    /// the whole array for the guard's life. Read guards of any number of
+    /// handles and processes overlap.
+    ///
+    /// Like `std`'s lock, taking a read guard while this thread holds the
+    /// write guard (or holds a read guard while a writer waits) waits for
+    /// itself: use the `_timeout` or `try_` forms where that can happen.
+    ///
+    /// Errors: [`Error::NoSpace`] if this handle's attachment already holds
+    /// [`MAX_READS_PER_ATTACH`](crate::sync::MAX_READS_PER_ATTACH) read
+    /// guards; [`Error::Corrupt`] if the lock word is damaged.
+    pub fn read_lock(&self) -> Result<SharedArrayReadGuard<'_, T>> {
+        self.read_lock_timeout(None)
+    }
+
+    /// [`read_lock`](Self::read_lock), waiting at most `timeout` (`None`:
+    /// no limit) and then failing with [`Error::Timeout`].
+    pub fn read_lock_timeout(&self, timeout: Option<Duration>) -> Result<SharedArrayReadGuard<'_, T>> {
+        let guard = self.lock().read(&self.seg, timeout)?;
+        Ok(SharedArrayReadGuard { array: self, guard })
+    }
+
+    /// [`read_lock`](Self::read_lock) without waiting: `Ok(None)` if a
+    /// live writer holds or claims the lock.
+    pub fn try_read_lock(&self) -> Result<Option<SharedArrayReadGuard<'_, T>>> {
+        Ok(self.lock().try_read(&self.seg)?.map(|guard| SharedArrayReadGuard { array: self, guard }))
+    }
+
+    /// Takes the write lock, waiting without limit for the other writers
+    /// and then for every reader to leave, and lends the whole array
+    /// mutably for the guard's life. Other handles see the changes when the
+    /// guard is dropped.
+    ///
+    /// If the previous writer died holding the lock, the guard's
+    /// [`owner_died`](SharedArrayWriteGuard::owner_died) is true: check or
+    /// repair the data before dropping the guard.
+    ///
+    /// Errors: [`Error::Corrupt`] if the lock word is damaged. See
+    /// [`read_lock`](Self::read_lock) about waiting for oneself.
+    pub fn write_lock(&self) -> Result<SharedArrayWriteGuard<'_, T>> {
+        self.write_lock_timeout(None)
+    }
+
+    /// [`write_lock`](Self::write_lock), waiting at most `timeout`
+    /// (`None`: no limit) and then failing with [`Error::Timeout`].
+    pub fn write_lock_timeout(&self, timeout: Option<Duration>) -> Result<SharedArrayWriteGuard<'_, T>> {
+        let guard = self.lock().write(&self.seg, timeout)?;
+        Ok(SharedArrayWriteGuard { array: self, guard })
+    }
+
+    /// [`write_lock`](Self::write_lock) without waiting: `Ok(None)` if a
+    /// live writer or reader holds the lock.
+    pub fn try_write_lock(&self) -> Result<Option<SharedArrayWriteGuard<'_, T>>> {
+        Ok(self.lock().try_write(&self.seg)?.map(|guard| SharedArrayWriteGuard { array: self, guard }))
+    }
+}
+
+impl<T: Pod> fmt::Debug for SharedArray<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedArray")
+            .field("name", &self.seg.name())
+            .field("elem", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .field("lock", self.lock())
+            .finish()
+    }
+}
+
+impl<'a, T: Pod> IntoIterator for &'a SharedArray<T> {
+    type Item = Result<T>;
+    type IntoIter = SharedArrayIter<'a, T>;
+
+    fn into_iter(self) -> SharedArrayIter<'a, T> {
+        self.iter()
+    }
+}
+
+/// Shared access to a whole [`SharedArray`]: derefs to `&[T]`. Other
+/// readers (in any process) may hold guards at the same time; writers wait
+/// until every read guard is gone. Released when dropped.
+///
+/// Indexing the slice out of range panics, as slices do. While holding a
+/// guard, use its slice rather than the array's `get`/`set`, which would
+/// wait for the lock this thread holds (until their timeout).
+///
+/// ```
+/// # use tachyon::SharedArray;
+/// # let name = format!("doc-array-read-guard-{}", std::process::id());
+/// let a = SharedArray::<f64>::create(&name, 4)?;
+/// let b = SharedArray::<f64>::open(&name)?;
+/// let g1 = a.read_lock()?;
+/// let g2 = b.read_lock()?; // readers overlap
+/// assert_eq!(g1.len(), 4);
+/// assert_eq!(g2[3], 0.0);
+/// assert!(a.try_write_lock()?.is_none()); // a writer must wait
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[must_use = "the read lock is released as soon as the guard is dropped"]
+pub struct SharedArrayReadGuard<'a, T: Pod> {
+    array: &'a SharedArray<T>,
+    guard: RwLockReadGuard<'a>,
+}
+
+impl<T: Pod> SharedArrayReadGuard<'_, T> {
+    /// True if a writer died holding the lock and no writer has released
+    /// it normally since: the data may be half-updated.
+    pub fn owner_died(&self) -> bool {
+        self.guard.owner_died()
+    }
+
+    /// Releases the lock (the same as dropping the guard).
+    pub fn unlock(self) {}
+}
+
+impl<T: Pod> Deref for SharedArrayReadGuard<'_, T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // SAFETY: the `len` elements are inside the mapping, aligned and
+        // valid for any bits (`T: Pod`; see `SharedArray::data`); the
+        // mapping outlives the guard's borrow of the array; and while this
+        // read guard lives no tachyon writer can hold the lock, so nothing
+        // mutates these bytes for the slice's lifetime (bound to `&self`).
+        unsafe { std::slice::from_raw_parts(self.array.data(), self.array.len) }
+    }
+}
+
+impl<T: Pod + fmt::Debug> fmt::Debug for SharedArrayReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedArrayReadGuard")
+            .field("owner_died", &self.owner_died())
+            .field("data", &&**self)
+            .finish()
+    }
+}
+
+/// Exclusive access to a whole [`SharedArray`]: derefs to `&mut [T]`.
+/// No other reader or writer, in any process, holds the lock meanwhile.
+/// Released when dropped.
+///
+/// ```
+/// # use tachyon::SharedArray;
+/// # let name = format!("doc-array-write-guard-{}", std::process::id());
+/// let a = SharedArray::<u32>::create(&name, 3)?;
+/// let mut g = a.write_lock()?;
+/// assert!(!g.owner_died());
+/// g.copy_from_slice(&[7, 8, 9]);
+/// g[0] += 1;
+/// drop(g);
+/// assert_eq!(a.to_vec()?, [8, 8, 9]);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[must_use = "the write lock is released as soon as the guard is dropped"]
+pub struct SharedArrayWriteGuard<'a, T: Pod> {
+    array: &'a SharedArray<T>,
+    guard: RwLockWriteGuard<'a>,
+}
+
+impl<T: Pod> SharedArrayWriteGuard<'_, T> {
+    /// True if the previous writer died holding the lock: the data may be
+    /// half-updated; check or repair it before dropping this guard
+    /// (releasing clears the indication for everyone).
+    pub fn owner_died(&self) -> bool {
+        self.guard.owner_died()
+    }
+
+    /// Releases the lock (the same as dropping the guard).
+    pub fn unlock(self) {}
+}
+
+impl<T: Pod> Deref for SharedArrayWriteGuard<'_, T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // SAFETY: as for the read guard; the write guard excludes every
+        // other tachyon reader and writer, and `&self` excludes `deref_mut`.
+        unsafe { std::slice::from_raw_parts(self.array.data(), self.array.len) }
+    }
+}
+
+impl<T: Pod> DerefMut for SharedArrayWriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: the elements are inside the mapping, aligned and valid
+        // for any bits; the write lock excludes every other tachyon handle
+        // (in this process too: threads of one attachment exclude each
+        // other), and `&mut self` excludes other borrows through this guard,
+        // so the slice is unaliased for its lifetime.
+        unsafe { std::slice::from_raw_parts_mut(self.array.data(), self.array.len) }
+    }
+}
+
+impl<T: Pod + fmt::Debug> fmt::Debug for SharedArrayWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedArrayWriteGuard")
+            .field("owner_died", &self.owner_died())
+            .field("data", &&**self)
+            .finish()
+    }
+}
+
+/// Iterator over copies of a [`SharedArray`]'s elements, from
+/// [`SharedArray::iter`]: chunks of up to 4 KiB, each copied under its own
+/// read lock.
+pub struct SharedArrayIter<'a, T: Pod> {
+    array: &'a SharedArray<T>,
+    /// The index of the first element not yet copied out.
+    next: usize,
+    buf: Vec<T>,
+    /// The next element of `buf` to yield.
+    pos: usize,
+    per_chunk: usize,
+    failed: bool,
+}
+
+impl<T: Pod> Iterator for SharedArrayIter<'_, T> {
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Result<T>> {
+        if let Some(&v) = self.buf.get(self.pos) {
+            self.pos += 1;
+            return Some(Ok(v));
+        }
+        if self.failed || self.next >= self.array.len {
+            return None;
+        }
+        let n = self.per_chunk.min(self.array.len - self.next);
+        self.buf.resize(n, T::zeroed());
+        if let Err(e) = self.array.read(self.next, &mut self.buf[..n]) {
+            self.failed = true;
+            self.buf.clear();
+            return Some(Err(e));
+        }
+        self.next += n;
+        self.pos = 1;
+        Some(Ok(self.buf[0]))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.failed {
+            return (0, Some(0));
+        }
+        let left = self.buf.len() - self.pos + (self.array.len - self.next);
+        // A failure yields one `Err` in place of everything still to fetch.
+        let fetched = self.buf.len() - self.pos;
+        (fetched + usize::from(left > fetched), Some(left))
+    }
+}
+
+impl<T: Pod> FusedIterator for SharedArrayIter<'_, T> {}
+
+impl<T: Pod> fmt::Debug for SharedArrayIter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedArrayIter")
+            .field("array", &self.array.name())
+            .field("next", &(self.next - (self.buf.len() - self.pos)))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<SharedArray<u64>>();
+        send_sync::<crate::primitives::SharedBuffer>();
+    }
+
+    #[test]
+    fn fingerprints_tell_types_apart() {
+        assert_ne!(ElemType::of::<u32>().fingerprint, ElemType::of::<f32>().fingerprint);
+        assert_ne!(ElemType::of::<u32>().fingerprint, ElemType::of::<[u16; 2]>().fingerprint);
+        assert_eq!(ElemType::of::<u32>(), ElemType::of::<u32>());
+    }
+
+    #[test]
+    fn layout_aligns_and_checks_overflow() {
+        let (off, total) = layout(3, 8, 8).unwrap();
+        assert_eq!(off % 64, 0);
+        assert!(off >= LOCK_OFF + std::mem::size_of::<RwLock>());
+        assert_eq!(total, off + 24);
+        assert_eq!(layout(1, 1, 4096).unwrap().0 % 4096, 0);
+        assert!(layout(usize::MAX, 2, 1).is_none());
+        assert!(layout(usize::MAX / 2, 1, 1).is_none());
+    }
+}

@@ -1,0 +1,427 @@
+//! `SharedBuffer`: a fixed-size byte buffer in a named segment, read and
+//! written at offsets by any number of processes, guarded by a robust,
+//! counted reader-writer lock.
+//!
+//! Invariant. The buffer header (its size) is written once, before the
+//! segment gets its name, and never changes. The bytes are touched only
+//! while the segment's [`RwLock`] is held: read (shared) to copy out or to
+//! lend `&[u8]`, write (exclusive) to copy in or to lend `&mut [u8]`. Every
+//! offset and length is checked against the size (without overflow) before
+//! the lock is even taken.
+
+use super::array::{round_up, DEFAULT_LOCK_TIMEOUT};
+use crate::error::{Corruption, Error, Result};
+use crate::segment::{Kind, Segment};
+use crate::sync::RwLock;
+use bytemuck::Pod;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+// Layout of the data area (all offsets from its page-aligned start).
+const SIZE_OFF: usize = 0;
+const LOCK_OFF: usize = 64;
+/// The bytes start at a multiple of this: a cache line, so the lock and
+/// the data do not share one.
+const DATA_ALIGN: usize = 64;
+
+/// `(offset of the first byte, data area size)` of a buffer of `size`
+/// bytes.
+fn layout(size: usize) -> Option<(usize, usize)> {
+    let data_off = round_up(LOCK_OFF + std::mem::size_of::<RwLock>(), DATA_ALIGN)?;
+    let total = data_off.checked_add(size)?;
+    // A mapping larger than isize::MAX bytes cannot exist.
+    (total <= isize::MAX as usize).then_some((data_off, total))
+}
+
+/// A fixed-size byte buffer shared between processes, read and written at
+/// offsets.
+///
+/// * **Typed or raw**: [`read`](Self::read) / [`write`](Self::write) one
+///   [`Pod`] value, [`read_slice`](Self::read_slice) /
+///   [`write_slice`](Self::write_slice) several, or
+///   [`read_bytes`](Self::read_bytes) / [`write_bytes`](Self::write_bytes)
+///   plain bytes. Offsets need no alignment: values are copied byte for
+///   byte.
+/// * **Checked**: every offset and length is checked against the size
+///   (without overflow); a range that does not fit is
+///   [`Error::InvalidArgument`] and nothing is read or written.
+/// * **Locked**: a robust, counted, writer-preferring [`RwLock`] guards the
+///   bytes. Each call holds it (shared to read, exclusive to write) for its
+///   copy, waiting at most the handle's
+///   [lock timeout](Self::set_lock_timeout) (default 100 ms) and then
+///   failing with [`Error::Timeout`]. For several accesses that must be
+///   consistent, [`with_bytes`](Self::with_bytes) and
+///   [`with_bytes_mut`](Self::with_bytes_mut) lend the whole buffer under
+///   one lock. A process that dies holding the write lock does not wedge
+///   the buffer: the next locker takes over within about 50 ms.
+///
+/// The bytes start zeroed. The segment disappears when the last handle (in
+/// any process) is dropped.
+///
+/// ```
+/// use tachyon::SharedBuffer;
+/// # let name = format!("doc-buffer-{}", std::process::id());
+/// let producer = SharedBuffer::create(&name, 1024)?;
+/// let consumer = SharedBuffer::open(&name)?; // usually in another process
+/// producer.write(0, &123i32)?;
+/// producer.write(1001, &456i32)?; // no alignment needed
+/// producer.write_slice(100, &[1.5f64, 2.5])?;
+/// assert_eq!(consumer.read::<i32>(0)?, 123);
+/// assert_eq!(consumer.read::<i32>(1001)?, 456);
+/// let mut pair = [0f64; 2];
+/// consumer.read_slice(100, &mut pair)?;
+/// assert_eq!(pair, [1.5, 2.5]);
+/// assert!(consumer.read::<u64>(1020).is_err()); // would end past 1024
+///
+/// // Several accesses under one lock:
+/// let sum = consumer.with_bytes(|b| b[..8].iter().map(|&x| u32::from(x)).sum::<u32>())?;
+/// assert_eq!(sum, 123);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct SharedBuffer {
+    seg: Segment,
+    len: usize,
+    data_off: usize,
+    timeout: Option<Duration>,
+}
+
+/// Options for creating or opening a [`SharedBuffer`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::SharedBuffer;
+/// # let name = format!("doc-buffer-builder-{}", std::process::id());
+/// let a = SharedBuffer::builder(&name)
+///     .size(4096)
+///     .lock_timeout(Some(Duration::from_millis(10)))
+///     .create()?;
+/// let b = SharedBuffer::builder(&name).create_or_open()?; // opens
+/// assert_eq!(b.len(), 4096);
+/// # drop(a);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedBufferBuilder {
+    name: String,
+    size: usize,
+    timeout: Option<Duration>,
+    max_attachers: Option<usize>,
+}
+
+impl SharedBufferBuilder {
+    /// Size in bytes (create only; at least 1, default 4096).
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// How long this handle's calls wait for the lock before
+    /// [`Error::Timeout`]; `None`: no limit. Default 100 ms.
+    pub fn lock_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How many handles may be attached at once across all processes
+    /// (create only; 1 to 128, default 128).
+    pub fn max_attachers(mut self, n: usize) -> Self {
+        self.max_attachers = Some(n);
+        self
+    }
+
+    /// Creates the buffer, zero-filled.
+    ///
+    /// Errors: [`Error::AlreadyExists`] if a live segment has the name;
+    /// [`Error::InvalidArgument`] if the size is 0 or too large; the
+    /// segment errors of [`Segment::create`].
+    pub fn create(&self) -> Result<SharedBuffer> {
+        let seg = self.segment_builder()?.create_with(|seg| init(seg, self.size))?;
+        SharedBuffer::from_segment(seg, self.timeout)
+    }
+
+    /// Opens an existing buffer, learning its size from it.
+    ///
+    /// Errors: [`Error::NotFound`]; [`Error::KindMismatch`] if the segment
+    /// is not a buffer; [`Error::Corrupt`] if its header does not fit its
+    /// size.
+    pub fn open(&self) -> Result<SharedBuffer> {
+        let seg = Segment::builder(&self.name).kind(Kind::BUFFER).open()?;
+        SharedBuffer::from_segment(seg, self.timeout)
+    }
+
+    /// Opens the buffer, or creates it with this size if there is none. An
+    /// existing buffer keeps its own size.
+    pub fn create_or_open(&self) -> Result<SharedBuffer> {
+        let seg = self.segment_builder()?.create_or_open_with(|seg| init(seg, self.size))?;
+        SharedBuffer::from_segment(seg, self.timeout)
+    }
+
+    fn segment_builder(&self) -> Result<crate::segment::SegmentBuilder> {
+        if self.size == 0 {
+            return Err(Error::invalid("a SharedBuffer needs at least 1 byte, not 0"));
+        }
+        let (_, total) = layout(self.size).ok_or_else(|| {
+            Error::invalid(format!("a buffer of {} bytes does not fit in memory", self.size))
+        })?;
+        let mut b = Segment::builder(&self.name).kind(Kind::BUFFER).size(total);
+        if let Some(n) = self.max_attachers {
+            b = b.max_attachers(n);
+        }
+        Ok(b)
+    }
+}
+
+/// Writes the header; runs before the segment is visible to anyone. The
+/// lock (all zeros: unlocked) and the bytes are already zero-filled.
+fn init(seg: &Segment, size: usize) -> Result<()> {
+    seg.get::<AtomicU64>(SIZE_OFF)?.store(size as u64, Relaxed);
+    Ok(())
+}
+
+impl SharedBuffer {
+    /// A builder, for the lock timeout, attach slots or `create_or_open`.
+    pub fn builder(name: &str) -> SharedBufferBuilder {
+        SharedBufferBuilder {
+            name: name.to_owned(),
+            size: 4096,
+            timeout: DEFAULT_LOCK_TIMEOUT,
+            max_attachers: None,
+        }
+    }
+
+    /// Creates a zeroed buffer of `size` bytes.
+    ///
+    /// Errors: [`Error::AlreadyExists`] if a live segment has the name;
+    /// [`Error::InvalidArgument`] if `size` is 0 or too large; see
+    /// [`SharedBufferBuilder::create`].
+    pub fn create(name: &str, size: usize) -> Result<SharedBuffer> {
+        Self::builder(name).size(size).create()
+    }
+
+    /// Opens an existing buffer; its size comes from the segment.
+    ///
+    /// Errors: [`Error::NotFound`]; see [`SharedBufferBuilder::open`].
+    pub fn open(name: &str) -> Result<SharedBuffer> {
+        Self::builder(name).open()
+    }
+
+    fn from_segment(seg: Segment, timeout: Option<Duration>) -> Result<Self> {
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        let raw = seg.get::<AtomicU64>(SIZE_OFF)?.load(Relaxed);
+        let len = usize::try_from(raw).map_err(|_| bad("buffer size", raw))?;
+        if len == 0 {
+            return Err(bad("buffer size", raw));
+        }
+        let (data_off, total) = layout(len).ok_or(bad("buffer size", raw))?;
+        if total != seg.size() {
+            return Err(bad("buffer size", raw));
+        }
+        // Checks that the lock is inside the segment and aligned, which the
+        // unchecked accesses in `lock` rely on.
+        seg.get::<RwLock>(LOCK_OFF)?;
+        Ok(SharedBuffer { seg, len, data_off, timeout })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always `false`: a buffer has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The name as given at create/open.
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+
+    /// The segment behind the buffer.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    /// How long calls wait for the lock (`None`: no limit).
+    pub fn lock_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Sets how long this handle's calls wait for the lock before
+    /// [`Error::Timeout`]; `None`: no limit.
+    pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    fn lock(&self) -> &RwLock {
+        // SAFETY: `from_segment` checked (through `Segment::get`) that an
+        // `RwLock` at `LOCK_OFF` lies inside the data area and is aligned;
+        // `RwLock` is `ShmSafe` (valid for any bits, mutated atomically);
+        // the mapping lives as long as `self.seg`, hence as `&self`.
+        unsafe { &*self.seg.as_ptr().add(LOCK_OFF).cast::<RwLock>() }
+    }
+
+    /// The first byte.
+    fn data(&self) -> *mut u8 {
+        // SAFETY: `from_segment` checked `data_off + len == seg.size()`, so
+        // the offset is inside the data area.
+        unsafe { self.seg.as_ptr().add(self.data_off) }
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::invalid(format!(
+                "bytes {offset}..{offset}+{len} are out of range for a buffer of {} bytes",
+                self.len
+            ))),
+        }
+    }
+
+    /// Copies `out.len()` bytes at `offset` out under the read lock.
+    fn copy_out(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_range(offset, out.len())?;
+        let _g = self.lock().read(&self.seg, self.timeout)?;
+        // SAFETY: the range is inside the buffer (checked above), `out` is
+        // private memory distinct from the mapping, the read lock keeps
+        // tachyon writers out, and no reference to shared memory is formed.
+        unsafe { std::ptr::copy_nonoverlapping(self.data().add(offset), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copies `bytes` in at `offset` under the write lock.
+    fn copy_in(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.check_range(offset, bytes.len())?;
+        let _g = self.lock().write(&self.seg, self.timeout)?;
+        // SAFETY: as in `copy_out`, with the roles swapped; the write lock
+        // keeps every other tachyon reader and writer out.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data().add(offset), bytes.len()) };
+        Ok(())
+    }
+
+    /// Reads a `T` at `offset` (any alignment) under the read lock.
+    ///
+    /// Errors: [`Error::InvalidArgument`] if `offset + size_of::<T>()` is
+    /// past the end; [`Error::Timeout`] if a writer holds the lock longer
+    /// than the [lock timeout](Self::set_lock_timeout).
+    pub fn read<T: Pod>(&self, offset: usize) -> Result<T> {
+        let mut v = T::zeroed();
+        self.copy_out(offset, bytemuck::bytes_of_mut(&mut v))?;
+        Ok(v)
+    }
+
+    /// Writes `value` at `offset` (any alignment) under the write lock.
+    ///
+    /// Errors: [`Error::InvalidArgument`] if it would end past the end
+    /// (nothing is written); [`Error::Timeout`] if readers or a writer hold
+    /// the lock longer than the [lock timeout](Self::set_lock_timeout).
+    pub fn write<T: Pod>(&self, offset: usize, value: &T) -> Result<()> {
+        self.copy_in(offset, bytemuck::bytes_of(value))
+    }
+
+    /// Fills `out` with the `T`s stored from `offset` on (any alignment),
+    /// under one read lock. Errors as for [`read`](Self::read).
+    pub fn read_slice<T: Pod>(&self, offset: usize, out: &mut [T]) -> Result<()> {
+        self.copy_out(offset, bytes_of_slice_mut(out))
+    }
+
+    /// Writes `values` from `offset` on (any alignment), under one write
+    /// lock. Errors as for [`write`](Self::write).
+    pub fn write_slice<T: Pod>(&self, offset: usize, values: &[T]) -> Result<()> {
+        self.copy_in(offset, bytes_of_slice(values))
+    }
+
+    /// Copies `out.len()` bytes from `offset` into `out`, under the read
+    /// lock. Errors as for [`read`](Self::read).
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.copy_out(offset, out)
+    }
+
+    /// Copies `bytes` into the buffer at `offset`, under the write lock.
+    /// Errors as for [`write`](Self::write).
+    pub fn write_bytes(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.copy_in(offset, bytes)
+    }
+
+    /// Lends the whole buffer to `f` under the read lock (other readers may
+    /// hold it at the same time; writers wait) and returns what `f` returns.
+    /// Use [`bytemuck::pod_read_unaligned`] inside to read typed values.
+    ///
+    /// Errors: [`Error::Timeout`] if a writer holds the lock longer than
+    /// the [lock timeout](Self::set_lock_timeout); `f` is then not called.
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let _g = self.lock().read(&self.seg, self.timeout)?;
+        // SAFETY: the `len` bytes are inside the mapping (see `data`), which
+        // outlives this call; the read lock keeps tachyon writers out until
+        // `_g` drops, after `f` returned, and `f` cannot keep the slice
+        // (its lifetime is the call's).
+        let bytes = unsafe { std::slice::from_raw_parts(self.data(), self.len) };
+        Ok(f(bytes))
+    }
+
+    /// Lends the whole buffer mutably to `f` under the write lock (no other
+    /// reader or writer, in any process, meanwhile) and returns what `f`
+    /// returns. If `f` panics the lock is released and the panic goes on;
+    /// what `f` wrote so far stays.
+    ///
+    /// ```
+    /// # use tachyon::SharedBuffer;
+    /// # let name = format!("doc-buffer-mut-{}", std::process::id());
+    /// let buf = SharedBuffer::create(&name, 16)?;
+    /// buf.with_bytes_mut(|b| {
+    ///     b[..4].copy_from_slice(&7u32.to_ne_bytes());
+    ///     b[4..8].copy_from_slice(&9u32.to_ne_bytes());
+    /// })?;
+    /// assert_eq!(buf.read::<[u32; 2]>(0)?, [7, 9]);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::Timeout`] if readers or a writer hold the lock
+    /// longer than the [lock timeout](Self::set_lock_timeout); `f` is then
+    /// not called.
+    pub fn with_bytes_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let _g = self.lock().write(&self.seg, self.timeout)?;
+        // SAFETY: as in `with_bytes`; the write lock excludes every other
+        // tachyon handle (threads of one attachment exclude each other too),
+        // so the slice is unaliased for the call.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.data(), self.len) };
+        Ok(f(bytes))
+    }
+}
+
+/// The bytes of a slice of `T`. (`bytemuck` refuses only zero-sized `T`,
+/// whose slices have no bytes.)
+fn bytes_of_slice<T: Pod>(values: &[T]) -> &[u8] {
+    bytemuck::try_cast_slice(values).unwrap_or_default()
+}
+
+/// The bytes of a mutable slice of `T`, as [`bytes_of_slice`].
+fn bytes_of_slice_mut<T: Pod>(values: &mut [T]) -> &mut [u8] {
+    bytemuck::try_cast_slice_mut(values).unwrap_or_default()
+}
+
+impl fmt::Debug for SharedBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedBuffer")
+            .field("name", &self.seg.name())
+            .field("len", &self.len)
+            .field("lock", self.lock())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_checks_overflow() {
+        let (off, total) = layout(10).unwrap();
+        assert_eq!(off % DATA_ALIGN, 0);
+        assert!(off >= LOCK_OFF + std::mem::size_of::<RwLock>());
+        assert_eq!(total, off + 10);
+        assert!(layout(usize::MAX).is_none());
+        assert!(layout(isize::MAX as usize).is_none());
+    }
+}

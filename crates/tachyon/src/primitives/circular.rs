@@ -1,0 +1,466 @@
+//! `CircularBuffer`: a ring of fixed-size nodes shared by any number of
+//! writers and readers in any processes; each item goes to exactly one
+//! reader. The lock-free protocol is in [`ring`](super::ring).
+
+use super::ring::{Cell, Claim, Cursors, Ring, TOMBSTONE};
+use crate::error::{Corruption, Error, Result};
+use crate::segment::{Kind, Segment, ShmSafe};
+use crate::sync::{WaitCell, WaitPolicy};
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+// Layout of the data area.
+const NODE_COUNT_OFF: usize = 0;
+const NODE_SIZE_OFF: usize = 8;
+const CURSORS_OFF: usize = 64;
+const NOT_EMPTY_OFF: usize = 192;
+const NOT_FULL_OFF: usize = 256;
+const CELLS_OFF: usize = 320;
+const ALIGN: usize = 64;
+/// Most nodes a ring may have (the protocol needs `n < 2^31`).
+pub const MAX_NODES: usize = 1 << 30;
+
+// SAFETY: `Cursors` is `repr(C)`, two atomics and never-touched padding:
+// any bits are valid and all mutation is atomic.
+unsafe impl ShmSafe for Cursors {}
+// SAFETY: `Cell` is `repr(C)`, two atomics.
+unsafe impl ShmSafe for Cell {}
+
+fn round_up(v: usize, to: usize) -> Option<usize> {
+    Some(v.checked_add(to - 1)? / to * to)
+}
+
+/// `(data offset, stride, total size)` of a ring with this geometry.
+fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
+    let data_off = round_up(CELLS_OFF.checked_add(nodes.checked_mul(std::mem::size_of::<Cell>())?)?, ALIGN)?;
+    let stride = round_up(node_size, ALIGN)?;
+    let total = data_off.checked_add(nodes.checked_mul(stride)?)?;
+    Some((data_off, stride, total))
+}
+
+/// A bounded multi-producer multi-consumer queue of byte items between
+/// processes, each item at most `node_size` bytes, at most `node_count`
+/// items queued.
+///
+/// * Lock-free: a writer or reader claims a node with one compare-and-swap
+///   on the node's sequence word, then copies without any lock.
+/// * Capacity is exactly `node_count` items: every node is usable.
+/// * No system call on the fast path; waiting follows the [`WaitPolicy`]
+///   (default [`WaitPolicy::Hybrid`]), and every timeout is a deadline for
+///   the whole call. `Err(Error::Timeout)` is never confused with an empty
+///   item: zero-length items are items.
+/// * A process killed while it holds a node does not wedge the ring: whoever
+///   waits on that node notices the death (its attach slot is gone) within
+///   about 50 ms and moves the node on. The crash loses at most the one
+///   item that process was writing or reading.
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::CircularBuffer;
+/// # let name = format!("doc-circular-{}", std::process::id());
+/// let ring = CircularBuffer::create(&name, 4, 64)?;
+/// let peer = CircularBuffer::open(&name)?; // usually in another process
+/// ring.write(b"hello", Some(Duration::from_millis(100)))?;
+/// let mut buf = [0u8; 64];
+/// let n = peer.read(&mut buf, Some(Duration::from_millis(100)))?;
+/// assert_eq!(&buf[..n], b"hello");
+/// assert!(matches!(peer.read(&mut buf, Some(Duration::ZERO)), Err(tachyon::Error::Timeout)));
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct CircularBuffer {
+    seg: Segment,
+    nodes: usize,
+    node_size: usize,
+    stride: usize,
+    data_off: usize,
+    cursors: NonNull<Cursors>,
+    cells: NonNull<Cell>,
+    policy: WaitPolicy,
+}
+
+// SAFETY: the pointers point into `seg`'s mapping, which lives as long as
+// `self`; the shared state behind them is only touched atomically or under
+// an exclusive node claim.
+unsafe impl Send for CircularBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for CircularBuffer {}
+
+/// Options for [`CircularBuffer`].
+#[derive(Debug, Clone)]
+pub struct CircularBufferBuilder {
+    name: String,
+    nodes: usize,
+    node_size: usize,
+    policy: WaitPolicy,
+}
+
+impl CircularBufferBuilder {
+    /// Number of nodes (at least 2; default 64).
+    pub fn node_count(mut self, n: usize) -> Self {
+        self.nodes = n;
+        self
+    }
+
+    /// Bytes per node: the largest item (at least 1; default 4096).
+    pub fn node_size(mut self, size: usize) -> Self {
+        self.node_size = size;
+        self
+    }
+
+    /// How this handle waits (default [`WaitPolicy::Hybrid`]).
+    pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Creates the ring; [`Error::AlreadyExists`] if it exists.
+    pub fn create(&self) -> Result<CircularBuffer> {
+        let (data_off, stride, total) = self.geometry()?;
+        let seg = Segment::builder(&self.name)
+            .kind(Kind::CIRCULAR)
+            .size(total)
+            .create_with(|seg| init(seg, self.nodes, self.node_size))?;
+        CircularBuffer::from_segment(seg, self.policy, Some((data_off, stride)))
+    }
+
+    /// Opens an existing ring, learning its geometry from it.
+    pub fn open(&self) -> Result<CircularBuffer> {
+        let seg = Segment::builder(&self.name).kind(Kind::CIRCULAR).open()?;
+        CircularBuffer::from_segment(seg, self.policy, None)
+    }
+
+    /// Opens the ring, or creates it with this geometry if there is none.
+    pub fn create_or_open(&self) -> Result<CircularBuffer> {
+        self.geometry()?;
+        let seg = Segment::builder(&self.name)
+            .kind(Kind::CIRCULAR)
+            .size(self.geometry()?.2)
+            .create_or_open_with(|seg| init(seg, self.nodes, self.node_size))?;
+        CircularBuffer::from_segment(seg, self.policy, None)
+    }
+
+    fn geometry(&self) -> Result<(usize, usize, usize)> {
+        if self.nodes < 2 || self.nodes > MAX_NODES {
+            return Err(Error::invalid(format!("node_count must be 2 to {MAX_NODES}, not {}", self.nodes)));
+        }
+        if self.node_size == 0 || self.node_size > u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "node_size must be 1 to {}, not {}",
+                u32::MAX,
+                self.node_size
+            )));
+        }
+        layout(self.nodes, self.node_size).ok_or_else(|| {
+            Error::invalid(format!("{} nodes of {} bytes do not fit in memory", self.nodes, self.node_size))
+        })
+    }
+}
+
+/// Writes the geometry and the initial cell words; runs before the
+/// segment is visible to anyone.
+fn init(seg: &Segment, nodes: usize, node_size: usize) -> Result<()> {
+    use crate::platform::atomic::{AtomicU64, Ordering};
+    seg.get::<AtomicU64>(NODE_COUNT_OFF)?.store(nodes as u64, Ordering::Relaxed);
+    seg.get::<AtomicU64>(NODE_SIZE_OFF)?.store(node_size as u64, Ordering::Relaxed);
+    for (i, cell) in seg.get_slice::<Cell>(CELLS_OFF, nodes)?.iter().enumerate() {
+        // Free for the writer of position i (seq = i, tag = 0).
+        cell.word.store((i as u64) << 32, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+impl CircularBuffer {
+    /// A builder, for the wait policy or `create_or_open`.
+    pub fn builder(name: &str) -> CircularBufferBuilder {
+        CircularBufferBuilder {
+            name: name.to_owned(),
+            nodes: 64,
+            node_size: 4096,
+            policy: WaitPolicy::default(),
+        }
+    }
+
+    /// Creates a ring of `node_count` nodes of `node_size` bytes.
+    pub fn create(name: &str, node_count: usize, node_size: usize) -> Result<CircularBuffer> {
+        Self::builder(name).node_count(node_count).node_size(node_size).create()
+    }
+
+    /// Opens an existing ring.
+    pub fn open(name: &str) -> Result<CircularBuffer> {
+        Self::builder(name).open()
+    }
+
+    fn from_segment(seg: Segment, policy: WaitPolicy, known: Option<(usize, usize)>) -> Result<Self> {
+        use crate::platform::atomic::{AtomicU64, Ordering};
+        let nodes = seg.get::<AtomicU64>(NODE_COUNT_OFF)?.load(Ordering::Relaxed);
+        let node_size = seg.get::<AtomicU64>(NODE_SIZE_OFF)?.load(Ordering::Relaxed);
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        if nodes < 2 || nodes > MAX_NODES as u64 {
+            return Err(bad("node_count", nodes));
+        }
+        if node_size == 0 || node_size > u64::from(u32::MAX) {
+            return Err(bad("node_size", node_size));
+        }
+        let (nodes, node_size) = (nodes as usize, node_size as usize);
+        let (data_off, stride, total) = layout(nodes, node_size).ok_or(bad("node_count", nodes as u64))?;
+        if total != seg.size() {
+            return Err(bad("ring size", seg.size() as u64));
+        }
+        debug_assert!(known.is_none_or(|k| k == (data_off, stride)));
+        let cursors = NonNull::from(seg.get::<Cursors>(CURSORS_OFF)?);
+        let cells = NonNull::from(&seg.get_slice::<Cell>(CELLS_OFF, nodes)?[0]);
+        seg.get::<WaitCell>(NOT_EMPTY_OFF)?;
+        seg.get::<WaitCell>(NOT_FULL_OFF)?;
+        Ok(CircularBuffer { seg, nodes, node_size, stride, data_off, cursors, cells, policy })
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes
+    }
+
+    /// Bytes per node: the largest item.
+    pub fn node_size(&self) -> usize {
+        self.node_size
+    }
+
+    /// How many items the ring holds when full: exactly `node_count`.
+    pub fn capacity(&self) -> usize {
+        self.nodes
+    }
+
+    /// Items queued now (a snapshot; nodes being written or read count).
+    pub fn len(&self) -> usize {
+        self.ring().len() as usize
+    }
+
+    /// Whether no item is queued now (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The segment behind the ring.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    fn ring(&self) -> Ring<'_> {
+        // SAFETY: both pointers were validated against the segment in
+        // `from_segment` (in bounds, aligned, `nodes` cells) and the mapping
+        // lives as long as `self`.
+        unsafe {
+            Ring {
+                cursors: self.cursors.as_ref(),
+                cells: std::slice::from_raw_parts(self.cells.as_ptr(), self.nodes),
+            }
+        }
+    }
+
+    fn wait_cell(&self, writer: bool) -> &WaitCell {
+        let off = if writer { NOT_FULL_OFF } else { NOT_EMPTY_OFF };
+        // SAFETY: checked in bounds and aligned in `from_segment`; WaitCell
+        // is ShmSafe; the mapping lives as long as `self`.
+        unsafe { &*self.seg.as_ptr().add(off).cast::<WaitCell>() }
+    }
+
+    fn node_ptr(&self, idx: usize) -> *mut u8 {
+        debug_assert!(idx < self.nodes);
+        // SAFETY: `idx < nodes`, so the node lies inside the data area
+        // (`layout` computed the segment's size from the geometry).
+        unsafe { self.seg.as_ptr().add(self.data_off + idx * self.stride) }
+    }
+
+    /// Claims a node, waiting up to `timeout`, and repairing what a dead
+    /// claimant left in the way.
+    fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
+        let me = crate::sync::Liveness::token(&self.seg);
+        let ring = self.ring();
+        let attempt = || if writer { ring.claim_write(me) } else { ring.claim_read(me, max_len) };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut slice = Duration::from_millis(1);
+        loop {
+            let slice_end = Instant::now() + slice;
+            let until = deadline.map_or(slice_end, |d| d.min(slice_end));
+            let got = self.wait_cell(writer).wait_until(
+                self.policy,
+                Some(until.saturating_duration_since(Instant::now())),
+                || match attempt() {
+                    Claim::Wait { .. } => None,
+                    other => Some(other),
+                },
+            );
+            match got {
+                Ok(Claim::Got { pos, idx, len }) => return Ok((pos, idx, len)),
+                Ok(Claim::TooLong { len }) => {
+                    return Err(Error::MessageTooLarge { size: len as usize, max: max_len as usize })
+                }
+                Ok(Claim::Corrupt) => {
+                    return Err(Error::corrupt(Corruption::BadField { field: "ring cell tag", value: 0 }))
+                }
+                Ok(Claim::Wait { .. }) => unreachable!("filtered above"),
+                Err(Error::Timeout) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(Error::Timeout);
+                    }
+                    // Still blocked after a while: is the blocker dead?
+                    if ring.recover(&self.seg, writer) {
+                        self.wait_cell(true).notify_all();
+                        self.wait_cell(false).notify_all();
+                    }
+                    slice = (slice * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes one item, waiting up to `timeout` (`None`: for ever) for a
+    /// free node. An item longer than `node_size` is
+    /// [`Error::MessageTooLarge`]; nothing is cut.
+    pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
+        self.write_with(item.len(), timeout, |node| node.copy_from_slice(item))
+    }
+
+    /// Claims a node for an item of `len` bytes and lets `fill` build it in
+    /// place (zero-copy); publishes it when `fill` returns. If `fill`
+    /// panics, the node is skipped by readers and the panic goes on.
+    ///
+    /// ```
+    /// # use tachyon::CircularBuffer;
+    /// # let name = format!("doc-write-with-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 2, 16)?;
+    /// ring.write_with(3, None, |node| node.copy_from_slice(b"abc"))?;
+    /// let first = ring.read_with(None, |item| item[0])?;
+    /// assert_eq!(first, b'a');
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn write_with<R>(
+        &self,
+        len: usize,
+        timeout: Option<Duration>,
+        fill: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        if len > self.node_size {
+            return Err(Error::MessageTooLarge { size: len, max: self.node_size });
+        }
+        let (pos, idx, _) = self.claim(true, 0, timeout)?;
+        let guard = Unfinished { ring: self, pos, idx, writer: true };
+        // SAFETY: the node is claimed by this handle (its word carries our
+        // token), so no other process touches these `len <= node_size`
+        // bytes until `commit_write` below.
+        let node = unsafe { std::slice::from_raw_parts_mut(self.node_ptr(idx), len) };
+        let r = fill(node);
+        std::mem::forget(guard);
+        self.ring().commit_write(pos, idx, len as u64);
+        self.wait_cell(false).notify_all();
+        Ok(r)
+    }
+
+    /// Reads one item into `buf`, waiting up to `timeout` for one; returns
+    /// its length. If the next item is longer than `buf`, it stays queued
+    /// and the error is [`Error::MessageTooLarge`].
+    pub fn read(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
+        self.read_impl(buf.len(), timeout, |item| {
+            buf[..item.len()].copy_from_slice(item);
+            item.len()
+        })
+    }
+
+    /// Lends the next item to `f` in place (zero-copy), then frees its node.
+    pub fn read_with<R>(&self, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.read_impl(self.node_size, timeout, f)
+    }
+
+    fn read_impl<R>(&self, max: usize, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let (pos, idx, len) = self.claim(false, max as u64, timeout)?;
+        let guard = Unfinished { ring: self, pos, idx, writer: false };
+        if len > self.node_size as u64 {
+            drop(guard); // frees the node
+            return Err(Error::corrupt(Corruption::BadField { field: "item length", value: len }));
+        }
+        // SAFETY: the node is claimed by this handle, and its writer
+        // committed `len <= node_size` bytes before publishing it.
+        let item = unsafe { std::slice::from_raw_parts(self.node_ptr(idx), len as usize) };
+        let r = f(item);
+        drop(guard);
+        Ok(r)
+    }
+
+    /// Writes a plain-old-data value as one item.
+    pub fn write_value<T: bytemuck::NoUninit>(&self, value: &T, timeout: Option<Duration>) -> Result<()> {
+        self.write(bytemuck::bytes_of(value), timeout)
+    }
+
+    /// Reads one item as a `T`. An item of another size is consumed and
+    /// reported as [`Error::InvalidArgument`] (a longer one stays queued:
+    /// [`Error::MessageTooLarge`]).
+    pub fn read_value<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<T> {
+        let mut v = T::zeroed();
+        let n = self.read(bytemuck::bytes_of_mut(&mut v), timeout)?;
+        if n != std::mem::size_of::<T>() {
+            return Err(Error::invalid(format!(
+                "item of {n} bytes is not a {} ({} bytes)",
+                std::any::type_name::<T>(),
+                std::mem::size_of::<T>()
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Writes a slice of plain-old-data values as one item.
+    pub fn write_slice<T: bytemuck::NoUninit>(&self, values: &[T], timeout: Option<Duration>) -> Result<()> {
+        self.write(bytemuck::cast_slice(values), timeout)
+    }
+
+    /// Reads one item into a slice of `T`s; returns how many values it
+    /// held. An item that is not a whole number of `T`s is consumed and
+    /// reported as [`Error::InvalidArgument`].
+    pub fn read_slice<T: bytemuck::Pod>(&self, buf: &mut [T], timeout: Option<Duration>) -> Result<usize> {
+        let n = self.read(bytemuck::cast_slice_mut(buf), timeout)?;
+        let size = std::mem::size_of::<T>().max(1);
+        if n % size != 0 {
+            return Err(Error::invalid(format!(
+                "item of {n} bytes is not a whole number of {size}-byte values"
+            )));
+        }
+        Ok(n / size)
+    }
+}
+
+impl std::fmt::Debug for CircularBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CircularBuffer")
+            .field("name", &self.seg.name())
+            .field("node_count", &self.nodes)
+            .field("node_size", &self.node_size)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Moves a claimed node on if the code using it panics: a writer's node
+/// becomes a tombstone, a reader's node is freed.
+struct Unfinished<'a> {
+    ring: &'a CircularBuffer,
+    pos: u64,
+    idx: usize,
+    writer: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        use crate::platform::atomic::Ordering;
+        let ring = self.ring.ring();
+        if self.writer {
+            let word = ((self.pos.wrapping_add(1) as u32 as u64) << 32) | u64::from(TOMBSTONE);
+            ring.cells[self.idx].word.store(word, Ordering::Release);
+            self.ring.wait_cell(false).notify_all();
+        } else {
+            ring.finish_read(self.pos, self.idx);
+            self.ring.wait_cell(true).notify_all();
+        }
+    }
+}

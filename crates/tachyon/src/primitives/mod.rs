@@ -1,0 +1,27 @@
+//! The shared-memory primitives, in the spirit of the .NET SharedMemory
+//! library: [`CircularBuffer`] (a multi-producer multi-consumer ring of
+//! fixed-size nodes, each item to one reader) and [`BroadcastBuffer`]
+//! (every reader sees every item).
+
+#[cfg(not(tachyon_loom))]
+mod array;
+#[cfg(not(tachyon_loom))]
+mod broadcast;
+#[cfg(not(tachyon_loom))]
+mod buffer;
+#[cfg(not(tachyon_loom))]
+mod circular;
+// Under loom only the ring's models use it.
+#[cfg(any(not(tachyon_loom), test))]
+pub(crate) mod ring;
+
+#[cfg(not(tachyon_loom))]
+pub use array::{
+    SharedArray, SharedArrayBuilder, SharedArrayIter, SharedArrayReadGuard, SharedArrayWriteGuard,
+};
+#[cfg(not(tachyon_loom))]
+pub use broadcast::{BroadcastBuffer, BroadcastReader, Overflow, Received, MAX_READERS};
+#[cfg(not(tachyon_loom))]
+pub use buffer::{SharedBuffer, SharedBufferBuilder};
+#[cfg(not(tachyon_loom))]
+pub use circular::{CircularBuffer, CircularBufferBuilder, MAX_NODES};

@@ -1,0 +1,268 @@
+//! CircularBuffer across real processes: API edges, MPMC exactly-once with
+//! several writer and reader processes, and SIGKILLed claimants.
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tachyon::{CircularBuffer, Error, Segment};
+
+const ENTRY: &str = "child_entry";
+const SHORT: Option<Duration> = Some(Duration::from_millis(20));
+const LONG: Option<Duration> = Some(Duration::from_secs(20));
+
+/// Items moved in the MPMC test, per writer process.
+const PER_WRITER: u64 = 50_000;
+const WRITERS: u64 = 2;
+const READERS: usize = 2;
+
+/// An item of the MPMC test: writer id, sequence number, checksum.
+fn item(writer: u64, seq: u64) -> [u64; 3] {
+    [writer, seq, (writer << 40 ^ seq).wrapping_mul(0x9E37_79B9_7F4A_7C15)]
+}
+
+/// The side segment of the MPMC test: [received, duplicates, bad, order
+/// violations, bitmap of (writer, seq)...].
+fn results_size() -> usize {
+    32 + (WRITERS * PER_WRITER).div_ceil(64) as usize * 8
+}
+
+fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
+    seg.get::<AtomicU64>(i * 8).unwrap()
+}
+
+#[test]
+fn child_entry() {
+    let Some((role, arg)) = common::role() else { return };
+    let mut parts = arg.split(',');
+    let name = parts.next().unwrap().to_owned();
+    let side = parts.next().unwrap_or_default().to_owned();
+    let id: u64 = parts.next().map_or(0, |s| s.parse().unwrap());
+    match role.as_str() {
+        "writer" => {
+            let ring = CircularBuffer::open(&name).unwrap();
+            for seq in 0..PER_WRITER {
+                ring.write_slice(&item(id, seq), LONG).unwrap();
+            }
+        }
+        "reader" => {
+            let ring = CircularBuffer::open(&name).unwrap();
+            let res = Segment::open(&side).unwrap();
+            let total = WRITERS * PER_WRITER;
+            let mut last = vec![None::<u64>; WRITERS as usize];
+            loop {
+                let mut got = [0u64; 3];
+                match ring.read_slice(&mut got, Some(Duration::from_millis(50))) {
+                    Ok(3) => {}
+                    Ok(_) => {
+                        counter(&res, 2).fetch_add(1, Ordering::SeqCst);
+                        continue;
+                    }
+                    Err(Error::Timeout) => {
+                        if counter(&res, 0).load(Ordering::SeqCst) >= total {
+                            break;
+                        }
+                        continue;
+                    }
+                    Err(e) => panic!("read: {e}"),
+                }
+                let [w, seq, _] = got;
+                if w >= WRITERS || seq >= PER_WRITER || got != item(w, seq) {
+                    counter(&res, 2).fetch_add(1, Ordering::SeqCst);
+                    continue;
+                }
+                // Per-writer order, as this reader sees it.
+                if last[w as usize].is_some_and(|l| l >= seq) {
+                    counter(&res, 3).fetch_add(1, Ordering::SeqCst);
+                }
+                last[w as usize] = Some(seq);
+                let bit = w * PER_WRITER + seq;
+                let word = res.get::<AtomicU64>(32 + (bit / 64) as usize * 8).unwrap();
+                if word.fetch_or(1 << (bit % 64), Ordering::SeqCst) & (1 << (bit % 64)) != 0 {
+                    counter(&res, 1).fetch_add(1, Ordering::SeqCst);
+                }
+                counter(&res, 0).fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        "die-writing" => {
+            let ring = CircularBuffer::open(&name).unwrap();
+            let flag = Segment::open(&side).unwrap();
+            ring.write_with(8, None, |node| {
+                node.copy_from_slice(&666u64.to_le_bytes());
+                counter(&flag, 0).store(1, Ordering::SeqCst);
+                std::thread::sleep(LIMIT); // killed here, holding the node
+            })
+            .unwrap();
+        }
+        "die-reading" => {
+            let ring = CircularBuffer::open(&name).unwrap();
+            let flag = Segment::open(&side).unwrap();
+            ring.read_with(None, |_| {
+                counter(&flag, 0).store(1, Ordering::SeqCst);
+                std::thread::sleep(LIMIT); // killed here, holding the node
+            })
+            .unwrap();
+        }
+        other => panic!("unknown role {other}"),
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn geometry_and_argument_errors() {
+    let name = unique("ring-args");
+    assert!(matches!(CircularBuffer::open(&name), Err(Error::NotFound { .. })));
+    assert!(matches!(CircularBuffer::create(&name, 1, 64), Err(Error::InvalidArgument { .. })));
+    assert!(matches!(CircularBuffer::create(&name, 4, 0), Err(Error::InvalidArgument { .. })));
+    let ring = CircularBuffer::create(&name, 3, 100).unwrap();
+    assert!(matches!(CircularBuffer::create(&name, 3, 100), Err(Error::AlreadyExists { .. })));
+    let peer = CircularBuffer::open(&name).unwrap();
+    assert_eq!((peer.node_count(), peer.node_size(), peer.capacity()), (3, 100, 3));
+    // Another kind of segment of that name is not a ring.
+    let raw = unique("ring-raw");
+    let _seg = Segment::create(&raw, 4096).unwrap();
+    assert!(matches!(CircularBuffer::open(&raw), Err(Error::KindMismatch { .. })));
+    drop(ring);
+}
+
+#[test]
+fn item_sizes_and_timeouts() {
+    let ring = CircularBuffer::create(&unique("ring-sizes"), 4, 100).unwrap();
+    let mut buf = [0u8; 100];
+    // Empty ring: a timeout, distinct from an empty item.
+    assert!(matches!(ring.read(&mut buf, SHORT), Err(Error::Timeout)));
+    ring.write(&[], SHORT).unwrap();
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 0);
+    ring.write(&[7], SHORT).unwrap();
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+    assert_eq!(buf[0], 7);
+    let full = [9u8; 100];
+    ring.write(&full, SHORT).unwrap();
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 100);
+    assert_eq!(buf, full);
+    assert!(matches!(ring.write(&[0; 101], SHORT), Err(Error::MessageTooLarge { size: 101, max: 100 })));
+    // A buffer too small for the next item: an error, and the item stays.
+    ring.write(b"twelve bytes", SHORT).unwrap();
+    let mut small = [0u8; 4];
+    assert!(matches!(ring.read(&mut small, SHORT), Err(Error::MessageTooLarge { size: 12, max: 4 })));
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 12);
+    // Capacity is exactly node_count; then writers time out.
+    for i in 0..4u8 {
+        ring.write(&[i], Some(Duration::ZERO)).unwrap();
+    }
+    assert_eq!(ring.len(), 4);
+    assert!(matches!(ring.write(&[4], SHORT), Err(Error::Timeout)));
+    for i in 0..4u8 {
+        assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+        assert_eq!(buf[0], i, "FIFO with one writer and one reader");
+    }
+    assert!(ring.is_empty());
+}
+
+#[test]
+fn typed_helpers() {
+    let ring = CircularBuffer::create(&unique("ring-typed"), 4, 64).unwrap();
+    ring.write_value(&0x1234_5678u32, SHORT).unwrap();
+    assert_eq!(ring.read_value::<u32>(SHORT).unwrap(), 0x1234_5678);
+    ring.write_slice(&[1.5f64, 2.5], SHORT).unwrap();
+    let mut out = [0f64; 8];
+    assert_eq!(ring.read_slice(&mut out, SHORT).unwrap(), 2);
+    assert_eq!(&out[..2], &[1.5, 2.5]);
+    ring.write(&[1, 2, 3], SHORT).unwrap();
+    assert!(matches!(ring.read_value::<u32>(SHORT), Err(Error::InvalidArgument { .. })));
+}
+
+#[test]
+fn a_panicking_writer_or_reader_does_not_wedge_the_ring() {
+    let ring = CircularBuffer::create(&unique("ring-panic"), 2, 8).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ring.write_with(1, SHORT, |_| panic!("fill failed")).unwrap();
+    }));
+    assert!(r.is_err());
+    ring.write(b"a", SHORT).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ring.read_with(SHORT, |_| panic!("consumer failed")).unwrap();
+    }));
+    assert!(r.is_err());
+    // Both nodes are usable again.
+    ring.write(b"b", SHORT).unwrap();
+    ring.write(b"c", SHORT).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+    assert_eq!(buf[0], b'b');
+}
+
+#[test]
+fn mpmc_exactly_once_across_processes() {
+    let name = unique("ring-mpmc");
+    let side = unique("ring-mpmc-results");
+    let ring = CircularBuffer::create(&name, 64, 24).unwrap();
+    let res = Segment::create(&side, results_size()).unwrap();
+    let mut children = Vec::new();
+    for _ in 0..READERS {
+        children.push(spawn(ENTRY, "reader", &format!("{name},{side}")));
+    }
+    for w in 0..WRITERS {
+        children.push(spawn(ENTRY, "writer", &format!("{name},{side},{w}")));
+    }
+    for c in &mut children {
+        assert_eq!(wait_child(c, Duration::from_secs(120)), Some(0));
+    }
+    let total = WRITERS * PER_WRITER;
+    assert_eq!(counter(&res, 0).load(Ordering::SeqCst), total, "items received");
+    assert_eq!(counter(&res, 1).load(Ordering::SeqCst), 0, "duplicates");
+    assert_eq!(counter(&res, 2).load(Ordering::SeqCst), 0, "damaged items");
+    assert_eq!(counter(&res, 3).load(Ordering::SeqCst), 0, "per-writer order violations");
+    for bit in 0..total {
+        let word = counter(&res, 4 + (bit / 64) as usize).load(Ordering::SeqCst);
+        assert!(word & (1 << (bit % 64)) != 0, "item {bit} lost");
+    }
+    assert!(ring.is_empty());
+}
+
+#[test]
+fn a_writer_killed_holding_a_node_does_not_wedge_the_ring() {
+    let name = unique("ring-dead-writer");
+    let side = unique("ring-dead-writer-flag");
+    let ring = CircularBuffer::create(&name, 4, 8).unwrap();
+    let flag = Segment::create(&side, 64).unwrap();
+    ring.write(&1u64.to_le_bytes(), SHORT).unwrap();
+    let mut child = spawn(ENTRY, "die-writing", &format!("{name},{side}"));
+    assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
+    ring.write(&2u64.to_le_bytes(), SHORT).unwrap();
+    kill(&mut child);
+    // The reader gets 1, then (after noticing the death) skips the dead
+    // writer's node and gets 2. The half-written item is lost.
+    assert_eq!(ring.read_value::<u64>(LONG).unwrap(), 1);
+    assert_eq!(ring.read_value::<u64>(LONG).unwrap(), 2);
+    // Full capacity again: node_count items fit, and come back in order.
+    for i in 0..4u64 {
+        ring.write_value(&(10 + i), LONG).unwrap();
+    }
+    for i in 0..4u64 {
+        assert_eq!(ring.read_value::<u64>(LONG).unwrap(), 10 + i);
+    }
+}
+
+#[test]
+fn a_reader_killed_holding_a_node_does_not_wedge_the_ring() {
+    let name = unique("ring-dead-reader");
+    let side = unique("ring-dead-reader-flag");
+    let ring = CircularBuffer::create(&name, 4, 8).unwrap();
+    let flag = Segment::create(&side, 64).unwrap();
+    ring.write_value(&1u64, SHORT).unwrap();
+    let mut child = spawn(ENTRY, "die-reading", &format!("{name},{side}"));
+    assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
+    kill(&mut child);
+    // Its item is lost (at most once); the node comes back: a full ring's
+    // worth of items fits and is read back.
+    for i in 0..4u64 {
+        ring.write_value(&(20 + i), LONG).unwrap();
+    }
+    for i in 0..4u64 {
+        assert_eq!(ring.read_value::<u64>(LONG).unwrap(), 20 + i);
+    }
+    assert!(ring.is_empty());
+}
