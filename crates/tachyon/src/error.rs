@@ -124,9 +124,17 @@ pub enum Error {
     #[error("the owner of the lock died while holding it")]
     OwnerDied,
 
-    /// The object was closed, or the peer went away.
+    /// The object was closed, or the peer closed its end.
     #[error("closed")]
     Closed,
+
+    /// The peer process died (its attachment is gone).
+    #[error("the peer process died")]
+    PeerDied,
+
+    /// The other end's handler failed or panicked; the text is its error.
+    #[error("remote handler failed: {0}")]
+    Remote(String),
 
     /// An operating-system call failed in a way not covered above.
     #[error("{context}: {source}")]

@@ -35,7 +35,7 @@ pub mod sync;
 
 pub use error::{Corruption, Error, Result};
 #[cfg(not(tachyon_loom))]
-pub use primitives::{CircularBuffer, CircularBufferBuilder};
+pub use primitives::{CircularBuffer, CircularBufferBuilder, RpcBuffer};
 #[cfg(not(tachyon_loom))]
 pub use primitives::{SharedArray, SharedBuffer};
 pub use segment::Kind;

@@ -11,6 +11,8 @@ mod broadcast;
 mod buffer;
 #[cfg(not(tachyon_loom))]
 mod circular;
+#[cfg(not(tachyon_loom))]
+pub mod rpc;
 // Under loom only the ring's models use it.
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod ring;
@@ -25,3 +27,5 @@ pub use broadcast::{BroadcastBuffer, BroadcastReader, Overflow, Received, MAX_RE
 pub use buffer::{SharedBuffer, SharedBufferBuilder};
 #[cfg(not(tachyon_loom))]
 pub use circular::{CircularBuffer, CircularBufferBuilder, MAX_NODES};
+#[cfg(not(tachyon_loom))]
+pub use rpc::{RpcBuffer, RpcBuilder, RpcClient, RpcStats};

@@ -1,0 +1,875 @@
+//! `RpcBuffer`: request/response between two processes over two
+//! [`CircularBuffer`]s, one per direction.
+//!
+//! The *owner* creates the channel ([`RpcBuffer::create`]); one *opener*
+//! joins it ([`RpcBuffer::open`]), learning the geometry from the owner.
+//! Both ends may send requests and both may handle the other's. Each end
+//! runs one reader thread, which reassembles packets and completes pending
+//! requests, and a pool of handler threads, so a slow handler never stops
+//! responses from flowing and a handler may itself call the other side.
+//!
+//! The wire format is in `docs/rpc.md`.
+
+mod packet;
+mod stats;
+
+pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
+pub use stats::{Latency, RpcStats};
+
+use self::packet::{packet_count, Assembled, Header, MsgType, Reassembler, HEADER};
+use self::stats::Stats;
+use crate::error::{Corruption, Error, Result};
+use crate::primitives::CircularBuffer;
+use crate::segment::{Kind, Segment};
+use crate::sync::{Liveness, Token, WaitPolicy};
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, RwLock, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The default deadline of [`RpcBuffer::call`] and of async requests.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often each end checks its peer and expires requests: a peer that
+/// dies is noticed within about this long.
+const TICK: Duration = Duration::from_millis(20);
+/// Extra handler threads started when every pool thread is busy (nested
+/// calls), at most.
+const MAX_EXTRA_THREADS: usize = 1024;
+
+// Layout of the control segment.
+const CTL_NODE_COUNT: usize = 0;
+const CTL_NODE_SIZE: usize = 8;
+const CTL_VERSION: usize = 16;
+const CTL_OWNER: usize = 64;
+const CTL_OPENER: usize = 68;
+const CTL_OWNER_CLOSED: usize = 72;
+const CTL_OPENER_CLOSED: usize = 76;
+const CTL_SIZE: usize = 128;
+
+const OPEN: u8 = 0;
+const CLOSED: u8 = 1;
+const PEER_DIED: u8 = 2;
+
+type HandlerFn = dyn Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync;
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Options of an [`RpcBuffer`]: geometry (owner only), threads, limits.
+#[derive(Clone)]
+pub struct RpcBuilder {
+    name: String,
+    node_count: usize,
+    node_size: usize,
+    policy: WaitPolicy,
+    handler_threads: usize,
+    default_timeout: Duration,
+    max_message: usize,
+    handler: Option<Arc<HandlerFn>>,
+}
+
+impl std::fmt::Debug for RpcBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcBuilder")
+            .field("name", &self.name)
+            .field("node_count", &self.node_count)
+            .field("node_size", &self.node_size)
+            .field("handler_threads", &self.handler_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RpcBuilder {
+    /// Nodes per direction (owner only; default 64).
+    pub fn node_count(mut self, n: usize) -> Self {
+        self.node_count = n;
+        self
+    }
+
+    /// Bytes per node, header included (owner only; default 4096, so 4064
+    /// payload bytes per packet). At least 33.
+    pub fn node_size(mut self, n: usize) -> Self {
+        self.node_size = n;
+        self
+    }
+
+    /// How this end's threads wait on the rings (default hybrid).
+    pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Handler threads kept ready (default 2). When all are busy, for
+    /// example in nested calls, more are started for the moment.
+    pub fn handler_threads(mut self, n: usize) -> Self {
+        self.handler_threads = n.max(1);
+        self
+    }
+
+    /// The deadline of [`RpcBuffer::call`], async requests, notifications
+    /// and responses (default 30 s).
+    pub fn default_timeout(mut self, t: Duration) -> Self {
+        self.default_timeout = t;
+        self
+    }
+
+    /// The largest message accepted from the peer or sent (default 64 MiB).
+    pub fn max_message(mut self, bytes: usize) -> Self {
+        self.max_message = bytes.min(u32::MAX as usize);
+        self
+    }
+
+    /// The handler of the peer's requests, in place before the channel
+    /// goes live. See [`RpcBuffer::set_handler`].
+    pub fn handler<F, E>(mut self, f: F) -> Self
+    where
+        F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
+        E: Display,
+    {
+        self.handler = Some(wrap(f));
+        self
+    }
+
+    /// Creates the channel (this end is the owner).
+    pub fn create(self) -> Result<RpcBuffer> {
+        if self.node_size <= HEADER || self.node_size > u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "node_size must be {} to {} bytes (a packet has a {HEADER}-byte header), not {}",
+                HEADER + 1,
+                u32::MAX,
+                self.node_size
+            )));
+        }
+        let ring = |suffix: &str| {
+            CircularBuffer::builder(&format!("{}{suffix}", self.name))
+                .node_count(self.node_count)
+                .node_size(self.node_size)
+                .wait_policy(self.policy)
+                .create()
+        };
+        let o2p = ring(".rpc-o2p")?;
+        let p2o = ring(".rpc-p2o")?;
+        // The control segment comes last: once it exists, so do the rings.
+        let ctl = Segment::builder(&self.name).kind(Kind::RPC).size(CTL_SIZE).create_with(|seg| {
+            seg.get::<AtomicU64>(CTL_NODE_COUNT)?.store(self.node_count as u64, Ordering::Relaxed);
+            seg.get::<AtomicU64>(CTL_NODE_SIZE)?.store(self.node_size as u64, Ordering::Relaxed);
+            seg.get::<AtomicU64>(CTL_VERSION)?.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
+            seg.get::<AtomicU32>(CTL_OWNER)?.store(seg.token().raw(), Ordering::Relaxed);
+            Ok(())
+        })?;
+        RpcBuffer::start(self, ctl, o2p, p2o, true)
+    }
+
+    /// Joins the channel (this end is the opener). A channel has one
+    /// opener: a second one is [`Error::AlreadyExists`], and one that joins
+    /// after the first opener left is [`Error::Closed`].
+    pub fn open(self) -> Result<RpcBuffer> {
+        let ctl = Segment::builder(&self.name).kind(Kind::RPC).open()?;
+        let version = ctl.get::<AtomicU64>(CTL_VERSION)?.load(Ordering::Relaxed);
+        if version != u64::from(PROTOCOL_VERSION) {
+            return Err(Error::VersionMismatch {
+                found: version as u32,
+                expected: u32::from(PROTOCOL_VERSION),
+            });
+        }
+        let o2p =
+            CircularBuffer::builder(&format!("{}.rpc-o2p", self.name)).wait_policy(self.policy).open()?;
+        let p2o =
+            CircularBuffer::builder(&format!("{}.rpc-p2o", self.name)).wait_policy(self.policy).open()?;
+        let geometry = (
+            ctl.get::<AtomicU64>(CTL_NODE_COUNT)?.load(Ordering::Relaxed),
+            ctl.get::<AtomicU64>(CTL_NODE_SIZE)?.load(Ordering::Relaxed),
+        );
+        for ring in [&o2p, &p2o] {
+            if (ring.node_count() as u64, ring.node_size() as u64) != geometry || ring.node_size() <= HEADER {
+                return Err(Error::corrupt(Corruption::BadField {
+                    field: "rpc ring geometry",
+                    value: ring.node_size() as u64,
+                }));
+            }
+        }
+        let me = ctl.token().raw();
+        if ctl.get::<AtomicU32>(CTL_OPENER_CLOSED)?.load(Ordering::SeqCst) != 0 {
+            return Err(Error::Closed);
+        }
+        match ctl.get::<AtomicU32>(CTL_OPENER)?.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => {}
+            Err(other) if Token::from_raw(other).is_some_and(|t| !ctl.is_dead(t)) => {
+                return Err(Error::AlreadyExists { name: self.name.clone() });
+            }
+            Err(_) => return Err(Error::Closed),
+        }
+        let node_size = o2p.node_size();
+        let b = RpcBuilder { node_size, ..self };
+        RpcBuffer::start(b, ctl, p2o, o2p, false)
+    }
+}
+
+fn wrap<F, E>(f: F) -> Arc<HandlerFn>
+where
+    F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
+    E: Display,
+{
+    Arc::new(move |id, msg| f(id, msg).map_err(|e| e.to_string()))
+}
+
+/// One end of a bi-directional RPC channel between two processes.
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::primitives::RpcBuffer;
+/// # let name = format!("doc-rpc-{}", std::process::id());
+/// let owner = RpcBuffer::create(&name)?;
+/// // Usually in another process:
+/// let opener = RpcBuffer::builder(&name)
+///     .handler(|_id, msg: &[u8]| Ok::<_, String>(vec![msg[0] + msg[1]]))
+///     .open()?;
+/// let answer = owner.request(&[123, 10], Some(Duration::from_secs(5)))?;
+/// assert_eq!(answer, [133]);
+/// # drop(opener);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct RpcBuffer {
+    inner: Arc<Inner>,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// A handle that can call through an [`RpcBuffer`] without keeping it
+/// alive, for handlers that call the other side (nested calls). Once the
+/// `RpcBuffer` is dropped, calls fail with [`Error::Closed`].
+#[derive(Clone)]
+pub struct RpcClient {
+    inner: Weak<Inner>,
+}
+
+struct Inner {
+    ctl: Segment,
+    tx: CircularBuffer,
+    rx: CircularBuffer,
+    owner: bool,
+    state: AtomicU8,
+    stop: AtomicBool,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<u64, Arc<Slot>>>,
+    handler: RwLock<Option<Arc<HandlerFn>>>,
+    pool: Pool,
+    stats: Stats,
+    default_timeout: Duration,
+    max_message: usize,
+}
+
+/// Where a response is delivered to the request waiting for it.
+struct Slot {
+    state: Mutex<SlotState>,
+    cond: Condvar,
+    deadline: Option<Instant>,
+    started: Instant,
+}
+
+#[derive(Default)]
+struct SlotState {
+    result: Option<Result<Vec<u8>>>,
+    waker: Option<Waker>,
+}
+
+impl Slot {
+    fn complete(&self, r: Result<Vec<u8>>) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.result.is_none() {
+            s.result = Some(r);
+        }
+        let waker = s.waker.take();
+        drop(s);
+        self.cond.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl RpcBuffer {
+    /// A builder for geometry, threads, timeouts and the handler.
+    pub fn builder(name: &str) -> RpcBuilder {
+        RpcBuilder {
+            name: name.to_owned(),
+            node_count: 64,
+            node_size: 4096,
+            policy: WaitPolicy::default(),
+            handler_threads: 2,
+            default_timeout: DEFAULT_TIMEOUT,
+            max_message: 64 << 20,
+            handler: None,
+        }
+    }
+
+    /// Creates a channel with the default geometry (64 nodes of 4 KiB per
+    /// direction); this end is the owner.
+    pub fn create(name: &str) -> Result<RpcBuffer> {
+        Self::builder(name).create()
+    }
+
+    /// Joins a channel as its opener.
+    pub fn open(name: &str) -> Result<RpcBuffer> {
+        Self::builder(name).open()
+    }
+
+    fn start(
+        b: RpcBuilder,
+        ctl: Segment,
+        tx: CircularBuffer,
+        rx: CircularBuffer,
+        owner: bool,
+    ) -> Result<Self> {
+        let inner = Arc::new(Inner {
+            ctl,
+            tx,
+            rx,
+            owner,
+            state: AtomicU8::new(OPEN),
+            stop: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            handler: RwLock::new(b.handler),
+            pool: Pool::new(b.handler_threads),
+            stats: Stats::new(),
+            default_timeout: b.default_timeout,
+            max_message: b.max_message,
+        });
+        let reader_inner = Arc::clone(&inner);
+        let max_message = b.max_message;
+        let reader = std::thread::Builder::new()
+            .name(format!("tachyon-rpc-{}", if owner { "owner" } else { "opener" }))
+            .spawn(move || reader_inner.read_loop(max_message))
+            .map_err(|e| Error::io("start the rpc reader thread", e))?;
+        Ok(RpcBuffer { inner, reader: Some(reader) })
+    }
+
+    /// Whether this end created the channel.
+    pub fn is_owner(&self) -> bool {
+        self.inner.owner
+    }
+
+    /// Why the channel can no longer be used, if it cannot:
+    /// [`Error::Closed`] (the peer closed its end) or [`Error::PeerDied`].
+    /// Noticed within about 20 ms of the event.
+    pub fn closed(&self) -> Option<Error> {
+        self.inner.check_open().err()
+    }
+
+    /// Sets (or replaces) the handler of the peer's requests and
+    /// notifications. It gets the message id and the payload and returns
+    /// the response, or an error whose text reaches the caller as
+    /// [`Error::Remote`]; a panic does too. Without a handler, requests are
+    /// answered with a "no handler" error.
+    pub fn set_handler<F, E>(&self, f: F)
+    where
+        F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
+        E: Display,
+    {
+        *self.inner.handler.write().unwrap_or_else(|p| p.into_inner()) = Some(wrap(f));
+    }
+
+    /// Sets an `async` handler: each request's future is driven to
+    /// completion on a handler thread (no runtime needed).
+    pub fn set_async_handler<F, Fut, E>(&self, f: F)
+    where
+        F: Fn(u64, Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Vec<u8>, E>>,
+        E: Display,
+    {
+        self.set_handler(move |id, msg: &[u8]| block_on(f(id, msg.to_vec())));
+    }
+
+    /// A handle for calls from inside handlers (it does not keep the
+    /// channel alive).
+    pub fn client(&self) -> RpcClient {
+        RpcClient { inner: Arc::downgrade(&self.inner) }
+    }
+
+    /// Sends a request and waits up to `timeout` (`None`: no limit) for the
+    /// response. Fails with [`Error::Timeout`] (everything the request held
+    /// is freed; a late response is counted and dropped),
+    /// [`Error::Remote`] (the handler failed or panicked),
+    /// [`Error::Closed`] or [`Error::PeerDied`] (promptly, not after the
+    /// timeout), [`Error::MessageTooLarge`].
+    pub fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
+        self.inner.request(msg, timeout)
+    }
+
+    /// [`request`](Self::request) with the default timeout (30 s).
+    pub fn call(&self, msg: &[u8]) -> Result<Vec<u8>> {
+        self.inner.request(msg, Some(self.inner.default_timeout))
+    }
+
+    /// Sends a request now and returns a future of its response, which
+    /// works under any executor. The request is written before this
+    /// returns (waiting, if the ring is full, up to the default timeout);
+    /// the response is then awaited up to the default timeout. Dropping the
+    /// future cancels the request and frees its slot.
+    pub fn request_async(&self, msg: &[u8]) -> RequestFuture {
+        self.inner.request_async(msg)
+    }
+
+    /// Sends a one-way message: the peer's handler runs, nothing comes back.
+    pub fn notify(&self, msg: &[u8]) -> Result<()> {
+        self.inner.notify(msg)
+    }
+
+    /// Counters and round-trip latency, readable at any time.
+    pub fn stats(&self) -> RpcStats {
+        self.inner.stats.snapshot()
+    }
+
+    /// Sets every counter and the latency histogram back to zero.
+    pub fn reset_stats(&self) {
+        self.inner.stats.reset();
+    }
+}
+
+impl RpcClient {
+    fn inner(&self) -> Result<Arc<Inner>> {
+        self.inner.upgrade().ok_or(Error::Closed)
+    }
+
+    /// See [`RpcBuffer::request`].
+    pub fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
+        self.inner()?.request(msg, timeout)
+    }
+
+    /// See [`RpcBuffer::call`].
+    pub fn call(&self, msg: &[u8]) -> Result<Vec<u8>> {
+        let inner = self.inner()?;
+        let t = inner.default_timeout;
+        inner.request(msg, Some(t))
+    }
+
+    /// See [`RpcBuffer::request_async`].
+    pub fn request_async(&self, msg: &[u8]) -> Result<RequestFuture> {
+        Ok(self.inner()?.request_async(msg))
+    }
+
+    /// See [`RpcBuffer::notify`].
+    pub fn notify(&self, msg: &[u8]) -> Result<()> {
+        self.inner()?.notify(msg)
+    }
+}
+
+impl Drop for RpcBuffer {
+    fn drop(&mut self) {
+        let inner = &self.inner;
+        let flag = if inner.owner { CTL_OWNER_CLOSED } else { CTL_OPENER_CLOSED };
+        if let Ok(f) = inner.ctl.get::<AtomicU32>(flag) {
+            f.store(1, Ordering::SeqCst);
+        }
+        inner.stop.store(true, Ordering::SeqCst);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        inner.fail_all(CLOSED);
+    }
+}
+
+impl std::fmt::Debug for RpcBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcBuffer")
+            .field("name", &self.inner.ctl.name())
+            .field("owner", &self.inner.owner)
+            .field("node_size", &self.inner.tx.node_size())
+            .finish()
+    }
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<()> {
+        match self.state.load(Ordering::SeqCst) {
+            OPEN => Ok(()),
+            PEER_DIED => Err(Error::PeerDied),
+            _ => Err(Error::Closed),
+        }
+    }
+
+    fn register(&self, deadline: Option<Instant>) -> (u64, Arc<Slot>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(Slot {
+            state: Mutex::new(SlotState::default()),
+            cond: Condvar::new(),
+            deadline,
+            started: Instant::now(),
+        });
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(&slot));
+        (id, slot)
+    }
+
+    /// Forgets a request; `true` if it was still pending (no response came).
+    fn unregister(&self, id: u64) -> bool {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+    }
+
+    fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
+        self.check_open()?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let (id, slot) = self.register(deadline);
+        if let Err(e) = self.send(MsgType::Request, id, 0, msg, deadline) {
+            self.unregister(id);
+            return Err(e);
+        }
+        Stats::add(&self.stats.c.requests_sent, 1);
+        let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = s.result.take() {
+                return r;
+            }
+            let wait = match deadline {
+                None => Duration::from_secs(3600),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop(s);
+                        if self.unregister(id) {
+                            Stats::add(&self.stats.c.timeouts, 1);
+                            return Err(Error::Timeout);
+                        }
+                        // The response won the race with the deadline.
+                        s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+                        continue;
+                    }
+                    left
+                }
+            };
+            s = slot.cond.wait_timeout(s, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
+        let deadline = Some(Instant::now() + self.default_timeout);
+        let (id, slot) = self.register(deadline);
+        let sent = self.check_open().and_then(|()| self.send(MsgType::Request, id, 0, msg, deadline));
+        let error = match sent {
+            Ok(()) => {
+                Stats::add(&self.stats.c.requests_sent, 1);
+                None
+            }
+            Err(e) => {
+                self.unregister(id);
+                Some(e)
+            }
+        };
+        RequestFuture { inner: Arc::clone(self), id, slot, error, done: false }
+    }
+
+    fn notify(&self, msg: &[u8]) -> Result<()> {
+        self.check_open()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.send(MsgType::Notify, id, 0, msg, Some(Instant::now() + self.default_timeout))?;
+        Stats::add(&self.stats.c.notifications_sent, 1);
+        Ok(())
+    }
+
+    /// Writes one message as packets, each before `deadline`, giving up
+    /// promptly if the peer goes away.
+    fn send(
+        &self,
+        kind: MsgType,
+        id: u64,
+        response_to: u64,
+        msg: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        if msg.len() > self.max_message {
+            return Err(Error::MessageTooLarge { size: msg.len(), max: self.max_message });
+        }
+        let room = self.tx.node_size() - HEADER;
+        let count = packet_count(msg.len(), room);
+        for (index, chunk) in
+            (0..count).map(|i| (i, &msg[(i * room).min(msg.len())..((i + 1) * room).min(msg.len())]))
+        {
+            let header = Header {
+                kind,
+                msg_id: id,
+                response_to,
+                total_len: msg.len() as u32,
+                index: index as u32,
+                count: count as u32,
+            };
+            loop {
+                self.check_open()?;
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if left.is_some_and(|l| l.is_zero()) {
+                    Stats::add(&self.stats.c.timeouts, 1);
+                    return Err(Error::Timeout);
+                }
+                let slice = left.map_or(TICK, |l| l.min(TICK));
+                match self.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
+                    header.encode(&mut node[..HEADER]);
+                    node[HEADER..].copy_from_slice(chunk);
+                }) {
+                    Ok(()) => break,
+                    Err(Error::Timeout) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Stats::add(&self.stats.c.packets_sent, 1);
+            Stats::add(&self.stats.c.bytes_sent, chunk.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// The reader thread: packets in, messages dispatched; every tick, the
+    /// peer is checked and overdue requests expire.
+    fn read_loop(self: Arc<Self>, max_message: usize) {
+        let mut asm = Reassembler::new(self.rx.node_size(), max_message);
+        let mut last_tick = Instant::now();
+        while !self.stop.load(Ordering::SeqCst) {
+            let got = self.rx.read_with(Some(TICK), |packet| {
+                Stats::add(&self.stats.c.packets_received, 1);
+                Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
+                asm.push(packet)
+            });
+            match got {
+                Ok(Assembled::Complete(h, payload)) => self.dispatch(h, payload),
+                Ok(Assembled::Incomplete) | Err(Error::Timeout) => {}
+                Ok(Assembled::Dropped(_)) | Err(_) => Stats::add(&self.stats.c.corrupt_packets, 1),
+            }
+            if last_tick.elapsed() >= TICK {
+                last_tick = Instant::now();
+                self.tick();
+                let stale = asm.expire(self.default_timeout * 2);
+                Stats::add(&self.stats.c.corrupt_packets, stale as u64);
+            }
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, h: Header, payload: Vec<u8>) {
+        match h.kind {
+            MsgType::Request | MsgType::Notify => {
+                let inner = Arc::clone(self);
+                self.pool.submit(Box::new(move || inner.handle(h, payload)));
+            }
+            MsgType::Response | MsgType::Error => {
+                let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
+                let Some(slot) = slot else {
+                    Stats::add(&self.stats.c.discarded_responses, 1);
+                    return;
+                };
+                Stats::add(&self.stats.c.responses_received, 1);
+                self.stats.record(slot.started.elapsed());
+                let r = if h.kind == MsgType::Response {
+                    Ok(payload)
+                } else {
+                    Stats::add(&self.stats.c.errors, 1);
+                    Err(Error::Remote(String::from_utf8_lossy(&payload).into_owned()))
+                };
+                slot.complete(r);
+            }
+        }
+    }
+
+    /// Runs the handler for a request or notification (on a pool thread)
+    /// and sends the response.
+    fn handle(&self, h: Header, payload: Vec<u8>) {
+        let handler = self.handler.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let result = match handler {
+            None => Err("no handler: the other end has not set one".to_owned()),
+            Some(f) => catch_unwind(AssertUnwindSafe(|| f(h.msg_id, &payload))).unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string panic".to_owned());
+                Err(format!("handler panicked: {what}"))
+            }),
+        };
+        if result.is_err() {
+            Stats::add(&self.stats.c.errors, 1);
+        }
+        if h.kind == MsgType::Notify {
+            Stats::add(&self.stats.c.notifications_received, 1);
+            return;
+        }
+        Stats::add(&self.stats.c.requests_handled, 1);
+        let (kind, body) = match result {
+            Ok(body) => (MsgType::Response, body),
+            Err(text) => (MsgType::Error, text.into_bytes()),
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let deadline = Some(Instant::now() + self.default_timeout);
+        match self.send(kind, id, h.msg_id, &body, deadline) {
+            Ok(()) => Stats::add(&self.stats.c.responses_sent, 1),
+            Err(Error::MessageTooLarge { size, max }) => {
+                // Tell the caller rather than leave it waiting.
+                let text = format!("response of {size} bytes exceeds the maximum message size {max}");
+                let _ = self.send(MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Checks the peer and expires overdue requests.
+    fn tick(&self) {
+        let (token, closed) =
+            if self.owner { (CTL_OPENER, CTL_OPENER_CLOSED) } else { (CTL_OWNER, CTL_OWNER_CLOSED) };
+        if self.ctl.get::<AtomicU32>(closed).is_ok_and(|f| f.load(Ordering::SeqCst) != 0) {
+            self.fail_all(CLOSED);
+        } else if let Ok(t) = self.ctl.get::<AtomicU32>(token) {
+            let raw = t.load(Ordering::SeqCst);
+            if raw != 0 && Token::from_raw(raw).is_none_or(|t| self.ctl.is_dead(t)) {
+                self.fail_all(PEER_DIED);
+            }
+        }
+        let now = Instant::now();
+        let overdue: Vec<Arc<Slot>> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let ids: Vec<u64> = pending
+                .iter()
+                .filter(|(_, s)| s.deadline.is_some_and(|d| d <= now))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| pending.remove(id)).collect()
+        };
+        for slot in overdue {
+            Stats::add(&self.stats.c.timeouts, 1);
+            slot.complete(Err(Error::Timeout));
+        }
+    }
+
+    /// Marks the channel closed (or its peer dead) and fails every pending
+    /// request with that.
+    fn fail_all(&self, why: u8) {
+        let _ = self.state.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
+        let err =
+            || if self.state.load(Ordering::SeqCst) == PEER_DIED { Error::PeerDied } else { Error::Closed };
+        let all: Vec<Arc<Slot>> =
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, s)| s).collect();
+        for slot in all {
+            slot.complete(Err(err()));
+        }
+    }
+}
+
+/// The response of an [`RpcBuffer::request_async`]. Dropping it before it
+/// completes cancels the request.
+pub struct RequestFuture {
+    inner: Arc<Inner>,
+    id: u64,
+    slot: Arc<Slot>,
+    error: Option<Error>,
+    done: bool,
+}
+
+impl Future for RequestFuture {
+    type Output = Result<Vec<u8>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(e) = self.error.take() {
+            self.done = true;
+            return Poll::Ready(Err(e));
+        }
+        let mut s = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = s.result.take() {
+            drop(s);
+            self.done = true;
+            return Poll::Ready(r);
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for RequestFuture {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.unregister(self.id);
+        }
+    }
+}
+
+/// Handler threads: a few kept ready, more started while all are busy, so
+/// that nested calls always find a thread.
+struct Pool {
+    tx: Mutex<mpsc::Sender<Job>>,
+    /// Threads waiting for work, not yet promised a job.
+    idle: Arc<AtomicUsize>,
+    extra: Arc<AtomicUsize>,
+}
+
+impl Pool {
+    fn new(threads: usize) -> Pool {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let idle = Arc::new(AtomicUsize::new(0));
+        for i in 0..threads {
+            let rx = Arc::clone(&rx);
+            let mine = Arc::clone(&idle);
+            idle.fetch_add(1, Ordering::SeqCst);
+            let spawned =
+                std::thread::Builder::new().name(format!("tachyon-rpc-handler-{i}")).spawn(move || loop {
+                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    match job {
+                        Ok(job) => {
+                            job();
+                            mine.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(_) => return, // the channel is gone
+                    }
+                });
+            if spawned.is_err() {
+                idle.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        Pool { tx: Mutex::new(tx), idle, extra: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    fn submit(&self, job: Job) {
+        // Promise the job to an idle thread, if there is one.
+        if self.idle.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |i| i.checked_sub(1)).is_ok() {
+            let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+            return;
+        }
+        if self.extra.fetch_add(1, Ordering::SeqCst) < MAX_EXTRA_THREADS {
+            let extra = Arc::clone(&self.extra);
+            let job = Arc::new(Mutex::new(Some(job)));
+            let run = Arc::clone(&job);
+            let spawned =
+                std::thread::Builder::new().name("tachyon-rpc-handler-extra".into()).spawn(move || {
+                    if let Some(job) = run.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                        job();
+                    }
+                    extra.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_ok() {
+                return;
+            }
+            self.extra.fetch_sub(1, Ordering::SeqCst);
+            // Could not start a thread: queue it.
+            if let Some(job) = job.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+            }
+            return;
+        }
+        self.extra.fetch_sub(1, Ordering::SeqCst);
+        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+    }
+}
+
+/// Drives a future to completion on the current thread.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}

@@ -1,0 +1,247 @@
+//! RpcBuffer between real processes: both directions, sizes around the
+//! packet room and 4 MiB, nested calls, concurrency, handler errors and
+//! panics, timeouts, notifications, a SIGKILLed peer, async requests.
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+use tachyon::primitives::RpcBuffer;
+use tachyon::Error;
+
+const ENTRY: &str = "child_entry";
+const LONG: Option<Duration> = Some(Duration::from_secs(30));
+/// Small nodes, so that multi-packet messages are cheap to make.
+const NODE: usize = 256;
+const ROOM: usize = NODE - tachyon::primitives::rpc::PACKET_HEADER;
+
+/// The child's handler: a little command language.
+fn serve(
+    client: tachyon::primitives::RpcClient,
+    notes: Arc<AtomicU64>,
+) -> impl Fn(u64, &[u8]) -> Result<Vec<u8>, String> {
+    move |_id, msg: &[u8]| {
+        let (cmd, rest) = msg.split_at(msg.iter().position(|&b| b == b':').map_or(msg.len(), |i| i + 1));
+        match cmd {
+            b"add:" => Ok(vec![rest[0].wrapping_add(rest[1])]),
+            b"echo:" => Ok(rest.to_vec()),
+            b"fail:" => Err("boom".to_owned()),
+            b"panic:" => panic!("kaboom"),
+            b"slow:" => {
+                std::thread::sleep(Duration::from_secs(1));
+                Ok(b"late".to_vec())
+            }
+            b"hang:" => {
+                std::thread::sleep(LIMIT);
+                Ok(vec![])
+            }
+            b"nest:" => {
+                // Call the other side from inside a handler.
+                let mut inner = client.call(&[b"echo:", rest].concat()).map_err(|e| e.to_string())?;
+                inner.splice(0..0, *b"nested:");
+                Ok(inner)
+            }
+            b"note:" => {
+                notes.fetch_add(1, Ordering::SeqCst);
+                Ok(vec![])
+            }
+            b"notes:" => Ok(notes.load(Ordering::SeqCst).to_le_bytes().to_vec()),
+            _ => Err(format!("unknown command {:?}", String::from_utf8_lossy(cmd))),
+        }
+    }
+}
+
+#[test]
+fn child_entry() {
+    let Some((role, name)) = common::role() else { return };
+    assert_eq!(role, "server");
+    let rpc = RpcBuffer::open(&name).unwrap();
+    rpc.set_handler(serve(rpc.client(), Arc::new(AtomicU64::new(0))));
+    // The other direction: this process calls the owner too.
+    let hello = rpc.request(b"hello", LONG).unwrap();
+    assert_eq!(hello, b"owner:hello");
+    // Serve until the owner goes away.
+    assert!(wait_for(Duration::from_secs(120), || rpc.closed().is_some()));
+    std::process::exit(0);
+}
+
+/// An owner whose handler answers `owner:` + the message, and a child
+/// process serving as the opener.
+fn channel(tag: &str) -> (RpcBuffer, std::process::Child) {
+    let name = unique(tag);
+    let rpc = RpcBuffer::builder(&name)
+        .node_size(NODE)
+        .node_count(8)
+        .handler(|_id, msg: &[u8]| Ok::<_, String>([b"owner:", msg].concat()))
+        .create()
+        .unwrap();
+    let child = spawn(ENTRY, "server", &name);
+    (rpc, child)
+}
+
+fn finish(rpc: RpcBuffer, mut child: std::process::Child) {
+    drop(rpc);
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0), "the child saw the channel close");
+}
+
+#[test]
+fn requests_both_ways_with_every_size() {
+    let (rpc, child) = channel("rpc-sizes");
+    assert_eq!(rpc.request(b"add:\x7b\x0a", LONG).unwrap(), [133]);
+    for len in [0, 1, ROOM - 5, ROOM, 2 * ROOM, 3 * ROOM - 5, 3 * ROOM + 1, 4 << 20] {
+        let payload: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+        let msg = [b"echo:".as_slice(), &payload].concat();
+        let back = rpc.request(&msg, LONG).unwrap();
+        assert_eq!(back.len(), len, "length of a {len}-byte echo");
+        assert!(back == payload, "contents of a {len}-byte echo");
+    }
+    let s = rpc.stats();
+    assert!(s.requests_sent >= 9 && s.responses_received >= 9, "{s:?}");
+    assert!(s.requests_handled >= 1, "the child's request to us: {s:?}");
+    assert!(s.packets_sent > 4 << 20 >> 8, "4 MiB went as many packets: {s:?}");
+    assert_eq!(s.latency.count, s.responses_received);
+    assert!(s.latency.p50 <= s.latency.p99 && s.latency.min <= s.latency.max);
+    rpc.reset_stats();
+    assert_eq!(rpc.stats().requests_sent, 0);
+    finish(rpc, child);
+}
+
+#[test]
+fn handler_errors_and_panics_reach_the_caller() {
+    let (rpc, child) = channel("rpc-errors");
+    match rpc.request(b"fail:", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("boom"), "{text}"),
+        other => panic!("expected Remote, got {other:?}"),
+    }
+    match rpc.request(b"panic:", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("kaboom"), "{text}"),
+        other => panic!("expected Remote, got {other:?}"),
+    }
+    // The channel is fine afterwards.
+    assert_eq!(rpc.request(b"echo:ok", LONG).unwrap(), b"ok");
+    assert!(rpc.stats().errors >= 2);
+    finish(rpc, child);
+}
+
+#[test]
+fn nested_calls_and_notifications() {
+    let (rpc, child) = channel("rpc-nested");
+    assert_eq!(rpc.request(b"nest:x", LONG).unwrap(), b"nested:owner:echo:x");
+    for _ in 0..3 {
+        rpc.notify(b"note:").unwrap();
+    }
+    assert!(wait_for(LIMIT, || rpc.request(b"notes:", LONG).unwrap() == 3u64.to_le_bytes()));
+    assert_eq!(rpc.stats().notifications_sent, 3);
+    finish(rpc, child);
+}
+
+#[test]
+fn eight_threads_with_requests_in_flight() {
+    let (rpc, child) = channel("rpc-threads");
+    std::thread::scope(|s| {
+        for t in 0..8u32 {
+            let rpc = &rpc;
+            s.spawn(move || {
+                for i in 0..100u32 {
+                    // Some single-packet, some multi-packet, interleaving.
+                    let body: Vec<u8> = format!("{t}-{i}-").into_bytes().repeat(1 + (i as usize % 3) * 40);
+                    let msg = [b"echo:".as_slice(), &body].concat();
+                    assert_eq!(rpc.request(&msg, LONG).unwrap(), body);
+                }
+            });
+        }
+    });
+    assert_eq!(rpc.stats().responses_received, 800);
+    finish(rpc, child);
+}
+
+#[test]
+fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
+    let (rpc, child) = channel("rpc-timeout");
+    assert!(matches!(rpc.request(b"slow:", Some(Duration::from_millis(100))), Err(Error::Timeout)));
+    assert_eq!(rpc.stats().timeouts, 1);
+    assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the late response was counted");
+    assert_eq!(rpc.request(b"echo:after", LONG).unwrap(), b"after");
+    finish(rpc, child);
+}
+
+#[test]
+fn a_sigkilled_peer_fails_pending_and_new_requests_with_peer_died() {
+    let (rpc, mut child) = channel("rpc-kill");
+    assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up");
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| rpc.request(b"hang:", LONG));
+        // Let the request reach the child's handler, then kill the child.
+        std::thread::sleep(Duration::from_millis(100));
+        kill(&mut child);
+        // A 30 s request ends with PeerDied, not Timeout.
+        assert!(matches!(pending.join().unwrap(), Err(Error::PeerDied)));
+    });
+    assert!(matches!(rpc.request(b"echo:again", LONG), Err(Error::PeerDied)));
+    assert!(matches!(rpc.closed(), Some(Error::PeerDied)));
+}
+
+/// A minimal executor: polls on this thread, parks between wake-ups.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn async_requests_under_tokio_and_a_simple_executor() {
+    let (rpc, child) = channel("rpc-async");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    rt.block_on(async {
+        let a = rpc.request_async(b"echo:a");
+        let b = rpc.request_async(b"add:\x01\x02");
+        let (a, b) = tokio::join!(a, b);
+        assert_eq!(a.unwrap(), b"a");
+        assert_eq!(b.unwrap(), [3]);
+        // A cancelled request: its future is dropped before the answer.
+        let slow = rpc.request_async(b"slow:");
+        assert!(tokio::time::timeout(Duration::from_millis(50), slow).await.is_err());
+    });
+    assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the cancelled slot was freed");
+    assert_eq!(block_on(rpc.request_async(b"echo:plain")).unwrap(), b"plain");
+    finish(rpc, child);
+}
+
+#[test]
+fn channel_errors_and_a_closed_peer() {
+    let name = unique("rpc-errors-local");
+    assert!(matches!(RpcBuffer::open(&name), Err(Error::NotFound { .. })));
+    assert!(matches!(RpcBuffer::builder(&name).node_size(32).create(), Err(Error::InvalidArgument { .. })));
+    let owner = RpcBuffer::create(&name).unwrap();
+    assert!(matches!(RpcBuffer::create(&name), Err(Error::AlreadyExists { .. })));
+    let opener = RpcBuffer::builder(&name).handler(|_, _: &[u8]| Ok::<_, String>(vec![1])).open().unwrap();
+    assert!(matches!(RpcBuffer::open(&name), Err(Error::AlreadyExists { .. })), "one opener at a time");
+    // No handler on the owner: the opener's request is refused, not lost.
+    match opener.request(b"x", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("no handler"), "{text}"),
+        other => panic!("expected Remote, got {other:?}"),
+    }
+    assert!(matches!(owner.request(&[0; 100], Some(Duration::ZERO)), Err(Error::Timeout) | Ok(_)));
+    drop(opener);
+    // The owner notices the close promptly: pending and new requests fail.
+    assert!(wait_for(LIMIT, || owner.closed().is_some()));
+    assert!(matches!(owner.request(b"x", LONG), Err(Error::Closed)));
+    assert!(matches!(RpcBuffer::open(&name), Err(Error::Closed)), "a channel has one opener for its life");
+}
