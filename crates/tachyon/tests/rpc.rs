@@ -245,3 +245,19 @@ fn channel_errors_and_a_closed_peer() {
     assert!(matches!(owner.request(b"x", LONG), Err(Error::Closed)));
     assert!(matches!(RpcBuffer::open(&name), Err(Error::Closed)), "a channel has one opener for its life");
 }
+
+#[test]
+fn async_handlers_run_without_a_runtime() {
+    let name = unique("rpc-async-handler");
+    let owner = RpcBuffer::create(&name).unwrap();
+    let opener = RpcBuffer::open(&name).unwrap();
+    opener.set_async_handler(|id, msg: Vec<u8>| async move {
+        if msg.is_empty() {
+            Err(format!("empty request {id}"))
+        } else {
+            Ok(msg.into_iter().rev().collect())
+        }
+    });
+    assert_eq!(owner.request(b"abc", LONG).unwrap(), b"cba");
+    assert!(matches!(owner.request(b"", LONG), Err(Error::Remote(t)) if t.starts_with("empty request")));
+}
