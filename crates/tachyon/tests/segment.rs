@@ -473,3 +473,21 @@ fn many_threads_create_and_open_the_same_name() {
     });
     assert!(!Segment::exists(&name).unwrap());
 }
+
+#[test]
+fn a_persistent_segment_outlives_its_users_until_removed() {
+    let name = unique("persistent");
+    let seg = Segment::builder(&name).size(64).persistent(true).create().unwrap();
+    seg.write_bytes(0, b"kept").unwrap();
+    drop(seg);
+    assert!(Segment::exists(&name).unwrap(), "nobody attached, still there");
+    assert!(!list().unwrap().into_iter().find(|i| i.name == name).unwrap().is_stale());
+    assert!(matches!(Segment::create(&name, 64), Err(Error::AlreadyExists { .. })));
+    let again = Segment::open(&name).unwrap();
+    let mut buf = [0u8; 4];
+    again.read_bytes(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"kept");
+    drop(again);
+    Segment::remove(&name).unwrap();
+    assert!(matches!(Segment::open(&name), Err(Error::NotFound { .. })));
+}

@@ -115,6 +115,7 @@ pub struct SegmentBuilder {
     size: usize,
     kind: Kind,
     slots: usize,
+    persistent: bool,
 }
 
 impl SegmentBuilder {
@@ -135,6 +136,15 @@ impl SegmentBuilder {
     /// (create only; 1 to 128, default 128).
     pub fn max_attachers(mut self, n: usize) -> Self {
         self.slots = n;
+        self
+    }
+
+    /// Makes the segment outlive its users (create only; default off): it
+    /// stays when its last attacher closes or dies, with its contents, until
+    /// [`Segment::remove`]. Opening it finds it even when nobody is
+    /// attached.
+    pub fn persistent(mut self, yes: bool) -> Self {
+        self.persistent = yes;
         self
     }
 
@@ -196,7 +206,13 @@ impl SegmentBuilder {
 impl Segment {
     /// A builder for the less common options (kind, attach slots).
     pub fn builder(name: &str) -> SegmentBuilder {
-        SegmentBuilder { name: name.to_owned(), size: 0, kind: Kind::RAW, slots: MAX_SLOTS }
+        SegmentBuilder {
+            name: name.to_owned(),
+            size: 0,
+            kind: Kind::RAW,
+            slots: MAX_SLOTS,
+            persistent: false,
+        }
     }
 
     /// Creates a zero-filled segment with `size` bytes of data.
@@ -251,7 +267,7 @@ impl Segment {
         };
         let info = check_file(&name, fd.as_fd())?;
         let header = read_header(fd.as_fd(), &info)?;
-        Ok(any_live(fd.as_fd(), header.slots, None))
+        Ok(header.persistent || any_live(fd.as_fd(), header.slots, None))
     }
 
     /// The name as given at create/open.
@@ -465,7 +481,11 @@ impl Inner {
         let _ = fs::unlock(fd, slot_lock(self.slot), 1);
         // Without the lifecycle lock we cannot safely decide to remove the
         // file; leave it (a later create or open cleans it up).
-        if lock.is_ok() && !any_live(fd, self.header.slots, None) && names_file(&self.path, &self.file) {
+        if lock.is_ok()
+            && !self.header.persistent
+            && !any_live(fd, self.header.slots, None)
+            && names_file(&self.path, &self.file)
+        {
             let _ = fs::unlink(&self.path);
         }
     }
@@ -671,7 +691,7 @@ fn open(name: &str, kind: Kind) -> Result<Segment> {
         if header.kind != kind {
             return Err(Error::KindMismatch { found: header.kind, expected: kind });
         }
-        if !any_live(fd.as_fd(), header.slots, None) {
+        if !header.persistent && !any_live(fd.as_fd(), header.slots, None) {
             // Stale: every attacher died without cleaning up.
             let _ = fs::unlink(&path);
             return Err(Error::NotFound { name: name.given });
@@ -735,6 +755,7 @@ fn create(b: &SegmentBuilder, init: impl FnOnce(&Segment) -> Result<()>) -> Resu
         creator_uid: euid(),
         creator_start: me.start_time,
         created_unix_ns: now_unix_ns(),
+        persistent: b.persistent,
         name: name.given.clone(),
     };
     rustix::io::pwrite(&fd, &header.encode(), 0).map_err(|e| Error::io("write segment header", e))?;
@@ -774,7 +795,7 @@ fn remove_if_stale(name: &SegmentName, path: &Path) -> Result<bool> {
         return Ok(true); // already gone or replaced: try again
     }
     let header = read_header(fd.as_fd(), &info)?;
-    if any_live(fd.as_fd(), header.slots, None) {
+    if header.persistent || any_live(fd.as_fd(), header.slots, None) {
         return Ok(false);
     }
     fs::unlink(path).map_err(|e| map_io(e, name, "remove stale"))?;

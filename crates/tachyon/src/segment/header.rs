@@ -15,7 +15,7 @@
 //!     56     8  creator start time (clock ticks since boot)
 //!     64     8  creation time (ns since the Unix epoch)
 //!     72     4  length of the name below
-//!     76     4  reserved (0)
+//!     76     4  flags (bit 0: persistent)
 //!     80   256  the name as given (cut to 256 bytes)
 //!    336   176  reserved (0)
 //!    512  32*n  attach slots
@@ -66,6 +66,8 @@ pub(crate) struct Header {
     pub creator_uid: u32,
     pub creator_start: u64,
     pub created_unix_ns: u64,
+    /// Kept when its last attacher closes or dies; removed only explicitly.
+    pub persistent: bool,
     pub name: String,
 }
 
@@ -146,6 +148,7 @@ impl Header {
         b[64..72].copy_from_slice(&self.created_unix_ns.to_le_bytes());
         let name = cut_name(&self.name);
         b[72..76].copy_from_slice(&(name.len() as u32).to_le_bytes());
+        b[76..80].copy_from_slice(&u32::from(self.persistent).to_le_bytes());
         b[80..80 + name.len()].copy_from_slice(name.as_bytes());
         b
     }
@@ -194,6 +197,10 @@ impl Header {
         if file_size > total_size {
             return Err(Error::corrupt(Corruption::SizeMismatch { header: total_size, file: file_size }));
         }
+        let flags = u32_at(b, 76);
+        if flags > 1 {
+            return Err(bad("flags", u64::from(flags)));
+        }
         let name_len = u32_at(b, 72) as usize;
         if name_len > NAME_CAP {
             return Err(bad("name_len", name_len as u64));
@@ -208,6 +215,7 @@ impl Header {
             creator_uid: u32_at(b, 52),
             creator_start: u64_at(b, 56),
             created_unix_ns: u64_at(b, 64),
+            persistent: flags & 1 != 0,
             name: String::from_utf8_lossy(&b[80..80 + name_len]).into_owned(),
         })
     }
@@ -238,6 +246,7 @@ mod tests {
             creator_uid: 1000,
             creator_start: 12345,
             created_unix_ns: 99,
+            persistent: true,
             name: "héllo".into(),
         }
     }

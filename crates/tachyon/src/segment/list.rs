@@ -40,6 +40,8 @@ pub enum SegmentStatus {
         created_unix_ns: u64,
         /// Every slot that is held or was left attached by a dead process.
         attachers: Vec<AttacherInfo>,
+        /// Kept when nobody is attached (removed only explicitly).
+        persistent: bool,
     },
     /// The file could not be validated; the text says why.
     Invalid(String),
@@ -59,10 +61,13 @@ pub struct AttacherInfo {
 }
 
 impl SegmentInfo {
-    /// Whether every attacher is gone (a crash left the file behind).
+    /// Whether every attacher is gone (a crash left the file behind) and
+    /// the segment is not persistent.
     pub fn is_stale(&self) -> bool {
         match &self.status {
-            SegmentStatus::Valid { attachers, .. } => !attachers.iter().any(|a| a.alive),
+            SegmentStatus::Valid { attachers, persistent, .. } => {
+                !persistent && !attachers.iter().any(|a| a.alive)
+            }
             SegmentStatus::Invalid(_) => false,
         }
     }
@@ -135,6 +140,7 @@ pub fn list() -> Result<Vec<SegmentInfo>> {
                         creator: ProcessId { pid: h.creator_pid, start_time: h.creator_start },
                         created_unix_ns: h.created_unix_ns,
                         attachers,
+                        persistent: h.persistent,
                     },
                 )
             }
