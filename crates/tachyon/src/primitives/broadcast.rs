@@ -270,7 +270,9 @@ impl BroadcastBuffer {
             loop {
                 let until = remaining().map_or(slice, |r| r.min(slice));
                 let room = self.wait_cell(true).wait_until(self.policy, Some(until), || {
-                    self.slowest(std::mem::take(&mut reap)).is_none_or(|c| c + n > pos).then_some(())
+                    self.slowest(std::mem::take(&mut reap))
+                        .is_none_or(|c| c.saturating_add(n) > pos)
+                        .then_some(())
                 });
                 match room {
                     Ok(()) => break,
@@ -283,7 +285,7 @@ impl BroadcastBuffer {
             }
         }
         let cell = self.cell(pos);
-        cell.word.store(2 * pos + 1, Ordering::Relaxed);
+        cell.word.store(pos.wrapping_mul(2).wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         for (word, chunk) in self.node(pos).iter().zip(item.chunks(8)) {
             let mut b = [0u8; 8];
@@ -291,8 +293,8 @@ impl BroadcastBuffer {
             word.store(u64::from_le_bytes(b), Ordering::Relaxed);
         }
         cell.len.store(item.len() as u64, Ordering::Relaxed);
-        cell.word.store(2 * pos + 2, Ordering::Release);
-        self.tail().store(pos + 1, Ordering::SeqCst);
+        cell.word.store(pos.wrapping_mul(2).wrapping_add(2), Ordering::Release);
+        self.tail().store(pos.wrapping_add(1), Ordering::SeqCst);
         self.wait_cell(false).notify_all();
         Ok(())
     }
@@ -309,14 +311,16 @@ impl BroadcastBuffer {
                 if !free {
                     continue;
                 }
-                // Park the cursor far ahead first so a writer never waits on
-                // an entry that is being claimed.
-                e.cursor.store(u64::MAX / 2, Ordering::SeqCst);
+                // Write nothing into an entry before owning it. Until the
+                // start cursor is stored, the entry shows a cursor at or
+                // below any real position (0, or a dead reader's), which
+                // only makes writers wait a moment longer.
                 if e.owner.compare_exchange(owner, me, Ordering::SeqCst, Ordering::Relaxed).is_err() {
                     continue;
                 }
                 let start = self.tail().load(Ordering::SeqCst).saturating_sub(1);
                 e.cursor.store(start, Ordering::SeqCst);
+                self.wait_cell(true).notify_all();
                 return Ok(BroadcastReader { bus: self, entry: i, cursor: start, missed: 0 });
             }
         }
@@ -359,24 +363,33 @@ impl BroadcastReader<'_> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             let c = self.cursor;
-            let tail = bus.wait_cell(false).wait_until(
-                bus.policy,
-                deadline.map(|d| d.saturating_duration_since(Instant::now())),
-                || {
-                    let t = bus.tail().load(Ordering::Acquire);
-                    (t > c).then_some(t)
-                },
-            )?;
-            if tail - c > n {
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let tail = bus.wait_cell(false).wait_until(bus.policy, remaining, || {
+                let t = bus.tail().load(Ordering::Acquire);
+                (t > c).then_some(t)
+            })?;
+            if tail.wrapping_sub(c) > n {
                 // Overwritten already: skip to the oldest item still there.
                 self.move_to(tail - n, false);
                 continue;
             }
             let cell = bus.cell(c);
             let before = cell.word.load(Ordering::Acquire);
-            if before != 2 * c + 2 {
-                if bus.tail().load(Ordering::Acquire) - c >= n {
-                    continue; // being overwritten: the check above skips
+            let want = c.wrapping_mul(2).wrapping_add(2);
+            if before != want {
+                if before > want {
+                    // The node already holds a later item: `c` is gone.
+                    self.move_to(c + 1, false);
+                    continue;
+                }
+                if before + 1 == want {
+                    // Item `c` is still being stored (only ever seen for a
+                    // moment): look again, within the deadline.
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(Error::Timeout);
+                    }
+                    std::hint::spin_loop();
+                    continue;
                 }
                 return Err(Error::corrupt(Corruption::BadField {
                     field: "broadcast node word",
@@ -392,7 +405,9 @@ impl BroadcastReader<'_> {
             }
             fence(Ordering::Acquire);
             if cell.word.load(Ordering::Relaxed) != before {
-                continue; // overwritten while copying: lagged
+                // Overwritten while copying: `c` is gone.
+                self.move_to(c + 1, false);
+                continue;
             }
             if len as usize > bus.node_size {
                 return Err(Error::corrupt(Corruption::BadField {
@@ -411,7 +426,8 @@ impl BroadcastReader<'_> {
     /// Moves the cursor to `pos`; items skipped on the way count as missed
     /// unless `read_one` (the item at the old cursor was just read).
     fn move_to(&mut self, pos: u64, read_one: bool) {
-        self.missed += pos - self.cursor - u64::from(read_one);
+        self.missed =
+            self.missed.saturating_add(pos.saturating_sub(self.cursor).saturating_sub(u64::from(read_one)));
         self.cursor = pos;
         self.bus.readers()[self.entry].cursor.store(pos, Ordering::SeqCst);
         self.bus.wait_cell(true).notify_all();
@@ -420,7 +436,74 @@ impl BroadcastReader<'_> {
 
 impl Drop for BroadcastReader<'_> {
     fn drop(&mut self) {
+        // The next owner starts from cursor 0 (see `subscribe`).
+        self.bus.readers()[self.entry].cursor.store(0, Ordering::SeqCst);
         self.bus.readers()[self.entry].owner.store(0, Ordering::SeqCst);
         self.bus.wait_cell(true).notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    fn unique(tag: &str) -> String {
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        format!("unit-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Relaxed))
+    }
+
+    /// A writer died right after marking the node of a reader's cursor as
+    /// being rewritten: the reader counts that item as missed and goes on,
+    /// and a later read honours its timeout (it used to spin).
+    #[test]
+    fn a_node_rewritten_by_a_dead_writer_counts_as_missed() {
+        let name = unique("bc-dead-mid-item");
+        let bus = BroadcastBuffer::create(&name, 2, 8, Overflow::Overwrite).unwrap();
+        let mut r = bus.subscribe().unwrap();
+        bus.write(&[10], None).unwrap();
+        bus.write(&[11], None).unwrap();
+        {
+            let dying = BroadcastBuffer::open(&name).unwrap();
+            let turn = dying.mutex().lock(&dying.seg, None).unwrap();
+            let pos = dying.tail().load(Ordering::SeqCst);
+            dying.cell(pos).word.store(2 * pos + 1, Ordering::Relaxed);
+            std::mem::forget(turn); // dies holding the writers' mutex
+        }
+        let mut buf = [0u8; 8];
+        assert_eq!(r.read(&mut buf, Some(Duration::from_secs(5))).unwrap(), Received { len: 1, missed: 1 });
+        assert_eq!(buf[0], 11);
+        assert!(matches!(r.read(&mut buf, Some(Duration::from_millis(20))), Err(Error::Timeout)));
+        // The next writer takes the mutex over and rewrites the position.
+        bus.write(&[12], Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(r.read(&mut buf, Some(Duration::from_secs(5))).unwrap(), Received { len: 1, missed: 0 });
+        assert_eq!(buf[0], 12);
+    }
+
+    /// Racing subscribers never leave a reader's shared cursor different
+    /// from its own (a Block-mode writer must see where it really is).
+    #[test]
+    fn racing_subscribers_publish_their_own_cursor() {
+        let bus = Arc::new(BroadcastBuffer::create(&unique("bc-sub-race"), 4, 8, Overflow::Block).unwrap());
+        let barrier = Arc::new(Barrier::new(2));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (bus, barrier) = (Arc::clone(&bus), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    for _ in 0..2000 {
+                        barrier.wait();
+                        let r = bus.subscribe().unwrap();
+                        barrier.wait();
+                        let shared = bus.readers()[r.entry].cursor.load(Ordering::SeqCst);
+                        assert_eq!(shared, r.cursor);
+                        barrier.wait();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }

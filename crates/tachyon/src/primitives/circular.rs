@@ -275,7 +275,19 @@ impl CircularBuffer {
     fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
         let me = crate::sync::Liveness::token(&self.seg);
         let ring = self.ring();
-        let attempt = || if writer { ring.claim_write(me) } else { ring.claim_read(me, max_len) };
+        let freed = std::cell::Cell::new(false);
+        let attempt = || {
+            if writer {
+                ring.claim_write(me)
+            } else {
+                let mut f = false;
+                let c = ring.claim_read(me, max_len, &mut f);
+                if f {
+                    freed.set(true);
+                }
+                c
+            }
+        };
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut slice = Duration::from_millis(1);
         loop {
@@ -289,6 +301,10 @@ impl CircularBuffer {
                     other => Some(other),
                 },
             );
+            if freed.replace(false) {
+                // Tombstones were cleared on the way: writers may go on.
+                self.wait_cell(true).notify_all();
+            }
             match got {
                 Ok(Claim::Got { pos, idx, len }) => return Ok((pos, idx, len)),
                 Ok(Claim::TooLong { len }) => {
@@ -351,8 +367,12 @@ impl CircularBuffer {
         let node = unsafe { std::slice::from_raw_parts_mut(self.node_ptr(idx), len) };
         let r = fill(node);
         std::mem::forget(guard);
-        self.ring().commit_write(pos, idx, len as u64);
+        let me = crate::sync::Liveness::token(&self.seg);
+        let committed = self.ring().commit_write(pos, idx, len as u64, me);
         self.wait_cell(false).notify_all();
+        if !committed {
+            return Err(claim_lost());
+        }
         Ok(r)
     }
 
@@ -382,7 +402,13 @@ impl CircularBuffer {
         // committed `len <= node_size` bytes before publishing it.
         let item = unsafe { std::slice::from_raw_parts(self.node_ptr(idx), len as usize) };
         let r = f(item);
-        drop(guard);
+        std::mem::forget(guard);
+        let me = crate::sync::Liveness::token(&self.seg);
+        let freed = self.ring().finish_read(pos, idx, me);
+        self.wait_cell(true).notify_all();
+        if !freed {
+            return Err(claim_lost());
+        }
         Ok(r)
     }
 
@@ -454,13 +480,28 @@ impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         use crate::platform::atomic::Ordering;
         let ring = self.ring.ring();
+        let me = crate::sync::Liveness::token(&self.ring.seg);
         if self.writer {
+            // Only if the claim is still ours (see `Ring::commit_write`).
+            let claimed = ((self.pos as u32 as u64) << 32) | u64::from(me.raw());
             let word = ((self.pos.wrapping_add(1) as u32 as u64) << 32) | u64::from(TOMBSTONE);
-            ring.cells[self.idx].word.store(word, Ordering::Release);
+            let _ = ring.cells[self.idx].word.compare_exchange(
+                claimed,
+                word,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
             self.ring.wait_cell(false).notify_all();
         } else {
-            ring.finish_read(self.pos, self.idx);
+            ring.finish_read(self.pos, self.idx, me);
             self.ring.wait_cell(true).notify_all();
         }
     }
+}
+
+/// A claim that another process repaired because it judged this handle
+/// dead (possible only if the handle was shared with a forked child, or
+/// used after the process began to exit).
+fn claim_lost() -> Error {
+    Error::corrupt(Corruption::BadField { field: "ring claim (repaired by another process)", value: 0 })
 }

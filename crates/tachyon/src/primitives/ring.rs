@@ -34,7 +34,7 @@
 //! not stall between reading a word and its CAS for 2^32 positions (ABA),
 //! and `n < 2^31`.
 
-use crate::platform::atomic::{AtomicU64, Ordering};
+use crate::platform::atomic::{fence, AtomicU64, Ordering};
 use crate::sync::{Liveness, Token};
 
 /// The tag of a cell whose writer died: readers skip it.
@@ -151,16 +151,26 @@ impl Ring<'_> {
         }
     }
 
-    /// Publishes a claimed cell with an item of `len` bytes.
-    pub(crate) fn commit_write(&self, pos: u64, idx: usize, len: u64) {
+    /// Publishes a claimed cell with an item of `len` bytes. `false` if
+    /// the claim is no longer ours (another process repaired the cell,
+    /// judging its claimant dead): then nothing was published.
+    pub(crate) fn commit_write(&self, pos: u64, idx: usize, len: u64, me: Token) -> bool {
         let cell = &self.cells[idx];
         cell.len.store(len, Ordering::Relaxed);
-        cell.word.store(join(pos.wrapping_add(1) as u32, 0), Ordering::Release);
+        cell.word
+            .compare_exchange(
+                join(pos as u32, me.raw()),
+                join(pos.wrapping_add(1) as u32, 0),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// One attempt to claim the next full cell for reading, if its item is
-    /// at most `max_len` bytes long.
-    pub(crate) fn claim_read(&self, me: Token, max_len: u64) -> Claim {
+    /// at most `max_len` bytes long. Sets `freed` if it freed cells on the
+    /// way (tombstones), so that the caller can wake writers.
+    pub(crate) fn claim_read(&self, me: Token, max_len: u64, freed: &mut bool) -> Claim {
         loop {
             let pos = self.cursors.head.load(Ordering::Acquire);
             let (idx, cell) = self.cell(pos);
@@ -173,7 +183,8 @@ impl Ring<'_> {
                         let len = cell.len.load(Ordering::Relaxed);
                         if len > max_len {
                             // Check that `len` belongs to this lap's item.
-                            if cell.word.load(Ordering::Acquire) == w {
+                            fence(Ordering::Acquire);
+                            if cell.word.load(Ordering::Relaxed) == w {
                                 return Claim::TooLong { len };
                             }
                             continue;
@@ -189,12 +200,15 @@ impl Ring<'_> {
                     }
                     TOMBSTONE => {
                         // A dead writer's cell: free it and move on.
-                        let _ = cell.word.compare_exchange(
-                            w,
-                            join(pos.wrapping_add(self.n()) as u32, 0),
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        );
+                        *freed |= cell
+                            .word
+                            .compare_exchange(
+                                w,
+                                join(pos.wrapping_add(self.n()) as u32, 0),
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            )
+                            .is_ok();
                         self.advance(&self.cursors.head, pos);
                     }
                     // Claimed by another reader: the head is behind.
@@ -219,9 +233,18 @@ impl Ring<'_> {
         }
     }
 
-    /// Frees a cell after its item was read.
-    pub(crate) fn finish_read(&self, pos: u64, idx: usize) {
-        self.cells[idx].word.store(join(pos.wrapping_add(self.n()) as u32, 0), Ordering::Release);
+    /// Frees a cell after its item was read. `false` if the claim is no
+    /// longer ours (another process repaired the cell).
+    pub(crate) fn finish_read(&self, pos: u64, idx: usize, me: Token) -> bool {
+        self.cells[idx]
+            .word
+            .compare_exchange(
+                join(pos.wrapping_add(1) as u32, me.raw()),
+                join(pos.wrapping_add(self.n()) as u32, 0),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// Repairs what a dead claimant left at the cell a waiter is stuck on:
@@ -302,7 +325,7 @@ mod loom_models {
                         // SAFETY: the claim makes this cell's data ours
                         // until the commit; loom checks that no access races.
                         self.data[idx].with_mut(|p| unsafe { *p = value });
-                        self.ring().commit_write(pos, idx, 8);
+                        assert!(self.ring().commit_write(pos, idx, 8, me));
                         return;
                     }
                     Claim::Wait { .. } => {
@@ -315,12 +338,12 @@ mod loom_models {
         }
         fn read(&self, me: Token, live: &Dead) -> u64 {
             loop {
-                match self.ring().claim_read(me, 8) {
+                match self.ring().claim_read(me, 8, &mut false) {
                     Claim::Got { pos, idx, .. } => {
                         // SAFETY: the claim makes this cell's data ours
                         // until `finish_read`; loom checks the ordering.
                         let v = self.data[idx].with(|p| unsafe { *p });
-                        self.ring().finish_read(pos, idx);
+                        assert!(self.ring().finish_read(pos, idx, me));
                         return v;
                     }
                     Claim::Wait { .. } => {
@@ -406,7 +429,10 @@ mod loom_models {
             assert_eq!(m.read(Token::new(2, 1), &Dead(dead)), 42);
             r.join().unwrap();
             // Nothing else is left: the tombstone was consumed, not delivered.
-            assert!(matches!(m.ring().claim_read(Token::new(2, 1), 8), Claim::Wait { blocker: None }));
+            assert!(matches!(
+                m.ring().claim_read(Token::new(2, 1), 8, &mut false),
+                Claim::Wait { blocker: None }
+            ));
         });
     }
 
@@ -417,7 +443,7 @@ mod loom_models {
             let dead = Token::new(7, 1);
             m.write(Token::new(1, 1), 1, &Dead(dead));
             // The dead reader claimed position 0 and never released it.
-            assert!(matches!(m.ring().claim_read(dead, 8), Claim::Got { pos: 0, .. }));
+            assert!(matches!(m.ring().claim_read(dead, 8, &mut false), Claim::Got { pos: 0, .. }));
             m.write(Token::new(1, 1), 2, &Dead(dead));
             // Position 2 maps onto the dead reader's cell: two processes
             // race to repair it while one of them writes.
@@ -430,6 +456,54 @@ mod loom_models {
             r.join().unwrap();
             assert_eq!(m.read(Token::new(2, 1), &live), 2);
             assert_eq!(m.read(Token::new(2, 1), &live), 3);
+        });
+    }
+
+    /// A dead reader of the previous lap blocks a reader at `head`
+    /// (branch `dist(seq, pos - n + 1)` of `recover`), while a writer that
+    /// needs the same cell repairs from the other side.
+    #[test]
+    fn a_dead_reader_of_the_last_lap_is_repaired_from_both_sides() {
+        model(|| {
+            let m = Model::new(2);
+            let dead = Token::new(7, 1);
+            let live = Dead(dead);
+            m.write(Token::new(1, 1), 1, &live);
+            m.write(Token::new(1, 1), 2, &live);
+            assert!(matches!(m.ring().claim_read(dead, 8, &mut false), Claim::Got { pos: 0, .. }));
+            assert_eq!(m.read(Token::new(2, 1), &live), 2);
+            let w = {
+                let m = m.clone();
+                loom::thread::spawn(move || m.write(Token::new(1, 1), 3, &Dead(Token::new(7, 1))))
+            };
+            assert_eq!(m.read(Token::new(2, 1), &live), 3);
+            w.join().unwrap();
+            assert!(matches!(m.ring().claim_read(Token::new(2, 1), 8, &mut false), Claim::Wait { .. }));
+        });
+    }
+
+    /// A dead writer of the previous lap blocks a writer at `tail`
+    /// (branch `dist(seq, pos - n)`), a reader skips the tombstone.
+    #[test]
+    fn a_dead_writer_of_the_last_lap_blocks_a_writer_until_repaired() {
+        model(|| {
+            let m = Model::new(2);
+            let dead = Token::new(7, 1);
+            let live = Dead(dead);
+            assert!(matches!(m.ring().claim_write(dead), Claim::Got { pos: 0, .. }));
+            m.write(Token::new(1, 1), 2, &live);
+            let w = {
+                let m = m.clone();
+                loom::thread::spawn(move || m.write(Token::new(1, 1), 3, &Dead(Token::new(7, 1))))
+            };
+            let r = {
+                let m = m.clone();
+                loom::thread::spawn(move || m.ring().recover(&Dead(Token::new(7, 1)), true))
+            };
+            assert_eq!(m.read(Token::new(2, 1), &live), 2);
+            assert_eq!(m.read(Token::new(2, 1), &live), 3);
+            w.join().unwrap();
+            r.join().unwrap();
         });
     }
 }

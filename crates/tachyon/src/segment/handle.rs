@@ -440,7 +440,7 @@ impl std::fmt::Debug for Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        self.inner.detach(true);
+        self.inner.detach(false);
         registry_remove(&self.inner);
     }
 }
@@ -456,15 +456,20 @@ impl Inner {
 
     /// Gives up the attach slot; removes the file if nobody else is
     /// attached. Runs once; `unmap` also releases the mapping.
-    fn detach(&self, unmap: bool) {
+    ///
+    /// At process exit (`at_exit`), other threads may still be running and
+    /// holding claims under this handle's token, so the slot is not given
+    /// up (the kernel drops its OFD lock at `_exit`); only the name is
+    /// removed if no other attacher is left, and nothing is unmapped.
+    fn detach(&self, at_exit: bool) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if !st.detached {
             st.detached = true;
             if std::process::id() == self.owner_pid {
-                self.release_slot();
+                self.release_slot(!at_exit);
             }
         }
-        if unmap && !st.unmapped {
+        if !at_exit && !st.unmapped {
             st.unmapped = true;
             // SAFETY: `map`/`map_len` are the mapping made at attach; this
             // runs when the last `Segment` referring to it is dropped, and
@@ -473,12 +478,17 @@ impl Inner {
         }
     }
 
-    fn release_slot(&self) {
+    /// Removes the file if nobody else is attached; gives up the slot too
+    /// when `free_slot`.
+    fn release_slot(&self, free_slot: bool) {
         let fd = self.fd.as_fd();
         let lock = LifecycleLock::acquire(fd);
-        let slot = self.slot_repr(self.slot);
-        slot.state.store(SLOT_FREE, Ordering::Release);
-        let _ = fs::unlock(fd, slot_lock(self.slot), 1);
+        if free_slot {
+            self.slot_repr(self.slot).state.store(SLOT_FREE, Ordering::Release);
+            let _ = fs::unlock(fd, slot_lock(self.slot), 1);
+        }
+        // Our own slot lock (if still held) is not reported by `any_live`:
+        // it belongs to this open file.
         // Without the lifecycle lock we cannot safely decide to remove the
         // file; leave it (a later create or open cleans it up).
         if lock.is_ok()
@@ -836,8 +846,9 @@ fn registry_remove(inner: &Arc<Inner>) {
     reg.retain(|x| !Arc::ptr_eq(x, inner));
 }
 
-/// Runs at normal process exit: detaches every handle still open (without
-/// unmapping: other threads may still be running).
+/// Runs at normal process exit: removes the files of segments this process
+/// was the last to hold. Slots and mappings stay (other threads may still
+/// be running); the kernel releases both at `_exit`.
 extern "C" fn detach_all_at_exit() {
     // A thread that holds the registry at exit is mid-open or mid-drop;
     // skip rather than deadlock the exit.
@@ -845,6 +856,6 @@ extern "C" fn detach_all_at_exit() {
     let open: Vec<Arc<Inner>> = reg.clone();
     drop(reg);
     for inner in open {
-        inner.detach(false);
+        inner.detach(true);
     }
 }
