@@ -60,8 +60,10 @@ fn serve(
 fn child_entry() {
     let Some((role, name)) = common::role() else { return };
     assert_eq!(role, "server");
-    let rpc = RpcBuffer::open(&name).unwrap();
-    rpc.set_handler(serve(rpc.client(), Arc::new(AtomicU64::new(0))));
+    let rpc = RpcBuffer::builder(&name)
+        .handler_with_client(|client| serve(client, Arc::new(AtomicU64::new(0))))
+        .open()
+        .unwrap();
     // The other direction: this process calls the owner too.
     let hello = rpc.request(b"hello", LONG).unwrap();
     assert_eq!(hello, b"owner:hello");

@@ -57,10 +57,10 @@ const CLOSED: u8 = 1;
 const PEER_DIED: u8 = 2;
 
 type HandlerFn = dyn Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync;
+type MakeHandler = Box<dyn FnOnce(RpcClient) -> Arc<HandlerFn> + Send>;
 type Job = Box<dyn FnOnce() + Send>;
 
 /// Options of an [`RpcBuffer`]: geometry (owner only), threads, limits.
-#[derive(Clone)]
 pub struct RpcBuilder {
     name: String,
     node_count: usize,
@@ -69,7 +69,7 @@ pub struct RpcBuilder {
     handler_threads: usize,
     default_timeout: Duration,
     max_message: usize,
-    handler: Option<Arc<HandlerFn>>,
+    handler: Option<MakeHandler>,
 }
 
 impl std::fmt::Debug for RpcBuilder {
@@ -130,7 +130,37 @@ impl RpcBuilder {
         F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
         E: Display,
     {
-        self.handler = Some(wrap(f));
+        let f = wrap(f);
+        self.handler = Some(Box::new(move |_| f));
+        self
+    }
+
+    /// Like [`handler`](Self::handler), for a handler that calls the other
+    /// side (nested calls): `make` gets this end's [`RpcClient`] and returns
+    /// the handler, which is in place before the channel goes live.
+    ///
+    /// ```
+    /// # use tachyon::primitives::RpcBuffer;
+    /// # let name = format!("doc-rpc-nested-{}", std::process::id());
+    /// let owner = RpcBuffer::builder(&name)
+    ///     .handler(|_, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+    ///     .create()?;
+    /// let opener = RpcBuffer::builder(&name)
+    ///     .handler_with_client(|client| {
+    ///         move |_, msg: &[u8]| client.call(msg).map(|echo| [b"via owner: ", &echo[..]].concat())
+    ///     })
+    ///     .open()?;
+    /// assert_eq!(owner.call(b"hi")?, b"via owner: hi");
+    /// # drop(opener);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn handler_with_client<M, F, E>(mut self, make: M) -> Self
+    where
+        M: FnOnce(RpcClient) -> F + Send + 'static,
+        F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
+        E: Display,
+    {
+        self.handler = Some(Box::new(move |client| wrap(make(client))));
         self
     }
 
@@ -203,8 +233,7 @@ impl RpcBuilder {
             }
             Err(_) => return Err(Error::Closed),
         }
-        let node_size = o2p.node_size();
-        let b = RpcBuilder { node_size, ..self };
+        let b = RpcBuilder { node_size: o2p.node_size(), ..self };
         RpcBuffer::start(b, ctl, p2o, o2p, false)
     }
 }
@@ -333,12 +362,16 @@ impl RpcBuffer {
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
-            handler: RwLock::new(b.handler),
+            handler: RwLock::new(None),
             pool: Pool::new(b.handler_threads),
             stats: Stats::new(),
             default_timeout: b.default_timeout,
             max_message: b.max_message,
         });
+        if let Some(make) = b.handler {
+            let handler = make(RpcClient { inner: Arc::downgrade(&inner) });
+            *inner.handler.write().unwrap_or_else(|p| p.into_inner()) = Some(handler);
+        }
         let reader_inner = Arc::clone(&inner);
         let max_message = b.max_message;
         let reader = std::thread::Builder::new()
