@@ -2,12 +2,12 @@
 //! writers and readers in any processes; each item goes to exactly one
 //! reader. The lock-free protocol is in [`ring`](super::ring).
 
-use super::ring::{Cell, Claim, Cursors, Ring, TOMBSTONE};
+use super::ring::{Cell, Cursors, Ring, Waits, TOMBSTONE};
 use crate::error::{Corruption, Error, Result};
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{WaitCell, WaitPolicy};
 use std::ptr::NonNull;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 // Layout of the data area.
 const NODE_COUNT_OFF: usize = 0;
@@ -273,61 +273,9 @@ impl CircularBuffer {
     /// Claims a node, waiting up to `timeout`, and repairing what a dead
     /// claimant left in the way.
     fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
-        let me = crate::sync::Liveness::token(&self.seg);
-        let ring = self.ring();
-        let freed = std::cell::Cell::new(false);
-        let attempt = || {
-            if writer {
-                ring.claim_write(me)
-            } else {
-                let mut f = false;
-                let c = ring.claim_read(me, max_len, &mut f);
-                if f {
-                    freed.set(true);
-                }
-                c
-            }
-        };
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut slice = Duration::from_millis(1);
-        loop {
-            let slice_end = Instant::now() + slice;
-            let until = deadline.map_or(slice_end, |d| d.min(slice_end));
-            let got = self.wait_cell(writer).wait_until(
-                self.policy,
-                Some(until.saturating_duration_since(Instant::now())),
-                || match attempt() {
-                    Claim::Wait { .. } => None,
-                    other => Some(other),
-                },
-            );
-            if freed.replace(false) {
-                // Tombstones were cleared on the way: writers may go on.
-                self.wait_cell(true).notify_all();
-            }
-            match got {
-                Ok(Claim::Got { pos, idx, len }) => return Ok((pos, idx, len)),
-                Ok(Claim::TooLong { len }) => {
-                    return Err(Error::MessageTooLarge { size: len as usize, max: max_len as usize })
-                }
-                Ok(Claim::Corrupt) => {
-                    return Err(Error::corrupt(Corruption::BadField { field: "ring cell tag", value: 0 }))
-                }
-                Ok(Claim::Wait { .. }) => unreachable!("filtered above"),
-                Err(Error::Timeout) => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(Error::Timeout);
-                    }
-                    // Still blocked after a while: is the blocker dead?
-                    if ring.recover(&self.seg, writer) {
-                        self.wait_cell(true).notify_all();
-                        self.wait_cell(false).notify_all();
-                    }
-                    slice = (slice * 2).min(Duration::from_millis(50));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let waits =
+            Waits { not_empty: self.wait_cell(false), not_full: self.wait_cell(true), policy: self.policy };
+        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout)
     }
 
     /// Writes one item, waiting up to `timeout` (`None`: for ever) for a

@@ -84,6 +84,17 @@ fn dist(seq: u32, pos: u64) -> i32 {
     seq.wrapping_sub(pos as u32) as i32
 }
 
+/// Where the two sides of a ring sleep, and how.
+#[cfg(not(tachyon_loom))]
+pub(crate) struct Waits<'a> {
+    /// Readers wait here for an item.
+    pub not_empty: &'a crate::sync::WaitCell,
+    /// Writers wait here for a free cell.
+    pub not_full: &'a crate::sync::WaitCell,
+    /// Spin, sleep, or both.
+    pub policy: crate::sync::WaitPolicy,
+}
+
 /// What a claim attempt found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Claim {
@@ -276,6 +287,88 @@ impl Ring<'_> {
             return false;
         };
         cell.word.compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+
+    /// Claims a cell (`writer`: for writing, else for reading an item of
+    /// at most `max_len` bytes), sleeping on `waits` up to `timeout`. While
+    /// blocked it asks `live`, after 1 ms and then at growing intervals up
+    /// to 50 ms, whether the claimant in the way is dead, and repairs its
+    /// cell if so. Returns `(position, cell index, length word)`.
+    #[cfg(not(tachyon_loom))]
+    pub(crate) fn claim_blocking(
+        &self,
+        live: &dyn Liveness,
+        waits: &Waits<'_>,
+        writer: bool,
+        max_len: u64,
+        timeout: Option<std::time::Duration>,
+    ) -> crate::Result<(u64, usize, u64)> {
+        use crate::error::{Corruption, Error};
+        use std::time::{Duration, Instant};
+        let me = live.token();
+        let freed = std::cell::Cell::new(false);
+        let attempt = || {
+            if writer {
+                self.claim_write(me)
+            } else {
+                let mut f = false;
+                let c = self.claim_read(me, max_len, &mut f);
+                freed.set(freed.get() | f);
+                c
+            }
+        };
+        let own = if writer { waits.not_full } else { waits.not_empty };
+        let done = |claim: Claim| -> Option<crate::Result<(u64, usize, u64)>> {
+            match claim {
+                Claim::Got { pos, idx, len } => Some(Ok((pos, idx, len))),
+                Claim::TooLong { len } => {
+                    Some(Err(Error::MessageTooLarge { size: len as usize, max: max_len as usize }))
+                }
+                Claim::Corrupt => {
+                    Some(Err(Error::corrupt(Corruption::BadField { field: "ring cell tag", value: 0 })))
+                }
+                Claim::Wait { .. } => None,
+            }
+        };
+        // The fast path: one attempt, no clock read, no system call.
+        if let Some(r) = done(attempt()) {
+            if freed.replace(false) {
+                waits.not_full.notify_all();
+            }
+            return r;
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut slice = Duration::from_millis(1);
+        loop {
+            let slice_end = Instant::now() + slice;
+            let until = deadline.map_or(slice_end, |d| d.min(slice_end));
+            let got =
+                own.wait_until(waits.policy, Some(until.saturating_duration_since(Instant::now())), || {
+                    match attempt() {
+                        Claim::Wait { .. } => None,
+                        other => Some(other),
+                    }
+                });
+            if freed.replace(false) {
+                // Tombstones were cleared on the way: writers may go on.
+                waits.not_full.notify_all();
+            }
+            match got {
+                Ok(claim) => return done(claim).expect("only non-waiting claims end the wait"),
+                Err(Error::Timeout) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(Error::Timeout);
+                    }
+                    // Still blocked after a while: is the blocker dead?
+                    if self.recover(live, writer) {
+                        waits.not_full.notify_all();
+                        waits.not_empty.notify_all();
+                    }
+                    slice = (slice * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn advance(&self, cursor: &AtomicU64, from: u64) {
