@@ -119,6 +119,16 @@ pub enum Error {
         expected: String,
     },
 
+    /// No chunk of the size class a loan needs (or of any larger class)
+    /// came free before the timeout.
+    #[error("payload pool exhausted: no free chunk of class {class} ({chunk_size} bytes) or larger; release messages sooner, or give the class more weight in RegionConfig")]
+    PoolExhausted {
+        /// The size class wanted (0 = 64 B ... 7 = 1 MiB).
+        class: usize,
+        /// Bytes per chunk of that class.
+        chunk_size: usize,
+    },
+
     /// The previous holder of a lock died while holding it and the lock
     /// could not be handed over.
     #[error("the owner of the lock died while holding it")]

@@ -9,7 +9,8 @@
 //!   attach records and a lifetime that survives crashes;
 //! * [`sync`]: process-shared event, robust mutex, robust counted rw-lock
 //!   and wait policies, living inside segments;
-//! * [`primitives`]: [`CircularBuffer`] and friends.
+//! * [`primitives`]: [`CircularBuffer`] and friends;
+//! * [`bus`]: the zero-copy bus: regions, topics, loan / publish / receive.
 //!
 //! ```
 //! use tachyon::Segment;
@@ -27,6 +28,7 @@
 
 #![cfg(target_os = "linux")]
 
+pub mod bus;
 mod error;
 pub mod platform;
 pub mod primitives;

@@ -1,0 +1,29 @@
+//! The zero-copy bus: a [`Region`] holds a payload pool and [`Topic`]s; a
+//! topic has power-of-two partitions, each a ring of 16-byte descriptors.
+//! Producers [`loan`](Topic::loan) a chunk, build the message in place and
+//! [`publish`](Loan::publish) it with a key; consumers in other processes
+//! [`receive`](Topic::receive) a read-only view of the same bytes and
+//! release it by dropping it. Only the descriptor moves; the payload is
+//! never copied.
+//!
+//! Crash-safety records (what a dead process held) are in place: every
+//! attached process has a slot in the region's process table (the
+//! segment's attach slots, whose identity PID reuse cannot fool, plus a
+//! heartbeat); every loaned and every received-but-unreleased chunk records
+//! its holder's token; every ring cell claimed and not yet committed names
+//! its claimant. Ring cells left by dead claimants are already repaired by
+//! whoever waits on them; reclaiming a dead process's loans and held
+//! messages is the recovery layer's job.
+
+// Under loom only the free list's models are built.
+#[cfg(any(not(tachyon_loom), test))]
+mod pool;
+#[cfg(not(tachyon_loom))]
+mod region;
+#[cfg(not(tachyon_loom))]
+mod topic;
+
+#[cfg(not(tachyon_loom))]
+pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
+#[cfg(not(tachyon_loom))]
+pub use topic::{Loan, Message, Topic, TopicConfig, TopicInfo, MAX_CAPACITY, MAX_PARTITIONS};

@@ -1,0 +1,518 @@
+//! `Region`: one persistent segment holding a control plane, a topic
+//! directory, per-process heartbeats, the descriptor rings of its topics
+//! and the payload pool.
+//!
+//! Layout of the data area (offsets in bytes):
+//!
+//! ```text
+//!      0  version, max topics, ring arena offset and size, arena bytes used,
+//!         chunk metadata offset, total chunks                  (8 x u64)
+//!     64  first chunk of each class                            (8 x u64)
+//!    128  chunks in each class                                 (8 x u64)
+//!    192  control mutex (creating topics)
+//!    256  free list of each class                              (8 x 16 B)
+//!    384  "a chunk was freed" wait cell
+//!    448  data offset of each class                            (8 x u64)
+//!    512  heartbeat of each attach slot (ns since the epoch)   (128 x u64)
+//!   1536  topic directory                                      (max topics x 128 B)
+//!         ring arena (partitions: cursors, wait cells, cells)
+//!         chunk metadata                                       (16 B per chunk)
+//!         chunk data, class by class, 64-byte aligned
+//! ```
+//!
+//! The creator writes all of it before the region gets its name
+//! (`Segment::create_with`); an opener recomputes the layout from the
+//! recorded configuration and checks every stored offset against it.
+
+use super::pool::{ChunkMeta, FreeList, FREE};
+use super::topic::{Topic, TopicConfig, TopicEntry, TopicInfo, PARTITION_HEADER};
+use crate::error::{Corruption, Error, Result};
+use crate::platform::atomic::{AtomicU64, Ordering};
+use crate::segment::{Kind, Segment, ShmSafe};
+use crate::sync::{Liveness, Mutex, WaitCell, MAX_SLOTS};
+use std::time::{Duration, SystemTime};
+
+/// The payload size classes: 64 B, 256 B, 1 KiB, 4 KiB, 16 KiB, 64 KiB,
+/// 256 KiB and 1 MiB. A loan takes a chunk of the smallest class that fits
+/// and that has a free chunk.
+pub const CLASS_SIZES: [usize; 8] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
+/// The largest message: the largest class.
+pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
+
+const LAYOUT_VERSION: u64 = 1;
+const OFF_VERSION: usize = 0;
+const OFF_MAX_TOPICS: usize = 8;
+const OFF_ARENA: usize = 16;
+const OFF_ARENA_SIZE: usize = 24;
+const OFF_ARENA_USED: usize = 32;
+const OFF_METAS: usize = 40;
+const OFF_TOTAL_CHUNKS: usize = 48;
+const OFF_CLASS_FIRST: usize = 64;
+const OFF_CLASS_COUNT: usize = 128;
+pub(crate) const OFF_CONTROL: usize = 192;
+const OFF_FREE_LISTS: usize = 256;
+const OFF_FREED: usize = 384;
+const OFF_CLASS_DATA: usize = 448;
+const OFF_HEARTBEATS: usize = 512;
+pub(crate) const OFF_TOPICS: usize = OFF_HEARTBEATS + 8 * MAX_SLOTS;
+const TOPIC_ENTRY: usize = 128;
+
+// SAFETY: `repr(C)`, atomics only; any bits are valid.
+unsafe impl ShmSafe for FreeList {}
+// SAFETY: `repr(C)`, atomics only; any bits are valid.
+unsafe impl ShmSafe for ChunkMeta {}
+
+/// How a region is laid out. `Default` gives a 64 MiB region with 64
+/// topics, 4 MiB of descriptor rings and the pool split evenly (in bytes)
+/// across the eight classes.
+///
+/// ```
+/// use tachyon::bus::RegionConfig;
+/// let cfg = RegionConfig { size: 16 << 20, class_weights: [4, 4, 4, 2, 1, 1, 1, 0], ..Default::default() };
+/// assert!(cfg.validate().is_ok()); // no 1 MiB chunks: 1 MiB loans fail
+/// assert!(RegionConfig { class_weights: [0; 8], ..Default::default() }.validate().is_err());
+/// assert!(RegionConfig { size: 1000, ..Default::default() }.validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionConfig {
+    /// Bytes of the whole region (at least 4 MiB).
+    pub size: usize,
+    /// Topics the directory can hold (1 to 1024).
+    pub max_topics: usize,
+    /// Bytes reserved for the descriptor rings of all topics: each
+    /// partition takes 192 bytes plus 16 per ring cell.
+    pub ring_arena: usize,
+    /// The share of the pool's bytes each class gets (`CLASS_SIZES`
+    /// order). A weight of 0 leaves that class empty: its loans take a
+    /// chunk of the next larger class.
+    pub class_weights: [u32; 8],
+}
+
+impl Default for RegionConfig {
+    fn default() -> Self {
+        RegionConfig { size: 64 << 20, max_topics: 64, ring_arena: 4 << 20, class_weights: [1; 8] }
+    }
+}
+
+/// Offsets and class geometry computed from a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Layout {
+    arena: usize,
+    arena_size: usize,
+    metas: usize,
+    total_chunks: usize,
+    class_first: [usize; 8],
+    class_count: [usize; 8],
+    class_data: [usize; 8],
+}
+
+fn round_up(v: usize, to: usize) -> usize {
+    v.div_ceil(to) * to
+}
+
+impl RegionConfig {
+    /// Checks the values and that every weighted class gets a chunk.
+    pub fn validate(&self) -> Result<()> {
+        self.layout().map(|_| ())
+    }
+
+    fn layout(&self) -> Result<Layout> {
+        let bad = |what: String| Err(Error::invalid(what));
+        if self.size < 4 << 20 || self.size > isize::MAX as usize / 2 {
+            return bad(format!("region size must be at least 4 MiB, not {} bytes", self.size));
+        }
+        if !(1..=1024).contains(&self.max_topics) {
+            return bad(format!("max_topics must be 1 to 1024, not {}", self.max_topics));
+        }
+        if self.ring_arena < PARTITION_HEADER + 32 {
+            return bad(format!("ring_arena of {} bytes cannot hold one partition", self.ring_arena));
+        }
+        let weights: u64 = self.class_weights.iter().map(|&w| u64::from(w)).sum();
+        if weights == 0 {
+            return bad("class_weights are all zero: the pool would be empty".into());
+        }
+        let arena = round_up(OFF_TOPICS + self.max_topics * TOPIC_ENTRY, 64);
+        let arena_size = round_up(self.ring_arena, 64);
+        let fixed = arena + arena_size;
+        if fixed + (1 << 20) > self.size {
+            return bad(format!(
+                "region of {} bytes is too small for {} topics and a {}-byte ring arena",
+                self.size, self.max_topics, self.ring_arena
+            ));
+        }
+        // Leave room for alignment: one cache line per class plus metadata.
+        let pool = self.size - fixed - 64 * 10;
+        // Every weighted class gets one chunk first; the rest of the bytes
+        // are shared by weight.
+        let per_chunk = |c: usize| CLASS_SIZES[c] + std::mem::size_of::<ChunkMeta>();
+        let reserved: usize = (0..8).filter(|&c| self.class_weights[c] > 0).map(per_chunk).sum();
+        if reserved > pool {
+            return bad(format!(
+                "region of {} bytes leaves {pool} bytes for the pool, less than one chunk of each weighted class ({reserved} bytes); raise the size or lower ring_arena",
+                self.size
+            ));
+        }
+        let rest = (pool - reserved) as u128;
+        let mut class_count = [0usize; 8];
+        for (c, count) in class_count.iter_mut().enumerate() {
+            let w = u128::from(self.class_weights[c]);
+            if w > 0 {
+                *count = 1 + (rest * w / u128::from(weights)) as usize / per_chunk(c);
+            }
+        }
+        let total_chunks: usize = class_count.iter().sum();
+        let mut class_first = [0usize; 8];
+        let mut first = 0;
+        for c in 0..8 {
+            class_first[c] = first;
+            first += class_count[c];
+        }
+        let metas = fixed;
+        let mut at = round_up(metas + total_chunks * std::mem::size_of::<ChunkMeta>(), 64);
+        let mut class_data = [0usize; 8];
+        for c in 0..8 {
+            class_data[c] = at;
+            at = round_up(at + class_count[c] * CLASS_SIZES[c], 64);
+        }
+        if at > self.size {
+            return bad(format!("internal: pool layout of {at} bytes exceeds the region's {}", self.size));
+        }
+        Ok(Layout { arena, arena_size, metas, total_chunks, class_first, class_count, class_data })
+    }
+}
+
+/// Free chunks of one class, as [`Region::pool_stats`] reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Bytes per chunk.
+    pub chunk_size: usize,
+    /// Chunks in the class.
+    pub chunks: usize,
+    /// Chunks on its free list now.
+    pub free: usize,
+}
+
+/// A zero-copy bus region: topics, their partitions and the payload pool,
+/// in one persistent segment. Closing a region does not delete it; messages
+/// published by a process that exited stay readable. [`Region::remove`]
+/// deletes it.
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::bus::{Region, RegionConfig, TopicConfig};
+/// # let name = format!("doc-region-{}", std::process::id());
+/// let config = RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() };
+/// let region = Region::create(&name, config)?;
+/// let topic = region.create_topic("prices", TopicConfig::default())?;
+/// let mut loan = topic.loan(5, None)?;
+/// loan.copy_from_slice(b"hello");
+/// loan.publish(5, 42, None)?;                       // key 42 -> one partition
+/// let msg = topic.receive(topic.partition_of(42), Some(Duration::from_secs(1)))?;
+/// assert_eq!(&*msg, b"hello");                      // a view into shared memory
+/// # drop(msg); drop(topic); drop(region);
+/// # Region::remove(&name)?;
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct Region {
+    pub(crate) seg: Segment,
+    layout: Layout,
+    max_topics: usize,
+}
+
+impl Region {
+    /// Creates a region; [`Error::AlreadyExists`] if one of that name
+    /// exists (open it, or remove it first).
+    pub fn create(name: &str, config: RegionConfig) -> Result<Region> {
+        let layout = config.layout()?;
+        let seg = Segment::builder(name).kind(Kind::REGION).size(config.size).persistent(true).create_with(
+            |seg| {
+                let put = |off: usize, v: usize| -> Result<()> {
+                    seg.get::<AtomicU64>(off)?.store(v as u64, Ordering::Relaxed);
+                    Ok(())
+                };
+                put(OFF_VERSION, LAYOUT_VERSION as usize)?;
+                put(OFF_MAX_TOPICS, config.max_topics)?;
+                put(OFF_ARENA, layout.arena)?;
+                put(OFF_ARENA_SIZE, layout.arena_size)?;
+                put(OFF_METAS, layout.metas)?;
+                put(OFF_TOTAL_CHUNKS, layout.total_chunks)?;
+                for c in 0..8 {
+                    put(OFF_CLASS_FIRST + 8 * c, layout.class_first[c])?;
+                    put(OFF_CLASS_COUNT + 8 * c, layout.class_count[c])?;
+                    put(OFF_CLASS_DATA + 8 * c, layout.class_data[c])?;
+                }
+                let metas = seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?;
+                let lists = seg.get_slice::<FreeList>(OFF_FREE_LISTS, 8)?;
+                for (c, list) in lists.iter().enumerate() {
+                    // Push in reverse so that loans start at the lowest chunk.
+                    let first = layout.class_first[c];
+                    for i in (first..first + layout.class_count[c]).rev() {
+                        list.push(metas, i as u32);
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        let region = Region { seg, layout, max_topics: config.max_topics };
+        region.heartbeat();
+        Ok(region)
+    }
+
+    /// Opens an existing region, checking its layout.
+    pub fn open(name: &str) -> Result<Region> {
+        let seg = Segment::builder(name).kind(Kind::REGION).open()?;
+        let get = |off: usize| -> Result<u64> { Ok(seg.get::<AtomicU64>(off)?.load(Ordering::Relaxed)) };
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        if get(OFF_VERSION)? != LAYOUT_VERSION {
+            return Err(bad("region layout version", get(OFF_VERSION)?));
+        }
+        let max_topics = get(OFF_MAX_TOPICS)?;
+        let arena_size = get(OFF_ARENA_SIZE)?;
+        // Recompute the layout from what the creator chose; every stored
+        // offset must match it exactly.
+        let mut recorded = Layout {
+            arena: get(OFF_ARENA)? as usize,
+            arena_size: arena_size as usize,
+            metas: get(OFF_METAS)? as usize,
+            total_chunks: get(OFF_TOTAL_CHUNKS)? as usize,
+            class_first: [0; 8],
+            class_count: [0; 8],
+            class_data: [0; 8],
+        };
+        for c in 0..8 {
+            recorded.class_first[c] = get(OFF_CLASS_FIRST + 8 * c)? as usize;
+            recorded.class_count[c] = get(OFF_CLASS_COUNT + 8 * c)? as usize;
+            recorded.class_data[c] = get(OFF_CLASS_DATA + 8 * c)? as usize;
+        }
+        if max_topics == 0 || max_topics > 1024 {
+            return Err(bad("max_topics", max_topics));
+        }
+        let expected_arena = round_up(OFF_TOPICS + max_topics as usize * TOPIC_ENTRY, 64);
+        let sane = recorded.arena == expected_arena
+            && recorded.arena_size % 64 == 0
+            && recorded.metas == recorded.arena + recorded.arena_size
+            && recorded.total_chunks == recorded.class_count.iter().sum::<usize>()
+            && (0..8).all(|c| {
+                recorded.class_first[c] == recorded.class_count[..c].iter().sum::<usize>()
+                    && recorded.class_data[c]
+                        == if c == 0 {
+                            round_up(recorded.metas + recorded.total_chunks * 16, 64)
+                        } else {
+                            round_up(
+                                recorded.class_data[c - 1] + recorded.class_count[c - 1] * CLASS_SIZES[c - 1],
+                                64,
+                            )
+                        }
+            })
+            && round_up(recorded.class_data[7] + recorded.class_count[7] * CLASS_SIZES[7], 64) <= seg.size()
+            && recorded.total_chunks < u32::MAX as usize;
+        if !sane {
+            return Err(bad("region layout", seg.size() as u64));
+        }
+        let region = Region { seg, layout: recorded, max_topics: max_topics as usize };
+        region.heartbeat();
+        Ok(region)
+    }
+
+    /// Deletes the region's name. Processes attached keep their memory.
+    pub fn remove(name: &str) -> Result<()> {
+        Segment::remove(name)
+    }
+
+    /// The segment behind the region.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    /// Records that this process is alive now (its heartbeat in the
+    /// region's process table). The library calls it when attaching and
+    /// while waiting; long-lived processes that rarely wait may call it.
+    pub fn heartbeat(&self) {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        if let Ok(hb) = self.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * self.seg.slot()) {
+            hb.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// The last heartbeat of attach slot `slot` (ns since the epoch).
+    pub fn heartbeat_of(&self, slot: usize) -> Option<u64> {
+        (slot < MAX_SLOTS)
+            .then(|| self.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * slot).ok())
+            .flatten()
+            .map(|h| h.load(Ordering::Relaxed))
+    }
+
+    /// Creates a topic. [`Error::AlreadyExists`] if one of that name
+    /// exists, [`Error::NoSpace`] if the directory or the ring arena is
+    /// full.
+    pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic<'_>> {
+        config.validate()?;
+        super::topic::check_name(name)?;
+        let guard = self.control().lock(&self.seg, Some(Duration::from_secs(5)))?;
+        // A previous holder that died mid-creation left at most an entry in
+        // state CREATING, which is reused below (its arena bytes are lost).
+        let _ = guard.owner_died();
+        if self.find(name)?.is_some() {
+            return Err(Error::AlreadyExists { name: name.to_owned() });
+        }
+        let entries = self.entries()?;
+        let Some(index) = entries.iter().position(|e| e.is_free()) else {
+            return Err(Error::NoSpace {
+                what: format!("the region's {} topic entries are all used", self.max_topics),
+            });
+        };
+        let bytes = config.ring_bytes();
+        let used = self.seg.get::<AtomicU64>(OFF_ARENA_USED)?;
+        let start = used.load(Ordering::Relaxed) as usize;
+        if start.checked_add(bytes).is_none_or(|end| end > self.layout.arena_size) {
+            return Err(Error::NoSpace {
+                what: format!(
+                    "the ring arena has {} of {} bytes left, topic needs {bytes}; create the region with a larger ring_arena",
+                    self.layout.arena_size.saturating_sub(start),
+                    self.layout.arena_size
+                ),
+            });
+        }
+        used.store((start + bytes) as u64, Ordering::Relaxed);
+        let ring_off = self.layout.arena + start;
+        super::topic::init_rings(&self.seg, ring_off, &config)?;
+        entries[index].publish(name, &config, ring_off as u64);
+        drop(guard);
+        Topic::attach(self, index)
+    }
+
+    /// Opens an existing topic.
+    pub fn topic(&self, name: &str) -> Result<Topic<'_>> {
+        match self.find(name)? {
+            Some(index) => Topic::attach(self, index),
+            None => Err(Error::NotFound { name: name.to_owned() }),
+        }
+    }
+
+    /// The topics of the region.
+    pub fn topics(&self) -> Result<Vec<TopicInfo>> {
+        Ok(self.entries()?.iter().filter_map(TopicEntry::info).collect())
+    }
+
+    /// Free chunks per class now.
+    pub fn pool_stats(&self) -> Result<[ClassStats; 8]> {
+        let lists = self.free_lists()?;
+        Ok(std::array::from_fn(|c| ClassStats {
+            chunk_size: CLASS_SIZES[c],
+            chunks: self.layout.class_count[c],
+            free: lists[c].free.load(Ordering::Relaxed) as usize,
+        }))
+    }
+
+    fn find(&self, name: &str) -> Result<Option<usize>> {
+        Ok(self.entries()?.iter().position(|e| e.info().is_some_and(|i| i.name == name)))
+    }
+
+    pub(crate) fn entries(&self) -> Result<&[TopicEntry]> {
+        self.seg.get_slice(OFF_TOPICS, self.max_topics)
+    }
+
+    fn control(&self) -> &Mutex {
+        self.seg.get(OFF_CONTROL).expect("fixed offset inside every region")
+    }
+
+    pub(crate) fn free_lists(&self) -> Result<&[FreeList]> {
+        self.seg.get_slice(OFF_FREE_LISTS, 8)
+    }
+
+    pub(crate) fn metas(&self) -> Result<&[ChunkMeta]> {
+        self.seg.get_slice(self.layout.metas, self.layout.total_chunks)
+    }
+
+    pub(crate) fn freed(&self) -> &WaitCell {
+        self.seg.get(OFF_FREED).expect("fixed offset inside every region")
+    }
+
+    /// The class of global chunk index `chunk`, if it is one.
+    pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
+        let chunk = chunk as usize;
+        (0..8).find(|&c| {
+            let first = self.layout.class_first[c];
+            chunk >= first && chunk < first + self.layout.class_count[c]
+        })
+    }
+
+    pub(crate) fn class_range(&self, class: usize) -> (u32, u32) {
+        (self.layout.class_first[class] as u32, self.layout.class_count[class] as u32)
+    }
+
+    /// Pointer to the data of chunk `chunk` of class `class` (checked by
+    /// the caller with `class_of`).
+    pub(crate) fn chunk_ptr(&self, class: usize, chunk: u32) -> *mut u8 {
+        let i = chunk as usize - self.layout.class_first[class];
+        debug_assert!(i < self.layout.class_count[class]);
+        // SAFETY: `class_data[class] + (i + 1) * size <= seg.size()` (checked
+        // at create/open), so the chunk lies inside the data area.
+        unsafe { self.seg.as_ptr().add(self.layout.class_data[class] + i * CLASS_SIZES[class]) }
+    }
+
+    /// Takes a chunk for `size` bytes: the smallest class that fits and has
+    /// one free, waiting up to `timeout` for one to be freed.
+    pub(crate) fn alloc(&self, size: usize, timeout: Option<Duration>) -> Result<(usize, u32)> {
+        let want = CLASS_SIZES
+            .iter()
+            .position(|&s| s >= size.max(1))
+            .ok_or(Error::MessageTooLarge { size, max: MAX_MESSAGE })?;
+        let lists = self.free_lists()?;
+        let metas = self.metas()?;
+        let try_pop = || -> Option<Result<(usize, u32)>> {
+            for (c, list) in lists.iter().enumerate().skip(want) {
+                let (first, count) = self.class_range(c);
+                match list.pop(metas, first, count) {
+                    Ok(Some(i)) => return Some(Ok((c, i))),
+                    Ok(None) => {}
+                    Err(()) => {
+                        return Some(Err(Error::corrupt(Corruption::BadField {
+                            field: "free list head",
+                            value: c as u64,
+                        })))
+                    }
+                }
+            }
+            None
+        };
+        if let Some(r) = try_pop() {
+            return r;
+        }
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::PoolExhausted { class: want, chunk_size: CLASS_SIZES[want] });
+        }
+        self.heartbeat();
+        match self.freed().wait_until(crate::sync::WaitPolicy::Hybrid, timeout, try_pop) {
+            Ok(r) => r,
+            Err(Error::Timeout) => Err(Error::PoolExhausted { class: want, chunk_size: CLASS_SIZES[want] }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Returns a chunk to its class's free list.
+    pub(crate) fn free(&self, class: usize, chunk: u32) {
+        if let (Ok(lists), Ok(metas)) = (self.free_lists(), self.metas()) {
+            let meta = &metas[chunk as usize];
+            meta.owner.store(0, Ordering::Relaxed);
+            meta.state.store(FREE, Ordering::Relaxed);
+            lists[class].push(metas, chunk);
+            self.freed().notify_all();
+        }
+    }
+
+    /// The caller's token in this region.
+    pub(crate) fn token(&self) -> u32 {
+        self.seg.token().raw()
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("name", &self.seg.name())
+            .field("size", &self.seg.size())
+            .field("max_topics", &self.max_topics)
+            .finish()
+    }
+}

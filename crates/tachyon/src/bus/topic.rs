@@ -1,0 +1,576 @@
+//! Topics: partitioned rings of 16-byte descriptors pointing into the
+//! payload pool; loans, publishing, receiving.
+//!
+//! A descriptor is a ring cell (see `primitives/ring.rs`): the control word
+//! (sequence and claimant token) and a second word holding the chunk index
+//! (high 32 bits) and the message length (low 32 bits). Producers contend
+//! on one CAS per publish; consumers of a partition compete, each message
+//! going to exactly one of them. Every descriptor read from a ring is
+//! validated (chunk index in range, length within its chunk, chunk really
+//! queued) before any payload byte is touched.
+
+use super::pool::{HELD, LOANED, QUEUED};
+use super::region::{Region, CLASS_SIZES, MAX_MESSAGE};
+use crate::error::{Corruption, Error, Result};
+use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::primitives::ring::{Cell, Cursors, Ring, Waits};
+use crate::segment::{Segment, ShmSafe};
+use crate::sync::{Liveness, WaitPolicy};
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+/// Bytes in front of each partition's cells: cursors and two wait cells.
+pub(crate) const PARTITION_HEADER: usize = 192;
+const NOT_EMPTY: usize = 128;
+const NOT_FULL: usize = 136;
+const MAX_NAME: usize = 64;
+const READY: u32 = 1;
+/// Most partitions per topic.
+pub const MAX_PARTITIONS: u32 = 256;
+/// Most descriptors per partition.
+pub const MAX_CAPACITY: u32 = 1 << 20;
+
+/// How a topic is built. `Default`: 1 partition of 1024 descriptors,
+/// hybrid waiting.
+///
+/// ```
+/// use tachyon::bus::TopicConfig;
+/// use tachyon::sync::WaitPolicy;
+/// let cfg = TopicConfig { partitions: 4, capacity: 256, wait: WaitPolicy::Spin };
+/// assert!(cfg.validate().is_ok());
+/// assert!(TopicConfig { partitions: 3, ..cfg }.validate().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// Partitions: a power of two, 1 to 256. A key always maps to the same
+    /// partition, so messages with one key stay in order.
+    pub partitions: u32,
+    /// Descriptors per partition: a power of two, 2 to 2^20.
+    pub capacity: u32,
+    /// How producers and consumers of this topic wait.
+    pub wait: WaitPolicy,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig { partitions: 1, capacity: 1024, wait: WaitPolicy::Hybrid }
+    }
+}
+
+impl TopicConfig {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<()> {
+        if !self.partitions.is_power_of_two() || self.partitions > MAX_PARTITIONS {
+            return Err(Error::invalid(format!(
+                "partitions must be a power of two from 1 to {MAX_PARTITIONS}, not {}",
+                self.partitions
+            )));
+        }
+        if !self.capacity.is_power_of_two() || self.capacity < 2 || self.capacity > MAX_CAPACITY {
+            return Err(Error::invalid(format!(
+                "capacity must be a power of two from 2 to {MAX_CAPACITY}, not {}",
+                self.capacity
+            )));
+        }
+        Ok(())
+    }
+
+    fn block(&self) -> usize {
+        (PARTITION_HEADER + 16 * self.capacity as usize).div_ceil(64) * 64
+    }
+
+    pub(crate) fn ring_bytes(&self) -> usize {
+        self.block() * self.partitions as usize
+    }
+}
+
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
+        return Err(Error::InvalidName {
+            name: name.escape_default().to_string(),
+            reason: "a topic name is 1 to 64 bytes without NUL",
+        });
+    }
+    Ok(())
+}
+
+/// A topic's directory entry in the region (128 bytes).
+#[repr(C)]
+pub(crate) struct TopicEntry {
+    state: AtomicU32,
+    partitions: AtomicU32,
+    capacity: AtomicU32,
+    wait: AtomicU32,
+    ring_off: AtomicU64,
+    name_len: AtomicU32,
+    _r: AtomicU32,
+    published: AtomicU64,
+    received: AtomicU64,
+    corrupt: AtomicU64,
+    _pad: AtomicU64,
+    name: [AtomicU64; 8],
+}
+
+const _: () = assert!(std::mem::size_of::<TopicEntry>() == 128);
+
+// SAFETY: `repr(C)`, atomics only; any bits are valid.
+unsafe impl ShmSafe for TopicEntry {}
+
+/// A topic as listed by [`Region::topics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Its name.
+    pub name: String,
+    /// Partitions.
+    pub partitions: u32,
+    /// Descriptors per partition.
+    pub capacity: u32,
+    /// Messages published so far.
+    pub published: u64,
+    /// Messages received so far.
+    pub received: u64,
+    /// Corrupt descriptors met by consumers.
+    pub corrupt: u64,
+}
+
+fn policy_code(p: WaitPolicy) -> u32 {
+    match p {
+        WaitPolicy::Spin => 1,
+        WaitPolicy::Futex => 2,
+        WaitPolicy::Hybrid => 3,
+    }
+}
+
+impl TopicEntry {
+    pub(crate) fn is_free(&self) -> bool {
+        self.state.load(Ordering::Acquire) != READY
+    }
+
+    /// Fills the entry and marks it ready (under the region's control lock).
+    pub(crate) fn publish(&self, name: &str, cfg: &TopicConfig, ring_off: u64) {
+        self.partitions.store(cfg.partitions, Ordering::Relaxed);
+        self.capacity.store(cfg.capacity, Ordering::Relaxed);
+        self.wait.store(policy_code(cfg.wait), Ordering::Relaxed);
+        self.ring_off.store(ring_off, Ordering::Relaxed);
+        self.name_len.store(name.len() as u32, Ordering::Relaxed);
+        let mut bytes = [0u8; MAX_NAME];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        for (w, chunk) in self.name.iter().zip(bytes.chunks(8)) {
+            w.store(u64::from_le_bytes(chunk.try_into().expect("8-byte chunks")), Ordering::Relaxed);
+        }
+        for c in [&self.published, &self.received, &self.corrupt] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.state.store(READY, Ordering::Release);
+    }
+
+    fn name(&self) -> Option<String> {
+        let len = self.name_len.load(Ordering::Relaxed) as usize;
+        if len == 0 || len > MAX_NAME {
+            return None;
+        }
+        let mut bytes = [0u8; MAX_NAME];
+        for (w, chunk) in self.name.iter().zip(bytes.chunks_mut(8)) {
+            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        String::from_utf8(bytes[..len].to_vec()).ok()
+    }
+
+    pub(crate) fn info(&self) -> Option<TopicInfo> {
+        if self.is_free() {
+            return None;
+        }
+        Some(TopicInfo {
+            name: self.name()?,
+            partitions: self.partitions.load(Ordering::Relaxed),
+            capacity: self.capacity.load(Ordering::Relaxed),
+            published: self.published.load(Ordering::Relaxed),
+            received: self.received.load(Ordering::Relaxed),
+            corrupt: self.corrupt.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// Sets every cell of every partition free for its first writer.
+pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig) -> Result<()> {
+    for p in 0..cfg.partitions as usize {
+        let base = ring_off + p * cfg.block();
+        let cells = seg.get_slice::<Cell>(base + PARTITION_HEADER, cfg.capacity as usize)?;
+        for (i, c) in cells.iter().enumerate() {
+            c.word.store((i as u64) << 32, Ordering::Relaxed);
+            c.len.store(0, Ordering::Relaxed);
+        }
+        let cursors = seg.get::<Cursors>(base)?;
+        cursors.tail.store(0, Ordering::Relaxed);
+        cursors.head.store(0, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// The partition of a key: a 64-bit mix of the key, masked.
+fn mix64(key: u64) -> u64 {
+    let mut z = key;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A topic of a [`Region`]: `loan` / `publish` to produce, `receive` to
+/// consume. See [`Region::create_topic`].
+pub struct Topic<'r> {
+    region: &'r Region,
+    entry: &'r TopicEntry,
+    name: String,
+    partitions: u32,
+    capacity: usize,
+    block: usize,
+    ring_off: usize,
+    policy: WaitPolicy,
+}
+
+impl<'r> Topic<'r> {
+    pub(crate) fn attach(region: &'r Region, index: usize) -> Result<Topic<'r>> {
+        let entry = &region.entries()?[index];
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        let info = entry.info().ok_or(bad("topic entry", index as u64))?;
+        let cfg = TopicConfig {
+            partitions: info.partitions,
+            capacity: info.capacity,
+            wait: match entry.wait.load(Ordering::Relaxed) {
+                1 => WaitPolicy::Spin,
+                2 => WaitPolicy::Futex,
+                3 => WaitPolicy::Hybrid,
+                v => return Err(bad("topic wait policy", u64::from(v))),
+            },
+        };
+        cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
+        let ring_off = entry.ring_off.load(Ordering::Relaxed) as usize;
+        // Every partition must lie inside the segment: `get_slice` checks.
+        region
+            .segment()
+            .get_slice::<Cell>(
+                ring_off + (cfg.partitions as usize - 1) * cfg.block() + PARTITION_HEADER,
+                cfg.capacity as usize,
+            )
+            .map_err(|_| bad("topic ring offset", ring_off as u64))?;
+        Ok(Topic {
+            region,
+            entry,
+            name: info.name,
+            partitions: cfg.partitions,
+            capacity: cfg.capacity as usize,
+            block: cfg.block(),
+            ring_off,
+            policy: cfg.wait,
+        })
+    }
+
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Descriptors per partition.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The partition messages with `key` go to.
+    pub fn partition_of(&self, key: u64) -> u32 {
+        (mix64(key) & u64::from(self.partitions - 1)) as u32
+    }
+
+    /// Counters of the topic.
+    pub fn info(&self) -> TopicInfo {
+        self.entry.info().unwrap_or_else(|| TopicInfo {
+            name: self.name.clone(),
+            partitions: self.partitions,
+            capacity: self.capacity as u32,
+            published: 0,
+            received: 0,
+            corrupt: 0,
+        })
+    }
+
+    /// Messages waiting in `partition` now (a snapshot).
+    pub fn depth(&self, partition: u32) -> Result<usize> {
+        Ok(self.ring(partition)?.len() as usize)
+    }
+
+    fn ring(&self, partition: u32) -> Result<Ring<'r>> {
+        if partition >= self.partitions {
+            return Err(Error::invalid(format!("partition {partition} of a topic with {}", self.partitions)));
+        }
+        let seg = self.region.segment();
+        let base = self.ring_off + partition as usize * self.block;
+        Ok(Ring { cursors: seg.get(base)?, cells: seg.get_slice(base + PARTITION_HEADER, self.capacity)? })
+    }
+
+    fn waits(&self, partition: u32) -> Result<Waits<'r>> {
+        let seg = self.region.segment();
+        let base = self.ring_off + partition as usize * self.block;
+        Ok(Waits {
+            not_empty: seg.get(base + NOT_EMPTY)?,
+            not_full: seg.get(base + NOT_FULL)?,
+            policy: self.policy,
+        })
+    }
+
+    /// Borrows a writable chunk of at least `size` bytes from the pool,
+    /// waiting up to `timeout` (`None`: for ever) for one to be free.
+    /// Fails with [`Error::MessageTooLarge`] above 1 MiB, and
+    /// [`Error::PoolExhausted`] when the timeout passes. Dropping the loan
+    /// unpublished returns the chunk.
+    pub fn loan(&self, size: usize, timeout: Option<Duration>) -> Result<Loan<'_, 'r>> {
+        if size > MAX_MESSAGE {
+            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE });
+        }
+        let (class, chunk) = self.region.alloc(size, timeout)?;
+        let meta = &self.region.metas()?[chunk as usize];
+        meta.owner.store(self.region.token(), Ordering::Relaxed);
+        meta.state.store(LOANED, Ordering::Relaxed);
+        Ok(Loan { topic: self, class, chunk, size, live: true })
+    }
+
+    /// [`loan`](Self::loan) without waiting.
+    pub fn try_loan(&self, size: usize) -> Result<Loan<'_, 'r>> {
+        self.loan(size, Some(Duration::ZERO))
+    }
+
+    /// Copies `data` into a loan and publishes it (the copy path).
+    pub fn send(&self, data: &[u8], key: u64, timeout: Option<Duration>) -> Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut loan = self.loan(data.len(), timeout)?;
+        loan.copy_from_slice(data);
+        loan.publish(data.len(), key, deadline.map(|d| d.saturating_duration_since(Instant::now())))
+    }
+
+    /// Waits up to `timeout` for a message in `partition` and returns a
+    /// read-only view of it in shared memory. Dropping the [`Message`]
+    /// releases its chunk. A corrupt descriptor is dropped from the ring and
+    /// reported as [`Error::Corrupt`]; the next call goes on.
+    pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message<'_, 'r>> {
+        let ring = self.ring(partition)?;
+        let waits = self.waits(partition)?;
+        let seg = self.region.segment();
+        let me = seg.token();
+        if timeout.is_none_or(|t| !t.is_zero()) {
+            self.region.heartbeat();
+        }
+        let (pos, idx, word) = ring.claim_blocking(seg, &waits, false, u64::MAX, timeout)?;
+        let checked = self.check_descriptor(word);
+        if let Ok((_, chunk, _)) = checked {
+            // Record the holder before the descriptor leaves the ring, so
+            // that the chunk is always attributable.
+            self.region.metas()?[chunk as usize].owner.store(me.raw(), Ordering::Relaxed);
+        }
+        let released = ring.finish_read(pos, idx, me);
+        waits.not_full.notify_all();
+        let (class, chunk, len) = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                self.entry.corrupt.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        let msg = Message { topic: self, class, chunk, len };
+        if !released {
+            return Err(Error::corrupt(Corruption::BadField {
+                field: "ring claim (repaired by another process)",
+                value: 0,
+            }));
+        }
+        self.entry.received.fetch_add(1, Ordering::Relaxed);
+        Ok(msg)
+    }
+
+    /// Validates a descriptor and takes its chunk from QUEUED to HELD.
+    fn check_descriptor(&self, word: u64) -> Result<(usize, u32, usize)> {
+        let chunk = (word >> 32) as u32;
+        let len = word as u32 as usize;
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        let class = self.region.class_of(chunk).ok_or(bad("descriptor chunk index", u64::from(chunk)))?;
+        if len > CLASS_SIZES[class] {
+            return Err(bad("descriptor length", len as u64));
+        }
+        let meta = &self.region.metas()?[chunk as usize];
+        meta.state
+            .compare_exchange(QUEUED, HELD, Ordering::AcqRel, Ordering::Relaxed)
+            .map_err(|s| bad("state of the descriptor's chunk", u64::from(s)))?;
+        Ok((class, chunk, len))
+    }
+
+    /// [`receive`](Self::receive) without waiting.
+    pub fn try_receive(&self, partition: u32) -> Result<Message<'_, 'r>> {
+        self.receive(partition, Some(Duration::ZERO))
+    }
+
+    /// Receives a message into `buf` (replacing its contents) and releases
+    /// it at once (the copy path); returns its length.
+    pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
+        let msg = self.receive(partition, timeout)?;
+        buf.clear();
+        buf.extend_from_slice(&msg);
+        Ok(msg.len())
+    }
+
+    /// Publishes a raw descriptor, bypassing the pool. For tests of the
+    /// library's defences against corrupt rings only.
+    #[doc(hidden)]
+    pub fn publish_raw_descriptor(&self, partition: u32, chunk: u32, len: u32) -> Result<()> {
+        let ring = self.ring(partition)?;
+        let waits = self.waits(partition)?;
+        let seg = self.region.segment();
+        let (pos, idx, _) = ring.claim_blocking(seg, &waits, true, 0, Some(Duration::from_secs(1)))?;
+        ring.commit_write(pos, idx, (u64::from(chunk) << 32) | u64::from(len), seg.token());
+        waits.not_empty.notify_all();
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Topic<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topic")
+            .field("name", &self.name)
+            .field("partitions", &self.partitions)
+            .field("capacity", &self.capacity)
+            .field("wait", &self.policy)
+            .finish()
+    }
+}
+
+/// A chunk of the pool lent for writing. Dereferences to `&mut [u8]` of
+/// the size asked for; [`publish`](Loan::publish) sends it; dropping it
+/// unpublished returns the chunk.
+pub struct Loan<'t, 'r> {
+    topic: &'t Topic<'r>,
+    class: usize,
+    chunk: u32,
+    size: usize,
+    live: bool,
+}
+
+impl Loan<'_, '_> {
+    /// Publishes the first `len` bytes with `key`: one descriptor goes into
+    /// the key's partition, waiting up to `timeout` if it is full. If it
+    /// fails, the chunk goes back to the pool and the message is dropped.
+    pub fn publish(mut self, len: usize, key: u64, timeout: Option<Duration>) -> Result<()> {
+        if len > self.size {
+            return Err(Error::invalid(format!("publishing {len} bytes of a {}-byte loan", self.size)));
+        }
+        let topic = self.topic;
+        let partition = topic.partition_of(key);
+        let ring = topic.ring(partition)?;
+        let waits = topic.waits(partition)?;
+        let seg = topic.region.segment();
+        let (pos, idx, _) = ring.claim_blocking(seg, &waits, true, 0, timeout)?;
+        // The cell now names us: the chunk is attributable through it.
+        let meta = &topic.region.metas()?[self.chunk as usize];
+        meta.state.store(QUEUED, Ordering::Relaxed);
+        meta.owner.store(0, Ordering::Relaxed);
+        self.live = false;
+        let committed = ring.commit_write(pos, idx, (u64::from(self.chunk) << 32) | len as u64, seg.token());
+        waits.not_empty.notify_all();
+        if !committed {
+            return Err(Error::corrupt(Corruption::BadField {
+                field: "ring claim (repaired by another process)",
+                value: 0,
+            }));
+        }
+        topic.entry.published.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// [`publish`](Self::publish) without waiting.
+    pub fn try_publish(self, len: usize, key: u64) -> Result<()> {
+        self.publish(len, key, Some(Duration::ZERO))
+    }
+}
+
+impl std::fmt::Debug for Loan<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan").field("size", &self.size).field("chunk", &self.chunk).finish()
+    }
+}
+
+impl Deref for Loan<'_, '_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the chunk was popped from the free list by this loan and
+        // is owned by it alone until published or dropped; `size` is at
+        // most its class's chunk size.
+        unsafe { std::slice::from_raw_parts(self.topic.region.chunk_ptr(self.class, self.chunk), self.size) }
+    }
+}
+
+impl DerefMut for Loan<'_, '_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; `&mut self` makes the view unique here.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.topic.region.chunk_ptr(self.class, self.chunk), self.size)
+        }
+    }
+}
+
+impl Drop for Loan<'_, '_> {
+    fn drop(&mut self) {
+        if self.live {
+            self.topic.region.free(self.class, self.chunk);
+        }
+    }
+}
+
+/// A received message: a read-only view into shared memory. Dropping it
+/// (or [`release`](Message::release)) returns its chunk to the pool.
+pub struct Message<'t, 'r> {
+    topic: &'t Topic<'r>,
+    class: usize,
+    chunk: u32,
+    len: usize,
+}
+
+impl Message<'_, '_> {
+    /// Returns the chunk to the pool now.
+    pub fn release(self) {}
+}
+
+impl Deref for Message<'_, '_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the descriptor was validated (chunk in range, `len` within
+        // its class) and the chunk taken from QUEUED to HELD by this
+        // receiver alone; its producer no longer writes it.
+        unsafe { std::slice::from_raw_parts(self.topic.region.chunk_ptr(self.class, self.chunk), self.len) }
+    }
+}
+
+impl Drop for Message<'_, '_> {
+    fn drop(&mut self) {
+        self.topic.region.free(self.class, self.chunk);
+    }
+}
+
+impl std::fmt::Debug for Message<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Message").field("len", &self.len).field("chunk", &self.chunk).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_spread_over_partitions() {
+        let mut seen = [0u32; 8];
+        for k in 0..8000u64 {
+            seen[(mix64(k) & 7) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
+    }
+}

@@ -1,0 +1,356 @@
+//! The zero-copy bus across real processes: exactly-once delivery and
+//! per-key order with several producer and consumer processes, message
+//! sizes, pool accounting, persistence after the producer exits, corrupt
+//! descriptors.
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::{spawn, unique, wait_child, LIMIT};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tachyon::bus::{Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
+use tachyon::{Error, Segment};
+
+const ENTRY: &str = "child_entry";
+const SHORT: Option<Duration> = Some(Duration::from_millis(20));
+const LONG: Option<Duration> = Some(Duration::from_secs(20));
+const PER_PRODUCER: u64 = 10_000;
+const PRODUCERS: u64 = 2;
+const KEYS: u64 = 16;
+
+fn small_region(name: &str) -> Region {
+    Region::create(name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() }).unwrap()
+}
+
+/// Removes a (persistent) region when the test ends, however it ends.
+struct Cleanup(String);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = Region::remove(&self.0);
+    }
+}
+
+fn checksum(words: &[u64]) -> u64 {
+    words.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A message of the exactly-once test: producer, key, sequence within the
+/// key, checksum, then padding of a size that varies with the sequence.
+fn message(producer: u64, key: u64, seq: u64) -> Vec<u8> {
+    let head = [producer, key, seq, checksum(&[producer, key, seq])];
+    let mut v: Vec<u8> = head.iter().flat_map(|w| w.to_le_bytes()).collect();
+    v.resize(32 + (seq as usize * 37) % 3000, (seq % 251) as u8);
+    v
+}
+
+fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
+    seg.get::<AtomicU64>(i * 8).unwrap()
+}
+
+#[test]
+fn child_entry() {
+    let Some((role, arg)) = common::role() else { return };
+    let parts: Vec<&str> = arg.split(',').collect();
+    let region = Region::open(parts[0]).unwrap();
+    let topic = region.topic("t").unwrap();
+    match role.as_str() {
+        "producer" => {
+            let me: u64 = parts[2].parse().unwrap();
+            let mut seqs = [0u64; KEYS as usize];
+            for i in 0..PER_PRODUCER {
+                let key = (i * 7 + me) % KEYS;
+                let msg = message(me, key, seqs[key as usize]);
+                seqs[key as usize] += 1;
+                if i % 2 == 0 {
+                    topic.send(&msg, key, LONG).unwrap();
+                } else {
+                    // The loan path: build in place.
+                    let mut loan = topic.loan(msg.len(), LONG).unwrap();
+                    loan.copy_from_slice(&msg);
+                    loan.publish(msg.len(), key, LONG).unwrap();
+                }
+            }
+        }
+        "consumer" => {
+            let side = Segment::open(parts[1]).unwrap();
+            let total = PRODUCERS * PER_PRODUCER;
+            let mut last = vec![None::<u64>; (PRODUCERS * KEYS) as usize];
+            let mut p = 0;
+            let mut idle = false;
+            'outer: loop {
+                let mut got_any = false;
+                // Poll every partition in turn without waiting; after a
+                // round that found nothing, wait a little on one.
+                for _ in 0..topic.partitions() {
+                    p = (p + 1) % topic.partitions();
+                    let wait = if idle { Some(Duration::from_millis(1)) } else { Some(Duration::ZERO) };
+                    let msg = match topic.receive(p, wait) {
+                        Ok(m) => {
+                            got_any = true;
+                            m
+                        }
+                        Err(Error::Timeout) => continue,
+                        Err(e) => panic!("receive: {e}"),
+                    };
+                    let w: Vec<u64> =
+                        msg[..32].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                    let (producer, key, seq) = (w[0], w[1], w[2]);
+                    let ok = producer < PRODUCERS
+                        && key < KEYS
+                        && seq < PER_PRODUCER
+                        && w[3] == checksum(&w[..3])
+                        && msg[..] == message(producer, key, seq)[..]
+                        && topic.partition_of(key) == p;
+                    if !ok {
+                        counter(&side, 2).fetch_add(1, Ordering::SeqCst);
+                        continue;
+                    }
+                    let slot = (producer * KEYS + key) as usize;
+                    if last[slot].is_some_and(|l| l >= seq) {
+                        counter(&side, 3).fetch_add(1, Ordering::SeqCst);
+                    }
+                    last[slot] = Some(seq);
+                    // Exactly once: one bit per (producer, key, seq).
+                    let bit = (producer * KEYS + key) * PER_PRODUCER + seq;
+                    let word = side.get::<AtomicU64>(32 + (bit / 64) as usize * 8).unwrap();
+                    if word.fetch_or(1 << (bit % 64), Ordering::SeqCst) & (1 << (bit % 64)) != 0 {
+                        counter(&side, 1).fetch_add(1, Ordering::SeqCst);
+                    }
+                    counter(&side, 0).fetch_add(1, Ordering::SeqCst);
+                }
+                if counter(&side, 0).load(Ordering::SeqCst) >= total {
+                    break 'outer;
+                }
+                idle = !got_any;
+            }
+        }
+        "publish-and-exit" => {
+            for i in 0..10u8 {
+                topic.send(&[i; 100], u64::from(i), LONG).unwrap();
+            }
+            // Exits with messages in the rings and chunks in the pool.
+        }
+        other => panic!("unknown role {other}"),
+    }
+    std::process::exit(0);
+}
+
+fn pub_sub(partitions: u32) {
+    let name = unique(&format!("bus-{partitions}"));
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-side");
+    let region = small_region(&name);
+    region.create_topic("t", TopicConfig { partitions, capacity: 64, ..Default::default() }).unwrap();
+    let bits = PRODUCERS * KEYS * PER_PRODUCER;
+    let side = Segment::create(&side_name, 32 + bits.div_ceil(64) as usize * 8).unwrap();
+    let initial = region.pool_stats().unwrap();
+    let mut kids: Vec<_> = (0..2).map(|_| spawn(ENTRY, "consumer", &format!("{name},{side_name}"))).collect();
+    kids.extend((0..PRODUCERS).map(|p| spawn(ENTRY, "producer", &format!("{name},{side_name},{p}"))));
+    for k in &mut kids {
+        assert_eq!(wait_child(k, Duration::from_secs(180)), Some(0));
+    }
+    let total = PRODUCERS * PER_PRODUCER;
+    assert_eq!(counter(&side, 0).load(Ordering::SeqCst), total, "messages received");
+    assert_eq!(counter(&side, 1).load(Ordering::SeqCst), 0, "duplicates");
+    assert_eq!(counter(&side, 2).load(Ordering::SeqCst), 0, "damaged or misrouted messages");
+    assert_eq!(counter(&side, 3).load(Ordering::SeqCst), 0, "per-key order violations");
+    // Every (producer, key, seq) that was sent arrived.
+    let mut seqs = [[0u64; KEYS as usize]; PRODUCERS as usize];
+    for p in 0..PRODUCERS {
+        for i in 0..PER_PRODUCER {
+            seqs[p as usize][((i * 7 + p) % KEYS) as usize] += 1;
+        }
+    }
+    for p in 0..PRODUCERS {
+        for k in 0..KEYS {
+            for s in 0..seqs[p as usize][k as usize] {
+                let bit = (p * KEYS + k) * PER_PRODUCER + s;
+                let word = counter(&side, 4 + (bit / 64) as usize).load(Ordering::SeqCst);
+                assert!(word & (1 << (bit % 64)) != 0, "message {p}/{k}/{s} lost");
+            }
+        }
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial, "every chunk is back in the pool");
+    let info = region.topic("t").unwrap().info();
+    assert_eq!((info.published, info.received, info.corrupt), (total, total, 0));
+}
+
+#[test]
+fn exactly_once_and_per_key_order_with_one_partition() {
+    pub_sub(1);
+}
+
+#[test]
+fn exactly_once_and_per_key_order_with_two_partitions() {
+    pub_sub(2);
+}
+
+#[test]
+fn exactly_once_and_per_key_order_with_eight_partitions() {
+    pub_sub(8);
+}
+
+#[test]
+fn every_size_class_boundary() {
+    let name = unique("bus-sizes");
+    let _cleanup = Cleanup(name.clone());
+    let region =
+        Region::create(&name, RegionConfig { size: 24 << 20, ring_arena: 1 << 20, ..Default::default() })
+            .unwrap();
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let initial = region.pool_stats().unwrap();
+    let mut sizes = vec![0, 1, MAX_MESSAGE];
+    for &c in &CLASS_SIZES[..7] {
+        sizes.extend([c - 1, c, c + 1]);
+    }
+    let mut buf = Vec::new();
+    for size in sizes {
+        let data: Vec<u8> = (0..size).map(|i| (i * 31 + size) as u8).collect();
+        topic.send(&data, size as u64, SHORT).unwrap();
+        assert_eq!(topic.recv_into(topic.partition_of(size as u64), &mut buf, SHORT).unwrap(), size);
+        assert!(buf == data, "{size} bytes came back changed");
+    }
+    assert!(matches!(topic.loan(MAX_MESSAGE + 1, SHORT), Err(Error::MessageTooLarge { .. })));
+    assert!(matches!(topic.send(&vec![0; MAX_MESSAGE + 1], 0, SHORT), Err(Error::MessageTooLarge { .. })));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+#[test]
+fn loans_and_messages_dropped_return_their_chunks() {
+    let name = unique("bus-drop");
+    let _cleanup = Cleanup(name.clone());
+    let region = small_region(&name);
+    let topic =
+        region.create_topic("t", TopicConfig { partitions: 2, capacity: 8, ..Default::default() }).unwrap();
+    let initial = region.pool_stats().unwrap();
+    {
+        let _a = topic.loan(100, SHORT).unwrap();
+        let _b = topic.loan(5000, SHORT).unwrap();
+        assert_ne!(region.pool_stats().unwrap(), initial);
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial, "unpublished loans are returned");
+    topic.send(b"x", 1, SHORT).unwrap();
+    let msg = topic.receive(topic.partition_of(1), SHORT).unwrap();
+    assert_eq!(&*msg, b"x");
+    assert_ne!(region.pool_stats().unwrap(), initial);
+    msg.release();
+    assert_eq!(region.pool_stats().unwrap(), initial, "released messages are returned");
+    // A full partition: publishing times out and the chunk comes back.
+    for _ in 0..8 {
+        topic.send(b"y", 1, SHORT).unwrap();
+    }
+    assert!(matches!(topic.send(b"y", 1, SHORT), Err(Error::Timeout)));
+    assert!(
+        matches!(topic.try_receive(topic.partition_of(1) ^ 1), Err(Error::Timeout)),
+        "other partition empty"
+    );
+    let mut buf = Vec::new();
+    for _ in 0..8 {
+        topic.recv_into(topic.partition_of(1), &mut buf, SHORT).unwrap();
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+#[test]
+fn an_exhausted_class_waits_then_reports_pool_exhausted() {
+    let name = unique("bus-exhaust");
+    let _cleanup = Cleanup(name.clone());
+    // Only 1 MiB chunks, a handful of them.
+    let cfg = RegionConfig {
+        size: 8 << 20,
+        ring_arena: 1 << 20,
+        class_weights: [0, 0, 0, 0, 0, 0, 0, 1],
+        ..Default::default()
+    };
+    let region = Region::create(&name, cfg).unwrap();
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let chunks = region.pool_stats().unwrap()[7].chunks;
+    assert!(chunks >= 2);
+    // A small loan uses a larger class when its own has no chunks.
+    let mut loans: Vec<_> = (0..chunks).map(|_| topic.loan(10, SHORT).unwrap()).collect();
+    match topic.loan(10, SHORT) {
+        Err(Error::PoolExhausted { class: 0, chunk_size: 64 }) => {}
+        other => panic!("expected PoolExhausted, got {other:?}"),
+    }
+    loans.pop();
+    topic.loan(10, SHORT).unwrap();
+}
+
+#[test]
+fn messages_outlive_the_producer_that_published_them() {
+    let name = unique("bus-persist");
+    let _cleanup = Cleanup(name.clone());
+    {
+        let region = small_region(&name);
+        region.create_topic("t", TopicConfig { partitions: 4, capacity: 16, ..Default::default() }).unwrap();
+    } // nobody has the region open now
+    let mut child = spawn(ENTRY, "publish-and-exit", &name);
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    let region = Region::open(&name).unwrap();
+    let topic = region.topic("t").unwrap();
+    let mut got = Vec::new();
+    for i in 0..10u8 {
+        let msg = topic.receive(topic.partition_of(u64::from(i)), SHORT).unwrap();
+        got.push(msg[0]);
+        assert_eq!(&*msg, &[i; 100]);
+    }
+    assert_eq!(got, (0..10).collect::<Vec<u8>>());
+}
+
+#[test]
+fn corrupt_descriptors_are_reported_and_skipped() {
+    let name = unique("bus-corrupt");
+    let _cleanup = Cleanup(name.clone());
+    let region = small_region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let initial = region.pool_stats().unwrap();
+    topic.publish_raw_descriptor(0, u32::MAX, 1).unwrap(); // no such chunk
+    topic.publish_raw_descriptor(0, 0, 65).unwrap(); // chunk 0 is 64 bytes
+    topic.publish_raw_descriptor(0, 3, 10).unwrap(); // a free chunk, not queued
+    topic.send(b"good", 0, SHORT).unwrap();
+    for _ in 0..3 {
+        assert!(matches!(topic.receive(0, SHORT), Err(Error::Corrupt { .. })));
+    }
+    assert_eq!(&*topic.receive(0, SHORT).unwrap(), b"good");
+    assert_eq!(topic.info().corrupt, 3);
+    assert_eq!(region.pool_stats().unwrap(), initial, "nothing was freed twice or lost");
+}
+
+#[test]
+fn region_and_topic_errors() {
+    let name = unique("bus-errors");
+    let _cleanup = Cleanup(name.clone());
+    assert!(matches!(Region::open(&name), Err(Error::NotFound { .. })));
+    assert!(matches!(
+        Region::create(&name, RegionConfig { size: 1 << 20, ..Default::default() }),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let region = small_region(&name);
+    assert!(matches!(Region::create(&name, RegionConfig::default()), Err(Error::AlreadyExists { .. })));
+    for bad in [
+        TopicConfig { partitions: 3, ..Default::default() },
+        TopicConfig { capacity: 1, ..Default::default() },
+    ] {
+        assert!(matches!(region.create_topic("x", bad), Err(Error::InvalidArgument { .. })));
+    }
+    assert!(matches!(region.create_topic("", TopicConfig::default()), Err(Error::InvalidName { .. })));
+    assert!(matches!(
+        region.create_topic(&"n".repeat(65), TopicConfig::default()),
+        Err(Error::InvalidName { .. })
+    ));
+    region.create_topic("a", TopicConfig::default()).unwrap();
+    assert!(matches!(region.create_topic("a", TopicConfig::default()), Err(Error::AlreadyExists { .. })));
+    assert!(matches!(region.topic("b"), Err(Error::NotFound { .. })));
+    // The ring arena (1 MiB) runs out.
+    let big = TopicConfig { partitions: 256, capacity: 1024, ..Default::default() };
+    assert!(matches!(region.create_topic("big", big), Err(Error::NoSpace { .. })));
+    let names: Vec<String> = region.topics().unwrap().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["a"]);
+    let topic = region.topic("a").unwrap();
+    assert!(matches!(topic.receive(1, SHORT), Err(Error::InvalidArgument { .. })), "no partition 1");
+    drop(topic);
+    drop(region);
+    Region::remove(&name).unwrap();
+    assert!(matches!(Region::open(&name), Err(Error::NotFound { .. })));
+}
