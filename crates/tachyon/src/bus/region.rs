@@ -326,7 +326,7 @@ impl Region {
 
     /// Records that this process is alive now (its heartbeat in the
     /// region's process table). The library calls it when attaching and
-    /// while waiting; long-lived processes that rarely wait may call it.
+    /// when a loan waits for the pool; it is never on the fast path.
     pub fn heartbeat(&self) {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         if let Ok(hb) = self.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * self.seg.slot()) {

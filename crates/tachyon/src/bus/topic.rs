@@ -359,9 +359,6 @@ impl<'r> Topic<'r> {
         let waits = self.waits(partition)?;
         let seg = self.region.segment();
         let me = seg.token();
-        if timeout.is_none_or(|t| !t.is_zero()) {
-            self.region.heartbeat();
-        }
         let (pos, idx, word) = ring.claim_blocking(seg, &waits, false, u64::MAX, timeout)?;
         let checked = self.check_descriptor(word);
         if let Ok((_, chunk, _)) = checked {
@@ -469,10 +466,10 @@ impl Loan<'_, '_> {
         let waits = topic.waits(partition)?;
         let seg = topic.region.segment();
         let (pos, idx, _) = ring.claim_blocking(seg, &waits, true, 0, timeout)?;
-        // The cell now names us: the chunk is attributable through it.
+        // The chunk keeps its producer as owner until a consumer takes it,
+        // so a publish cut short by a crash stays attributable.
         let meta = &topic.region.metas()?[self.chunk as usize];
-        meta.state.store(QUEUED, Ordering::Relaxed);
-        meta.owner.store(0, Ordering::Relaxed);
+        meta.state.store(QUEUED, Ordering::Release);
         self.live = false;
         let committed = ring.commit_write(pos, idx, (u64::from(self.chunk) << 32) | len as u64, seg.token());
         waits.not_empty.notify_all();
