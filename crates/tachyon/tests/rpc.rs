@@ -74,7 +74,7 @@ fn child_entry() {
 
 /// An owner whose handler answers `owner:` + the message, and a child
 /// process serving as the opener.
-fn channel(tag: &str) -> (RpcBuffer, std::process::Child) {
+fn channel(tag: &str) -> (RpcBuffer, Child) {
     let name = unique(tag);
     let rpc = RpcBuffer::builder(&name)
         .node_size(NODE)
@@ -83,12 +83,22 @@ fn channel(tag: &str) -> (RpcBuffer, std::process::Child) {
         .create()
         .unwrap();
     let child = spawn(ENTRY, "server", &name);
-    (rpc, child)
+    (rpc, Child(child, name))
 }
 
-fn finish(rpc: RpcBuffer, mut child: std::process::Child) {
+/// The opener process and the channel's name.
+struct Child(std::process::Child, String);
+
+fn finish(rpc: RpcBuffer, mut child: Child) {
     drop(rpc);
-    assert_eq!(wait_child(&mut child, LIMIT), Some(0), "the child saw the channel close");
+    assert_eq!(wait_child(&mut child.0, LIMIT), Some(0), "the child saw the channel close");
+    // Whichever end went last (this one closing, or the child exiting)
+    // removed the files.
+    for suffix in ["", ".rpc-o2p", ".rpc-p2o"] {
+        let path =
+            tachyon::segment::name::SegmentName::parse(&format!("{}{suffix}", child.1)).unwrap().path();
+        assert!(!path.exists(), "{} was left behind", path.display());
+    }
 }
 
 #[test]
@@ -180,7 +190,7 @@ fn a_sigkilled_peer_fails_pending_and_new_requests_with_peer_died() {
         let pending = s.spawn(|| rpc.request(b"hang:", LONG));
         // Let the request reach the child's handler, then kill the child.
         std::thread::sleep(Duration::from_millis(100));
-        kill(&mut child);
+        kill(&mut child.0);
         // A 30 s request ends with PeerDied, not Timeout.
         assert!(matches!(pending.join().unwrap(), Err(Error::PeerDied)));
     });

@@ -11,7 +11,8 @@
 //! process ever sees a half-built segment.
 
 use super::header::{
-    layout, slot_lock, Header, SlotRepr, HEADER_SIZE, LIFECYCLE_LOCK, SLOT_ATTACHED, SLOT_FREE, SLOT_SIZE,
+    layout, slot_lock, Header, SlotRepr, HEADER_SIZE, LIFECYCLE_LOCK, SLOT_ATTACHED, SLOT_EXITING, SLOT_FREE,
+    SLOT_SIZE,
 };
 use super::name::SegmentName;
 use super::{Kind, ShmSafe};
@@ -267,7 +268,7 @@ impl Segment {
         };
         let info = check_file(&name, fd.as_fd())?;
         let header = read_header(fd.as_fd(), &info)?;
-        Ok(header.persistent || any_live(fd.as_fd(), header.slots, None))
+        Ok(header.persistent || any_live(fd.as_fd(), header.slots))
     }
 
     /// The name as given at create/open.
@@ -416,7 +417,7 @@ impl Liveness for Segment {
         }
         let s = inner.slot_repr(i);
         if Token::wrap_gen(s.gen.load(Ordering::Acquire)) != token.gen()
-            || s.state.load(Ordering::Acquire) != SLOT_ATTACHED
+            || s.state.load(Ordering::Acquire) == SLOT_FREE
         {
             // Released, or reused by a later attacher: that holder is gone.
             return true;
@@ -486,6 +487,10 @@ impl Inner {
         if free_slot {
             self.slot_repr(self.slot).state.store(SLOT_FREE, Ordering::Release);
             let _ = fs::unlock(fd, slot_lock(self.slot), 1);
+        } else {
+            // Exiting: keep the slot (and our claims) until the kernel ends
+            // us, but let a peer that closes after us remove the file.
+            self.slot_repr(self.slot).state.store(SLOT_EXITING, Ordering::Release);
         }
         // Our own slot lock (if still held) is not reported by `any_live`:
         // it belongs to this open file.
@@ -493,7 +498,7 @@ impl Inner {
         // file; leave it (a later create or open cleans it up).
         if lock.is_ok()
             && !self.header.persistent
-            && !any_live(fd, self.header.slots, None)
+            && !any_live(fd, self.header.slots)
             && names_file(&self.path, &self.file)
         {
             let _ = fs::unlink(&self.path);
@@ -545,9 +550,16 @@ fn slot_alive(fd: rustix::fd::BorrowedFd<'_>, i: usize) -> bool {
     fs::locked_by_other(fd, slot_lock(i)).unwrap_or(true)
 }
 
-/// Whether any slot other than `except` is held by a live open file.
-fn any_live(fd: rustix::fd::BorrowedFd<'_>, slots: usize, except: Option<usize>) -> bool {
-    (0..slots).any(|i| Some(i) != except && slot_alive(fd, i))
+/// Whether an attacher that keeps the file is alive: a slot whose OFD
+/// lock another open file holds, unless the slot is marked exiting.
+fn any_live(fd: rustix::fd::BorrowedFd<'_>, slots: usize) -> bool {
+    let mut table = vec![0u8; slots * SLOT_SIZE];
+    let states = fs::read_exact_at(fd, &mut table, HEADER_SIZE as u64).is_ok();
+    (0..slots).any(|i| {
+        let at = i * SLOT_SIZE;
+        let exiting = states && table[at..at + 4] == SLOT_EXITING.to_le_bytes();
+        !exiting && slot_alive(fd, i)
+    })
 }
 
 /// Whether `path` still names the file described by `info`.
@@ -701,7 +713,7 @@ fn open(name: &str, kind: Kind) -> Result<Segment> {
         if header.kind != kind {
             return Err(Error::KindMismatch { found: header.kind, expected: kind });
         }
-        if !header.persistent && !any_live(fd.as_fd(), header.slots, None) {
+        if !header.persistent && !any_live(fd.as_fd(), header.slots) {
             // Stale: every attacher died without cleaning up.
             let _ = fs::unlink(&path);
             return Err(Error::NotFound { name: name.given });
@@ -805,7 +817,7 @@ fn remove_if_stale(name: &SegmentName, path: &Path) -> Result<bool> {
         return Ok(true); // already gone or replaced: try again
     }
     let header = read_header(fd.as_fd(), &info)?;
-    if header.persistent || any_live(fd.as_fd(), header.slots, None) {
+    if header.persistent || any_live(fd.as_fd(), header.slots) {
         return Ok(false);
     }
     fs::unlink(path).map_err(|e| map_io(e, name, "remove stale"))?;

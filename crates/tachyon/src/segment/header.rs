@@ -43,6 +43,10 @@ pub(crate) const PAGE: u64 = 4096;
 /// Slot states.
 pub(crate) const SLOT_FREE: u32 = 0;
 pub(crate) const SLOT_ATTACHED: u32 = 1;
+/// Still attached, but its process is exiting (past `exit`): it holds its
+/// claims until the kernel ends it, yet will never use the name again, so
+/// it does not keep the file from being removed.
+pub(crate) const SLOT_EXITING: u32 = 2;
 
 /// Where the OFD locks live in the file's byte-range lock space (far past
 /// any data: byte-range locks may lie beyond the end of a file).

@@ -1,6 +1,6 @@
 //! Listing this user's segments, for inspectors and tests.
 
-use super::header::{slot_lock, Header, SlotCopy, HEADER_SIZE, SLOT_ATTACHED, SLOT_SIZE};
+use super::header::{slot_lock, Header, SlotCopy, HEADER_SIZE, SLOT_FREE, SLOT_SIZE};
 use super::name::{self, Scope};
 use super::Kind;
 use crate::error::{Error, Result};
@@ -123,7 +123,7 @@ pub fn list() -> Result<Vec<SegmentInfo>> {
                     .filter_map(|i| {
                         let s = SlotCopy::decode(&table[i * SLOT_SIZE..]);
                         let alive = fs::locked_by_other(fd.as_fd(), slot_lock(i)).unwrap_or(true);
-                        (alive || s.state == SLOT_ATTACHED).then_some(AttacherInfo {
+                        (alive || s.state != SLOT_FREE).then_some(AttacherInfo {
                             slot: i,
                             process: ProcessId { pid: s.pid, start_time: s.start_time },
                             attached_unix_ns: s.attached_unix_ns,
