@@ -1,0 +1,290 @@
+//! Per-key FIFO across processes: messages with one key arrive in the order
+//! they were published.
+//!
+//! The parent creates a region with a 4-partition topic `orders` and starts
+//! one consumer process per partition and two producer processes. Each
+//! producer publishes 50000 messages for 8 keys (account ids 1001 to 1008,
+//! picked in a pseudo-random order), each message carrying the producer's
+//! id, the key and that key's next sequence number (1, 2, 3, ... per
+//! producer and key), then an end marker into every partition. The two
+//! producers run at the same time, so their messages interleave in the
+//! rings. A key always maps to the same partition, and a partition is a
+//! FIFO ring, so each consumer must see, for every (producer, key), the
+//! sequence numbers 1, 2, 3, ... with none missing, repeated or out of
+//! order. A consumer that sees anything else says so and exits with a
+//! non-zero code; the parent then fails too. When every check passed the
+//! parent prints "per-key FIFO held for N messages".
+//!
+//! ```text
+//! cargo run --release --example key_ordering
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tachyon::bus::{Region, RegionConfig, Topic, TopicConfig};
+use tachyon::{Error, Result};
+
+const PARTITIONS: u32 = 4;
+const PRODUCERS: u64 = 2;
+const PER_PRODUCER: u64 = 50_000;
+/// The keys: account ids 1001 to 1008.
+const KEYS: [u64; 8] = [1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008];
+/// A data message: producer, key, sequence number (little-endian u64s).
+const DATA: usize = 24;
+/// An end marker: the producer alone.
+const END: usize = 8;
+/// How long one loan, publish or receive may wait: a process that stops
+/// answering ends the run with an error instead of a hang.
+const WAIT: Option<Duration> = Some(Duration::from_secs(10));
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [role, name, n] if role == "consumer" => consumer(name, number(n)?),
+        [role, name, n] if role == "producer" => producer(name, number(n)?),
+        _ => {
+            let name = format!("key-ordering-{}", std::process::id());
+            let region = Region::create(
+                &name,
+                RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() },
+            )?;
+            let outcome = parent(&region, &name);
+            // A region is persistent: remove it whether or not the run went well.
+            drop(region);
+            let removed = Region::remove(&name);
+            outcome.and(removed)
+        }
+    }
+}
+
+fn number<T: std::str::FromStr>(text: &str) -> Result<T> {
+    text.parse().map_err(|_| Error::InvalidArgument { what: format!("expected a number, not {text:?}") })
+}
+
+/// The parent: starts consumers and producers, collects the consumers'
+/// reports.
+fn parent(region: &Region, name: &str) -> Result<()> {
+    let orders = region.create_topic(
+        "orders",
+        TopicConfig { partitions: PARTITIONS, capacity: 256, ..Default::default() },
+    )?;
+    let results =
+        region.create_topic("results", TopicConfig { partitions: 1, capacity: 16, ..Default::default() })?;
+    let mut children = Children::default();
+    for p in 0..PARTITIONS {
+        children.spawn(format!("the consumer of partition {p}"), &["consumer", name, &p.to_string()])?;
+    }
+    for id in 0..PRODUCERS {
+        children.spawn(format!("producer {id}"), &["producer", name, &id.to_string()])?;
+    }
+    let by_partition: Vec<Vec<u64>> = (0..PARTITIONS)
+        .map(|p| KEYS.iter().copied().filter(|&k| orders.partition_of(k) == p).collect())
+        .collect();
+    println!(
+        "parent (pid {}): {PRODUCERS} producers x {PER_PRODUCER} messages, {} keys over {PARTITIONS} partitions: {by_partition:?}",
+        std::process::id(),
+        KEYS.len(),
+    );
+
+    // Each consumer reports (partition, messages, violations).
+    let (mut total, mut violations) = (0, 0);
+    let mut reported = HashSet::new();
+    for _ in 0..PARTITIONS {
+        let report = results.receive(0, WAIT)?;
+        let [p, count, bad] = [field(&report, 0)?, field(&report, 1)?, field(&report, 2)?];
+        if p >= u64::from(PARTITIONS) || !reported.insert(p) {
+            return Err(check_failed(format!("a report for partition {p}, unknown or repeated")));
+        }
+        total += count;
+        violations += bad;
+    }
+    if violations > 0 {
+        return Err(check_failed(format!(
+            "{violations} per-key order violations (see the consumers' messages)"
+        )));
+    }
+    children.wait_all(Duration::from_secs(10))?;
+    if total != PRODUCERS * PER_PRODUCER {
+        return Err(check_failed(format!(
+            "the consumers got {total} messages, {} were published",
+            PRODUCERS * PER_PRODUCER
+        )));
+    }
+    println!("per-key FIFO held for {total} messages");
+    Ok(())
+}
+
+/// A producer: per-key sequence numbers, then an end marker per partition.
+fn producer(name: &str, id: u64) -> Result<()> {
+    let region = Region::open(name)?;
+    let orders = region.topic("orders")?;
+    let mut next = [1u64; KEYS.len()];
+    // A small xorshift generator: each producer picks keys in its own order.
+    let mut state = 0x9e37_79b9_7f4a_7c15 ^ (id + 1);
+    for _ in 0..PER_PRODUCER {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let k = (state % KEYS.len() as u64) as usize;
+        let mut loan = orders.loan(DATA, WAIT)?;
+        loan[..8].copy_from_slice(&id.to_le_bytes());
+        loan[8..16].copy_from_slice(&KEYS[k].to_le_bytes());
+        loan[16..].copy_from_slice(&next[k].to_le_bytes());
+        loan.publish(DATA, KEYS[k], WAIT)?;
+        next[k] += 1;
+    }
+    for p in 0..PARTITIONS {
+        orders.send(&id.to_le_bytes(), key_for(&orders, p)?, WAIT)?;
+    }
+    println!(
+        "producer {id} (pid {}): published {PER_PRODUCER} messages, per key {:?}",
+        std::process::id(),
+        next.map(|n| n - 1)
+    );
+    Ok(())
+}
+
+/// A consumer: checks the order of every (producer, key) stream of its
+/// partition until every producer's end marker has come.
+fn consumer(name: &str, partition: u32) -> Result<()> {
+    let region = Region::open(name)?;
+    let orders = region.topic("orders")?;
+    let results = region.topic("results")?;
+    let mut last: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut ended = HashSet::new();
+    let (mut count, mut violations) = (0u64, 0u64);
+    while (ended.len() as u64) < PRODUCERS {
+        let message = orders.receive(partition, WAIT)?; // a view into shared memory
+        let producer = field(&message, 0)?;
+        if producer >= PRODUCERS {
+            return Err(check_failed(format!(
+                "a message from unknown producer {producer} in partition {partition}"
+            )));
+        }
+        match message.len() {
+            END => {
+                ended.insert(producer);
+            }
+            DATA => {
+                let (key, seq) = (field(&message, 1)?, field(&message, 2)?);
+                count += 1;
+                let previous = last.insert((producer, key), seq).unwrap_or(0);
+                let problem = if orders.partition_of(key) != partition {
+                    Some(format!("key {key} belongs to partition {}", orders.partition_of(key)))
+                } else if ended.contains(&producer) {
+                    Some(format!("producer {producer} sent key {key} #{seq} after its end marker"))
+                } else if seq != previous + 1 {
+                    Some(format!("producer {producer}, key {key}: #{seq} came after #{previous}"))
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    violations += 1;
+                    eprintln!("consumer of partition {partition}: ORDER VIOLATED: {problem}");
+                }
+            }
+            other => {
+                return Err(check_failed(format!("a message of {other} bytes in partition {partition}")))
+            }
+        }
+        // `message` is dropped here: its chunk goes back to the pool.
+    }
+    let mut report = [0u8; 24];
+    report[..8].copy_from_slice(&u64::from(partition).to_le_bytes());
+    report[8..16].copy_from_slice(&count.to_le_bytes());
+    report[16..].copy_from_slice(&violations.to_le_bytes());
+    results.send(&report, 0, WAIT)?;
+    if violations > 0 {
+        return Err(check_failed(format!("{violations} order violations in partition {partition}")));
+    }
+    println!(
+        "consumer of partition {partition} (pid {}): {count} messages in {} (producer, key) streams, each in order",
+        std::process::id(),
+        last.len()
+    );
+    Ok(())
+}
+
+/// A key that lands in `partition`.
+fn key_for(topic: &Topic<'_>, partition: u32) -> Result<u64> {
+    (0..1 << 20)
+        .find(|&k| topic.partition_of(k) == partition)
+        .ok_or_else(|| check_failed(format!("no key found for partition {partition}")))
+}
+
+/// The `i`-th little-endian u64 of a message (whose bytes another process
+/// wrote: a short message is an error, not a panic).
+fn field(message: &[u8], i: usize) -> Result<u64> {
+    message
+        .get(8 * i..8 * i + 8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| check_failed(format!("a message of {} bytes has no field {i}", message.len())))
+}
+
+/// A failed check of this example's own.
+fn check_failed(what: String) -> Error {
+    Error::Io { context: "check failed".into(), source: io::Error::new(io::ErrorKind::InvalidData, what) }
+}
+
+/// The child processes of this run. Any still running when this is
+/// dropped (the parent failed half-way) are killed, so that nothing
+/// outlives the run.
+#[derive(Default)]
+struct Children(Vec<(String, Child)>);
+
+impl Children {
+    /// Starts a copy of this program with `args`.
+    fn spawn(&mut self, label: String, args: &[&str]) -> Result<()> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Io { context: "cannot find this program's executable".into(), source: e })?;
+        let child = Command::new(exe)
+            .args(args)
+            .spawn()
+            .map_err(|e| Error::Io { context: format!("cannot start {label}"), source: e })?;
+        self.0.push((label, child));
+        Ok(())
+    }
+
+    /// Waits up to `timeout` in all for every child to exit successfully.
+    fn wait_all(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        for (label, child) in &mut self.0 {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) if status.success() => break,
+                    Ok(Some(status)) => {
+                        return Err(Error::Io {
+                            context: format!("{label} failed"),
+                            source: io::Error::other(status.to_string()),
+                        })
+                    }
+                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                    Ok(None) => {
+                        return Err(Error::Io {
+                            context: format!("{label} did not exit within {timeout:?}"),
+                            source: io::ErrorKind::TimedOut.into(),
+                        })
+                    }
+                    Err(e) => {
+                        return Err(Error::Io { context: format!("cannot wait for {label}"), source: e })
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}

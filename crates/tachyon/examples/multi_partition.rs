@@ -1,0 +1,238 @@
+//! One consumer process per partition of a topic.
+//!
+//! The parent creates a region with a 4-partition topic `events` and starts
+//! four copies of itself, each consuming one partition. It then publishes
+//! 100000 messages with 1000 different keys (the key decides the partition:
+//! one key always lands in the same one) and, when done, an empty message
+//! into each partition that tells its consumer to stop. Each consumer counts
+//! what it received, checks that every message's key belongs to its
+//! partition, prints its count and reports count and checksum back on a
+//! second topic, `results`. The parent checks every partition against what
+//! it published there and that the counts add up to the total.
+//!
+//! ```text
+//! cargo run --release --example multi_partition
+//! ```
+
+use std::collections::HashSet;
+use std::io;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tachyon::bus::{Region, RegionConfig, Topic, TopicConfig};
+use tachyon::{Error, Result};
+
+const PARTITIONS: u32 = 4;
+const MESSAGES: u64 = 100_000;
+const KEYS: u64 = 1000;
+/// Bytes per message: key, message number, and padding.
+const SIZE: usize = 64;
+/// How long one loan, publish or receive may wait: a process that stops
+/// answering ends the run with an error instead of a hang.
+const WAIT: Option<Duration> = Some(Duration::from_secs(10));
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [role, name, partition] = args.as_slice() {
+        if role == "consumer" {
+            let partition = partition
+                .parse()
+                .map_err(|_| Error::InvalidArgument { what: format!("bad partition {partition:?}") })?;
+            return consumer(name, partition);
+        }
+    }
+    let name = format!("multi-partition-{}", std::process::id());
+    let region =
+        Region::create(&name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    let outcome = producer(&region, &name);
+    // A region is persistent: remove it whether or not the run went well.
+    drop(region);
+    let removed = Region::remove(&name);
+    outcome.and(removed)
+}
+
+/// The parent: starts the consumers, publishes, checks their reports.
+fn producer(region: &Region, name: &str) -> Result<()> {
+    let events = region.create_topic(
+        "events",
+        TopicConfig { partitions: PARTITIONS, capacity: 1024, ..Default::default() },
+    )?;
+    let results =
+        region.create_topic("results", TopicConfig { partitions: 1, capacity: 16, ..Default::default() })?;
+    let mut consumers = Children::default();
+    for p in 0..PARTITIONS {
+        consumers.spawn(format!("the consumer of partition {p}"), &["consumer", name, &p.to_string()])?;
+    }
+    println!(
+        "producer (pid {}): publishing {MESSAGES} messages with {KEYS} keys to {PARTITIONS} partitions",
+        std::process::id()
+    );
+
+    // What each partition should receive: message count and sum of numbers.
+    let mut expected = [(0u64, 0u64); PARTITIONS as usize];
+    let started = Instant::now();
+    for i in 0..MESSAGES {
+        // Keys in a scrambled order, so that the partitions interleave.
+        let key = i.wrapping_mul(7919) % KEYS;
+        let mut loan = events.loan(SIZE, WAIT)?;
+        loan[..8].copy_from_slice(&key.to_le_bytes());
+        loan[8..16].copy_from_slice(&i.to_le_bytes());
+        loan[16..].fill(0);
+        loan.publish(SIZE, key, WAIT)?;
+        let slot = &mut expected[events.partition_of(key) as usize];
+        slot.0 += 1;
+        slot.1 = slot.1.wrapping_add(i);
+    }
+    // Every consumer stops at an empty message in its partition.
+    for p in 0..PARTITIONS {
+        events.send(&[], key_for(&events, p)?, WAIT)?;
+    }
+    let published = started.elapsed();
+
+    // Each consumer reports (partition, count, sum of message numbers).
+    let mut total = 0;
+    let mut reported = [false; PARTITIONS as usize];
+    for _ in 0..PARTITIONS {
+        let report = results.receive(0, WAIT)?;
+        let [p, count, sum] = [field(&report, 0)?, field(&report, 1)?, field(&report, 2)?];
+        let Some(seen) = reported.get_mut(p as usize).filter(|seen| !**seen) else {
+            return Err(check_failed(format!("a report for partition {p}, unknown or repeated")));
+        };
+        *seen = true;
+        let (want_count, want_sum) = expected[p as usize];
+        if (count, sum) != (want_count, want_sum) {
+            return Err(check_failed(format!(
+                "partition {p}: consumer got {count} messages (sum {sum}), {want_count} were published (sum {want_sum})"
+            )));
+        }
+        total += count;
+    }
+    consumers.wait_all(Duration::from_secs(10))?;
+    if total != MESSAGES {
+        return Err(check_failed(format!(
+            "the consumers got {total} messages in all, {MESSAGES} were published"
+        )));
+    }
+    println!(
+        "producer: all {PARTITIONS} consumers done; {total} of {MESSAGES} messages received, count and checksum right in every partition ({:.1} ms to publish)",
+        published.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
+/// A consumer: takes every message of `partition` until the empty one.
+fn consumer(name: &str, partition: u32) -> Result<()> {
+    let region = Region::open(name)?;
+    let events = region.topic("events")?;
+    let results = region.topic("results")?;
+    let (mut count, mut sum) = (0u64, 0u64);
+    let mut keys = HashSet::new();
+    loop {
+        let message = events.receive(partition, WAIT)?; // a view into shared memory
+        if message.is_empty() {
+            break;
+        }
+        let key = field(&message, 0)?;
+        if events.partition_of(key) != partition {
+            return Err(check_failed(format!(
+                "partition {partition} received key {key}, which belongs to another"
+            )));
+        }
+        keys.insert(key);
+        count += 1;
+        sum = sum.wrapping_add(field(&message, 1)?);
+        // `message` is dropped here: its chunk goes back to the pool.
+    }
+    println!(
+        "consumer of partition {partition} (pid {}): {count} messages, {} distinct keys",
+        std::process::id(),
+        keys.len()
+    );
+    let mut report = [0u8; 24];
+    report[..8].copy_from_slice(&u64::from(partition).to_le_bytes());
+    report[8..16].copy_from_slice(&count.to_le_bytes());
+    report[16..].copy_from_slice(&sum.to_le_bytes());
+    results.send(&report, 0, WAIT)
+}
+
+/// A key that lands in `partition`.
+fn key_for(topic: &Topic<'_>, partition: u32) -> Result<u64> {
+    (0..1 << 20)
+        .find(|&k| topic.partition_of(k) == partition)
+        .ok_or_else(|| check_failed(format!("no key found for partition {partition}")))
+}
+
+/// The `i`-th little-endian u64 of a message (whose bytes another process
+/// wrote: a short message is an error, not a panic).
+fn field(message: &[u8], i: usize) -> Result<u64> {
+    message
+        .get(8 * i..8 * i + 8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| check_failed(format!("a message of {} bytes has no field {i}", message.len())))
+}
+
+/// A failed check of this example's own (a lost, repeated or misrouted
+/// message).
+fn check_failed(what: String) -> Error {
+    Error::Io { context: "check failed".into(), source: io::Error::new(io::ErrorKind::InvalidData, what) }
+}
+
+/// The child processes of this run. Any still running when this is
+/// dropped (the parent failed half-way) are killed, so that nothing
+/// outlives the run.
+#[derive(Default)]
+struct Children(Vec<(String, Child)>);
+
+impl Children {
+    /// Starts a copy of this program with `args`.
+    fn spawn(&mut self, label: String, args: &[&str]) -> Result<()> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Io { context: "cannot find this program's executable".into(), source: e })?;
+        let child = Command::new(exe)
+            .args(args)
+            .spawn()
+            .map_err(|e| Error::Io { context: format!("cannot start {label}"), source: e })?;
+        self.0.push((label, child));
+        Ok(())
+    }
+
+    /// Waits up to `timeout` in all for every child to exit successfully.
+    fn wait_all(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        for (label, child) in &mut self.0 {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) if status.success() => break,
+                    Ok(Some(status)) => {
+                        return Err(Error::Io {
+                            context: format!("{label} failed"),
+                            source: io::Error::other(status.to_string()),
+                        })
+                    }
+                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                    Ok(None) => {
+                        return Err(Error::Io {
+                            context: format!("{label} did not exit within {timeout:?}"),
+                            source: io::ErrorKind::TimedOut.into(),
+                        })
+                    }
+                    Err(e) => {
+                        return Err(Error::Io { context: format!("cannot wait for {label}"), source: e })
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
