@@ -6,7 +6,6 @@ mod common;
 
 use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::segment::name::SegmentName;
@@ -279,7 +278,7 @@ fn a_global_name_is_refused_to_another_user() {
     let seg = Segment::create(&name, 4096).unwrap();
     assert!(seg.path().file_name().unwrap().to_str().unwrap().starts_with("tachyon.global."));
     // A child running as `nobody` may neither open nor create it.
-    let mut child = common::child_command(ENTRY, "refused", &name).uid(65534).gid(65534).spawn().unwrap();
+    let mut child = common::child_command_as(ENTRY, "refused", &name, 65534, 65534).spawn().unwrap();
     assert_eq!(wait_child(&mut child, LIMIT), Some(0), "the other user must get PermissionDenied");
     drop(seg);
 
@@ -287,12 +286,13 @@ fn a_global_name_is_refused_to_another_user() {
     let name = format!(r"Global\{}", unique("global-nobody"));
     let path = path_of(&name);
     let mut child =
-        common::child_command(ENTRY, "create-global-and-hang", &name).uid(65534).gid(65534).spawn().unwrap();
+        common::child_command_as(ENTRY, "create-global-and-hang", &name, 65534, 65534).spawn().unwrap();
     assert!(wait_for(LIMIT, || path.exists()));
     assert!(matches!(Segment::open(&name), Err(Error::PermissionDenied { .. })));
     assert!(matches!(Segment::create(&name, 64), Err(Error::PermissionDenied { .. })));
     kill(&mut child);
     let _ = std::fs::remove_file(&path);
+    common::remove_copied_binary();
 }
 
 // ---- damaged files -------------------------------------------------------

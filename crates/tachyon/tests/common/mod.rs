@@ -28,6 +28,40 @@ pub fn child_command(entry: &str, role: &str, arg: &str) -> Command {
     cmd
 }
 
+/// Like [`child_command`], but the child runs as `uid`/`gid`. The test
+/// binary is copied to a world-readable temporary folder first, so that the
+/// other user can execute it wherever the checkout lives.
+pub fn child_command_as(entry: &str, role: &str, arg: &str, uid: u32, gid: u32) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = copied_binary_dir();
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    let exe = dir.join("test-binary");
+    if !exe.exists() {
+        std::fs::copy(std::env::current_exe().expect("current exe"), &exe).expect("copy test binary");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod binary");
+    }
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", entry, "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, role)
+        .env(ARG_ENV, arg)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .uid(uid)
+        .gid(gid);
+    cmd
+}
+
+fn copied_binary_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tachyon-test-bin-{}", std::process::id()))
+}
+
+/// Removes the copy made by [`child_command_as`].
+pub fn remove_copied_binary() {
+    let _ = std::fs::remove_dir_all(copied_binary_dir());
+}
+
 /// Starts `role` in a child process.
 pub fn spawn(entry: &str, role: &str, arg: &str) -> Child {
     child_command(entry, role, arg).spawn().expect("spawn child")
