@@ -354,3 +354,33 @@ fn region_and_topic_errors() {
     Region::remove(&name).unwrap();
     assert!(matches!(Region::open(&name), Err(Error::NotFound { .. })));
 }
+
+#[test]
+fn a_damaged_region_header_or_topic_entry_is_corrupt_not_a_crash() {
+    use tachyon::Kind;
+    let name = unique("bus-damaged");
+    let _cleanup = Cleanup(name.clone());
+    {
+        let region = small_region(&name);
+        region.create_topic("t", TopicConfig::default()).unwrap();
+    }
+    let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+    let word = |off: usize| raw.get::<AtomicU64>(off).unwrap();
+    // Class counts, offsets, sizes: each forged value is refused.
+    for (off, value) in [(128, u64::MAX), (128, 0x3ff_bfff_0000_0000), (40, 7), (200, 1 << 40), (216, 0)] {
+        let old = word(off).swap(value, Ordering::SeqCst);
+        assert!(matches!(Region::open(&name), Err(Error::Corrupt { .. })), "offset {off} = {value:#x}");
+        word(off).store(old, Ordering::SeqCst);
+    }
+    // A topic whose rings would lie outside the ring arena.
+    let ring_off = 1536 + 16;
+    for value in [u64::MAX - 63, 0, 512] {
+        let old = word(ring_off).swap(value, Ordering::SeqCst);
+        let region = Region::open(&name).unwrap();
+        assert!(matches!(region.topic("t"), Err(Error::Corrupt { .. })), "ring offset {value:#x}");
+        drop(region);
+        word(ring_off).store(old, Ordering::SeqCst);
+    }
+    let region = Region::open(&name).unwrap();
+    region.topic("t").unwrap().send(b"still fine", 0, SHORT).unwrap();
+}

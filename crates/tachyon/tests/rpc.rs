@@ -273,3 +273,26 @@ fn async_handlers_run_without_a_runtime() {
     assert_eq!(owner.request(b"abc", LONG).unwrap(), b"cba");
     assert!(matches!(owner.request(b"", LONG), Err(Error::Remote(t)) if t.starts_with("empty request")));
 }
+
+#[test]
+fn message_limits_are_agreed_between_the_ends() {
+    let name = unique("rpc-limits");
+    let owner =
+        RpcBuffer::builder(&name).handler(|_, _: &[u8]| Ok::<_, String>(vec![7; 8192])).create().unwrap();
+    let opener = RpcBuffer::builder(&name)
+        .max_message(1024)
+        .handler(|_, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+        .open()
+        .unwrap();
+    // The owner knows the opener's limit: refused at once, not timed out.
+    match owner.request(&[0; 4096], LONG) {
+        Err(Error::MessageTooLarge { size: 4096, max: 1024 }) => {}
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    assert_eq!(owner.request(&[1; 1000], LONG).unwrap(), vec![1; 1000]);
+    // A response too large for the requester comes back as an error.
+    match opener.request(b"big answer please", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("8192"), "{text}"),
+        other => panic!("expected Remote, got {other:?}"),
+    }
+}

@@ -10,6 +10,7 @@
 //!     64  first chunk of each class                            (8 x u64)
 //!    128  chunks in each class                                 (8 x u64)
 //!    192  control mutex (creating topics)
+//!    200  recorded configuration: size, ring arena, class weights
 //!    256  free list of each class                              (8 x 16 B)
 //!    384  "a chunk was freed" wait cell
 //!    448  data offset of each class                            (8 x u64)
@@ -21,8 +22,10 @@
 //! ```
 //!
 //! The creator writes all of it before the region gets its name
-//! (`Segment::create_with`); an opener recomputes the layout from the
-//! recorded configuration and checks every stored offset against it.
+//! (`Segment::create_with`); an opener validates the recorded configuration
+//! as a caller's would be, recomputes the layout from it and requires every
+//! stored offset to match, so no offset or count from shared memory is used
+//! unchecked.
 
 use super::pool::{ChunkMeta, FreeList, FREE};
 use super::topic::{Topic, TopicConfig, TopicEntry, TopicInfo, PARTITION_HEADER};
@@ -50,6 +53,9 @@ const OFF_TOTAL_CHUNKS: usize = 48;
 const OFF_CLASS_FIRST: usize = 64;
 const OFF_CLASS_COUNT: usize = 128;
 pub(crate) const OFF_CONTROL: usize = 192;
+const OFF_CFG_SIZE: usize = 200;
+const OFF_CFG_RING_ARENA: usize = 208;
+const OFF_CFG_WEIGHTS: usize = 216; // 8 x u32, two per u64
 const OFF_FREE_LISTS: usize = 256;
 const OFF_FREED: usize = 384;
 const OFF_CLASS_DATA: usize = 448;
@@ -124,7 +130,7 @@ impl RegionConfig {
         if !(1..=1024).contains(&self.max_topics) {
             return bad(format!("max_topics must be 1 to 1024, not {}", self.max_topics));
         }
-        if self.ring_arena < PARTITION_HEADER + 32 {
+        if self.ring_arena < PARTITION_HEADER + 32 || self.ring_arena > self.size {
             return bad(format!("ring_arena of {} bytes cannot hold one partition", self.ring_arena));
         }
         let weights: u64 = self.class_weights.iter().map(|&w| u64::from(w)).sum();
@@ -232,6 +238,13 @@ impl Region {
                 };
                 put(OFF_VERSION, LAYOUT_VERSION as usize)?;
                 put(OFF_MAX_TOPICS, config.max_topics)?;
+                put(OFF_CFG_SIZE, config.size)?;
+                put(OFF_CFG_RING_ARENA, config.ring_arena)?;
+                for pair in 0..4 {
+                    let w = u64::from(config.class_weights[2 * pair])
+                        | u64::from(config.class_weights[2 * pair + 1]) << 32;
+                    seg.get::<AtomicU64>(OFF_CFG_WEIGHTS + 8 * pair)?.store(w, Ordering::Relaxed);
+                }
                 put(OFF_ARENA, layout.arena)?;
                 put(OFF_ARENA_SIZE, layout.arena_size)?;
                 put(OFF_METAS, layout.metas)?;
@@ -266,50 +279,38 @@ impl Region {
         if get(OFF_VERSION)? != LAYOUT_VERSION {
             return Err(bad("region layout version", get(OFF_VERSION)?));
         }
-        let max_topics = get(OFF_MAX_TOPICS)?;
-        let arena_size = get(OFF_ARENA_SIZE)?;
-        // Recompute the layout from what the creator chose; every stored
-        // offset must match it exactly.
-        let mut recorded = Layout {
-            arena: get(OFF_ARENA)? as usize,
-            arena_size: arena_size as usize,
-            metas: get(OFF_METAS)? as usize,
-            total_chunks: get(OFF_TOTAL_CHUNKS)? as usize,
-            class_first: [0; 8],
-            class_count: [0; 8],
-            class_data: [0; 8],
+        // Recompute the whole layout from the configuration the creator
+        // recorded (validated like a caller's), and require every stored
+        // offset to be exactly that: nothing else from the header is used.
+        let mut weights = [0u32; 8];
+        for (c, w) in weights.iter_mut().enumerate() {
+            *w = (get(OFF_CFG_WEIGHTS + 8 * (c / 2))? >> (32 * (c % 2))) as u32;
+        }
+        let config = RegionConfig {
+            size: usize::try_from(get(OFF_CFG_SIZE)?).map_err(|_| bad("region size", 0))?,
+            max_topics: usize::try_from(get(OFF_MAX_TOPICS)?).map_err(|_| bad("max_topics", 0))?,
+            ring_arena: usize::try_from(get(OFF_CFG_RING_ARENA)?).map_err(|_| bad("ring arena", 0))?,
+            class_weights: weights,
         };
+        if config.size != seg.size() {
+            return Err(bad("region size", config.size as u64));
+        }
+        let layout = config.layout().map_err(|_| bad("region configuration", config.size as u64))?;
+        let mut recorded =
+            vec![get(OFF_ARENA)?, get(OFF_ARENA_SIZE)?, get(OFF_METAS)?, get(OFF_TOTAL_CHUNKS)?];
+        let mut expected = vec![layout.arena, layout.arena_size, layout.metas, layout.total_chunks];
         for c in 0..8 {
-            recorded.class_first[c] = get(OFF_CLASS_FIRST + 8 * c)? as usize;
-            recorded.class_count[c] = get(OFF_CLASS_COUNT + 8 * c)? as usize;
-            recorded.class_data[c] = get(OFF_CLASS_DATA + 8 * c)? as usize;
+            recorded.extend([
+                get(OFF_CLASS_FIRST + 8 * c)?,
+                get(OFF_CLASS_COUNT + 8 * c)?,
+                get(OFF_CLASS_DATA + 8 * c)?,
+            ]);
+            expected.extend([layout.class_first[c], layout.class_count[c], layout.class_data[c]]);
         }
-        if max_topics == 0 || max_topics > 1024 {
-            return Err(bad("max_topics", max_topics));
-        }
-        let expected_arena = round_up(OFF_TOPICS + max_topics as usize * TOPIC_ENTRY, 64);
-        let sane = recorded.arena == expected_arena
-            && recorded.arena_size % 64 == 0
-            && recorded.metas == recorded.arena + recorded.arena_size
-            && recorded.total_chunks == recorded.class_count.iter().sum::<usize>()
-            && (0..8).all(|c| {
-                recorded.class_first[c] == recorded.class_count[..c].iter().sum::<usize>()
-                    && recorded.class_data[c]
-                        == if c == 0 {
-                            round_up(recorded.metas + recorded.total_chunks * 16, 64)
-                        } else {
-                            round_up(
-                                recorded.class_data[c - 1] + recorded.class_count[c - 1] * CLASS_SIZES[c - 1],
-                                64,
-                            )
-                        }
-            })
-            && round_up(recorded.class_data[7] + recorded.class_count[7] * CLASS_SIZES[7], 64) <= seg.size()
-            && recorded.total_chunks < u32::MAX as usize;
-        if !sane {
+        if recorded.iter().zip(&expected).any(|(&r, &e)| r != e as u64) {
             return Err(bad("region layout", seg.size() as u64));
         }
-        let region = Region { seg, layout: recorded, max_topics: max_topics as usize };
+        let region = Region { seg, layout, max_topics: config.max_topics };
         region.heartbeat();
         Ok(region)
     }
@@ -408,6 +409,11 @@ impl Region {
         Ok(self.entries()?.iter().position(|e| e.info().is_some_and(|i| i.name == name)))
     }
 
+    /// Where the ring arena lies in the data area.
+    pub(crate) fn arena(&self) -> std::ops::Range<usize> {
+        self.layout.arena..self.layout.arena + self.layout.arena_size
+    }
+
     pub(crate) fn entries(&self) -> Result<&[TopicEntry]> {
         self.seg.get_slice(OFF_TOPICS, self.max_topics)
     }
@@ -432,8 +438,7 @@ impl Region {
     pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
         let chunk = chunk as usize;
         (0..8).find(|&c| {
-            let first = self.layout.class_first[c];
-            chunk >= first && chunk < first + self.layout.class_count[c]
+            chunk.checked_sub(self.layout.class_first[c]).is_some_and(|i| i < self.layout.class_count[c])
         })
     }
 

@@ -244,15 +244,14 @@ impl<'r> Topic<'r> {
             },
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
-        let ring_off = entry.ring_off.load(Ordering::Relaxed) as usize;
-        // Every partition must lie inside the segment: `get_slice` checks.
-        region
-            .segment()
-            .get_slice::<Cell>(
-                ring_off + (cfg.partitions as usize - 1) * cfg.block() + PARTITION_HEADER,
-                cfg.capacity as usize,
-            )
-            .map_err(|_| bad("topic ring offset", ring_off as u64))?;
+        let raw_off = entry.ring_off.load(Ordering::Relaxed);
+        // The topic's rings must lie inside the ring arena.
+        let arena = region.arena();
+        let ring_off = usize::try_from(raw_off).map_err(|_| bad("topic ring offset", raw_off))?;
+        if ring_off < arena.start || ring_off.checked_add(cfg.ring_bytes()).is_none_or(|end| end > arena.end)
+        {
+            return Err(bad("topic ring offset", raw_off));
+        }
         Ok(Topic {
             region,
             entry,

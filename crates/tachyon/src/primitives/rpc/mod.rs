@@ -50,6 +50,8 @@ const CTL_OWNER: usize = 64;
 const CTL_OPENER: usize = 68;
 const CTL_OWNER_CLOSED: usize = 72;
 const CTL_OPENER_CLOSED: usize = 76;
+const CTL_OWNER_MAX: usize = 80;
+const CTL_OPENER_MAX: usize = 88;
 const CTL_SIZE: usize = 128;
 
 const OPEN: u8 = 0;
@@ -189,6 +191,7 @@ impl RpcBuilder {
             seg.get::<AtomicU64>(CTL_NODE_SIZE)?.store(self.node_size as u64, Ordering::Relaxed);
             seg.get::<AtomicU64>(CTL_VERSION)?.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
             seg.get::<AtomicU32>(CTL_OWNER)?.store(seg.token().raw(), Ordering::Relaxed);
+            seg.get::<AtomicU64>(CTL_OWNER_MAX)?.store(self.max_message as u64, Ordering::Relaxed);
             Ok(())
         })?;
         RpcBuffer::start(self, ctl, o2p, p2o, true)
@@ -233,6 +236,7 @@ impl RpcBuilder {
             }
             Err(_) => return Err(Error::Closed),
         }
+        ctl.get::<AtomicU64>(CTL_OPENER_MAX)?.store(self.max_message as u64, Ordering::SeqCst);
         let b = RpcBuilder { node_size: o2p.node_size(), ..self };
         RpcBuffer::start(b, ctl, p2o, o2p, false)
     }
@@ -376,8 +380,20 @@ impl RpcBuffer {
         let max_message = b.max_message;
         let reader = std::thread::Builder::new()
             .name(format!("tachyon-rpc-{}", if owner { "owner" } else { "opener" }))
-            .spawn(move || reader_inner.read_loop(max_message))
-            .map_err(|e| Error::io("start the rpc reader thread", e))?;
+            .spawn(move || reader_inner.read_loop(max_message));
+        let reader = match reader {
+            Ok(r) => r,
+            Err(e) => {
+                if !owner {
+                    // Not serving after all: let another opener come.
+                    if let Ok(t) = inner.ctl.get::<AtomicU32>(CTL_OPENER) {
+                        let me = inner.ctl.token().raw();
+                        let _ = t.compare_exchange(me, 0, Ordering::SeqCst, Ordering::SeqCst);
+                    }
+                }
+                return Err(Error::io("start the rpc reader thread", e));
+            }
+        };
         Ok(RpcBuffer { inner, reader: Some(reader) })
     }
 
@@ -612,8 +628,12 @@ impl Inner {
         msg: &[u8],
         deadline: Option<Instant>,
     ) -> Result<()> {
-        if msg.len() > self.max_message {
-            return Err(Error::MessageTooLarge { size: msg.len(), max: self.max_message });
+        // The smaller of this end's limit and the peer's (once it is known).
+        let peer = if self.owner { CTL_OPENER_MAX } else { CTL_OWNER_MAX };
+        let peer_max = self.ctl.get::<AtomicU64>(peer).map_or(0, |m| m.load(Ordering::Relaxed));
+        let max = if peer_max == 0 { self.max_message } else { self.max_message.min(peer_max as usize) };
+        if msg.len() > max {
+            return Err(Error::MessageTooLarge { size: msg.len(), max });
         }
         let room = self.tx.node_size() - HEADER;
         let count = packet_count(msg.len(), room);
@@ -664,15 +684,48 @@ impl Inner {
             });
             match got {
                 Ok(Assembled::Complete(h, payload)) => self.dispatch(h, payload),
+                Ok(Assembled::TooLarge(h)) => self.refuse(h, max_message),
                 Ok(Assembled::Incomplete) | Err(Error::Timeout) => {}
-                Ok(Assembled::Dropped(_)) | Err(_) => Stats::add(&self.stats.c.corrupt_packets, 1),
+                Ok(Assembled::Dropped(_)) => Stats::add(&self.stats.c.corrupt_packets, 1),
+                Err(_) => {
+                    // A ring that keeps failing (a damaged cell): count it and
+                    // do not spin on it.
+                    Stats::add(&self.stats.c.corrupt_packets, 1);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
+            Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
                 self.tick();
                 let stale = asm.expire(self.default_timeout * 2);
                 Stats::add(&self.stats.c.corrupt_packets, stale as u64);
             }
+        }
+    }
+
+    /// A message longer than this end accepts: a request is answered with
+    /// an error, a response fails its request; never silently dropped.
+    fn refuse(self: &Arc<Self>, h: Header, max: usize) {
+        Stats::add(&self.stats.c.errors, 1);
+        let too_large = Error::MessageTooLarge { size: h.total_len as usize, max };
+        match h.kind {
+            MsgType::Request => {
+                let inner = Arc::clone(self);
+                let text = format!("request refused: {too_large}");
+                self.pool.submit(Box::new(move || {
+                    let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+                    let deadline = Some(Instant::now() + inner.default_timeout);
+                    let _ = inner.send(MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
+                }));
+            }
+            MsgType::Response | MsgType::Error => {
+                let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
+                if let Some(slot) = slot {
+                    slot.complete(Err(too_large));
+                }
+            }
+            MsgType::Notify => {}
         }
     }
 
@@ -823,7 +876,8 @@ impl Drop for RequestFuture {
 /// Handler threads: a few kept ready, more started while all are busy, so
 /// that nested calls always find a thread.
 struct Pool {
-    tx: Mutex<mpsc::Sender<Job>>,
+    /// Jobs, each marked whether it was promised to an idle thread.
+    tx: Mutex<mpsc::Sender<(Job, bool)>>,
     /// Threads waiting for work, not yet promised a job.
     idle: Arc<AtomicUsize>,
     extra: Arc<AtomicUsize>,
@@ -831,37 +885,41 @@ struct Pool {
 
 impl Pool {
     fn new(threads: usize) -> Pool {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<(Job, bool)>();
         let rx = Arc::new(Mutex::new(rx));
         let idle = Arc::new(AtomicUsize::new(0));
         for i in 0..threads {
             let rx = Arc::clone(&rx);
-            let mine = Arc::clone(&idle);
-            idle.fetch_add(1, Ordering::SeqCst);
-            let spawned =
+            let idle = Arc::clone(&idle);
+            let _ =
                 std::thread::Builder::new().name(format!("tachyon-rpc-handler-{i}")).spawn(move || loop {
+                    // Available from now until it takes a job; a submitter that
+                    // promised the job to it has already taken that back.
+                    idle.fetch_add(1, Ordering::SeqCst);
                     let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     match job {
-                        Ok(job) => {
+                        Ok((job, promised)) => {
+                            if !promised {
+                                idle.fetch_sub(1, Ordering::SeqCst);
+                            }
                             job();
-                            mine.fetch_add(1, Ordering::SeqCst);
                         }
                         Err(_) => return, // the channel is gone
                     }
                 });
-            if spawned.is_err() {
-                idle.fetch_sub(1, Ordering::SeqCst);
-            }
         }
         Pool { tx: Mutex::new(tx), idle, extra: Arc::new(AtomicUsize::new(0)) }
     }
 
     fn submit(&self, job: Job) {
+        let send = |job: Job, promised: bool| {
+            let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send((job, promised));
+        };
         // Promise the job to an idle thread, if there is one.
         if self.idle.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |i| i.checked_sub(1)).is_ok() {
-            let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job);
-            return;
+            return send(job, true);
         }
+        // All busy (nested calls, slow handlers): a thread for this job.
         if self.extra.fetch_add(1, Ordering::SeqCst) < MAX_EXTRA_THREADS {
             let extra = Arc::clone(&self.extra);
             let job = Arc::new(Mutex::new(Some(job)));
@@ -877,14 +935,13 @@ impl Pool {
                 return;
             }
             self.extra.fetch_sub(1, Ordering::SeqCst);
-            // Could not start a thread: queue it.
             if let Some(job) = job.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+                send(job, false);
             }
             return;
         }
         self.extra.fetch_sub(1, Ordering::SeqCst);
-        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+        send(job, false);
     }
 }
 

@@ -99,6 +99,9 @@ pub(crate) enum Assembled {
     /// The packet was invalid and was dropped (with any partial message it
     /// belonged to).
     Dropped(&'static str),
+    /// The first packet of a message longer than this end accepts: the
+    /// message is refused (its other packets will be dropped too).
+    TooLarge(Header),
 }
 
 struct Partial {
@@ -109,15 +112,51 @@ struct Partial {
 }
 
 /// Rebuilds messages from packets.
+///
+/// Memory is bounded whatever the peer writes: a partial message's buffer
+/// grows only with the bytes that actually came (never reserved from the
+/// length a header claims), and the bytes held by all partial messages
+/// together are capped; past the cap the oldest partial messages are given
+/// up.
 pub(crate) struct Reassembler {
     room: usize,
     max_message: usize,
     partial: HashMap<u64, Partial>,
+    /// Payload bytes held by partial messages.
+    held: usize,
+    /// The most `held` may reach.
+    cap: usize,
+    /// Partial messages given up to respect `cap`, not yet reported.
+    pub given_up: u64,
 }
 
 impl Reassembler {
     pub(crate) fn new(node_size: usize, max_message: usize) -> Self {
-        Reassembler { room: node_size - HEADER, max_message, partial: HashMap::new() }
+        Reassembler {
+            room: node_size - HEADER,
+            max_message,
+            partial: HashMap::new(),
+            held: 0,
+            cap: max_message.saturating_mul(2).max(64 << 20),
+            given_up: 0,
+        }
+    }
+
+    fn forget(&mut self, id: u64) {
+        if let Some(p) = self.partial.remove(&id) {
+            self.held -= p.buf.len();
+        }
+    }
+
+    /// Makes room for `more` bytes by giving up the oldest partials.
+    fn make_room(&mut self, more: usize) {
+        while self.held + more > self.cap {
+            let Some(oldest) = self.partial.iter().min_by_key(|(_, p)| p.started).map(|(id, _)| *id) else {
+                return;
+            };
+            self.forget(oldest);
+            self.given_up += 1;
+        }
     }
 
     /// Takes one packet (header and payload, as read from a node).
@@ -129,31 +168,35 @@ impl Reassembler {
         let payload = &packet[HEADER..];
         let total = h.total_len as usize;
         if total > self.max_message {
-            self.partial.remove(&h.msg_id);
-            return Assembled::Dropped("message larger than the maximum message size");
+            self.forget(h.msg_id);
+            return if h.index == 0 {
+                Assembled::TooLarge(h)
+            } else {
+                Assembled::Dropped("message larger than the maximum message size")
+            };
         }
         if h.count as usize != packet_count(total, self.room) {
-            self.partial.remove(&h.msg_id);
+            self.forget(h.msg_id);
             return Assembled::Dropped("packet count does not match the message length");
         }
         let offset = h.index as usize * self.room;
         if payload.len() != (total - offset).min(self.room) {
-            self.partial.remove(&h.msg_id);
+            self.forget(h.msg_id);
             return Assembled::Dropped("packet payload has the wrong length");
         }
         if h.count == 1 {
             return Assembled::Complete(h, payload.to_vec());
         }
+        self.make_room(payload.len());
         if h.index == 0 {
-            let mut buf = Vec::with_capacity(total);
-            buf.extend_from_slice(payload);
-            if self
-                .partial
-                .insert(h.msg_id, Partial { first: h, buf, next: 1, started: Instant::now() })
-                .is_some()
-            {
+            if self.partial.contains_key(&h.msg_id) {
+                self.forget(h.msg_id);
                 return Assembled::Dropped("message id reused while its message was incomplete");
             }
+            // Only the bytes that came: never reserve what a header claims.
+            let buf = payload.to_vec();
+            self.held += buf.len();
+            self.partial.insert(h.msg_id, Partial { first: h, buf, next: 1, started: Instant::now() });
             return Assembled::Incomplete;
         }
         let Some(p) = self.partial.get_mut(&h.msg_id) else {
@@ -165,15 +208,17 @@ impl Reassembler {
             || h.total_len != f.total_len
             || h.response_to != f.response_to
         {
-            self.partial.remove(&h.msg_id);
+            self.forget(h.msg_id);
             return Assembled::Dropped("packet does not continue its message");
         }
         p.buf.extend_from_slice(payload);
         p.next += 1;
+        self.held += payload.len();
         if p.next < h.count {
             return Assembled::Incomplete;
         }
         let p = self.partial.remove(&h.msg_id).expect("present above");
+        self.held -= p.buf.len();
         Assembled::Complete(p.first, p.buf)
     }
 
@@ -181,7 +226,15 @@ impl Reassembler {
     /// `older_than` (their sender gave up or died); returns how many.
     pub(crate) fn expire(&mut self, older_than: Duration) -> usize {
         let before = self.partial.len();
-        self.partial.retain(|_, p| p.started.elapsed() < older_than);
+        let mut freed = 0;
+        self.partial.retain(|_, p| {
+            let keep = p.started.elapsed() < older_than;
+            if !keep {
+                freed += p.buf.len();
+            }
+            keep
+        });
+        self.held -= freed;
         before - self.partial.len()
     }
 }
@@ -224,7 +277,7 @@ mod tests {
                 match r.push(p) {
                     Assembled::Complete(_, m) => out = Some(m),
                     Assembled::Incomplete => {}
-                    Assembled::Dropped(why) => panic!("{why}"),
+                    other => panic!("{other:?}"),
                 }
             }
             assert_eq!(out.as_deref(), Some(&msg[..]), "len {len}");
@@ -262,12 +315,28 @@ mod tests {
         assert_eq!(r.push(&[0; 10]), Assembled::Dropped("packet shorter than its header"));
         let mut p = vec![0u8; HEADER];
         Header { total_len: 5000, ..h(1) }.encode(&mut p);
-        assert!(matches!(r.push(&p), Assembled::Dropped(_)), "larger than the maximum");
+        assert!(matches!(r.push(&p), Assembled::TooLarge(_)), "larger than the maximum");
         Header { total_len: 10, ..h(1) }.encode(&mut p);
         assert!(matches!(r.push(&p), Assembled::Dropped(_)), "payload length lies");
         let mut q = vec![0u8; HEADER + 32];
         Header { total_len: 40, count: 2, index: 1, ..h(3) }.encode(&mut q);
         assert!(matches!(r.push(&q[..HEADER + 8]), Assembled::Dropped(_)), "continuation without a start");
+    }
+
+    #[test]
+    fn partial_messages_hold_bounded_memory() {
+        // Many first packets of huge messages: memory grows with the bytes
+        // that came, and stays under the cap.
+        let node = 4096;
+        let mut r = Reassembler::new(node, 16 << 20);
+        for id in 0..20_000u64 {
+            let mut p = vec![0u8; node];
+            let count = packet_count(16 << 20, node - HEADER) as u32;
+            Header { total_len: 16 << 20, count, ..h(id) }.encode(&mut p);
+            assert_eq!(r.push(&p), Assembled::Incomplete);
+            assert!(r.held <= r.cap);
+        }
+        assert!(r.given_up > 0, "the oldest were given up");
     }
 
     proptest! {
