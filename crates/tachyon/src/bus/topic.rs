@@ -343,10 +343,19 @@ impl<'r> Topic<'r> {
 
     /// Copies `data` into a loan and publishes it (the copy path).
     pub fn send(&self, data: &[u8], key: u64, timeout: Option<Duration>) -> Result<()> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut loan = self.loan(data.len(), timeout)?;
+        // The clock is read only if the loan has to wait: the timeout is a
+        // deadline for the whole call.
+        let (mut loan, left) = match self.loan(data.len(), Some(Duration::ZERO)) {
+            Ok(loan) => (loan, timeout),
+            Err(Error::PoolExhausted { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
+                let start = Instant::now();
+                let loan = self.loan(data.len(), timeout)?;
+                (loan, timeout.map(|t| t.saturating_sub(start.elapsed())))
+            }
+            Err(e) => return Err(e),
+        };
         loan.copy_from_slice(data);
-        loan.publish(data.len(), key, deadline.map(|d| d.saturating_duration_since(Instant::now())))
+        loan.publish(data.len(), key, left)
     }
 
     /// Waits up to `timeout` for a message in `partition` and returns a
