@@ -12,7 +12,7 @@
 //! to the reader per second.
 
 use crate::payload;
-use crate::peer::{self, Peer};
+use crate::peer::{self, Fault, Peer, SLICE, STARTUP};
 use crate::pin::{self, Placement};
 use crate::rawring::{self, Patience, RawRing};
 use crate::stats::{self, Spread};
@@ -24,10 +24,6 @@ use std::time::{Duration, Instant};
 use tachyon::sync::WaitPolicy;
 use tachyon::CircularBuffer;
 
-/// How long one ring call may wait before the caller checks on its peer.
-const SLICE: Duration = Duration::from_millis(100);
-/// How long the peer may take to start and open the ring.
-const STARTUP: Duration = Duration::from_secs(10);
 /// How long the single-core memcpy reference runs per repetition.
 const MEMCPY_TIME: Duration = Duration::from_millis(150);
 
@@ -72,7 +68,8 @@ pub enum Policy {
 }
 
 impl Policy {
-    fn wait_policy(self) -> WaitPolicy {
+    /// The library's policy.
+    pub fn wait_policy(self) -> WaitPolicy {
         match self {
             Policy::Spin => WaitPolicy::Spin,
             Policy::Hybrid => WaitPolicy::Hybrid,
@@ -80,7 +77,8 @@ impl Policy {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// `spin`, `hybrid`, `futex`.
+    pub fn name(self) -> &'static str {
         match self {
             Policy::Spin => "spin",
             Policy::Hybrid => "hybrid",
@@ -476,37 +474,19 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The environment variable that makes the reader peer misbehave, for the
-/// tests that check the benchmark fails cleanly: `die:N` (exit before item
-/// N), `stall:N` (stop reading before item N), `lose:N` (read item N and
-/// forget it, as a transport that drops an item would).
-pub const FAULT_ENV: &str = "TACHYON_BENCH_FAULT";
-
-fn fault() -> Option<(String, u64)> {
-    let v = std::env::var(FAULT_ENV).ok()?;
-    let (kind, at) = v.split_once(':')?;
-    Some((kind.to_owned(), at.parse().ok()?))
-}
-
 /// Runs `one(seq)` for `seq` in `0..total`; times the items after the
-/// first `warmup`.
-fn timed(
+/// first `warmup`. A `lose:N` fault (see [`Fault`]) skips item N, so the
+/// check of the next one must fail.
+pub fn timed(
     total: u64,
     warmup: u64,
     mut one: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<Duration, String> {
-    let (fault_kind, fault_at) = fault().unwrap_or_default();
-    let fault_at = if fault_kind.is_empty() { u64::MAX } else { fault_at };
+    let fault = Fault::from_env();
     let mut start = Instant::now();
     for seq in 0..total {
-        if seq == fault_at {
-            match fault_kind.as_str() {
-                "die" => std::process::exit(3),
-                "stall" => loop {
-                    std::thread::sleep(Duration::from_secs(3600));
-                },
-                _ => one(seq)?, // "lose": the next check must fail
-            }
+        if fault.at(seq) {
+            one(seq)?; // a lost item: the next check must fail
         }
         one(seq).map_err(|e| format!("reader, item {seq}: {e}"))?;
         if seq + 1 == warmup {
@@ -577,6 +557,13 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
          reader, and carries a sequence number the reader checks. The ratios are medians of \
          per-repetition ratios: each run divided by the memcpy or raw-ring run of the same \
          repetition, which ran moments before it.\n"
+    );
+    let _ = writeln!(
+        out,
+        "Settings: at most {} or {} items per ring run; CircularBuffer wait policies: {}.\n",
+        stats::bytes(settings.volume),
+        settings.max_items,
+        settings.policies.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
     );
     // The .NET library's configuration, for the headline.
     let (size, nodes) = (1 << 20, 20);
@@ -702,4 +689,37 @@ pub fn csv(samples: &[Sample]) -> String {
         );
     }
     out
+}
+
+impl crate::suite::Group for Settings {
+    type Case = Case;
+    type Sample = Sample;
+
+    fn name(&self) -> &'static str {
+        "bandwidth"
+    }
+
+    fn cases(&self) -> Vec<Case> {
+        Settings::cases(self)
+    }
+
+    fn warmup_case(&self) -> Option<Case> {
+        Settings::cases(self).into_iter().find(|c| matches!(c, Case::Ring { .. }))
+    }
+
+    fn run(&self, case: Case, rep: usize) -> Result<Sample, String> {
+        run(case, self, rep)
+    }
+
+    fn progress(&self, s: &Sample) -> String {
+        format!("{:>7.2} GB/s {:>9} items/s", s.gbps(), stats::si(s.items_per_sec()))
+    }
+
+    fn render(&self, samples: &[Sample]) -> String {
+        render(self, samples)
+    }
+
+    fn csv(&self, samples: &[Sample]) -> String {
+        csv(samples)
+    }
 }

@@ -3,32 +3,44 @@
 //! run, and writes a markdown report.
 //!
 //! ```text
-//! cargo run --release -p tachyon-bench                # the default suite
-//! cargo run --release -p tachyon-bench -- --help      # sizes, nodes, reps, ...
+//! cargo run --release -p tachyon-bench                # every group
+//! cargo run --release -p tachyon-bench -- --group rpc # one group
+//! cargo run --release -p tachyon-bench -- --help      # sizes, counts, reps, ...
 //! ```
 //!
-//! Groups (one today):
+//! Groups:
 //!
 //! * `bandwidth`: `CircularBuffer` streaming bandwidth, against a
 //!   single-core memcpy and a raw SPSC ring of memcpys ([`bandwidth`]).
+//! * `rpc`: `RpcBuffer` request/response rate and round-trip latency,
+//!   against a Unix domain socket ([`rpc`]).
+//! * `topics`: topic round-trip latency and one-way throughput, copy and
+//!   loan paths, spin / hybrid / futex, against a Unix domain socket, a
+//!   pipe and a raw shared-memory ring ([`topics`]).
 //!
 //! The binary starts itself again as the peer process (`tachyon-bench peer
-//! reader ...`, hidden from `--help`). Every wait is bounded: a peer that
-//! dies or stalls fails the run with an error naming the configuration.
-//! See `docs/BENCHMARK.md`.
+//! ...`, hidden from `--help`). Every wait is bounded: a peer that dies or
+//! stalls fails the run with an error naming the configuration. See
+//! `docs/BENCHMARK.md`.
 
 mod bandwidth;
+mod kernel;
+mod latency;
 mod machine;
 mod payload;
 mod peer;
 mod pin;
 mod rawring;
+mod rpc;
 mod stats;
+mod suite;
+mod topics;
 
 use bandwidth::{Policy, Transport};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use suite::{Common, Group as _, Progress};
 
 /// Measures tachyon between two real processes against references measured
 /// in the same run, and writes a markdown report.
@@ -55,73 +67,142 @@ enum Command {
 enum PeerRole {
     /// Reads, checks and times the items of one ring run.
     Reader(bandwidth::ReaderArgs),
+    /// Answers the requests of one RPC run.
+    Rpc(rpc::PeerArgs),
+    /// Echoes or consumes the messages of one topics run.
+    Topics(topics::PeerArgs),
 }
 
 /// Groups of measurements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Group {
+    /// Every group.
+    All,
     /// CircularBuffer streaming bandwidth vs memcpy and a raw ring.
     Bandwidth,
+    /// RpcBuffer calls/s and round trips vs a Unix domain socket.
+    Rpc,
+    /// Topic round trips and throughput vs a Unix socket, a pipe, a raw ring.
+    Topics,
 }
 
 #[derive(Debug, clap::Args)]
 struct SuiteArgs {
     /// Groups to run.
-    #[arg(long = "group", value_enum, value_delimiter = ',', default_value = "bandwidth")]
+    #[arg(long = "group", value_enum, value_delimiter = ',', default_value = "all")]
     groups: Vec<Group>,
-
-    /// Item (= node) sizes: bytes, or with a unit (KiB, MiB).
-    #[arg(long, value_delimiter = ',', default_value = "1KiB,1MiB", value_parser = parse_size)]
-    sizes: Vec<usize>,
-
-    /// Node counts of the rings.
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,20,50")]
-    nodes: Vec<usize>,
-
-    /// Transports to measure (the raw ring is the reference for the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw-ring,cb-zero-copy,cb-copy")]
-    transports: Vec<Transport>,
-
-    /// Wait policies of the CircularBuffer runs (both ends).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
-    policies: Vec<Policy>,
 
     /// Repetitions of every configuration; the report gives the median and
     /// the range. Repetitions are interleaved: each one runs every
-    /// configuration once, so a noisy moment hits them all alike.
+    /// configuration of a group once, so a noisy moment hits them all alike.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     reps: u32,
 
-    /// Payload per ring run (then capped by --max-items).
-    #[arg(long, default_value = "2GiB", value_parser = parse_volume)]
-    volume: u64,
-
-    /// Most items per ring run (caps small items).
-    #[arg(long, default_value_t = 500_000)]
-    max_items: u64,
-
-    /// Do not pin the writer and the reader to two CPUs.
+    /// Do not pin this process and its peer to two CPUs.
     #[arg(long)]
     no_pin: bool,
 
-    /// The writer's and the reader's CPU (default: the first two this
+    /// This process's and the peer's CPU (default: the first two this
     /// process may use).
     #[arg(long, value_delimiter = ',', num_args = 1)]
     cpus: Option<Vec<usize>>,
 
-    /// Seconds a ring may stay full or empty before the run fails.
+    /// Seconds a transport may make no progress before the run fails.
     #[arg(long, default_value_t = 10)]
     stall_secs: u64,
 
-    /// Folder for report.md and samples.csv.
+    /// Folder for report.md and one CSV file per group.
     #[arg(long, default_value = "target/bench-report")]
     out: PathBuf,
+
+    /// bandwidth: item (= node) sizes: bytes, or with a unit (KiB, MiB).
+    #[arg(long, value_delimiter = ',', default_value = "1KiB,1MiB", value_parser = parse_size)]
+    sizes: Vec<usize>,
+
+    /// bandwidth: node counts of the rings.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,20,50")]
+    nodes: Vec<usize>,
+
+    /// bandwidth: transports to measure (the raw ring is the reference for
+    /// the ratios).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw-ring,cb-zero-copy,cb-copy")]
+    transports: Vec<Transport>,
+
+    /// bandwidth: wait policies of the CircularBuffer runs (both ends).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
+    policies: Vec<Policy>,
+
+    /// bandwidth: payload per ring run (then capped by --max-items).
+    #[arg(long, default_value = "2GiB", value_parser = parse_volume)]
+    volume: u64,
+
+    /// bandwidth: most items per ring run (caps small items).
+    #[arg(long, default_value_t = 500_000)]
+    max_items: u64,
+
+    /// rpc: timed calls per run with 1 KiB messages.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    rpc_calls: u64,
+
+    /// rpc: timed calls per run with 512,000-byte messages.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    rpc_large_calls: u64,
+
+    /// rpc: transports (the Unix socket is the reference for the ratios).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "unix,rpc")]
+    rpc_transports: Vec<rpc::Transport>,
+
+    /// rpc: wait policies of the RpcBuffer runs (both ends; hybrid is the
+    /// library's default).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid,futex")]
+    rpc_policies: Vec<Policy>,
+
+    /// topics: timed round trips per latency run.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    round_trips: u64,
+
+    /// topics: timed messages per throughput run.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    messages: u64,
+
+    /// topics: message size of the round trips.
+    #[arg(long, default_value = "256", value_parser = parse_message_size)]
+    latency_size: usize,
+
+    /// topics: message size of the throughput runs.
+    #[arg(long, default_value = "1KiB", value_parser = parse_message_size)]
+    throughput_size: usize,
+
+    /// topics: which measurements.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "latency,throughput")]
+    topic_tests: Vec<topics::Test>,
+
+    /// topics: wait policies of the topics (both ends).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid,futex")]
+    topic_policies: Vec<Policy>,
+
+    /// topics: descriptors per partition (and raw-ring slots).
+    #[arg(long, default_value_t = 1024)]
+    capacity: u32,
+
+    /// topics: transports (the Unix socket, the pipe and the raw ring are
+    /// the references for the ratios).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw-ring,unix,pipe,copy,loan")]
+    topic_transports: Vec<topics::Via>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let n = stats::parse_bytes(s)?;
     if n < payload::MIN_ITEM as u64 || n > u64::from(u32::MAX) {
         return Err(format!("{s}: item sizes must be {} B to 4 GiB", payload::MIN_ITEM));
+    }
+    Ok(n as usize)
+}
+
+fn parse_message_size(s: &str) -> Result<usize, String> {
+    let n = stats::parse_bytes(s)?;
+    if n < payload::MIN_ITEM as u64 || n > tachyon::bus::MAX_MESSAGE as u64 {
+        return Err(format!("{s}: topic messages must be {} B to 1 MiB", payload::MIN_ITEM));
     }
     Ok(n as usize)
 }
@@ -135,6 +216,10 @@ fn main() {
     let (who, result) = match cli.peer {
         Some(Command::Peer { role: PeerRole::Reader(args) }) => {
             ("tachyon-bench reader peer", bandwidth::reader(args))
+        }
+        Some(Command::Peer { role: PeerRole::Rpc(args) }) => ("tachyon-bench rpc peer", rpc::peer(args)),
+        Some(Command::Peer { role: PeerRole::Topics(args) }) => {
+            ("tachyon-bench topics peer", topics::peer(args))
         }
         None => ("tachyon-bench", suite(cli.suite)),
     };
@@ -151,47 +236,80 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     if let Some(&n) = args.nodes.iter().find(|&&n| !(2..=1 << 20).contains(&n)) {
         return Err(format!("--nodes: {n} is not a node count from 2 to 1048576"));
     }
+    if !args.capacity.is_power_of_two() || !(2..=tachyon::bus::MAX_CAPACITY).contains(&args.capacity) {
+        return Err(format!("--capacity: {} is not a power of two from 2 to 1048576", args.capacity));
+    }
+    let wants = |g: Group| args.groups.contains(&g) || args.groups.contains(&Group::All);
     sweep_stale_segments();
     let machine = machine::Machine::probe();
     let placement = pin::Placement::choose(args.no_pin, args.cpus.as_deref())?;
     if let pin::Placement::Pinned { writer, .. } = placement {
         pin::pin_to(writer)?;
     }
-    let settings = bandwidth::Settings {
+    let common =
+        Common { reps: args.reps as usize, stall: Duration::from_secs(args.stall_secs.max(1)), placement };
+    let bandwidth = bandwidth::Settings {
         sizes: args.sizes.clone(),
         nodes: args.nodes.clone(),
         transports: dedup(&args.transports),
         policies: dedup(&args.policies),
         volume: args.volume,
         max_items: args.max_items,
-        stall: Duration::from_secs(args.stall_secs.max(1)),
+        stall: common.stall,
         placement,
     };
-    let cases = if args.groups.contains(&Group::Bandwidth) { settings.cases() } else { Vec::new() };
-    let runs = cases.len() * args.reps as usize;
-    let started = Instant::now();
-    // One unrecorded run first: a vCPU that has been idle for a while runs
-    // slowly until the host gives it a core again.
-    if let Some(&case) = cases.iter().find(|c| matches!(c, bandwidth::Case::Ring { .. })) {
-        bandwidth::run(case, &settings, 0).map_err(|e| format!("{case}, warm-up run: {e}"))?;
+    let rpc = rpc::Settings {
+        calls: args.rpc_calls,
+        large_calls: args.rpc_large_calls,
+        policies: dedup(&args.rpc_policies),
+        transports: dedup(&args.rpc_transports),
+        common,
+    };
+    let topics = topics::Settings {
+        round_trips: args.round_trips,
+        messages: args.messages,
+        latency_size: args.latency_size,
+        throughput_size: args.throughput_size,
+        policies: dedup(&args.topic_policies),
+        transports: dedup(&args.topic_transports),
+        tests: dedup(&args.topic_tests),
+        capacity: args.capacity,
+        common,
+    };
+
+    let mut progress = Progress { done: 0, total: 0 };
+    if wants(Group::Bandwidth) {
+        progress.total += bandwidth.cases().len() * common.reps;
     }
-    let mut samples = Vec::with_capacity(runs);
-    for rep in 0..args.reps as usize {
-        for &case in &cases {
-            let sample = bandwidth::run(case, &settings, rep)
-                .map_err(|e| format!("{case}, repetition {}: {e}", rep + 1))?;
-            eprintln!(
-                "[{:>3}/{runs}] rep {} {case:<34} {:>7.2} GB/s {:>9} items/s",
-                samples.len() + 1,
-                rep + 1,
-                sample.gbps(),
-                stats::si(sample.items_per_sec())
-            );
-            samples.push(sample);
-        }
+    if wants(Group::Rpc) {
+        progress.total += rpc.cases().len() * common.reps;
+    }
+    if wants(Group::Topics) {
+        progress.total += topics.cases().len() * common.reps;
+    }
+    let started = Instant::now();
+    let mut sections = Vec::new();
+    let mut csvs = Vec::new();
+    if wants(Group::Bandwidth) {
+        let samples = suite::measure(&bandwidth, common.reps, &mut progress)?;
+        sections.push(bandwidth.render(&samples));
+        csvs.push((bandwidth.name(), bandwidth.csv(&samples)));
+    }
+    if wants(Group::Rpc) {
+        let samples = suite::measure(&rpc, common.reps, &mut progress)?;
+        sections.push(rpc.render(&samples));
+        csvs.push((rpc.name(), rpc.csv(&samples)));
+    }
+    if wants(Group::Topics) {
+        let samples = suite::measure(&topics, common.reps, &mut progress)?;
+        sections.push(topics.render(&samples));
+        csvs.push((topics.name(), topics.csv(&samples)));
     }
 
-    let report = render(&args, &settings, &machine, &samples, started.elapsed());
+    let mut report = header(&common, &machine, started.elapsed());
+    for s in sections {
+        report.push_str(&s);
+    }
     print!("{report}");
     std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let write = |file: &str, text: &str| {
@@ -199,17 +317,27 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
     };
     write("report.md", &report)?;
-    write("samples.csv", &bandwidth::csv(&samples))?;
+    for (group, csv) in csvs {
+        write(&format!("{group}.csv"), &csv)?;
+    }
     eprintln!("tachyon-bench: report written to {}", args.out.join("report.md").display());
     Ok(())
 }
 
-/// Removes the rings an interrupted earlier run left in `/dev/shm` (a
-/// Ctrl-C skips the destructors that would have removed them).
+/// Removes the segments an interrupted earlier run left in `/dev/shm` (a
+/// Ctrl-C skips the destructors that would have removed them): the rings
+/// nobody is attached to, and the benchmark's persistent topic regions
+/// nobody is attached to.
 fn sweep_stale_segments() {
     let Ok(segments) = tachyon::segment::list() else { return };
-    let stale: Vec<_> =
-        segments.iter().filter(|s| s.name.starts_with("tachyon-bench-") && s.is_stale()).collect();
+    let orphan = |s: &tachyon::segment::SegmentInfo| match &s.status {
+        tachyon::segment::SegmentStatus::Valid { attachers, .. } => !attachers.iter().any(|a| a.alive),
+        tachyon::segment::SegmentStatus::Invalid(_) => false,
+    };
+    let stale: Vec<_> = segments
+        .iter()
+        .filter(|s| s.name.starts_with("tachyon-bench-") && (s.is_stale() || orphan(s)))
+        .collect();
     let removed = stale.iter().filter(|s| tachyon::Segment::remove(&s.name).is_ok()).count();
     if removed > 0 {
         eprintln!("tachyon-bench: removed {removed} segment(s) left by an interrupted run");
@@ -223,13 +351,7 @@ fn dedup<T: Ord + Copy>(v: &[T]) -> Vec<T> {
     out
 }
 
-fn render(
-    args: &SuiteArgs,
-    settings: &bandwidth::Settings,
-    m: &machine::Machine,
-    samples: &[bandwidth::Sample],
-    took: Duration,
-) -> String {
+fn header(common: &Common, m: &machine::Machine, took: Duration) -> String {
     let command: String = std::env::args().skip(1).map(|a| format!(" {a}")).collect();
     let mut out = String::from("# tachyon-bench report\n\n");
     out.push_str("| | |\n| --- | --- |\n");
@@ -240,7 +362,7 @@ fn render(
     fact("virtualised", if m.virtualised { "yes (hypervisor flag)".into() } else { "no".into() });
     fact("kernel", m.kernel.clone());
     fact("clock source", m.clocksource.clone());
-    fact("placement", settings.placement.describe());
+    fact("placement", common.placement.describe());
     fact(
         "command",
         format!(
@@ -251,19 +373,13 @@ fn render(
     fact(
         "method",
         format!(
-            "{} repetitions, interleaved, after one unrecorded warm-up run; ≤ {} or ≤ {} items per \
-             ring run; CircularBuffer wait policies: {}; stall timeout {} s; {:.0} s in all",
-            args.reps,
-            stats::bytes(settings.volume),
-            settings.max_items,
-            settings.policies.iter().map(|p| format!("{p:?}").to_lowercase()).collect::<Vec<_>>().join(", "),
-            settings.stall.as_secs(),
+            "{} repetitions, interleaved within each group, after one unrecorded warm-up run per \
+             group; stall timeout {} s; {:.0} s in all",
+            common.reps,
+            common.stall.as_secs(),
             took.as_secs_f64()
         ),
     );
     out.push('\n');
-    if args.groups.contains(&Group::Bandwidth) {
-        out.push_str(&bandwidth::render(settings, samples));
-    }
     out
 }

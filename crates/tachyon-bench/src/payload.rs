@@ -32,6 +32,28 @@ pub fn check(item: &[u8], expected: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads every byte of `item` (a 64-bit XOR fold), as a consumer that
+/// uses the whole message in place would.
+#[inline]
+pub fn fold(item: &[u8]) -> u64 {
+    let mut words = item.chunks_exact(8);
+    let mut acc = 0u64;
+    for w in &mut words {
+        acc ^= u64::from_le_bytes(w.try_into().unwrap_or_default());
+    }
+    for &b in words.remainder() {
+        acc ^= u64::from(b);
+    }
+    acc
+}
+
+/// Damages `item` in its middle, stamps untouched: what a faulty echo
+/// sends back (for the tests).
+pub fn damage(item: &mut [u8]) {
+    let n = item.len();
+    item[n / 2] ^= 0xFF;
+}
+
 /// A private buffer of `size` bytes, every page touched, with a pattern
 /// that is not all zeros.
 pub fn buffer(size: usize) -> Vec<u8> {

@@ -9,8 +9,17 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How long one bounded library call may wait before the caller checks on
+/// its peer and tries again.
+pub const SLICE: Duration = Duration::from_millis(100);
+/// How long the peer may take to start and open what it uses.
+pub const STARTUP: Duration = Duration::from_secs(10);
 
 /// A running peer process.
 pub struct Peer {
@@ -41,6 +50,11 @@ impl Peer {
             }
         });
         Ok(Peer { child, lines, exited: None })
+    }
+
+    /// The peer's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Fails if the peer has exited (it must not before it says `done`).
@@ -122,4 +136,166 @@ pub fn die_with_parent(parent: u32) -> Result<(), String> {
         return Err(format!("the benchmark process {parent} is gone"));
     }
     Ok(())
+}
+
+/// The environment variable that makes a peer misbehave, for the tests
+/// that check the benchmark fails cleanly: `die:N` (exit at message N),
+/// `stall:N` (stop at message N), `lose:N` (lose message N: a reader
+/// skips it; an echoing peer answers it with a damaged or stale message).
+pub const FAULT_ENV: &str = "TACHYON_BENCH_FAULT";
+
+/// A fault injected through [`FAULT_ENV`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Behave.
+    None,
+    /// Exit with status 3 at message N.
+    Die(u64),
+    /// Sleep for ever at message N.
+    Stall(u64),
+    /// Lose message N.
+    Lose(u64),
+}
+
+impl Fault {
+    /// The fault the environment asks for.
+    pub fn from_env() -> Fault {
+        let Ok(v) = std::env::var(FAULT_ENV) else { return Fault::None };
+        let Some((kind, at)) = v.split_once(':') else { return Fault::None };
+        let Ok(at) = at.parse() else { return Fault::None };
+        match kind {
+            "die" => Fault::Die(at),
+            "stall" => Fault::Stall(at),
+            "lose" => Fault::Lose(at),
+            _ => Fault::None,
+        }
+    }
+
+    /// Dies or stalls if that is the fault at message `seq`; true if
+    /// message `seq` is to be lost.
+    #[inline]
+    pub fn at(self, seq: u64) -> bool {
+        match self {
+            Fault::None => false,
+            Fault::Die(n) if n == seq => std::process::exit(3),
+            Fault::Stall(n) if n == seq => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+            Fault::Lose(n) => n == seq,
+            _ => false,
+        }
+    }
+}
+
+/// Calls a bounded library operation with a [`SLICE`] timeout until it
+/// succeeds; between tries it runs `check` (e.g. "is the peer alive?") and
+/// it fails after `stall` without success with "waited ...: {what}".
+/// `Timeout` and `PoolExhausted` count as "not yet"; other errors fail.
+#[inline]
+pub fn retry<R>(
+    mut op: impl FnMut(Option<Duration>) -> tachyon::Result<R>,
+    stall: Duration,
+    check: &mut dyn FnMut() -> Result<(), String>,
+    what: &str,
+) -> Result<R, String> {
+    match op(Some(SLICE)) {
+        Ok(r) => Ok(r),
+        Err(e) => retry_slow(op, e, stall, check, what),
+    }
+}
+
+#[cold]
+fn retry_slow<R>(
+    mut op: impl FnMut(Option<Duration>) -> tachyon::Result<R>,
+    first: tachyon::Error,
+    stall: Duration,
+    check: &mut dyn FnMut() -> Result<(), String>,
+    what: &str,
+) -> Result<R, String> {
+    let start = Instant::now();
+    let mut err = first;
+    loop {
+        match err {
+            tachyon::Error::Timeout | tachyon::Error::PoolExhausted { .. } => {}
+            e => return Err(e.to_string()),
+        }
+        check()?;
+        if start.elapsed() >= stall {
+            return Err(format!("waited {stall:?}: {what}"));
+        }
+        match op(Some(SLICE)) {
+            Ok(r) => return Ok(r),
+            Err(e) => err = e,
+        }
+    }
+}
+
+/// Kills a peer that makes no progress for too long, so that this process,
+/// blocked in a plain `read` on a pipe or socket (which has no timeout),
+/// sees end-of-file instead of waiting for ever. The caller bumps
+/// [`progress`](Watchdog::progress) as it goes. Dropping the watchdog stops
+/// it; drop it before the peer is reaped (its pid could then be reused).
+pub struct Watchdog {
+    progress: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    fired: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Watches peer `pid`: SIGKILLs it once `progress` has not moved for
+    /// `stall`.
+    pub fn start(pid: u32, stall: Duration) -> Result<Watchdog, String> {
+        let progress = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let fired = Arc::new(AtomicBool::new(false));
+        let (p, s, f) = (progress.clone(), stop.clone(), fired.clone());
+        let pid = rustix::process::Pid::from_raw(pid as i32).ok_or("the peer has no pid")?;
+        let thread = std::thread::Builder::new()
+            .name("tachyon-bench-watchdog".into())
+            .spawn(move || {
+                let mut last = p.load(Ordering::Relaxed);
+                let mut since = Instant::now();
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(Duration::from_millis(20));
+                    let now = p.load(Ordering::Relaxed);
+                    if now != last {
+                        last = now;
+                        since = Instant::now();
+                    } else if since.elapsed() >= stall && !s.load(Ordering::Relaxed) {
+                        f.store(true, Ordering::SeqCst);
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
+        Ok(Watchdog { progress, stop, fired, thread: Some(thread) })
+    }
+
+    /// Records progress (message `n` done).
+    #[inline]
+    pub fn progress(&self, n: u64) {
+        self.progress.store(n + 1, Ordering::Relaxed);
+    }
+
+    /// Explains an I/O error: if the watchdog killed the peer, that the
+    /// peer (or this side) made no progress for the stall timeout.
+    pub fn explain(&self, e: std::io::Error, stall: Duration, what: &str) -> String {
+        if self.fired.load(Ordering::SeqCst) {
+            format!("no progress for {stall:?}, the peer was killed: {what}")
+        } else {
+            format!("{e} ({what})")
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
 }

@@ -73,7 +73,10 @@ impl Placement {
     pub fn describe(self) -> String {
         match self {
             Placement::Pinned { writer, reader } => {
-                format!("writer (and memcpy) on CPU {writer}, reader on CPU {reader}")
+                format!(
+                    "this process (writer, caller, pinger; memcpy) on CPU {writer}, the peer process \
+                     (reader, handler, echo) on CPU {reader}; threads inherit their process's CPU"
+                )
             }
             Placement::Free(why) => format!("not pinned ({why})"),
         }

@@ -1,6 +1,7 @@
-//! The benchmark binary end to end, on tiny settings: it runs, writes its
-//! report, and fails cleanly (never hangs, never passes) when the reader
-//! peer dies, stalls or loses an item. No test looks at a time.
+//! The benchmark binary end to end, on tiny settings: every group runs and
+//! writes its report, and fails cleanly (never hangs, never passes) when
+//! the peer dies, stalls or loses or damages a message. No test looks at a
+//! time.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -11,19 +12,29 @@ fn out_dir(test: &str) -> PathBuf {
     std::env::temp_dir().join(format!("tachyon-bench-test-{}-{test}", std::process::id()))
 }
 
-/// Runs a tiny suite: 1 KiB items, 2 nodes, one repetition.
+/// Runs a tiny bandwidth suite: 1 KiB items, 2 nodes, one repetition.
 fn run(test: &str, extra: &[&str], fault: Option<&str>) -> (Output, PathBuf) {
+    let tiny = ["--group", "bandwidth", "--sizes", "1KiB", "--nodes", "2", "--max-items", "2000"];
+    run_group(test, &[&tiny[..], extra].concat(), fault)
+}
+
+/// Runs the binary with one repetition, a 1 s stall timeout and `args`.
+fn run_group(test: &str, args: &[&str], fault: Option<&str>) -> (Output, PathBuf) {
     let out = out_dir(test);
     let mut cmd = Command::new(BIN);
-    cmd.args(["--sizes", "1KiB", "--nodes", "2", "--reps", "1", "--max-items", "2000", "--stall-secs", "1"])
-        .arg("--out")
-        .arg(&out)
-        .args(extra);
+    cmd.args(["--reps", "1", "--stall-secs", "1"]).arg("--out").arg(&out).args(args);
     if let Some(f) = fault {
         cmd.env("TACHYON_BENCH_FAULT", f);
     }
     (cmd.output().expect("run tachyon-bench"), out)
 }
+
+/// A tiny rpc group: 30 calls of 1 KiB, 2 of 512,000 bytes.
+const TINY_RPC: [&str; 6] = ["--group", "rpc", "--rpc-calls", "30", "--rpc-large-calls", "2"];
+
+/// A tiny topics group: 100 round trips, 1000 messages, 64 descriptors.
+const TINY_TOPICS: [&str; 8] =
+    ["--group", "topics", "--round-trips", "100", "--messages", "1000", "--capacity", "64"];
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -41,7 +52,7 @@ fn a_tiny_suite_runs_and_writes_its_report() {
     }
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert_eq!(report, stdout);
-    let csv = std::fs::read_to_string(dir.join("samples.csv")).expect("samples.csv");
+    let csv = std::fs::read_to_string(dir.join("bandwidth.csv")).expect("bandwidth.csv");
     // Header, memcpy, raw ring, 2 CircularBuffer paths × 2 policies.
     assert_eq!(csv.lines().count(), 1 + 1 + 1 + 4, "{csv}");
     let _ = std::fs::remove_dir_all(dir);
@@ -77,8 +88,117 @@ fn a_stalled_reader_fails_the_run_after_the_stall_timeout() {
 
 #[test]
 fn bad_arguments_are_refused() {
-    for args in [&["--nodes", "1"][..], &["--sizes", "8"], &["--cpus", "0,0"], &["--reps", "0"]] {
+    for args in [
+        &["--nodes", "1"][..],
+        &["--sizes", "8"],
+        &["--cpus", "0,0"],
+        &["--reps", "0"],
+        &["--capacity", "100"],
+        &["--latency-size", "2MiB"],
+        &["--rpc-calls", "0"],
+        &["--group", "nonsense"],
+    ] {
         let o = Command::new(BIN).args(args).output().expect("run tachyon-bench");
         assert!(!o.status.success(), "{args:?} accepted");
     }
+}
+
+#[test]
+fn a_tiny_rpc_group_runs_and_writes_its_report() {
+    let (o, dir) = run_group("rpc-ok", &TINY_RPC, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in ["## RPC", "RpcBuffer", "Unix socket (reference)", "512,000 B", "64 × 1 KiB", "8 × 512,064 B"]
+    {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("rpc.csv")).expect("rpc.csv");
+    // Header, a Unix socket run per message size, three RpcBuffer shapes
+    // with three wait policies each.
+    assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3, "{csv}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_tiny_topics_group_runs_and_writes_its_report() {
+    let (o, dir) = run_group("topics-ok", &TINY_TOPICS, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in ["## Topics", "Round-trip latency, 256 B", "One-way throughput, 1 KiB", "pipe", "loan path"] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
+    // Header; per test: raw ring, Unix socket, pipe, copy and loan × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + 2 * (3 + 6), "{csv}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_dead_rpc_peer_fails_the_run_promptly() {
+    let args = [&TINY_RPC[..], &["--rpc-policies", "hybrid"]].concat();
+    let (o, _) = run_group("rpc-die", &args, Some("die:5"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("rpc/hybrid 1 KiB msg") && e.contains("call 5") && e.contains("exit"), "{e}");
+}
+
+#[test]
+fn a_wrong_response_fails_the_run() {
+    for transport in ["rpc", "unix"] {
+        let args = [&TINY_RPC[..], &["--rpc-transports", transport, "--rpc-policies", "futex"]].concat();
+        let (o, _) = run_group("rpc-lose", &args, Some("lose:7"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains(transport) && e.contains("call 7"), "{e}");
+        assert!(e.contains("response 7 differs") || e.contains("expected item 7"), "{e}");
+    }
+}
+
+#[test]
+fn a_damaged_pong_fails_the_run() {
+    for transport in ["copy", "loan", "raw-ring", "pipe"] {
+        let args =
+            [&TINY_TOPICS[..], &["--topic-tests", "latency", "--topic-transports", transport]].concat();
+        let (o, _) = run_group("topics-lose", &args, Some("lose:50"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains(&format!("latency {transport}")) && e.contains("pong 50 differs"), "{e}");
+    }
+}
+
+#[test]
+fn a_lost_topic_message_fails_the_run() {
+    let args = [&TINY_TOPICS[..], &["--topic-tests", "throughput", "--topic-transports", "loan"]].concat();
+    let (o, _) = run_group("topics-lost", &args, Some("lose:50"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("throughput loan") && e.contains("expected item 50"), "{e}");
+}
+
+#[test]
+fn a_stalled_topics_peer_fails_the_run_after_the_stall_timeout() {
+    // A topic consumer that stops: the producer's partition fills up.
+    let args = [&TINY_TOPICS[..], &["--topic-tests", "throughput", "--topic-transports", "copy"]].concat();
+    let (o, _) =
+        run_group("topics-stall", &[&args[..], &["--topic-policies", "futex"]].concat(), Some("stall:10"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("throughput copy/futex") && e.contains("stayed full"), "{e}");
+    // A pipe reader that stops: the writer blocks in write(2) until the
+    // watchdog kills the peer.
+    let args = [&TINY_TOPICS[..], &["--topic-tests", "throughput", "--topic-transports", "pipe"]].concat();
+    let (o, _) = run_group("topics-stall-pipe", &args, Some("stall:10"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("throughput pipe") && e.contains("no progress"), "{e}");
+    // An echo that stops: no pong comes.
+    let args = [&TINY_TOPICS[..], &["--topic-tests", "latency", "--topic-transports", "loan"]].concat();
+    let (o, _) = run_group(
+        "topics-stall-echo",
+        &[&args[..], &["--topic-policies", "spin"]].concat(),
+        Some("stall:10"),
+    );
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("latency loan/spin") && e.contains("no pong came"), "{e}");
 }

@@ -1,0 +1,616 @@
+//! The rpc group: `RpcBuffer` request/response between two processes
+//! (issue 4 §8), against a Unix domain socket request/response of the
+//! same sizes measured in the same run.
+//!
+//! One run: this process creates the channel as its owner, starts the peer
+//! (`tachyon-bench peer rpc ...`), which opens it with an echo handler, and
+//! makes `warmup + calls` calls one after the other, each with a message
+//! stamped with its sequence number. Every response must equal its request
+//! byte for byte. Each call is timed (`Instant` before `request`, after it
+//! returns) into an `hdrhistogram`; calls/s is the timed calls divided by
+//! the time they took together.
+//!
+//! The Unix socket reference does the same over a `socketpair`: this
+//! process writes a 4-byte little-endian length and the message in one
+//! `write`, the peer reads the length and the message and writes both back
+//! in one `write`, this process reads them and compares.
+
+use crate::bandwidth::Policy;
+use crate::kernel::{self, Kind};
+use crate::latency::{self, Percentiles};
+use crate::payload;
+use crate::peer::{self, Fault, Peer, Watchdog, STARTUP};
+use crate::pin;
+use crate::stats::{self, Spread};
+use crate::suite::{Common, Group};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tachyon::RpcBuffer;
+
+/// Bytes of a packet header (`tachyon::primitives::rpc::PACKET_HEADER`).
+const HEADER: usize = tachyon::primitives::rpc::PACKET_HEADER;
+
+/// A message size and the channel geometry it is sent through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// Message bytes.
+    pub msg: usize,
+    /// Node (packet) size, header included.
+    pub node: usize,
+    /// Nodes per direction.
+    pub nodes: usize,
+    /// What the .NET SharedMemory library reported for it (calls/s, on a
+    /// desktop of 2012).
+    pub dotnet: &'static str,
+}
+
+/// The three configurations of issue 4 §8.
+pub const SHAPES: [Shape; 3] = [
+    // 1 KiB in one packet, the library's default node size.
+    Shape { msg: 1024, node: 4096, nodes: 64, dotnet: "~10,000" },
+    // 512,000 bytes in 1 KiB packets (517 packets of 992 payload bytes).
+    Shape { msg: 512_000, node: 1024, nodes: 64, dotnet: "~500" },
+    // 512,000 bytes in one packet of 512,064 bytes.
+    Shape { msg: 512_000, node: 512_064, nodes: 8, dotnet: "~2,000" },
+];
+
+/// How the calls travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Via {
+    /// `RpcBuffer`, both ends with this wait policy, in this shape.
+    Rpc(Policy, Shape),
+    /// A Unix domain socket, messages of this size.
+    Unix(usize),
+}
+
+/// The transports of the group, for `--rpc-transports`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Transport {
+    /// The reference: a Unix domain socket.
+    Unix,
+    /// `RpcBuffer`.
+    Rpc,
+}
+
+/// One configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Case {
+    /// How.
+    pub via: Via,
+}
+
+impl Case {
+    fn msg(&self) -> usize {
+        match self.via {
+            Via::Rpc(_, s) => s.msg,
+            Via::Unix(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.via {
+            Via::Rpc(p, s) => {
+                write!(f, "rpc/{} {} msg, {} B nodes x {}", p.name(), label(s.msg), s.node, s.nodes)
+            }
+            Via::Unix(m) => write!(f, "unix {} msg", label(m)),
+        }
+    }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Timed calls per run with 1 KiB messages.
+    pub calls: u64,
+    /// Timed calls per run with 512,000-byte messages.
+    pub large_calls: u64,
+    /// Wait policies of the RpcBuffer runs.
+    pub policies: Vec<Policy>,
+    /// Transports.
+    pub transports: Vec<Transport>,
+    /// Repetitions, stall timeout, placement.
+    pub common: Common,
+}
+
+impl Settings {
+    /// Timed calls and warm-up calls for messages of `msg` bytes.
+    pub fn calls(&self, msg: usize) -> (u64, u64) {
+        let calls = if msg <= 64 << 10 { self.calls } else { self.large_calls };
+        (calls, 10 + calls / 10)
+    }
+}
+
+/// One measurement.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// What was measured.
+    pub case: Case,
+    /// Repetition (0-based).
+    pub rep: usize,
+    /// Timed calls.
+    pub calls: u64,
+    /// Time the timed calls took together.
+    pub elapsed: Duration,
+    /// Their round trips.
+    pub rtt: Percentiles,
+}
+
+impl Sample {
+    /// Calls per second.
+    pub fn rate(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64().max(1e-12)
+    }
+}
+
+/// `1 KiB`, `512,000 B`: the sizes as the issue and the .NET library give
+/// them.
+fn label(n: usize) -> String {
+    if n % 1024 == 0 && n <= 64 << 10 {
+        return stats::bytes(n as u64);
+    }
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out + " B"
+}
+
+fn unique_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("tachyon-bench-rpc-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Times `total` calls of `call(seq)`, the last `total - warmup` of them.
+fn timed(
+    total: u64,
+    warmup: u64,
+    mut call: impl FnMut(u64) -> Result<(), String>,
+) -> Result<(Duration, Percentiles), String> {
+    let mut hist = latency::histogram()?;
+    let mut start = Instant::now();
+    for seq in 0..total {
+        if seq == warmup {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        call(seq).map_err(|e| format!("call {seq}: {e}"))?;
+        if seq >= warmup {
+            latency::record(&mut hist, t0.elapsed());
+        }
+    }
+    Ok((start.elapsed(), Percentiles::of(&hist)))
+}
+
+fn peer_args(settings: &Settings, via: &str) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "peer".into(),
+        "rpc".into(),
+        "--via".into(),
+        via.into(),
+        "--parent".into(),
+        std::process::id().to_string(),
+    ];
+    if let Some(cpu) = settings.common.placement.reader() {
+        args.extend(["--cpu".into(), cpu.to_string()]);
+    }
+    args
+}
+
+/// Runs one repetition of one case.
+pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
+    let (calls, warmup) = settings.calls(case.msg());
+    let total = warmup + calls;
+    let stall = settings.common.stall;
+    let mut msg = payload::buffer(case.msg());
+    let (elapsed, rtt) = match case.via {
+        Via::Rpc(policy, shape) => {
+            let name = unique_name();
+            let rpc = RpcBuffer::builder(&name)
+                .node_size(shape.node)
+                .node_count(shape.nodes)
+                .wait_policy(policy.wait_policy())
+                .create()
+                .map_err(|e| format!("cannot create the RpcBuffer: {e}"))?;
+            let mut args = peer_args(settings, "rpc");
+            args.extend(["--name".into(), name, "--policy".into(), policy.name().into()]);
+            let mut peer = Peer::spawn(&args)?;
+            peer.expect("ready", STARTUP)?;
+            let result = timed(total, warmup, |seq| {
+                payload::stamp(&mut msg, seq);
+                let response = match rpc.request(&msg, Some(stall)) {
+                    Ok(r) => r,
+                    Err(tachyon::Error::Timeout) => {
+                        return Err(format!("no response within {stall:?} (is the peer stuck?)"))
+                    }
+                    Err(e) => {
+                        // Say how the peer ended, if it did.
+                        let how = peer.check_alive().err().unwrap_or_default();
+                        return Err(if how.is_empty() { e.to_string() } else { format!("{e} ({how})") });
+                    }
+                };
+                same(&response, &msg, seq)
+            });
+            let r = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    // Kill the peer first, so that closing our end removes
+                    // the channel's segments (the last live user does).
+                    drop(peer);
+                    drop(rpc);
+                    return Err(e);
+                }
+            };
+            // Closing our end tells the peer to finish.
+            drop(rpc);
+            peer.expect("done", STARTUP)?;
+            peer.finish(STARTUP)?;
+            r
+        }
+        Via::Unix(size) => {
+            let (link, ends) = kernel::link(Kind::Unix, true)?;
+            let mut args = peer_args(settings, "unix");
+            args.extend(ends.args.iter().cloned());
+            let mut peer = Peer::spawn(&args)?;
+            drop(ends);
+            peer.expect("ready", STARTUP)?;
+            let result = {
+                let watchdog = Watchdog::start(peer.pid(), stall)?;
+                let (mut tx, mut rx) = (&link.tx, link.rx.as_ref().ok_or("no receiving end")?);
+                let mut framed = vec![0u8; 4 + size];
+                framed[..4].copy_from_slice(&(size as u32).to_le_bytes());
+                let mut response = vec![0u8; 4 + size];
+                timed(total, warmup, |seq| {
+                    payload::stamp(&mut framed[4..], seq);
+                    tx.write_all(&framed).map_err(|e| watchdog.explain(e, stall, "writing the request"))?;
+                    rx.read_exact(&mut response[..4])
+                        .map_err(|e| watchdog.explain(e, stall, "reading the response"))?;
+                    let len = u32::from_le_bytes([response[0], response[1], response[2], response[3]]);
+                    if len as usize != size {
+                        return Err(format!("a response of {len} bytes to a request of {size}"));
+                    }
+                    rx.read_exact(&mut response[4..])
+                        .map_err(|e| watchdog.explain(e, stall, "reading the response"))?;
+                    watchdog.progress(seq);
+                    same(&response[4..], &framed[4..], seq)
+                })
+            };
+            // End-of-file tells the peer to finish.
+            drop(link);
+            let r = result?;
+            peer.expect("done", STARTUP)?;
+            peer.finish(STARTUP)?;
+            r
+        }
+    };
+    Ok(Sample { case, rep, calls, elapsed, rtt })
+}
+
+/// Checks that a response equals its request.
+fn same(response: &[u8], request: &[u8], seq: u64) -> Result<(), String> {
+    if response == request {
+        return Ok(());
+    }
+    if response.len() != request.len() {
+        return Err(format!("a response of {} bytes to a request of {}", response.len(), request.len()));
+    }
+    payload::check(response, seq)?;
+    Err(format!("response {seq} differs from its request"))
+}
+
+/// The rpc peer's arguments (`tachyon-bench peer rpc ...`).
+#[derive(Debug, clap::Args)]
+pub struct PeerArgs {
+    /// `rpc` or `unix`.
+    #[arg(long)]
+    pub via: String,
+    /// The channel's name (`rpc`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Wait policy of this end (`rpc`).
+    #[arg(long, value_enum)]
+    pub policy: Option<Policy>,
+    /// The socket (`unix`).
+    #[arg(long)]
+    pub fd_in: Option<i32>,
+    /// The socket again (`unix`).
+    #[arg(long)]
+    pub fd_out: Option<i32>,
+    /// The benchmark process; the peer dies with it.
+    #[arg(long)]
+    pub parent: u32,
+    /// CPU to pin to.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// The rpc peer: answers every request with its own bytes until the
+/// benchmark process closes its end, then says `done`.
+pub fn peer(a: PeerArgs) -> Result<(), String> {
+    peer::die_with_parent(a.parent)?;
+    if let Some(cpu) = a.cpu {
+        pin::pin_to(cpu)?;
+    }
+    let fault = Fault::from_env();
+    match a.via.as_str() {
+        "rpc" => {
+            let name = a.name.ok_or("--name is required")?;
+            let builder =
+                RpcBuffer::builder(&name).wait_policy(a.policy.unwrap_or(Policy::Hybrid).wait_policy());
+            let builder = if fault == Fault::None {
+                // Exactly the handler a user would write.
+                builder.handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+            } else {
+                let seen = AtomicU64::new(0);
+                let previous = Mutex::new(Vec::new());
+                builder.handler(move |_id, msg: &[u8]| {
+                    let seq = seen.fetch_add(1, Ordering::Relaxed);
+                    let mut prev = previous.lock().unwrap_or_else(|p| p.into_inner());
+                    let answer = if fault.at(seq) { prev.clone() } else { msg.to_vec() };
+                    *prev = msg.to_vec();
+                    Ok::<_, String>(answer)
+                })
+            };
+            let rpc = builder.open().map_err(|e| format!("cannot open the RpcBuffer {name}: {e}"))?;
+            println!("ready");
+            // The benchmark closes its end when it is done (noticed within
+            // about 20 ms); if it dies, so do we (PR_SET_PDEATHSIG).
+            while rpc.closed().is_none() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            println!("done");
+            Ok(())
+        }
+        "unix" => {
+            let (rx, tx) = kernel::adopt(a.fd_in, a.fd_out)?;
+            let (mut rx, mut tx) = (rx.ok_or("--fd-in is required")?, tx.ok_or("--fd-out is required")?);
+            println!("ready");
+            let mut buf = Vec::new();
+            let mut prev = Vec::new();
+            for seq in 0.. {
+                let mut len = [0u8; 4];
+                match rx.read_exact(&mut len) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(format!("reading request {seq}: {e}")),
+                }
+                let n = u32::from_le_bytes(len) as usize;
+                buf.resize(4 + n, 0);
+                rx.read_exact(&mut buf[4..]).map_err(|e| format!("reading request {seq}: {e}"))?;
+                buf[..4].copy_from_slice(&len);
+                if fault.at(seq) && prev.len() == buf.len() {
+                    std::mem::swap(&mut buf, &mut prev);
+                }
+                tx.write_all(&buf).map_err(|e| format!("answering request {seq}: {e}"))?;
+                if fault != Fault::None {
+                    prev.clone_from(&buf);
+                }
+            }
+            println!("done");
+            Ok(())
+        }
+        other => Err(format!("--via {other:?}: expected rpc or unix")),
+    }
+}
+
+/// The measurements of one run of the group, by case and repetition.
+struct Results<'a> {
+    by: HashMap<(Case, usize), &'a Sample>,
+}
+
+impl<'a> Results<'a> {
+    fn new(samples: &'a [Sample]) -> Self {
+        Results { by: samples.iter().map(|s| ((s.case, s.rep), s)).collect() }
+    }
+
+    fn spread(&self, case: Case, f: impl Fn(&Sample) -> f64) -> Option<Spread> {
+        let v: Vec<f64> = self.by.iter().filter(|((c, _), _)| *c == case).map(|(_, s)| f(s)).collect();
+        Spread::of(&v)
+    }
+
+    /// `f(case) ÷ f(reference)` within each repetition, over the repetitions.
+    fn paired(&self, case: Case, reference: Case, f: impl Fn(&Sample) -> f64) -> Option<Spread> {
+        let v: Vec<f64> = self
+            .by
+            .iter()
+            .filter(|((c, _), _)| *c == case)
+            .filter_map(|((_, rep), s)| Some(f(s) / f(self.by.get(&(reference, *rep))?)))
+            .collect();
+        Spread::of(&v)
+    }
+}
+
+/// The markdown section for this group.
+pub fn render(settings: &Settings, samples: &[Sample]) -> String {
+    let res = Results::new(samples);
+    let ratio = |r: Option<Spread>| r.map_or_else(|| "–".to_owned(), |r| format!("{:.2}", r.median));
+    let mut out = String::new();
+    let _ = writeln!(out, "## RPC: request/response between two processes (RpcBuffer)\n");
+    let (calls, _) = settings.calls(1024);
+    let (large, _) = settings.calls(512_000);
+    let _ = writeln!(
+        out,
+        "One call = `request(&msg, timeout)` on the owner, the opener's echo handler \
+         (`Ok(msg.to_vec())`) in the peer process, the response back; calls are made one after \
+         the other from one thread. Every response is compared with its request (a sequence number \
+         inside). {calls} timed calls per run of 1 KiB, {large} of 512,000 bytes, after a \
+         warm-up of 10 % + 10. calls/s: median of the repetitions (range in brackets); p50 / p99: \
+         medians of the repetitions' percentiles (hdrhistogram). The Unix socket reference \
+         echoes a length-prefixed message of the same size over a `socketpair` with blocking \
+         reads and writes. Ratios are medians of per-repetition ratios to the Unix socket run of \
+         the same repetition and message size. The .NET SharedMemory library reported its figures \
+         on a desktop of 2012; they are not from this machine.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| message | nodes | packets | transport | wait | calls/s | (min – max) | p50 µs | p99 µs | \
+         calls/s × Unix socket | p50 × Unix socket | .NET calls/s |"
+    );
+    let _ =
+        writeln!(out, "| ---: | --- | ---: | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    let mut sizes: Vec<usize> = SHAPES.iter().map(|s| s.msg).collect();
+    sizes.dedup();
+    for msg in sizes {
+        let unix = Case { via: Via::Unix(msg) };
+        let row =
+            |out: &mut String, case: Case, nodes: String, packets: String, what: &str, wait: &str, dotnet| {
+                let Some(rate) = res.spread(case, Sample::rate) else { return };
+                let p50 = res.spread(case, |s| s.rtt.p50).map_or(0.0, |s| s.median);
+                let p99 = res.spread(case, |s| s.rtt.p99).map_or(0.0, |s| s.median);
+                let (vs_rate, vs_p50) = if case == unix {
+                    ("1.00".to_owned(), "1.00".to_owned())
+                } else {
+                    (
+                        ratio(res.paired(case, unix, Sample::rate)),
+                        ratio(res.paired(case, unix, |s| s.rtt.p50)),
+                    )
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {nodes} | {packets} | {what} | {wait} | {} | ({} – {}) | {} | {} | {vs_rate} | \
+                 {vs_p50} | {dotnet} |",
+                    label(msg),
+                    stats::si(rate.median),
+                    stats::si(rate.min),
+                    stats::si(rate.max),
+                    latency::us(p50),
+                    latency::us(p99),
+                );
+            };
+        row(&mut out, unix, "–".into(), "–".into(), "Unix socket (reference)", "–", "–");
+        for shape in SHAPES.iter().filter(|s| s.msg == msg) {
+            for &p in &settings.policies {
+                let case = Case { via: Via::Rpc(p, *shape) };
+                let packets = msg.div_ceil(shape.node - HEADER).max(1);
+                row(
+                    &mut out,
+                    case,
+                    format!("{} × {}", shape.nodes, label(shape.node)),
+                    packets.to_string(),
+                    "RpcBuffer",
+                    p.name(),
+                    shape.dotnet,
+                );
+            }
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// One CSV line per sample.
+pub fn csv(samples: &[Sample]) -> String {
+    let mut out = "case,transport,policy,msg_size,node_size,nodes,rep,calls,elapsed_ns,calls_per_sec,\
+                   p50_ns,p99_ns,p999_ns,max_ns,mean_ns\n"
+        .to_owned();
+    for s in samples {
+        let (transport, policy, node, nodes) = match s.case.via {
+            Via::Rpc(p, shape) => ("rpc", p.name(), shape.node, shape.nodes),
+            Via::Unix(_) => ("unix", "", 0, 0),
+        };
+        let _ = writeln!(
+            out,
+            "{},{transport},{policy},{},{node},{nodes},{},{},{},{:.1},{},{},{},{},{:.1}",
+            s.case,
+            s.case.msg(),
+            s.rep,
+            s.calls,
+            s.elapsed.as_nanos(),
+            s.rate(),
+            s.rtt.p50,
+            s.rtt.p99,
+            s.rtt.p999,
+            s.rtt.max,
+            s.rtt.mean
+        );
+    }
+    out
+}
+
+impl Group for Settings {
+    type Case = Case;
+    type Sample = Sample;
+
+    fn name(&self) -> &'static str {
+        "rpc"
+    }
+
+    fn cases(&self) -> Vec<Case> {
+        let mut out = Vec::new();
+        let mut sizes: Vec<usize> = SHAPES.iter().map(|s| s.msg).collect();
+        sizes.dedup();
+        for msg in sizes {
+            // The reference first, then the RpcBuffer runs it is paired with.
+            if self.transports.contains(&Transport::Unix) {
+                out.push(Case { via: Via::Unix(msg) });
+            }
+            if !self.transports.contains(&Transport::Rpc) {
+                continue;
+            }
+            for shape in SHAPES.iter().filter(|s| s.msg == msg) {
+                for &p in &self.policies {
+                    out.push(Case { via: Via::Rpc(p, *shape) });
+                }
+            }
+        }
+        out
+    }
+
+    fn warmup_case(&self) -> Option<Case> {
+        self.cases()
+            .into_iter()
+            .find(|c| matches!(c.via, Via::Rpc(..)))
+            .or_else(|| self.cases().first().copied())
+    }
+
+    fn run(&self, case: Case, rep: usize) -> Result<Sample, String> {
+        run(case, self, rep)
+    }
+
+    fn progress(&self, s: &Sample) -> String {
+        format!(
+            "{:>9} calls/s  p50 {:>8} µs  p99 {:>8} µs",
+            stats::si(s.rate()),
+            latency::us(s.rtt.p50),
+            latency::us(s.rtt.p99)
+        )
+    }
+
+    fn render(&self, samples: &[Sample]) -> String {
+        render(self, samples)
+    }
+
+    fn csv(&self, samples: &[Sample]) -> String {
+        csv(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels() {
+        assert_eq!(label(1024), "1 KiB");
+        assert_eq!(label(4096), "4 KiB");
+        assert_eq!(label(512_000), "512,000 B");
+        assert_eq!(label(512_064), "512,064 B");
+        assert_eq!(label(999), "999 B");
+    }
+
+    #[test]
+    fn packets_per_message() {
+        assert_eq!(512_000usize.div_ceil(SHAPES[1].node - HEADER), 517);
+        assert_eq!(512_000usize.div_ceil(SHAPES[2].node - HEADER), 1);
+        assert_eq!(1024usize.div_ceil(SHAPES[0].node - HEADER), 1);
+    }
+}
