@@ -41,7 +41,6 @@ const READERS_OFF: usize = 320;
 /// Most readers subscribed at once, across all processes.
 pub const MAX_READERS: usize = 128;
 const CELLS_OFF: usize = READERS_OFF + MAX_READERS * std::mem::size_of::<ReaderEntry>();
-const ALIGN: usize = 64;
 /// Most nodes a broadcast ring may have.
 pub const MAX_NODES: usize = 1 << 30;
 
@@ -70,14 +69,8 @@ struct ReaderEntry {
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for ReaderEntry {}
 
-fn round_up(v: usize, to: usize) -> Option<usize> {
-    Some(v.checked_add(to - 1)? / to * to)
-}
-
 fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
-    let data_off = round_up(CELLS_OFF.checked_add(nodes.checked_mul(std::mem::size_of::<Cell>())?)?, ALIGN)?;
-    let stride = round_up(node_size, ALIGN)?;
-    Some((data_off, stride, data_off.checked_add(nodes.checked_mul(stride)?)?))
+    super::ring::nodes_layout(CELLS_OFF, nodes, node_size)
 }
 
 /// A broadcast ring between processes: every subscribed reader receives

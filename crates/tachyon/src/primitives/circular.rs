@@ -16,7 +16,6 @@ const CURSORS_OFF: usize = 64;
 const NOT_EMPTY_OFF: usize = 192;
 const NOT_FULL_OFF: usize = 256;
 const CELLS_OFF: usize = 320;
-const ALIGN: usize = 64;
 /// Most nodes a ring may have (the protocol needs `n < 2^31`).
 pub const MAX_NODES: usize = 1 << 30;
 
@@ -26,16 +25,9 @@ unsafe impl ShmSafe for Cursors {}
 // SAFETY: `Cell` is `repr(C)`, two atomics.
 unsafe impl ShmSafe for Cell {}
 
-fn round_up(v: usize, to: usize) -> Option<usize> {
-    Some(v.checked_add(to - 1)? / to * to)
-}
-
 /// `(data offset, stride, total size)` of a ring with this geometry.
 fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
-    let data_off = round_up(CELLS_OFF.checked_add(nodes.checked_mul(std::mem::size_of::<Cell>())?)?, ALIGN)?;
-    let stride = round_up(node_size, ALIGN)?;
-    let total = data_off.checked_add(nodes.checked_mul(stride)?)?;
-    Some((data_off, stride, total))
+    super::ring::nodes_layout(CELLS_OFF, nodes, node_size)
 }
 
 /// A bounded multi-producer multi-consumer queue of byte items between

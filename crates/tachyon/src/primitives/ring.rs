@@ -95,6 +95,22 @@ pub(crate) struct Waits<'a> {
     pub policy: crate::sync::WaitPolicy,
 }
 
+/// The layout of a ring whose `nodes` cells start at `cells_off`, each
+/// followed (after the cells) by a node of `node_size` bytes padded to a
+/// cache line: `(data offset, stride, total size)`, or `None` on overflow.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn nodes_layout(
+    cells_off: usize,
+    nodes: usize,
+    node_size: usize,
+) -> Option<(usize, usize, usize)> {
+    const LINE: usize = 64;
+    let round_up = |v: usize| Some(v.checked_add(LINE - 1)? / LINE * LINE);
+    let data_off = round_up(cells_off.checked_add(nodes.checked_mul(std::mem::size_of::<Cell>())?)?)?;
+    let stride = round_up(node_size)?;
+    Some((data_off, stride, data_off.checked_add(nodes.checked_mul(stride)?)?))
+}
+
 /// What a claim attempt found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Claim {
