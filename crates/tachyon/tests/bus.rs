@@ -241,6 +241,8 @@ fn loans_and_messages_dropped_return_their_chunks() {
         topic.send(b"y", 1, SHORT).unwrap();
     }
     assert!(matches!(topic.send(b"y", 1, SHORT), Err(Error::Timeout)));
+    assert!(matches!(topic.try_send(b"y", 1), Err(Error::Timeout)));
+    assert!(matches!(topic.try_recv_into(topic.partition_of(1) ^ 1, &mut Vec::new()), Err(Error::Timeout)));
     assert!(
         matches!(topic.try_receive(topic.partition_of(1) ^ 1), Err(Error::Timeout)),
         "other partition empty"

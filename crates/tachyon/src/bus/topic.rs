@@ -358,6 +358,12 @@ impl<'r> Topic<'r> {
         loan.publish(data.len(), key, left)
     }
 
+    /// [`send`](Self::send) without waiting (for a chunk or a free
+    /// descriptor).
+    pub fn try_send(&self, data: &[u8], key: u64) -> Result<()> {
+        self.send(data, key, Some(Duration::ZERO))
+    }
+
     /// Waits up to `timeout` for a message in `partition` and returns a
     /// read-only view of it in shared memory. Dropping the [`Message`]
     /// releases its chunk. A corrupt descriptor is dropped from the ring and
@@ -422,6 +428,11 @@ impl<'r> Topic<'r> {
         buf.clear();
         buf.extend_from_slice(&msg);
         Ok(msg.len())
+    }
+
+    /// [`recv_into`](Self::recv_into) without waiting.
+    pub fn try_recv_into(&self, partition: u32, buf: &mut Vec<u8>) -> Result<usize> {
+        self.recv_into(partition, buf, Some(Duration::ZERO))
     }
 
     /// Publishes a raw descriptor, bypassing the pool. For tests of the
