@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{spawn, unique, wait_child, LIMIT};
+use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::bus::{Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
@@ -124,6 +124,19 @@ fn child_entry() {
                 }
                 idle = !got_any;
             }
+        }
+        "loan-and-hang" => {
+            let side = Segment::open(parts[1]).unwrap();
+            let n: usize = parts[2].parse().unwrap();
+            let loans: Vec<_> = (0..n).map(|i| topic.loan(10 + i * 300, LONG).unwrap()).collect();
+            counter(&side, 0).store(loans.len() as u64, Ordering::SeqCst);
+            std::thread::sleep(LIMIT); // SIGKILLed here, holding its loans
+        }
+        "receive-and-hang" => {
+            let side = Segment::open(parts[1]).unwrap();
+            let held: Vec<_> = (0..2).map(|_| topic.receive(0, LONG).unwrap()).collect();
+            counter(&side, 0).store(held.len() as u64, Ordering::SeqCst);
+            std::thread::sleep(LIMIT); // SIGKILLed here, holding two messages
         }
         "publish-and-exit" => {
             for i in 0..10u8 {
@@ -385,4 +398,64 @@ fn a_damaged_region_header_or_topic_entry_is_corrupt_not_a_crash() {
     }
     let region = Region::open(&name).unwrap();
     region.topic("t").unwrap().send(b"still fine", 0, SHORT).unwrap();
+}
+
+#[test]
+fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
+    let name = unique("bus-reclaim");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-reclaim-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    let region = small_region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let initial = region.pool_stats().unwrap();
+
+    // A producer dies holding three loans.
+    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},3"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 3));
+    assert_ne!(region.pool_stats().unwrap(), initial);
+    assert_eq!(region.recover().unwrap().total(), 0, "a live holder keeps its chunks");
+    kill(&mut child);
+    let r = region.recover().unwrap();
+    assert_eq!((r.loans, r.held, r.unpublished), (3, 0, 0));
+    assert_eq!(region.recover().unwrap().total(), 0, "reclaimed once");
+    assert_eq!(region.pool_stats().unwrap(), initial);
+
+    // A consumer dies holding two received messages (lost: at most once).
+    counter(&side, 0).store(0, Ordering::SeqCst);
+    topic.send(b"one", 0, SHORT).unwrap();
+    topic.send(b"two", 0, SHORT).unwrap();
+    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    kill(&mut child);
+    let r = region.recover().unwrap();
+    assert_eq!((r.loans, r.held, r.unpublished), (0, 2, 0));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "the held messages are gone");
+}
+
+#[test]
+fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
+    let name = unique("bus-auto-reclaim");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-auto-reclaim-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    // Only 1 MiB chunks, a handful.
+    let cfg = RegionConfig {
+        size: 8 << 20,
+        ring_arena: 1 << 20,
+        class_weights: [0, 0, 0, 0, 0, 0, 0, 1],
+        ..Default::default()
+    };
+    let region = Region::create(&name, cfg).unwrap();
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let chunks = region.pool_stats().unwrap()[7].chunks;
+    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},{chunks}"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == chunks as u64));
+    assert!(matches!(topic.loan(10, SHORT), Err(Error::PoolExhausted { .. })), "all held by a live process");
+    kill(&mut child);
+    // Nobody calls recover: the waiting loan finds the dead holder's chunks.
+    let loan = topic.loan(10, LONG).unwrap();
+    drop(loan);
+    assert_eq!(region.pool_stats().unwrap()[7].free, chunks);
 }

@@ -19,10 +19,14 @@
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
 #[cfg(not(tachyon_loom))]
+mod recovery;
+#[cfg(not(tachyon_loom))]
 mod region;
 #[cfg(not(tachyon_loom))]
 mod topic;
 
+#[cfg(not(tachyon_loom))]
+pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]

@@ -43,6 +43,9 @@ pub const CLASS_SIZES: [usize; 8] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 
 pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
 
 const LAYOUT_VERSION: u64 = 1;
+/// How often a loan waiting for the pool looks for chunks held by dead
+/// processes.
+pub(crate) const RECOVERY_INTERVAL: Duration = Duration::from_millis(50);
 const OFF_VERSION: usize = 0;
 const OFF_MAX_TOPICS: usize = 8;
 const OFF_ARENA: usize = 16;
@@ -223,6 +226,9 @@ pub struct Region {
     pub(crate) seg: Segment,
     layout: Layout,
     max_topics: usize,
+    /// When this handle last ran recovery (ns since it was opened).
+    pub(crate) last_recovery: AtomicU64,
+    pub(crate) opened: std::time::Instant,
 }
 
 impl Region {
@@ -266,8 +272,9 @@ impl Region {
                 Ok(())
             },
         )?;
-        let region = Region { seg, layout, max_topics: config.max_topics };
-        region.heartbeat();
+        let region = Region::new(seg, layout, config.max_topics);
+        // Attaching is a good moment to reclaim what dead processes held.
+        let _ = region.recover();
         Ok(region)
     }
 
@@ -310,9 +317,22 @@ impl Region {
         if recorded.iter().zip(&expected).any(|(&r, &e)| r != e as u64) {
             return Err(bad("region layout", seg.size() as u64));
         }
-        let region = Region { seg, layout, max_topics: config.max_topics };
-        region.heartbeat();
+        let region = Region::new(seg, layout, config.max_topics);
+        // Attaching is a good moment to reclaim what dead processes held.
+        let _ = region.recover();
         Ok(region)
+    }
+
+    fn new(seg: Segment, layout: Layout, max_topics: usize) -> Region {
+        let region = Region {
+            seg,
+            layout,
+            max_topics,
+            last_recovery: AtomicU64::new(u64::MAX),
+            opened: std::time::Instant::now(),
+        };
+        region.heartbeat();
+        region
     }
 
     /// Deletes the region's name. Processes attached keep their memory.
@@ -484,14 +504,30 @@ impl Region {
         if let Some(r) = try_pop() {
             return r;
         }
+        let exhausted = Error::PoolExhausted { class: want, chunk_size: CLASS_SIZES[want] };
         if timeout.is_some_and(|t| t.is_zero()) {
-            return Err(Error::PoolExhausted { class: want, chunk_size: CLASS_SIZES[want] });
+            return Err(exhausted);
         }
         self.heartbeat();
-        match self.freed().wait_until(crate::sync::WaitPolicy::Hybrid, timeout, try_pop) {
-            Ok(r) => r,
-            Err(Error::Timeout) => Err(Error::PoolExhausted { class: want, chunk_size: CLASS_SIZES[want] }),
-            Err(e) => Err(e),
+        // Wait in slices; between them, reclaim what dead processes held
+        // (nobody else would free it for us).
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            if self.recover_now_and_then() > 0 {
+                if let Some(r) = try_pop() {
+                    return r;
+                }
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(exhausted);
+            }
+            let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
+            match self.freed().wait_until(crate::sync::WaitPolicy::Hybrid, Some(slice), try_pop) {
+                Ok(r) => return r,
+                Err(Error::Timeout) => {}
+                Err(e) => return Err(e),
+            }
         }
     }
 

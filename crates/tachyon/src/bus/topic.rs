@@ -301,7 +301,7 @@ impl<'r> Topic<'r> {
         Ok(self.ring(partition)?.len() as usize)
     }
 
-    fn ring(&self, partition: u32) -> Result<Ring<'r>> {
+    pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'r>> {
         if partition >= self.partitions {
             return Err(Error::invalid(format!("partition {partition} of a topic with {}", self.partitions)));
         }
@@ -310,7 +310,7 @@ impl<'r> Topic<'r> {
         Ok(Ring { cursors: seg.get(base)?, cells: seg.get_slice(base + PARTITION_HEADER, self.capacity)? })
     }
 
-    fn waits(&self, partition: u32) -> Result<Waits<'r>> {
+    pub(crate) fn waits(&self, partition: u32) -> Result<Waits<'r>> {
         let seg = self.region.segment();
         let base = self.ring_off + partition as usize * self.block;
         Ok(Waits {
@@ -374,12 +374,7 @@ impl<'r> Topic<'r> {
         let seg = self.region.segment();
         let me = seg.token();
         let (pos, idx, word) = ring.claim_blocking(seg, &waits, false, u64::MAX, timeout)?;
-        let checked = self.check_descriptor(word);
-        if let Ok((_, chunk, _)) = checked {
-            // Record the holder before the descriptor leaves the ring, so
-            // that the chunk is always attributable.
-            self.region.metas()?[chunk as usize].owner.store(me.raw(), Ordering::Relaxed);
-        }
+        let checked = self.check_descriptor(word, me.raw());
         let released = ring.finish_read(pos, idx, me);
         waits.not_full.notify_all();
         let (class, chunk, len) = match checked {
@@ -400,8 +395,11 @@ impl<'r> Topic<'r> {
         Ok(msg)
     }
 
-    /// Validates a descriptor and takes its chunk from QUEUED to HELD.
-    fn check_descriptor(&self, word: u64) -> Result<(usize, u32, usize)> {
+    /// Validates a descriptor and takes its chunk from QUEUED to HELD by
+    /// `me`. The holder is recorded *before* the state changes (and while
+    /// the ring cell still names us), so that recovery never sees a HELD
+    /// chunk attributed to anyone but its consumer.
+    fn check_descriptor(&self, word: u64, me: u32) -> Result<(usize, u32, usize)> {
         let chunk = (word >> 32) as u32;
         let len = word as u32 as usize;
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
@@ -410,9 +408,13 @@ impl<'r> Topic<'r> {
             return Err(bad("descriptor length", len as u64));
         }
         let meta = &self.region.metas()?[chunk as usize];
-        meta.state
-            .compare_exchange(QUEUED, HELD, Ordering::AcqRel, Ordering::Relaxed)
-            .map_err(|s| bad("state of the descriptor's chunk", u64::from(s)))?;
+        let producer = meta.owner.swap(me, Ordering::AcqRel);
+        if let Err(state) = meta.state.compare_exchange(QUEUED, HELD, Ordering::AcqRel, Ordering::Relaxed) {
+            // Not a queued chunk (a corrupt or duplicated descriptor): give
+            // the owner field back, unless someone changed it meanwhile.
+            let _ = meta.owner.compare_exchange(me, producer, Ordering::AcqRel, Ordering::Relaxed);
+            return Err(bad("state of the descriptor's chunk", u64::from(state)));
+        }
         Ok((class, chunk, len))
     }
 

@@ -1,0 +1,163 @@
+//! Reclaiming what dead processes held in a region.
+//!
+//! A chunk records its holder (`owner`, an attach token) while it is
+//! loaned (LOANED), being published (QUEUED before its descriptor is
+//! committed) or received and not released (HELD). When that holder's
+//! attachment is dead, nothing will ever release the chunk, so recovery
+//! does: one compare-and-swap on the chunk's state decides which of several
+//! concurrent recoverers returns it to the free list (exactly one).
+//!
+//! A QUEUED chunk whose producer is dead is left alone while a committed
+//! descriptor in some ring names it (the message is still to be delivered:
+//! a producer may publish and exit); only one that no live descriptor names
+//! (the producer died between marking it and committing) is reclaimed.
+//!
+//! Messages a dead consumer had received are lost (at-most-once delivery).
+//! Ring cells left claimed by dead processes are repaired by the rings
+//! themselves, by whoever waits on them.
+
+use super::pool::{HELD, LOANED, QUEUED};
+use super::region::{Region, RECOVERY_INTERVAL};
+use super::topic::Topic;
+use crate::error::Result;
+use crate::platform::atomic::Ordering;
+use crate::primitives::ring::TOMBSTONE;
+use crate::sync::{Liveness, Token};
+use std::collections::HashSet;
+
+/// What one [`Region::recover`] reclaimed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Chunks a dead producer had loaned and not published.
+    pub loans: usize,
+    /// Messages a dead consumer had received and not released (lost).
+    pub held: usize,
+    /// Chunks a dead producer was publishing when it died (lost).
+    pub unpublished: usize,
+}
+
+impl Recovered {
+    /// Chunks returned to the pool in all.
+    pub fn total(&self) -> usize {
+        self.loans + self.held + self.unpublished
+    }
+}
+
+impl Region {
+    /// Returns to the pool every chunk held by a process that died: its
+    /// loans, the messages it had received and not released, and a message
+    /// it was publishing. Safe to run from several processes at once (each
+    /// chunk is reclaimed by exactly one), and run by the library itself
+    /// when a process opens the region and while a loan waits for the
+    /// pool; the `tachyond` reaper may run it too.
+    ///
+    /// ```
+    /// # use tachyon::bus::{Region, RegionConfig};
+    /// # let name = format!("doc-recover-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    /// assert_eq!(region.recover()?.total(), 0); // nobody died
+    /// # drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn recover(&self) -> Result<Recovered> {
+        self.last_recovery.store(self.opened.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let metas = self.metas()?;
+        let mut dead_cache = std::collections::HashMap::new();
+        let mut is_dead = |owner: u32| {
+            *dead_cache
+                .entry(owner)
+                .or_insert_with(|| Token::from_raw(owner).is_some_and(|t| self.seg.is_dead(t)))
+        };
+        let mut found = Recovered::default();
+        let mut queued_dead = Vec::new();
+        for (i, meta) in metas.iter().enumerate() {
+            let state = meta.state.load(Ordering::Acquire);
+            if !matches!(state, LOANED | HELD | QUEUED) {
+                continue;
+            }
+            let owner = meta.owner.load(Ordering::Acquire);
+            if owner == 0 || !is_dead(owner) {
+                continue;
+            }
+            if state == QUEUED {
+                queued_dead.push(i as u32);
+                continue;
+            }
+            if self.reclaim(i as u32, state, owner) {
+                match state {
+                    LOANED => found.loans += 1,
+                    _ => found.held += 1,
+                }
+            }
+        }
+        if !queued_dead.is_empty() {
+            let live = self.referenced_chunks()?;
+            for i in queued_dead {
+                let owner = metas[i as usize].owner.load(Ordering::Acquire);
+                if !live.contains(&i) && self.reclaim(i, QUEUED, owner) {
+                    found.unpublished += 1;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Runs [`recover`](Self::recover) if this handle has not for a while;
+    /// returns how many chunks it reclaimed.
+    pub(crate) fn recover_now_and_then(&self) -> usize {
+        let now = self.opened.elapsed().as_nanos() as u64;
+        let last = self.last_recovery.load(Ordering::Relaxed);
+        if last != u64::MAX && now.saturating_sub(last) < RECOVERY_INTERVAL.as_nanos() as u64 {
+            return 0;
+        }
+        self.recover().map_or(0, |r| r.total())
+    }
+
+    /// Moves chunk `i` from `state` (held by dead `owner`) to the free list;
+    /// false if another recoverer (or a live consumer) got there first.
+    fn reclaim(&self, i: u32, state: u32, owner: u32) -> bool {
+        let Ok(metas) = self.metas() else { return false };
+        let meta = &metas[i as usize];
+        if meta.owner.load(Ordering::Acquire) != owner {
+            return false;
+        }
+        // The state CAS picks exactly one reclaimer; FREE afterwards.
+        if meta.state.compare_exchange(state, super::pool::FREE, Ordering::AcqRel, Ordering::Relaxed).is_err()
+        {
+            return false;
+        }
+        match self.class_of(i) {
+            Some(class) => {
+                self.free(class, i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Chunks named by a committed, not yet consumed descriptor in any ring.
+    fn referenced_chunks(&self) -> Result<HashSet<u32>> {
+        let mut live = HashSet::new();
+        for (index, entry) in self.entries()?.iter().enumerate() {
+            if entry.is_free() {
+                continue;
+            }
+            let topic = Topic::attach(self, index)?;
+            let n = topic.capacity() as u64;
+            for p in 0..topic.partitions() {
+                let ring = topic.ring(p)?;
+                for (idx, cell) in ring.cells.iter().enumerate() {
+                    let word = cell.word.load(Ordering::Acquire);
+                    let (seq, tag) = ((word >> 32) as u32, word as u32);
+                    // Full (or being read): the cell's sequence is one past
+                    // a position of this cell; a tombstone delivers nothing.
+                    let full = u64::from(seq.wrapping_sub(1)) % n == idx as u64;
+                    if full && tag != TOMBSTONE {
+                        live.insert((cell.len.load(Ordering::Relaxed) >> 32) as u32);
+                    }
+                }
+            }
+        }
+        Ok(live)
+    }
+}
