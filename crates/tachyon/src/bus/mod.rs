@@ -16,6 +16,8 @@
 //! messages is the recovery layer's job.
 
 // Under loom only the free list's models are built.
+#[cfg(not(tachyon_loom))]
+mod inspect;
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
 #[cfg(not(tachyon_loom))]
@@ -25,6 +27,8 @@ mod region;
 #[cfg(not(tachyon_loom))]
 mod topic;
 
+#[cfg(not(tachyon_loom))]
+pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
 #[cfg(not(tachyon_loom))]
 pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]

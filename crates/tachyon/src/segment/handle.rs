@@ -385,6 +385,34 @@ impl Segment {
         }
     }
 
+    /// Every attach slot in use, or left in use by a process that died,
+    /// with its process and whether it is alive (this handle's included).
+    pub fn attach_slots(&self) -> Vec<super::AttacherInfo> {
+        let inner = &self.inner;
+        (0..inner.header.slots)
+            .filter_map(|i| {
+                let s = inner.slot_repr(i);
+                let alive = i == inner.slot || slot_alive(inner.fd.as_fd(), i);
+                (alive || s.state.load(Ordering::Acquire) != SLOT_FREE).then(|| super::AttacherInfo {
+                    slot: i,
+                    process: ProcessId {
+                        pid: s.pid.load(Ordering::Relaxed),
+                        start_time: s.start_time.load(Ordering::Relaxed),
+                    },
+                    attached_unix_ns: s.attached_unix_ns.load(Ordering::Relaxed),
+                    alive,
+                })
+            })
+            .collect()
+    }
+
+    /// The current generation of attach slot `slot` (its occupant's token
+    /// is `Token::new(slot, gen)`), if the slot exists.
+    pub fn slot_generation(&self, slot: usize) -> Option<u32> {
+        (slot < self.inner.header.slots)
+            .then(|| Token::wrap_gen(self.inner.slot_repr(slot).gen.load(Ordering::Acquire)))
+    }
+
     /// The processes attached now, this handle included.
     pub fn attachers(&self) -> Vec<ProcessId> {
         let inner = &self.inner;
@@ -821,6 +849,44 @@ fn remove_if_stale(name: &SegmentName, path: &Path) -> Result<bool> {
         return Ok(false);
     }
     fs::unlink(path).map_err(|e| map_io(e, name, "remove stale"))?;
+    Ok(true)
+}
+
+/// Removes a segment found by [`list`](super::list) if it is stale: not
+/// persistent, and every attacher dead. Checked again under the segment's
+/// lifecycle lock, so a process attaching at the same moment is never
+/// robbed of its segment. `Ok(true)` if this call removed it.
+///
+/// ```
+/// use tachyon::segment::{self, reap};
+/// for info in segment::list()? {
+///     if info.is_stale() && reap(&info)? {
+///         println!("removed {}", info.path.display());
+///     }
+/// }
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub fn reap(info: &super::SegmentInfo) -> Result<bool> {
+    let file_name = info.path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_owned();
+    let name =
+        SegmentName { given: info.name.clone(), scope: info.scope, bare: info.name.clone(), file_name };
+    let path = &info.path;
+    let fd = match fs::open_existing(path) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(map_io(e, &name, "open")),
+    };
+    check_file(&name, fd.as_fd())?;
+    let _lock = LifecycleLock::acquire(fd.as_fd())?;
+    let file = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
+    if file.nlink == 0 || !names_file(path, &file) {
+        return Ok(false);
+    }
+    let header = read_header(fd.as_fd(), &file)?;
+    if header.persistent || any_live(fd.as_fd(), header.slots) {
+        return Ok(false);
+    }
+    fs::unlink(path).map_err(|e| map_io(e, &name, "remove stale"))?;
     Ok(true)
 }
 

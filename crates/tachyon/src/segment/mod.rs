@@ -27,7 +27,7 @@ mod header;
 mod list;
 
 #[cfg(not(tachyon_loom))]
-pub use handle::{Segment, SegmentBuilder};
+pub use handle::{reap, Segment, SegmentBuilder};
 #[cfg(not(tachyon_loom))]
 pub use list::{list, AttacherInfo, SegmentInfo, SegmentStatus};
 

@@ -1,0 +1,123 @@
+//! A snapshot of a region for inspectors (`tyctl`) and monitoring.
+
+use super::pool::{HELD, LOANED};
+use super::region::{ClassStats, Region};
+use super::topic::{Topic, TopicInfo};
+use crate::error::Result;
+use crate::platform::atomic::Ordering;
+use crate::platform::process::ProcessId;
+use crate::sync::Token;
+
+/// What [`Region::inspect`] saw. A snapshot: other processes go on while
+/// it is taken, so counts may be off by the operations in flight.
+#[derive(Debug, Clone)]
+pub struct RegionReport {
+    /// Every topic.
+    pub topics: Vec<TopicReport>,
+    /// Chunks and free chunks per size class.
+    pub pool: [ClassStats; 8],
+    /// Every attach slot in use or left in use by a dead process.
+    pub processes: Vec<ProcessReport>,
+    /// Chunks held by attachments whose slot has since been reused (their
+    /// holders are dead; [`Region::recover`] returns them).
+    pub orphaned_chunks: usize,
+}
+
+/// One topic of a [`RegionReport`].
+#[derive(Debug, Clone)]
+pub struct TopicReport {
+    /// Name and counters.
+    pub info: TopicInfo,
+    /// Each partition's positions.
+    pub partitions: Vec<PartitionReport>,
+}
+
+/// One partition's ring positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionReport {
+    /// Next position consumers read.
+    pub head: u64,
+    /// Next position producers write.
+    pub tail: u64,
+    /// Messages waiting (claimed cells included).
+    pub depth: u64,
+}
+
+/// One attach slot of a [`RegionReport`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessReport {
+    /// The attach slot.
+    pub slot: usize,
+    /// The process (pid and start time).
+    pub process: ProcessId,
+    /// Whether it is alive (its slot's OFD lock is held).
+    pub alive: bool,
+    /// Its last heartbeat, ns since the Unix epoch (0: never).
+    pub heartbeat_unix_ns: u64,
+    /// Chunks it has loaned and not published.
+    pub loans: usize,
+    /// Messages it has received and not released.
+    pub held: usize,
+}
+
+impl Region {
+    /// Takes a snapshot of topics, partitions, pool and processes.
+    ///
+    /// ```
+    /// # use tachyon::bus::{Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-inspect-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    /// let topic = region.create_topic("t", TopicConfig::default())?;
+    /// let _loan = topic.loan(100, None)?;
+    /// let report = region.inspect()?;
+    /// assert_eq!(report.topics[0].info.name, "t");
+    /// assert_eq!(report.processes.iter().map(|p| p.loans).sum::<usize>(), 1);
+    /// # drop(_loan); drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn inspect(&self) -> Result<RegionReport> {
+        let mut topics = Vec::new();
+        for (index, entry) in self.entries()?.iter().enumerate() {
+            if entry.is_free() {
+                continue;
+            }
+            let topic = Topic::attach(self, index)?;
+            let mut partitions = Vec::new();
+            for p in 0..topic.partitions() {
+                let ring = topic.ring(p)?;
+                let head = ring.cursors.head.load(Ordering::Acquire);
+                let tail = ring.cursors.tail.load(Ordering::Acquire);
+                partitions.push(PartitionReport { head, tail, depth: ring.len() });
+            }
+            topics.push(TopicReport { info: topic.info(), partitions });
+        }
+        let seg = self.segment();
+        let mut processes: Vec<ProcessReport> = seg
+            .attach_slots()
+            .into_iter()
+            .map(|a| ProcessReport {
+                slot: a.slot,
+                process: a.process,
+                alive: a.alive,
+                heartbeat_unix_ns: self.heartbeat_of(a.slot).unwrap_or(0),
+                loans: 0,
+                held: 0,
+            })
+            .collect();
+        let mut orphaned_chunks = 0;
+        for meta in self.metas()? {
+            let state = meta.state.load(Ordering::Acquire);
+            if state != LOANED && state != HELD {
+                continue;
+            }
+            let Some(owner) = Token::from_raw(meta.owner.load(Ordering::Acquire)) else { continue };
+            let current = seg.slot_generation(owner.slot()) == Some(owner.gen());
+            match processes.iter_mut().find(|p| p.slot == owner.slot()).filter(|_| current) {
+                Some(p) if state == LOANED => p.loans += 1,
+                Some(p) => p.held += 1,
+                None => orphaned_chunks += 1,
+            }
+        }
+        Ok(RegionReport { topics, pool: self.pool_stats()?, processes, orphaned_chunks })
+    }
+}
