@@ -347,7 +347,12 @@ fn topic_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result
     let total = warmup + count;
     let size = case.size;
     let policy = case.policy.unwrap_or(Policy::Hybrid);
-    let cfg = TopicConfig { partitions: 1, capacity: settings.capacity, wait: policy.wait_policy() };
+    let cfg = TopicConfig {
+        partitions: 1,
+        capacity: settings.capacity,
+        wait: policy.wait_policy(),
+        ..Default::default()
+    };
     let name = unique_name();
     let topics = if case.test == Test::Latency { 2 } else { 1 };
     let region = Region::create(&name, region_config(size, settings.capacity, topics))

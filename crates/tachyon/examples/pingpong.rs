@@ -104,7 +104,7 @@ fn parse(text: &str, what: &str, min: u64, max: u64) -> Result<u64> {
 
 fn parent(region: &Region, name: &str, size: usize, count: u64, policy: WaitPolicy) -> Result<()> {
     // One partition per direction; one message is in flight at a time.
-    let config = TopicConfig { partitions: 1, capacity: 64, wait: policy };
+    let config = TopicConfig { partitions: 1, capacity: 64, wait: policy, ..Default::default() };
     let ping = region.create_topic("ping", config)?;
     let pong = region.create_topic("pong", config)?;
     let rounds = WARM_UP + count;

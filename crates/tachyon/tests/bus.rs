@@ -459,3 +459,34 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     drop(loan);
     assert_eq!(region.pool_stats().unwrap()[7].free, chunks);
 }
+
+#[test]
+fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
+    use tachyon::bus::Delivery;
+    let name = unique("bus-alo");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-alo-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    let region = small_region(&name);
+    let cfg = TopicConfig { delivery: Delivery::AtLeastOnce, ..Default::default() };
+    let topic = region.create_topic("t", cfg).unwrap();
+    let initial = region.pool_stats().unwrap();
+    topic.send(b"one", 0, SHORT).unwrap();
+    topic.send(b"two", 0, SHORT).unwrap();
+    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    topic.send(b"three", 0, SHORT).unwrap();
+    kill(&mut child);
+    // A waiting consumer gets the dead consumer's messages back by itself
+    // (after the one published meanwhile).
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    for _ in 0..3 {
+        topic.recv_into(0, &mut buf, LONG).unwrap();
+        got.push(String::from_utf8(buf.clone()).unwrap());
+    }
+    got[1..].sort();
+    assert_eq!(got, ["three", "one", "two"]);
+    assert_eq!(region.recover().unwrap().total(), 0);
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}

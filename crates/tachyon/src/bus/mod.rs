@@ -34,4 +34,4 @@ pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
-pub use topic::{Loan, Message, Topic, TopicConfig, TopicInfo, MAX_CAPACITY, MAX_PARTITIONS};
+pub use topic::{Delivery, Loan, Message, Topic, TopicConfig, TopicInfo, MAX_CAPACITY, MAX_PARTITIONS};

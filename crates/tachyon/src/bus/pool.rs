@@ -36,12 +36,17 @@ pub(crate) struct FreeList {
     pub free: AtomicU64,
 }
 
-/// Per-chunk metadata: free-list link, state, and holder token.
+/// Per-chunk metadata: free-list link, state, holder token, and for a
+/// received message where it came from (for redelivery).
 #[repr(C)]
 pub(crate) struct ChunkMeta {
     next: AtomicU32,
     pub state: AtomicU32,
     pub owner: AtomicU32,
+    /// `(topic index + 1) << 16 | partition` of a HELD message; 0 if none.
+    pub route: AtomicU32,
+    /// Length of a HELD message.
+    pub len: AtomicU32,
     _pad: AtomicU32,
 }
 
@@ -52,6 +57,8 @@ impl ChunkMeta {
             next: AtomicU32::new(0),
             state: AtomicU32::new(FREE),
             owner: AtomicU32::new(0),
+            route: AtomicU32::new(0),
+            len: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
         }
     }

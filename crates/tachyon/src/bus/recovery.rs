@@ -4,20 +4,23 @@
 //! loaned (LOANED), being published (QUEUED before its descriptor is
 //! committed) or received and not released (HELD). When that holder's
 //! attachment is dead, nothing will ever release the chunk, so recovery
-//! does: one compare-and-swap on the chunk's state decides which of several
-//! concurrent recoverers returns it to the free list (exactly one).
+//! does: one compare-and-swap of the chunk's `owner` from the dead holder's
+//! token to the recoverer's decides which of several concurrent recoverers
+//! goes on (exactly one).
 //!
 //! A QUEUED chunk whose producer is dead is left alone while a committed
 //! descriptor in some ring names it (the message is still to be delivered:
 //! a producer may publish and exit); only one that no live descriptor names
 //! (the producer died between marking it and committing) is reclaimed.
 //!
-//! Messages a dead consumer had received are lost (at-most-once delivery).
-//! Ring cells left claimed by dead processes are repaired by the rings
+//! A message a dead consumer had received is lost on an at-most-once topic
+//! (counted), and published again into its partition on an at-least-once
+//! one. Ring cells left claimed by dead processes are repaired by the rings
 //! themselves, by whoever waits on them.
 
 use super::pool::{HELD, LOANED, QUEUED};
 use super::region::{Region, RECOVERY_INTERVAL};
+use super::topic::Delivery;
 use super::topic::Topic;
 use crate::error::Result;
 use crate::platform::atomic::Ordering;
@@ -34,12 +37,15 @@ pub struct Recovered {
     pub held: usize,
     /// Chunks a dead producer was publishing when it died (lost).
     pub unpublished: usize,
+    /// Messages a dead consumer had received on an at-least-once topic,
+    /// published again.
+    pub redelivered: usize,
 }
 
 impl Recovered {
     /// Chunks returned to the pool in all.
     pub fn total(&self) -> usize {
-        self.loans + self.held + self.unpublished
+        self.loans + self.held + self.unpublished + self.redelivered
     }
 }
 
@@ -83,6 +89,17 @@ impl Region {
                 queued_dead.push(i as u32);
                 continue;
             }
+            if state == HELD {
+                let route = metas[i].route.load(Ordering::Acquire);
+                if let Some(redelivered) = self.redeliver(i as u32, owner, route) {
+                    if redelivered {
+                        found.redelivered += 1;
+                    } else {
+                        found.held += 1;
+                    }
+                    continue;
+                }
+            }
             if self.reclaim(i as u32, state, owner) {
                 match state {
                     LOANED => found.loans += 1,
@@ -118,12 +135,14 @@ impl Region {
     fn reclaim(&self, i: u32, state: u32, owner: u32) -> bool {
         let Ok(metas) = self.metas() else { return false };
         let meta = &metas[i as usize];
-        if meta.owner.load(Ordering::Acquire) != owner {
+        // The owner CAS picks exactly one recoverer.
+        let me = self.seg.token().raw();
+        if meta.owner.compare_exchange(owner, me, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
         }
-        // The state CAS picks exactly one reclaimer; FREE afterwards.
-        if meta.state.compare_exchange(state, super::pool::FREE, Ordering::AcqRel, Ordering::Relaxed).is_err()
-        {
+        if meta.state.load(Ordering::Acquire) != state {
+            // Cannot happen while the holder is dead; leave it be.
+            let _ = meta.owner.compare_exchange(me, owner, Ordering::AcqRel, Ordering::Relaxed);
             return false;
         }
         match self.class_of(i) {
@@ -132,6 +151,44 @@ impl Region {
                 true
             }
             None => false,
+        }
+    }
+
+    /// If chunk `i` (HELD by dead `owner`) came from an at-least-once topic,
+    /// takes it and publishes it again into its partition: `Some(true)`, or
+    /// `Some(false)` if that failed (the message is then lost and its chunk
+    /// freed). `None` if the topic is at-most-once (or the route unknown),
+    /// or another recoverer took the chunk.
+    fn redeliver(&self, i: u32, owner: u32, route: u32) -> Option<bool> {
+        let topic_index = (route >> 16).checked_sub(1)? as usize;
+        let partition = route & 0xFFFF;
+        let topic = Topic::attach(self, topic_index).ok()?;
+        if topic.delivery() != Delivery::AtLeastOnce || partition >= topic.partitions() {
+            return None;
+        }
+        let metas = self.metas().ok()?;
+        let meta = &metas[i as usize];
+        let me = self.seg.token();
+        meta.owner.compare_exchange(owner, me.raw(), Ordering::AcqRel, Ordering::Relaxed).ok()?;
+        let class = self.class_of(i)?;
+        let len = u64::from(meta.len.load(Ordering::Relaxed)).min(super::region::CLASS_SIZES[class] as u64);
+        meta.state.store(QUEUED, Ordering::Release);
+        let published = (|| -> Result<bool> {
+            let ring = topic.ring(partition)?;
+            let waits = topic.waits(partition)?;
+            let (pos, idx, _) =
+                ring.claim_blocking(&self.seg, &waits, true, 0, Some(std::time::Duration::from_secs(1)))?;
+            let ok = ring.commit_write(pos, idx, (u64::from(i) << 32) | len, me);
+            waits.not_empty.notify_all();
+            Ok(ok)
+        })();
+        match published {
+            Ok(true) => Some(true),
+            _ => {
+                // The partition stayed full: the message is lost after all.
+                self.free(class, i);
+                Some(false)
+            }
         }
     }
 

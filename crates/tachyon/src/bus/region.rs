@@ -536,6 +536,7 @@ impl Region {
         if let (Ok(lists), Ok(metas)) = (self.free_lists(), self.metas()) {
             let meta = &metas[chunk as usize];
             meta.owner.store(0, Ordering::Relaxed);
+            meta.route.store(0, Ordering::Relaxed);
             meta.state.store(FREE, Ordering::Relaxed);
             lists[class].push(metas, chunk);
             self.freed().notify_all();

@@ -10,7 +10,7 @@
 //! queued) before any payload byte is touched.
 
 use super::pool::{HELD, LOANED, QUEUED};
-use super::region::{Region, CLASS_SIZES, MAX_MESSAGE};
+use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::primitives::ring::{Cell, Cursors, Ring, Waits};
@@ -30,13 +30,25 @@ pub const MAX_PARTITIONS: u32 = 256;
 /// Most descriptors per partition.
 pub const MAX_CAPACITY: u32 = 1 << 20;
 
+/// What happens to a message whose consumer dies before releasing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delivery {
+    /// It is lost (and counted): each message is delivered at most once.
+    #[default]
+    AtMostOnce,
+    /// It is delivered again, to another consumer of its partition, after
+    /// the messages published meanwhile: each message is delivered at
+    /// least once (consumers must tolerate duplicates).
+    AtLeastOnce,
+}
+
 /// How a topic is built. `Default`: 1 partition of 1024 descriptors,
-/// hybrid waiting.
+/// hybrid waiting, at-most-once delivery.
 ///
 /// ```
 /// use tachyon::bus::TopicConfig;
 /// use tachyon::sync::WaitPolicy;
-/// let cfg = TopicConfig { partitions: 4, capacity: 256, wait: WaitPolicy::Spin };
+/// let cfg = TopicConfig { partitions: 4, capacity: 256, wait: WaitPolicy::Spin, ..Default::default() };
 /// assert!(cfg.validate().is_ok());
 /// assert!(TopicConfig { partitions: 3, ..cfg }.validate().is_err());
 /// ```
@@ -49,11 +61,18 @@ pub struct TopicConfig {
     pub capacity: u32,
     /// How producers and consumers of this topic wait.
     pub wait: WaitPolicy,
+    /// What a consumer's death does to the message it held.
+    pub delivery: Delivery,
 }
 
 impl Default for TopicConfig {
     fn default() -> Self {
-        TopicConfig { partitions: 1, capacity: 1024, wait: WaitPolicy::Hybrid }
+        TopicConfig {
+            partitions: 1,
+            capacity: 1024,
+            wait: WaitPolicy::Hybrid,
+            delivery: Delivery::AtMostOnce,
+        }
     }
 }
 
@@ -103,7 +122,7 @@ pub(crate) struct TopicEntry {
     wait: AtomicU32,
     ring_off: AtomicU64,
     name_len: AtomicU32,
-    _r: AtomicU32,
+    delivery: AtomicU32,
     published: AtomicU64,
     received: AtomicU64,
     corrupt: AtomicU64,
@@ -151,6 +170,7 @@ impl TopicEntry {
         self.partitions.store(cfg.partitions, Ordering::Relaxed);
         self.capacity.store(cfg.capacity, Ordering::Relaxed);
         self.wait.store(policy_code(cfg.wait), Ordering::Relaxed);
+        self.delivery.store(u32::from(cfg.delivery == Delivery::AtLeastOnce), Ordering::Relaxed);
         self.ring_off.store(ring_off, Ordering::Relaxed);
         self.name_len.store(name.len() as u32, Ordering::Relaxed);
         let mut bytes = [0u8; MAX_NAME];
@@ -226,6 +246,8 @@ pub struct Topic<'r> {
     block: usize,
     ring_off: usize,
     policy: WaitPolicy,
+    index: usize,
+    delivery: Delivery,
 }
 
 impl<'r> Topic<'r> {
@@ -241,6 +263,11 @@ impl<'r> Topic<'r> {
                 2 => WaitPolicy::Futex,
                 3 => WaitPolicy::Hybrid,
                 v => return Err(bad("topic wait policy", u64::from(v))),
+            },
+            delivery: match entry.delivery.load(Ordering::Relaxed) {
+                0 => Delivery::AtMostOnce,
+                1 => Delivery::AtLeastOnce,
+                v => return Err(bad("topic delivery", u64::from(v))),
             },
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
@@ -261,7 +288,14 @@ impl<'r> Topic<'r> {
             block: cfg.block(),
             ring_off,
             policy: cfg.wait,
+            index,
+            delivery: cfg.delivery,
         })
+    }
+
+    /// What a consumer's death does to the message it held.
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
     }
 
     /// The topic's name.
@@ -373,8 +407,29 @@ impl<'r> Topic<'r> {
         let waits = self.waits(partition)?;
         let seg = self.region.segment();
         let me = seg.token();
-        let (pos, idx, word) = ring.claim_blocking(seg, &waits, false, u64::MAX, timeout)?;
-        let checked = self.check_descriptor(word, me.raw());
+        let (pos, idx, word) = match ring.claim_blocking(seg, &waits, false, u64::MAX, Some(Duration::ZERO)) {
+            Err(Error::Timeout) if timeout.is_none_or(|t| !t.is_zero()) => {
+                // Waiting: in slices, between which messages that dead
+                // consumers held are handed back (at-least-once topics).
+                let deadline = timeout.map(|t| Instant::now() + t);
+                loop {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    if left.is_some_and(|l| l.is_zero()) {
+                        return Err(Error::Timeout);
+                    }
+                    let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
+                    match ring.claim_blocking(seg, &waits, false, u64::MAX, Some(slice)) {
+                        Err(Error::Timeout) => {
+                            self.region.recover_now_and_then();
+                        }
+                        other => break other?,
+                    }
+                }
+            }
+            other => other?,
+        };
+        let route = ((self.index as u32 + 1) << 16) | partition;
+        let checked = self.check_descriptor(word, me.raw(), route);
         let released = ring.finish_read(pos, idx, me);
         waits.not_full.notify_all();
         let (class, chunk, len) = match checked {
@@ -399,7 +454,7 @@ impl<'r> Topic<'r> {
     /// `me`. The holder is recorded *before* the state changes (and while
     /// the ring cell still names us), so that recovery never sees a HELD
     /// chunk attributed to anyone but its consumer.
-    fn check_descriptor(&self, word: u64, me: u32) -> Result<(usize, u32, usize)> {
+    fn check_descriptor(&self, word: u64, me: u32, route: u32) -> Result<(usize, u32, usize)> {
         let chunk = (word >> 32) as u32;
         let len = word as u32 as usize;
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
@@ -415,6 +470,11 @@ impl<'r> Topic<'r> {
             let _ = meta.owner.compare_exchange(me, producer, Ordering::AcqRel, Ordering::Relaxed);
             return Err(bad("state of the descriptor's chunk", u64::from(state)));
         }
+        // Where it came from, for redelivery if we die holding it (a death
+        // before these two stores loses the message even on an
+        // at-least-once topic).
+        meta.len.store(len as u32, Ordering::Relaxed);
+        meta.route.store(route, Ordering::Release);
         Ok((class, chunk, len))
     }
 
