@@ -432,6 +432,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     assert_eq!((r.loans, r.held, r.unpublished), (0, 2, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
     assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "the held messages are gone");
+    assert_eq!(topic.info().lost, 2, "and counted as lost");
 }
 
 #[test]

@@ -96,14 +96,19 @@ impl Region {
                         found.redelivered += 1;
                     } else {
                         found.held += 1;
+                        self.count_lost(route);
                     }
                     continue;
                 }
             }
+            let route = metas[i].route.load(Ordering::Acquire);
             if self.reclaim(i as u32, state, owner) {
                 match state {
                     LOANED => found.loans += 1,
-                    _ => found.held += 1,
+                    _ => {
+                        found.held += 1;
+                        self.count_lost(route);
+                    }
                 }
             }
         }
@@ -189,6 +194,14 @@ impl Region {
                 self.free(class, i);
                 Some(false)
             }
+        }
+    }
+
+    /// Counts a lost message in the topic it came from (if known).
+    fn count_lost(&self, route: u32) {
+        let Some(index) = (route >> 16).checked_sub(1) else { return };
+        if let Some(entry) = self.entries().ok().and_then(|e| e.get(index as usize)) {
+            entry.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -126,7 +126,7 @@ pub(crate) struct TopicEntry {
     published: AtomicU64,
     received: AtomicU64,
     corrupt: AtomicU64,
-    _pad: AtomicU64,
+    pub(crate) lost: AtomicU64,
     name: [AtomicU64; 8],
 }
 
@@ -150,6 +150,8 @@ pub struct TopicInfo {
     pub received: u64,
     /// Corrupt descriptors met by consumers.
     pub corrupt: u64,
+    /// Messages lost with a consumer that died holding them (at-most-once).
+    pub lost: u64,
 }
 
 fn policy_code(p: WaitPolicy) -> u32 {
@@ -178,7 +180,7 @@ impl TopicEntry {
         for (w, chunk) in self.name.iter().zip(bytes.chunks(8)) {
             w.store(u64::from_le_bytes(chunk.try_into().expect("8-byte chunks")), Ordering::Relaxed);
         }
-        for c in [&self.published, &self.received, &self.corrupt] {
+        for c in [&self.published, &self.received, &self.corrupt, &self.lost] {
             c.store(0, Ordering::Relaxed);
         }
         self.state.store(READY, Ordering::Release);
@@ -207,6 +209,7 @@ impl TopicEntry {
             published: self.published.load(Ordering::Relaxed),
             received: self.received.load(Ordering::Relaxed),
             corrupt: self.corrupt.load(Ordering::Relaxed),
+            lost: self.lost.load(Ordering::Relaxed),
         })
     }
 }
@@ -327,6 +330,7 @@ impl<'r> Topic<'r> {
             published: 0,
             received: 0,
             corrupt: 0,
+            lost: 0,
         })
     }
 
