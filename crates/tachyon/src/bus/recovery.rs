@@ -40,6 +40,16 @@ pub struct Recovered {
     /// Messages a dead consumer had received on an at-least-once topic,
     /// published again.
     pub redelivered: usize,
+    /// Such messages whose partition is full now: left as they are, and
+    /// published by a later recovery (not counted in [`total`](Self::total)).
+    pub deferred: usize,
+}
+
+/// What became of a dead consumer's message on an at-least-once topic.
+enum Redelivery {
+    Done,
+    Deferred,
+    Lost,
 }
 
 impl Recovered {
@@ -86,19 +96,29 @@ impl Region {
                 continue;
             }
             if state == QUEUED {
-                queued_dead.push(i as u32);
+                // Remember the dead owner seen *now*: the chunk may change
+                // hands before the rings are scanned, and then must not be
+                // touched (the CAS from this owner will fail).
+                queued_dead.push((i as u32, owner));
                 continue;
             }
             if state == HELD {
                 let route = metas[i].route.load(Ordering::Acquire);
-                if let Some(redelivered) = self.redeliver(i as u32, owner, route) {
-                    if redelivered {
+                match self.redeliver(i as u32, owner, route) {
+                    Some(Redelivery::Done) => {
                         found.redelivered += 1;
-                    } else {
+                        continue;
+                    }
+                    Some(Redelivery::Deferred) => {
+                        found.deferred += 1;
+                        continue;
+                    }
+                    Some(Redelivery::Lost) => {
                         found.held += 1;
                         self.count_lost(route);
+                        continue;
                     }
-                    continue;
+                    None => {}
                 }
             }
             let route = metas[i].route.load(Ordering::Acquire);
@@ -114,8 +134,7 @@ impl Region {
         }
         if !queued_dead.is_empty() {
             let live = self.referenced_chunks()?;
-            for i in queued_dead {
-                let owner = metas[i as usize].owner.load(Ordering::Acquire);
+            for (i, owner) in queued_dead {
                 if !live.contains(&i) && self.reclaim(i, QUEUED, owner) {
                     found.unpublished += 1;
                 }
@@ -160,11 +179,11 @@ impl Region {
     }
 
     /// If chunk `i` (HELD by dead `owner`) came from an at-least-once topic,
-    /// takes it and publishes it again into its partition: `Some(true)`, or
-    /// `Some(false)` if that failed (the message is then lost and its chunk
-    /// freed). `None` if the topic is at-most-once (or the route unknown),
-    /// or another recoverer took the chunk.
-    fn redeliver(&self, i: u32, owner: u32, route: u32) -> Option<bool> {
+    /// takes it and publishes it again into its partition. Never waits: if
+    /// the partition is full, the chunk is left to the dead owner and a
+    /// later recovery tries again. `None` if the topic is at-most-once (or
+    /// the route unknown), or another recoverer took the chunk.
+    fn redeliver(&self, i: u32, owner: u32, route: u32) -> Option<Redelivery> {
         let topic_index = (route >> 16).checked_sub(1)? as usize;
         let partition = route & 0xFFFF;
         let topic = Topic::attach(self, topic_index).ok()?;
@@ -175,25 +194,36 @@ impl Region {
         let meta = &metas[i as usize];
         let me = self.seg.token();
         meta.owner.compare_exchange(owner, me.raw(), Ordering::AcqRel, Ordering::Relaxed).ok()?;
+        let give_back = || {
+            let _ = meta.owner.compare_exchange(me.raw(), owner, Ordering::AcqRel, Ordering::Relaxed);
+        };
+        // State and owner are read apart: make sure it is still the dead
+        // consumer's held message.
+        if meta.state.load(Ordering::Acquire) != HELD {
+            give_back();
+            return None;
+        }
         let class = self.class_of(i)?;
         let len = u64::from(meta.len.load(Ordering::Relaxed)).min(super::region::CLASS_SIZES[class] as u64);
+        let (Ok(ring), Ok(waits)) = (topic.ring(partition), topic.waits(partition)) else {
+            give_back();
+            return None;
+        };
+        let Ok((pos, idx, _)) =
+            ring.claim_blocking(&self.seg, &waits, true, 0, Some(std::time::Duration::ZERO))
+        else {
+            give_back();
+            return Some(Redelivery::Deferred);
+        };
+        // The cell names us now; the chunk is ours and queued.
         meta.state.store(QUEUED, Ordering::Release);
-        let published = (|| -> Result<bool> {
-            let ring = topic.ring(partition)?;
-            let waits = topic.waits(partition)?;
-            let (pos, idx, _) =
-                ring.claim_blocking(&self.seg, &waits, true, 0, Some(std::time::Duration::from_secs(1)))?;
-            let ok = ring.commit_write(pos, idx, (u64::from(i) << 32) | len, me);
-            waits.not_empty.notify_all();
-            Ok(ok)
-        })();
-        match published {
-            Ok(true) => Some(true),
-            _ => {
-                // The partition stayed full: the message is lost after all.
-                self.free(class, i);
-                Some(false)
-            }
+        let ok = ring.commit_write(pos, idx, (u64::from(i) << 32) | len, me);
+        waits.not_empty.notify_all();
+        if ok {
+            Some(Redelivery::Done)
+        } else {
+            self.free(class, i);
+            Some(Redelivery::Lost)
         }
     }
 
