@@ -1,0 +1,1186 @@
+//! The chaos test of the bus: producer and consumer processes on a topic
+//! with four partitions while a driver SIGKILLs a random one of them at a
+//! random moment, restarts it, and repeats; once on an at-most-once topic,
+//! once on an at-least-once one. Checks:
+//!
+//! * after each kill, the survivors make progress on every partition within
+//!   a generous bound (no stall: dead claimants of ring cells are repaired by
+//!   whoever waits on them, dead holders' chunks return to the pool);
+//! * at the end, after draining and one `Region::recover()`: no chunk leaked
+//!   (a pool audit walks the free lists and names every chunk missing; if
+//!   it does not understand the region's layout, it says so and the test
+//!   compares `pool_stats` instead);
+//!   every message acknowledged as published was delivered, except at most
+//!   one per consumer killed (a consumer holds one message at a time);
+//!   nothing was delivered twice (at least once: at most one duplicate per
+//!   consumer killed); per-key order held for what each consumer saw (at
+//!   least once: a message delivered again comes after the ones published
+//!   meanwhile); every payload arrived intact.
+//!
+//! Chunks lost in the windows docs/CRASH-SAFETY.md documents (a process
+//! killed between popping a chunk and recording its owner, or between
+//! clearing its owner and pushing it back) are reported, not failed on,
+//! unless `TACHYON_CHAOS_STRICT=1`; any other missing chunk fails.
+//!
+//! The short form runs in the normal suite. The long form:
+//!
+//! ```text
+//! TACHYON_CHAOS_KILLS=5000 cargo test --release -p tachyon-shm --test chaos -- --nocapture
+//! ```
+//!
+//! Knobs (environment): `TACHYON_CHAOS_KILLS` (kills per test, default
+//! 200: some 10 s in a debug build), `TACHYON_CHAOS_SECS` (a time limit for the killing phase, default
+//! 1800), `TACHYON_CHAOS_SEED` (replays the driver's choices of victim and
+//! delay; the processes' timing still varies), `TACHYON_CHAOS_VICTIMS`
+//! (`all`, `producers` or `consumers`), `TACHYON_CHAOS_SEQ_CAP` (sequence
+//! numbers per producer and key the bookkeeping holds; sized from the kill
+//! count), `TACHYON_CHAOS_STRICT=1` (fail on what is otherwise reported as
+//! a known limitation).
+//!
+//! Bookkeeping lives in a side segment of `AtomicU64`s. Each producer slot
+//! numbers messages per key across its incarnations (the incarnation is in
+//! each message too): an incarnation reserves a sequence number (so that no
+//! later incarnation reuses it) before publishing it, and sets its bit in
+//! the acknowledged bitmap once `send` or `publish` returned `Ok`. Consumers
+//! set a bit in the delivered bitmap per message received (a bit already
+//! set is a duplicate).
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::{unique, wait_for};
+use std::process::Child;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant, SystemTime};
+use tachyon::bus::{ClassStats, Delivery, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::sync::{Liveness, Token};
+use tachyon::{Error, Segment};
+
+const ENTRY: &str = "child_entry";
+const TOPIC: &str = "chaos";
+const PARTITIONS: u32 = 4;
+const PRODUCERS: usize = 2;
+const CONSUMERS: usize = 2;
+/// Keys in use: two per partition.
+const KEYS: usize = 8;
+/// How long the survivors of a kill may take to make progress.
+const PROGRESS_LIMIT: Duration = Duration::from_secs(10);
+/// Progress slower than this after a kill is reported (not a failure).
+const SLOW_PROGRESS: Duration = Duration::from_millis(500);
+/// Bound for anything else a phase waits for.
+const PHASE_LIMIT: Duration = Duration::from_secs(30);
+/// Timeout of a producer's loan or publish; it retries after one.
+const PUBLISH_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
+const HEADER: usize = 48;
+
+// Exit codes of children.
+const EXIT_OK: i32 = 0;
+const EXIT_SEQ_FULL: i32 = 3;
+const EXIT_ORPHAN: i32 = 4;
+
+// Counters in the side segment (word indices).
+const STOP_PRODUCERS: usize = 0;
+const STOP_CONSUMERS: usize = 1;
+const DELIVERED: usize = 2;
+const DUPLICATES: usize = 3;
+const ORDER: usize = 4;
+const BAD: usize = 5;
+const ACKED: usize = 6;
+const ERRORS: usize = 7;
+/// Messages delivered per partition: `PER_PARTITION + p`.
+const PER_PARTITION: usize = 8;
+/// Next sequence number per (producer slot, key): `NEXT + slot * KEYS + k`.
+const NEXT: usize = 16;
+/// Incarnation log: `LOG + inc` = role << 56 | slot << 48 | token.
+const LOG: usize = NEXT + PRODUCERS * KEYS;
+
+// ---------------------------------------------------------------------------
+// Small helpers
+
+/// splitmix64: a tiny deterministic generator (no dependency).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix(self.0)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
+/// Two keys per partition, the same in every process.
+fn keys_of(topic: &Topic<'_>) -> [u64; KEYS] {
+    let mut keys = [0u64; KEYS];
+    let mut per = [0usize; PARTITIONS as usize];
+    let mut n = 0;
+    let mut k = 0u64;
+    while n < KEYS {
+        let p = topic.partition_of(k) as usize;
+        if per[p] < KEYS / PARTITIONS as usize {
+            per[p] += 1;
+            keys[n] = k;
+            n += 1;
+        }
+        k += 1;
+    }
+    keys
+}
+
+/// The length of message `seq` of producer slot `slot` and key index `k`:
+/// mostly small (the 64 B to 4 KiB classes), one in 64 large (64 KiB to
+/// 256 KiB: the scarce top classes, so that loans sometimes wait for the
+/// pool).
+fn msg_len(slot: u64, k: u64, seq: u64) -> usize {
+    let h = mix(slot << 56 ^ k << 48 ^ seq);
+    if h % 64 == 0 {
+        (64 << 10) + (h >> 8) as usize % (192 << 10)
+    } else {
+        HEADER + (h >> 8) as usize % 3000
+    }
+}
+
+/// Header words: slot, incarnation's generation, key index, seq, length,
+/// check. The rest of the message is one byte value derived from the check.
+fn header(slot: u64, gen: u64, k: u64, seq: u64) -> [u64; 6] {
+    let len = msg_len(slot, k, seq) as u64;
+    let check = mix(slot ^ mix(gen ^ mix(k ^ mix(seq ^ mix(len)))));
+    [slot, gen, k, seq, len, check]
+}
+
+fn header_bytes(h: &[u64; 6]) -> [u8; HEADER] {
+    let mut b = [0u8; HEADER];
+    for (i, w) in h.iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    b
+}
+
+fn pad_byte(check: u64) -> u8 {
+    (check >> 24) as u8
+}
+
+// ---------------------------------------------------------------------------
+// The side segment
+
+/// Bookkeeping shared by the driver and the children.
+struct Side {
+    seg: Segment,
+    /// Sequence numbers per (producer slot, key) the bitmaps hold.
+    cap: u64,
+    /// Entries of the incarnation log.
+    max_inc: u64,
+}
+
+impl Side {
+    fn words(cap: u64, max_inc: u64) -> usize {
+        LOG + max_inc as usize + 2 * (PRODUCERS * KEYS) * (cap as usize / 64)
+    }
+    fn word(&self, i: usize) -> &AtomicU64 {
+        self.seg.get::<AtomicU64>(i * 8).expect("side word in range")
+    }
+    fn get(&self, i: usize) -> u64 {
+        self.word(i).load(SeqCst)
+    }
+    fn add(&self, i: usize) {
+        self.word(i).fetch_add(1, SeqCst);
+    }
+    fn next_seq(&self, slot: usize, k: usize) -> &AtomicU64 {
+        self.word(NEXT + slot * KEYS + k)
+    }
+    fn log(&self, inc: u64) -> &AtomicU64 {
+        self.word(LOG + inc.min(self.max_inc - 1) as usize)
+    }
+    /// Word and mask of the bit of (slot, k, seq) in bitmap 0 (acked) or 1
+    /// (delivered).
+    fn bit(&self, map: usize, slot: usize, k: usize, seq: u64) -> (&AtomicU64, u64) {
+        let words_per_map = PRODUCERS * KEYS * (self.cap as usize / 64);
+        let bit = (slot * KEYS + k) as u64 * self.cap + seq;
+        let i = LOG + self.max_inc as usize + map * words_per_map + (bit / 64) as usize;
+        (self.word(i), 1 << (bit % 64))
+    }
+    fn parts(&self) -> [u64; PARTITIONS as usize] {
+        std::array::from_fn(|p| self.get(PER_PARTITION + p))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Children
+
+/// What the driver tells a child: `region,side,slot,gen,inc,cap,max_inc,seed,parent`.
+struct Args {
+    region: String,
+    side: String,
+    slot: usize,
+    gen: u64,
+    inc: u64,
+    cap: u64,
+    max_inc: u64,
+    seed: u64,
+    parent: u32,
+}
+
+impl Args {
+    fn encode(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{},{}",
+            self.region,
+            self.side,
+            self.slot,
+            self.gen,
+            self.inc,
+            self.cap,
+            self.max_inc,
+            self.seed,
+            self.parent
+        )
+    }
+    fn decode(s: &str) -> Args {
+        let p: Vec<&str> = s.split(',').collect();
+        let n = |i: usize| -> u64 { p[i].parse().expect("numeric argument") };
+        Args {
+            region: p[0].into(),
+            side: p[1].into(),
+            slot: n(2) as usize,
+            gen: n(3),
+            inc: n(4),
+            cap: n(5),
+            max_inc: n(6),
+            seed: n(7),
+            parent: n(8) as u32,
+        }
+    }
+}
+
+/// A child whose driver is gone stops on its own.
+fn orphaned(parent: u32) -> bool {
+    std::os::unix::process::parent_id() != parent
+}
+
+#[test]
+fn child_entry() {
+    let Some((role, arg)) = common::role() else { return };
+    let a = Args::decode(&arg);
+    let side = Side { seg: Segment::open(&a.side).unwrap(), cap: a.cap, max_inc: a.max_inc };
+    let region = Region::open(&a.region).unwrap();
+    let topic = region.topic(TOPIC).unwrap();
+    let token = u64::from(region.segment().token().raw());
+    let code = match role.as_str() {
+        "producer" => {
+            side.log(a.inc).store(1 << 56 | (a.slot as u64) << 48 | token, SeqCst);
+            producer(&topic, &side, &a)
+        }
+        "consumer" => {
+            side.log(a.inc).store(2 << 56 | (a.slot as u64) << 48 | token, SeqCst);
+            consumer(&topic, &side, &a)
+        }
+        other => panic!("unknown role {other}"),
+    };
+    std::process::exit(code);
+}
+
+fn producer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
+    let keys = keys_of(topic);
+    let mut rng = Rng(a.seed ^ mix(a.inc + 1));
+    let slot = a.slot as u64;
+    let mut n = 0u64;
+    loop {
+        if side.get(STOP_PRODUCERS) != 0 || (n % 256 == 0 && orphaned(a.parent)) {
+            return if orphaned(a.parent) { EXIT_ORPHAN } else { EXIT_OK };
+        }
+        let k = rng.below(KEYS as u64) as usize;
+        let key = keys[k];
+        let next = side.next_seq(a.slot, k);
+        let seq = next.load(SeqCst);
+        if seq >= side.cap {
+            return EXIT_SEQ_FULL;
+        }
+        // Reserve it first: a later incarnation never reuses it, whether or
+        // not this one dies before, during or after publishing it.
+        next.store(seq + 1, SeqCst);
+        let h = header(slot, a.gen, k as u64, seq);
+        let len = h[4] as usize;
+        let head = header_bytes(&h);
+        let pad = pad_byte(h[5]);
+        let mut message = Vec::new();
+        loop {
+            let r = if n % 2 == 0 {
+                // The copy path.
+                if message.is_empty() {
+                    message.extend_from_slice(&head);
+                    message.resize(len, pad);
+                }
+                topic.send(&message, key, PUBLISH_TIMEOUT)
+            } else {
+                // The loan path: built in place.
+                match topic.loan(len, PUBLISH_TIMEOUT) {
+                    Ok(mut loan) => {
+                        loan[..HEADER].copy_from_slice(&head);
+                        loan[HEADER..].fill(pad);
+                        loan.publish(len, key, PUBLISH_TIMEOUT)
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            match r {
+                Ok(()) => break,
+                // Nothing was published; try the same message again.
+                Err(Error::Timeout | Error::PoolExhausted { .. }) => {
+                    if side.get(STOP_PRODUCERS) != 0 || orphaned(a.parent) {
+                        return EXIT_OK;
+                    }
+                }
+                // Nothing was published (a repaired claim included): count
+                // it, and try the same message again.
+                Err(e) => {
+                    let who = format!("producer {}/{}", a.slot, a.gen);
+                    report(side, ERRORS, &who, &format!("publishing key {k} seq {seq}: {e}"));
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        let (w, m) = side.bit(0, a.slot, k, seq);
+        w.fetch_or(m, SeqCst);
+        side.add(ACKED);
+        n += 1;
+    }
+}
+
+fn consumer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
+    let keys = keys_of(topic);
+    // The last sequence number this consumer saw per (producer slot, key).
+    let mut last = vec![None::<u64>; PRODUCERS * KEYS];
+    let who = format!("consumer {}/{}", a.slot, a.gen);
+    let mut p = 0u32;
+    let mut rounds = 0u64;
+    loop {
+        if side.get(STOP_CONSUMERS) != 0 {
+            return EXIT_OK;
+        }
+        rounds += 1;
+        if rounds % 256 == 0 && orphaned(a.parent) {
+            return EXIT_ORPHAN;
+        }
+        let mut got_any = false;
+        for _ in 0..PARTITIONS {
+            p = (p + 1) % PARTITIONS;
+            let r = match topic.try_receive(p) {
+                // Nothing ready but something claimed: a producer is filling
+                // the cell, or died doing so. Wait a little; a blocked
+                // receive repairs a dead claimant's cell.
+                Err(Error::Timeout) if topic.depth(p).unwrap_or(0) > 0 => {
+                    topic.receive(p, Some(Duration::from_millis(3)))
+                }
+                r => r,
+            };
+            match r {
+                Ok(msg) => {
+                    got_any = true;
+                    // One message in hand at a time: receive, record, drop.
+                    record(topic, side, &who, &keys, p, &msg, &mut last);
+                    drop(msg);
+                }
+                Err(Error::Timeout) => {}
+                // The library drops a corrupt descriptor and goes on; so
+                // does the consumer, counting it (the driver fails on it).
+                Err(e) => report(side, ERRORS, &who, &format!("receiving from partition {p}: {e}")),
+            }
+        }
+        if !got_any {
+            p = (p + 1) % PARTITIONS;
+            match topic.receive(p, Some(Duration::from_millis(5))) {
+                Ok(msg) => {
+                    record(topic, side, &who, &keys, p, &msg, &mut last);
+                    drop(msg);
+                }
+                Err(Error::Timeout) => {}
+                Err(e) => report(side, ERRORS, &who, &format!("receiving from partition {p}: {e}")),
+            }
+        }
+    }
+}
+
+/// Counts an event in `counter`; the first few of each kind are printed.
+fn report(side: &Side, counter: usize, who: &str, what: &str) {
+    if side.word(counter).fetch_add(1, SeqCst) < 20 {
+        eprintln!("chaos: {who}: {what}");
+    }
+}
+
+/// Checks a received message and records it as delivered.
+fn record(
+    topic: &Topic<'_>,
+    side: &Side,
+    who: &str,
+    keys: &[u64; KEYS],
+    p: u32,
+    msg: &Message<'_, '_>,
+    last: &mut [Option<u64>],
+) {
+    if msg.len() < HEADER {
+        report(side, BAD, who, &format!("a {}-byte message on partition {p} ({msg:?})", msg.len()));
+        return;
+    }
+    let w: Vec<u64> = msg[..HEADER].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let (slot, gen, k, seq) = (w[0], w[1], w[2], w[3]);
+    let ok = slot < PRODUCERS as u64
+        && k < KEYS as u64
+        && seq < side.cap
+        && w[..] == header(slot, gen, k, seq)[..]
+        && msg.len() == w[4] as usize
+        && topic.partition_of(keys[k as usize]) == p
+        && msg[HEADER..] == vec![pad_byte(w[5]); msg.len() - HEADER][..];
+    if !ok {
+        let what = format!("damaged or misrouted message on partition {p} ({msg:?}): header {w:?}");
+        report(side, BAD, who, &what);
+        return;
+    }
+    let (slot, k) = (slot as usize, k as usize);
+    let i = slot * KEYS + k;
+    if let Some(before) = last[i].filter(|&l| l >= seq) {
+        report(side, ORDER, who, &format!("order: producer {slot} key {k}: seq {seq} after {before}"));
+    }
+    last[i] = Some(seq);
+    let (word, mask) = side.bit(1, slot, k, seq);
+    if word.fetch_or(mask, SeqCst) & mask != 0 {
+        report(side, DUPLICATES, who, &format!("duplicate: producer {slot}/{gen} key {k} seq {seq}"));
+    }
+    side.add(DELIVERED);
+    side.add(PER_PARTITION + p as usize);
+}
+
+// ---------------------------------------------------------------------------
+// The driver
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Producer,
+    Consumer,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Producer => "producer",
+            Role::Consumer => "consumer",
+        }
+    }
+}
+
+struct Proc {
+    child: Child,
+    role: Role,
+    slot: usize,
+    gen: u64,
+    inc: u64,
+}
+
+/// The children; any still running when the driver ends (or panics) are
+/// killed.
+struct Fleet {
+    procs: Vec<Proc>,
+    region: String,
+    side: String,
+    cap: u64,
+    max_inc: u64,
+    seed: u64,
+    incarnations: u64,
+}
+
+impl Fleet {
+    fn spawn(&mut self, role: Role, slot: usize, gen: u64) -> Proc {
+        let inc = self.incarnations;
+        self.incarnations += 1;
+        let args = Args {
+            region: self.region.clone(),
+            side: self.side.clone(),
+            slot,
+            gen,
+            inc,
+            cap: self.cap,
+            max_inc: self.max_inc,
+            seed: self.seed,
+            parent: std::process::id(),
+        };
+        // The children's test-harness chatter goes nowhere; their
+        // diagnostics and panics (stderr) show.
+        let child = common::child_command(ENTRY, role.name(), &args.encode())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        Proc { child, role, slot, gen, inc }
+    }
+
+    /// A child that ended by itself: `(index, exit code)`.
+    fn exited(&mut self) -> Option<(usize, Option<i32>)> {
+        for (i, p) in self.procs.iter_mut().enumerate() {
+            if let Some(status) = p.child.try_wait().expect("try_wait") {
+                return Some((i, status.code()));
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+/// Removes the (persistent) region when the test ends, however it ends.
+struct RemoveRegion(String);
+
+impl Drop for RemoveRegion {
+    fn drop(&mut self) {
+        let _ = Region::remove(&self.0);
+    }
+}
+
+#[derive(Default)]
+struct Kills {
+    producers: u64,
+    consumers: u64,
+}
+
+fn state_report(region: &Region, topic: &Topic<'_>, side: &Side, fleet: &mut Fleet) -> String {
+    let mut s = String::new();
+    let depths: Vec<String> =
+        (0..PARTITIONS).map(|p| topic.depth(p).map_or_else(|e| e.to_string(), |d| d.to_string())).collect();
+    s += &format!("  depth per partition: {depths:?}\n");
+    s += &format!("  delivered per partition: {:?}\n", side.parts());
+    s += &format!(
+        "  acked {}, delivered {}, duplicates {}, order {}, bad {}, errors {}\n",
+        side.get(ACKED),
+        side.get(DELIVERED),
+        side.get(DUPLICATES),
+        side.get(ORDER),
+        side.get(BAD),
+        side.get(ERRORS)
+    );
+    s += &format!("  topic: {:?}\n", topic.info());
+    if let Ok(stats) = region.pool_stats() {
+        let free: Vec<String> = stats.iter().map(|c| format!("{}/{}", c.free, c.chunks)).collect();
+        s += &format!("  pool free/chunks per class: {free:?}\n");
+    }
+    for p in &mut fleet.procs {
+        let state = match p.child.try_wait() {
+            Ok(Some(st)) => format!("exited: {st}"),
+            Ok(None) => "running".into(),
+            Err(e) => format!("unknown: {e}"),
+        };
+        s += &format!(
+            "  {} {} gen {} (incarnation {}, pid {}): {state}\n",
+            p.role.name(),
+            p.slot,
+            p.gen,
+            p.inc,
+            p.child.id()
+        );
+    }
+    s
+}
+
+/// The checks at the end, from the bitmaps.
+#[derive(Default)]
+struct Tally {
+    acked: u64,
+    delivered: u64,
+    /// Acknowledged and never delivered: (slot, key index, seq).
+    lost: Vec<(usize, usize, u64)>,
+    /// Delivered and never acknowledged (a producer died between publishing
+    /// and recording the acknowledgement).
+    unacked: Vec<(usize, usize, u64)>,
+    /// Bits set at sequence numbers no producer reserved.
+    beyond: u64,
+}
+
+fn tally(side: &Side) -> Tally {
+    let mut t = Tally::default();
+    let words = side.cap / 64;
+    for slot in 0..PRODUCERS {
+        for k in 0..KEYS {
+            let next = side.next_seq(slot, k).load(SeqCst);
+            for wi in 0..words {
+                let base = wi * 64;
+                let (aw, _) = side.bit(0, slot, k, base);
+                let (dw, _) = side.bit(1, slot, k, base);
+                let (a, d) = (aw.load(SeqCst), dw.load(SeqCst));
+                if a | d == 0 {
+                    continue;
+                }
+                let valid = match next.saturating_sub(base) {
+                    0 => 0,
+                    n if n >= 64 => u64::MAX,
+                    n => (1 << n) - 1,
+                };
+                t.beyond += u64::from(((a | d) & !valid).count_ones());
+                let (a, d) = (a & valid, d & valid);
+                t.acked += u64::from(a.count_ones());
+                t.delivered += u64::from(d.count_ones());
+                for (diff, list) in [(a & !d, &mut t.lost), (d & !a, &mut t.unacked)] {
+                    (0..64).filter(|b| diff & (1 << b) != 0).for_each(|b| list.push((slot, k, base + b)));
+                }
+            }
+        }
+    }
+    t
+}
+
+/// Which processes the driver may kill (`TACHYON_CHAOS_VICTIMS`).
+fn victims() -> (bool, bool) {
+    match std::env::var("TACHYON_CHAOS_VICTIMS").as_deref() {
+        Ok("producers") => (true, false),
+        Ok("consumers") => (false, true),
+        Ok("all") | Err(_) => (true, true),
+        Ok(other) => panic!("TACHYON_CHAOS_VICTIMS={other:?}: use all, producers or consumers"),
+    }
+}
+
+/// The at-most-once test: a dead consumer's message is lost.
+#[test]
+fn chaos_at_most_once() {
+    chaos(Delivery::AtMostOnce);
+}
+
+/// The at-least-once test: a dead consumer's message is published again.
+#[test]
+fn chaos_at_least_once() {
+    chaos(Delivery::AtLeastOnce);
+}
+
+fn chaos(delivery: Delivery) {
+    let label = match delivery {
+        Delivery::AtMostOnce => "chaos (at most once)",
+        Delivery::AtLeastOnce => "chaos (at least once)",
+    };
+    let kills_wanted = env_u64("TACHYON_CHAOS_KILLS", 200);
+    let time_limit = Duration::from_secs(env_u64("TACHYON_CHAOS_SECS", 1800));
+    let strict = env_u64("TACHYON_CHAOS_STRICT", 0) != 0;
+    let (kill_producers, kill_consumers) = victims();
+    let seed = env_u64("TACHYON_CHAOS_SEED", {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        mix(now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 40) ^ delivery as u64)
+    });
+    // Generous: a release build publishes some 2 000 messages per producer
+    // and key per kill cycle.
+    let cap = env_u64("TACHYON_CHAOS_SEQ_CAP", ((kills_wanted + 20) * 4096).clamp(1 << 16, 1 << 25))
+        .div_ceil(64)
+        * 64;
+    let max_inc = kills_wanted + (PRODUCERS + CONSUMERS) as u64;
+    println!(
+        "{label}: seed {seed} (replay: TACHYON_CHAOS_SEED={seed}), {kills_wanted} kills, \
+         time limit {time_limit:?}, {cap} sequence numbers per producer and key"
+    );
+    let started = Instant::now();
+    let mut rng = Rng(seed);
+
+    let name = unique("chaos");
+    let _remove = RemoveRegion(name.clone());
+    let region =
+        Region::create(&name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() })
+            .unwrap();
+    let config = TopicConfig { partitions: PARTITIONS, capacity: 64, delivery, ..Default::default() };
+    let topic = region.create_topic(TOPIC, config).unwrap();
+    let initial = region.pool_stats().unwrap();
+    let side_name = unique("chaos-side");
+    let side =
+        Side { seg: Segment::create(&side_name, Side::words(cap, max_inc) * 8).unwrap(), cap, max_inc };
+    // The pool audit reads the region's internals: check that it
+    // understands this layout on the fresh pool, else rely on pool_stats.
+    let fresh = audit_pool(&region, &topic, &side);
+    let audit_works = fresh.missing == [0; 8]
+        && fresh.counter_skew.is_empty()
+        && fresh.documented.is_empty()
+        && fresh.unexplained.is_empty();
+    if !audit_works {
+        println!(
+            "{label}: note: the pool audit does not understand this region's layout ({}); \
+             checking pool_stats only",
+            fresh.summary()
+        );
+    }
+    let mut fleet = Fleet {
+        procs: Vec::new(),
+        region: name.clone(),
+        side: side_name.clone(),
+        cap,
+        max_inc,
+        seed,
+        incarnations: 0,
+    };
+    let mut gens = [0u64; PRODUCERS + CONSUMERS];
+    for slot in 0..PRODUCERS {
+        let p = fleet.spawn(Role::Producer, slot, 0);
+        fleet.procs.push(p);
+    }
+    for slot in 0..CONSUMERS {
+        let p = fleet.spawn(Role::Consumer, slot, 0);
+        fleet.procs.push(p);
+    }
+    let fail = |why: String, fleet: &mut Fleet| -> ! {
+        let report = state_report(&region, &topic, &side, fleet);
+        panic!("{label} (seed {seed}): {why}\n{report}");
+    };
+    // Everybody is up and messages flow on every partition.
+    if !wait_for(PHASE_LIMIT, || side.parts().iter().all(|&n| n > 0)) {
+        fail("no traffic on every partition after start".into(), &mut fleet);
+    }
+
+    // The killing phase.
+    let mut kills = Kills::default();
+    let mut seq_full = false;
+    let mut slowest_progress = Duration::ZERO;
+    let mut slow = 0u64;
+    while kills.producers + kills.consumers < kills_wanted && started.elapsed() < time_limit {
+        // A broken promise ends the killing; the end phase reports it all.
+        let broken = side.get(ERRORS)
+            + side.get(BAD)
+            + if delivery == Delivery::AtMostOnce { side.get(DUPLICATES) + side.get(ORDER) } else { 0 };
+        if broken != 0 {
+            println!(
+                "{label}: problems seen after kill #{}; ending the killing phase",
+                kills.producers + kills.consumers
+            );
+            break;
+        }
+        let victim = loop {
+            let i = rng.below(fleet.procs.len() as u64) as usize;
+            match fleet.procs[i].role {
+                Role::Producer if kill_producers => break i,
+                Role::Consumer if kill_consumers => break i,
+                _ => {}
+            }
+        };
+        // Mostly anywhere within 100 ms; sometimes within a few ms, which
+        // often lands in a fresh process's start (open, recovery).
+        let delay = if rng.below(4) == 0 { rng.below(5) } else { 1 + rng.below(100) };
+        std::thread::sleep(Duration::from_millis(delay));
+        if let Some((i, code)) = fleet.exited() {
+            let p = &fleet.procs[i];
+            if p.role == Role::Producer && code == Some(EXIT_SEQ_FULL) {
+                seq_full = true;
+                println!(
+                    "{label}: producer {} used up its sequence numbers; ending the killing phase",
+                    p.slot
+                );
+                break;
+            }
+            let why = format!("{} {} gen {} exited by itself ({code:?})", p.role.name(), p.slot, p.gen);
+            fail(why, &mut fleet);
+        }
+        let before = side.parts();
+        let acked_before = side.get(ACKED);
+        let mut dead = fleet.procs.swap_remove(victim);
+        common::kill(&mut dead.child);
+        match dead.role {
+            Role::Producer => kills.producers += 1,
+            Role::Consumer => kills.consumers += 1,
+        }
+        // The survivors go on, on every partition, without the dead one.
+        let t = Instant::now();
+        let progressed = wait_for(PROGRESS_LIMIT, || {
+            side.get(ACKED) > acked_before && side.parts().iter().zip(&before).all(|(now, then)| now > then)
+        });
+        if !progressed {
+            let why = format!(
+                "no progress on every partition within {PROGRESS_LIMIT:?} after killing {} {} gen {} \
+                 (kill #{}); delivered per partition before the kill: {before:?}",
+                dead.role.name(),
+                dead.slot,
+                dead.gen,
+                kills.producers + kills.consumers
+            );
+            fail(why, &mut fleet);
+        }
+        slowest_progress = slowest_progress.max(t.elapsed());
+        if t.elapsed() > SLOW_PROGRESS {
+            slow += 1;
+            println!(
+                "{label}: kill #{} ({} {} gen {}): the survivors took {:.1?} to make progress; {:?}",
+                kills.producers + kills.consumers,
+                dead.role.name(),
+                dead.slot,
+                dead.gen,
+                t.elapsed(),
+                topic.info()
+            );
+        }
+        let g = match dead.role {
+            Role::Producer => &mut gens[dead.slot],
+            Role::Consumer => &mut gens[PRODUCERS + dead.slot],
+        };
+        *g += 1;
+        let p = fleet.spawn(dead.role, dead.slot, *g);
+        fleet.procs.push(p);
+    }
+    let chaos_time = started.elapsed();
+
+    // Stop the producers, drain, stop the consumers.
+    side.word(STOP_PRODUCERS).store(1, SeqCst);
+    for i in 0..fleet.procs.len() {
+        if fleet.procs[i].role == Role::Producer {
+            let code = common::wait_child(&mut fleet.procs[i].child, PHASE_LIMIT);
+            if code != Some(EXIT_OK) && code != Some(EXIT_SEQ_FULL) {
+                let why = format!("producer {} ended with {code:?}", fleet.procs[i].slot);
+                fail(why, &mut fleet);
+            }
+        }
+    }
+    let mut last_delivered = side.get(DELIVERED);
+    let mut quiet_since = Instant::now();
+    let drained = wait_for(PHASE_LIMIT, || {
+        let now = side.get(DELIVERED);
+        if now != last_delivered {
+            last_delivered = now;
+            quiet_since = Instant::now();
+        }
+        (0..PARTITIONS).all(|p| topic.depth(p).is_ok_and(|d| d == 0))
+            && quiet_since.elapsed() > Duration::from_millis(300)
+    });
+    if !drained {
+        fail("the rings did not drain".into(), &mut fleet);
+    }
+    side.word(STOP_CONSUMERS).store(1, SeqCst);
+    for i in 0..fleet.procs.len() {
+        if fleet.procs[i].role == Role::Consumer {
+            let code = common::wait_child(&mut fleet.procs[i].child, PHASE_LIMIT);
+            if code != Some(EXIT_OK) {
+                let why = format!("consumer {} ended with {code:?}", fleet.procs[i].slot);
+                fail(why, &mut fleet);
+            }
+        }
+    }
+    let final_report = state_report(&region, &topic, &side, &mut fleet);
+    fleet.procs.clear();
+
+    // Recovery, once: every chunk is back.
+    let recovered = region.recover().unwrap();
+    // Anything recovery published again (at least once) is delivered here.
+    let mut last = vec![None::<u64>; PRODUCERS * KEYS];
+    let keys = keys_of(&topic);
+    let mut late = 0;
+    for p in 0..PARTITIONS {
+        while let Ok(msg) = topic.try_receive(p) {
+            record(&topic, &side, "the driver", &keys, p, &msg, &mut last);
+            late += 1;
+        }
+    }
+    let again = region.recover().unwrap();
+    let after = region.pool_stats().unwrap();
+    let audit = if audit_works { audit_pool(&region, &topic, &side) } else { audit_stats(&initial, &after) };
+    let leftover = (0..PARTITIONS).map(|p| topic.depth(p).unwrap_or(usize::MAX)).sum::<usize>();
+
+    // Every acknowledged message delivered (but for one per consumer kill),
+    // nothing twice, order per key, payloads intact.
+    let t = tally(&side);
+    let total_kills = kills.producers + kills.consumers;
+    println!(
+        "{label}: {total_kills} kills ({} producers, {} consumers) in {chaos_time:.1?}, {} incarnations; \
+         slowest return of progress after a kill {slowest_progress:.1?}",
+        kills.producers, kills.consumers, fleet.incarnations
+    );
+    println!(
+        "{label}: {} messages acknowledged, {} delivered, {} acknowledged and not delivered (lost with dead \
+         consumers), {} delivered and not acknowledged (producer killed between publish and ack); \
+         duplicates {}, order violations {}, damaged {}, errors {}",
+        t.acked,
+        t.delivered,
+        t.lost.len(),
+        t.unacked.len(),
+        side.get(DUPLICATES),
+        side.get(ORDER),
+        side.get(BAD),
+        side.get(ERRORS)
+    );
+    println!("{label}: {:?}", topic.info());
+    println!(
+        "{label}: final recover {recovered:?}, then {again:?}; {late} messages delivered after it, \
+         {leftover} left in the rings"
+    );
+    println!("{label}: pool audit: {}", audit.summary());
+    println!("{label}: total time {:.1?}", started.elapsed());
+    if seq_full {
+        println!("{label}: note: stopped early, sequence numbers used up (raise TACHYON_CHAOS_SEQ_CAP)");
+    }
+    if !audit.documented.is_empty() {
+        println!(
+            "{label}: WARNING: {} chunk(s) lost in the few-instruction windows of the pool that \
+             docs/CRASH-SAFETY.md lists as not recovered: {}",
+            audit.documented.len(),
+            audit.documented.join("; ")
+        );
+    }
+
+    let mut problems = Vec::new();
+    let check_counter = |problems: &mut Vec<String>, what: &str, counter: usize, allowed: u64| {
+        if side.get(counter) > allowed {
+            problems.push(format!("{} {what} (at most {allowed} allowed)", side.get(counter)));
+        }
+    };
+    check_counter(&mut problems, "damaged messages", BAD, 0);
+    check_counter(&mut problems, "errors", ERRORS, 0);
+    match delivery {
+        Delivery::AtMostOnce => {
+            check_counter(&mut problems, "duplicates", DUPLICATES, 0);
+            check_counter(&mut problems, "order violations", ORDER, 0);
+        }
+        // A message published again comes after those published meanwhile,
+        // and its first consumer may have recorded it before dying: one
+        // duplicate and one order violation per consumer kill at most.
+        Delivery::AtLeastOnce => {
+            check_counter(&mut problems, "duplicates", DUPLICATES, kills.consumers);
+            check_counter(&mut problems, "order violations", ORDER, kills.consumers);
+        }
+    }
+    if t.beyond != 0 {
+        problems.push(format!("{} bits set beyond the reserved sequence numbers", t.beyond));
+    }
+    // A consumer holds one message at a time, so each consumer kill loses
+    // at most one. At least once, docs/CRASH-SAFETY.md allows only a death
+    // in the few instructions before the message's route is recorded; a
+    // redelivery that fails also drops it (reported below).
+    if t.lost.len() as u64 > kills.consumers {
+        problems.push(format!(
+            "{} acknowledged messages never delivered, more than the {} consumer kills; first \
+             (producer slot, key index, seq): {:?}",
+            t.lost.len(),
+            kills.consumers,
+            &t.lost[..t.lost.len().min(20)]
+        ));
+    }
+    if t.unacked.len() as u64 > kills.producers {
+        problems.push(format!(
+            "{} messages delivered and never acknowledged, more than the {} producer kills: {:?}",
+            t.unacked.len(),
+            kills.producers,
+            &t.unacked[..t.unacked.len().min(20)]
+        ));
+    }
+    if leftover != 0 {
+        problems.push(format!("{leftover} messages left in the rings after draining"));
+    }
+    if again.total() != 0 {
+        problems.push(format!("a second recover still found {again:?}"));
+    }
+    if !audit.unexplained.is_empty() {
+        problems.push(format!("chunks lost and not explained: {}", audit.unexplained.join("; ")));
+    }
+    if audit.documented.len() as u64 > total_kills {
+        problems.push(format!("{} chunks lost, more than the {total_kills} kills", audit.documented.len()));
+    }
+    // At least once: a message whose redelivery failed is dropped and
+    // counted in `TopicInfo::lost`; docs/CRASH-SAFETY.md promises that
+    // nothing a consumer held is lost on such a topic.
+    let dropped = if delivery == Delivery::AtLeastOnce { topic.info().lost } else { 0 };
+    if dropped != 0 {
+        println!(
+            "{label}: WARNING: {dropped} message(s) a dead consumer held were dropped instead of delivered \
+             again (TopicInfo::lost); {slow} kill(s) were followed by a stall over {SLOW_PROGRESS:?}",
+        );
+        if strict {
+            problems
+                .push(format!("TACHYON_CHAOS_STRICT: {dropped} messages dropped on an at-least-once topic"));
+        }
+    }
+    if strict && (after != initial || !audit.documented.is_empty()) {
+        problems.push(format!(
+            "TACHYON_CHAOS_STRICT: the pool is not back to its initial free counts: {}",
+            audit.summary()
+        ));
+    }
+    if !problems.is_empty() {
+        panic!(
+            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_report}",
+            problems.join("\n  ")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Pool audit (diagnostics): which chunks are not on a free list after the
+// final recovery, and in what state. Reads the region's layout as
+// `bus/region.rs` documents it.
+
+const OFF_METAS: usize = 40;
+const OFF_TOTAL_CHUNKS: usize = 48;
+const OFF_CLASS_FIRST: usize = 64;
+const OFF_CLASS_COUNT: usize = 128;
+const OFF_FREE_LISTS: usize = 256;
+const OFF_CLASS_DATA: usize = 448;
+const OFF_TOPICS: usize = 1536;
+const PARTITION_HEADER: usize = 192;
+const STATE_NAMES: [&str; 4] = ["FREE", "LOANED", "QUEUED", "HELD"];
+
+#[derive(Default)]
+struct Audit {
+    /// Chunks not on any free list, per class.
+    missing: [usize; 8],
+    /// Free counters that disagree with the lists' lengths: (class, counter, listed).
+    counter_skew: Vec<(usize, u64, usize)>,
+    /// Lost chunks whose state matches a window docs/bus.md documents.
+    documented: Vec<String>,
+    /// Lost chunks that recovery should have returned.
+    unexplained: Vec<String>,
+}
+
+impl Audit {
+    fn summary(&self) -> String {
+        format!(
+            "chunks missing from the free lists per class {:?}, free counters off {:?}, \
+             {} lost in documented windows, {} unexplained",
+            self.missing,
+            self.counter_skew,
+            self.documented.len(),
+            self.unexplained.len()
+        )
+    }
+}
+
+fn audit_pool(region: &Region, topic: &Topic<'_>, side: &Side) -> Audit {
+    let mut audit = Audit::default();
+    let seg = region.segment();
+    let word = |off: usize| seg.get::<AtomicU64>(off).map(|w| w.load(SeqCst));
+    let (Ok(metas), Ok(total), Ok(data)) = (word(OFF_METAS), word(OFF_TOTAL_CHUNKS), word(OFF_CLASS_DATA))
+    else {
+        audit.unexplained.push("cannot read the region layout".into());
+        return audit;
+    };
+    let (metas, total) = (metas as usize, total as usize);
+    // The metadata array is followed by the chunks, 64-byte aligned: its
+    // stride is what lies between, per chunk (the padding is < 64 bytes).
+    let stride = (data as usize).saturating_sub(metas) / total.max(1);
+    if !(12..=64).contains(&stride) || stride % 4 != 0 {
+        audit.unexplained.push(format!("cannot audit: chunk metadata stride {stride}"));
+        return audit;
+    }
+    // A chunk's metadata starts with next, state, owner (u32 each).
+    let meta = |i: usize| -> Option<(u32, u32, u32)> {
+        let f = |k: usize| seg.get::<AtomicU32>(metas + stride * i + 4 * k).ok().map(|w| w.load(SeqCst));
+        Some((f(0)?, f(1)?, f(2)?))
+    };
+    let mut listed = vec![false; total];
+    for c in 0..8 {
+        let (Ok(head), Ok(free)) = (word(OFF_FREE_LISTS + 16 * c), word(OFF_FREE_LISTS + 16 * c + 8)) else {
+            continue;
+        };
+        let first = word(OFF_CLASS_FIRST + 8 * c).unwrap_or(0) as usize;
+        let count = word(OFF_CLASS_COUNT + 8 * c).unwrap_or(0) as usize;
+        let mut top = head as u32;
+        let mut n = 0;
+        while top != 0 && n <= count {
+            let i = top as usize - 1;
+            if i < first || i >= first + count || listed[i] {
+                audit.unexplained.push(format!("free list {c} is damaged at chunk {i}"));
+                break;
+            }
+            listed[i] = true;
+            n += 1;
+            top = meta(i).map_or(0, |m| m.0);
+        }
+        if free != n as u64 {
+            audit.counter_skew.push((c, free, n));
+        }
+        audit.missing[c] = count - n.min(count);
+    }
+    // Ring cells naming each chunk (chunk -> cell words), to tell a chunk a
+    // dead consumer had claimed in a ring from one nobody refers to.
+    let mut cells: std::collections::HashMap<u32, Vec<String>> = Default::default();
+    let ring_off = word(OFF_TOPICS + 16).unwrap_or(0) as usize;
+    let cap = topic.capacity();
+    let block = (PARTITION_HEADER + 16 * cap).div_ceil(64) * 64;
+    for p in 0..PARTITIONS as usize {
+        for idx in 0..cap {
+            let at = ring_off + p * block + PARTITION_HEADER + 16 * idx;
+            let (Ok(w), Ok(l)) = (word(at), word(at + 8)) else { continue };
+            let (seq, tag) = ((w >> 32) as u32, w as u32);
+            let full = u64::from(seq.wrapping_sub(1)) % cap as u64 == idx as u64;
+            if full && tag != 0 && tag != 0x8000_0000 {
+                cells
+                    .entry((l >> 32) as u32)
+                    .or_default()
+                    .push(format!("partition {p} cell {idx} claimed by reader {}", who(side, region, tag)));
+            }
+        }
+    }
+    for i in (0..total).filter(|&i| !listed[i]) {
+        let Some((_, state, owner)) = meta(i) else { continue };
+        let name = STATE_NAMES.get(state as usize).copied().unwrap_or("?");
+        let desc = format!("chunk {i}: {name}, owner {}", who(side, region, owner));
+        let claimed = cells.get(&(i as u32));
+        let explained = match (state, owner) {
+            // Popped and its owner not yet recorded, or its owner cleared
+            // and not yet pushed back: its process died in between.
+            (_, 0) => Some("died between popping it and recording its owner, or between clearing its owner and pushing it back".to_string()),
+            // Popped, owner recorded, state not yet LOANED.
+            (0, _) => Some("died between recording its owner and marking it loaned".to_string()),
+            // A consumer died between claiming the cell and taking the chunk.
+            (2, _) => claimed.map(|c| format!("still named by {}", c.join(", "))),
+            _ => None,
+        };
+        match explained {
+            Some(why) => audit.documented.push(format!("{desc} ({why})")),
+            None => audit.unexplained.push(match claimed {
+                Some(c) => format!("{desc}, named by {}", c.join(", ")),
+                None => desc,
+            }),
+        }
+    }
+    audit
+}
+
+/// The audit without reading the region's internals: chunks missing per
+/// class from `pool_stats` (which a kill between a free list's update and
+/// its counter's can skew by one), unattributed.
+fn audit_stats(initial: &[ClassStats; 8], after: &[ClassStats; 8]) -> Audit {
+    let mut audit = Audit::default();
+    for c in 0..8 {
+        let (was, is) = (initial[c].free, after[c].free);
+        audit.missing[c] = was.saturating_sub(is);
+        for _ in is..was {
+            audit.documented.push(format!("a chunk of class {c} (pool_stats only, not attributed)"));
+        }
+        if is > was {
+            audit.unexplained.push(format!("class {c} has {is} free chunks, more than its {was}"));
+        }
+    }
+    audit
+}
+
+/// Who a token is: the incarnation that logged it, if any.
+fn who(side: &Side, region: &Region, raw: u32) -> String {
+    if raw == 0 {
+        return "none".into();
+    }
+    let Some(token) = Token::from_raw(raw) else { return format!("{raw:#x} (no token)") };
+    let dead = region.segment().is_dead(token);
+    for inc in 0..side.max_inc {
+        let e = side.log(inc).load(SeqCst);
+        if e != 0 && e as u32 == raw {
+            let role = if e >> 56 == 1 { "producer" } else { "consumer" };
+            return format!(
+                "{role} {} (incarnation {inc}, {})",
+                (e >> 48) & 0xff,
+                if dead { "dead" } else { "alive" }
+            );
+        }
+    }
+    format!("token {raw:#x} (slot {}, {})", token.slot(), if dead { "dead" } else { "alive" })
+}
