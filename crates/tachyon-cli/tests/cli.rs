@@ -1,0 +1,489 @@
+//! `tyctl` and `tachyond` against real processes.
+//!
+//! Each test works in its own segment directory (`TACHYON_SHM_DIR`, under
+//! /dev/shm), so the tools see only what the test made, and reaping never
+//! touches anybody else's segments. Segments and regions are made by child
+//! copies of this test binary running a role (`child_role`), some of which
+//! are SIGKILLed to leave stale segments and held chunks behind.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+use tachyon::bus::{Region, RegionConfig, TopicConfig};
+use tachyon::Segment;
+
+const ROLE_ENV: &str = "TACHYON_CLI_TEST_ROLE";
+const ARG_ENV: &str = "TACHYON_CLI_TEST_ARG";
+/// Generous bound on anything that should take milliseconds.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// The roles child processes run; does nothing in the parent.
+#[test]
+fn child_role() {
+    let Ok(role) = std::env::var(ROLE_ENV) else { return };
+    let arg = std::env::var(ARG_ENV).unwrap_or_default();
+    match role.as_str() {
+        // A region with a topic of 2 partitions and 3 queued messages; it
+        // outlives this process (regions are persistent).
+        "make-region" => {
+            let config = RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() };
+            let region = Region::create(&arg, config).expect("create region");
+            let topic = region
+                .create_topic("quotes", TopicConfig { partitions: 2, capacity: 16, ..Default::default() })
+                .expect("create topic");
+            for key in 1..=3u64 {
+                topic.send(b"quote", key, Some(Duration::from_secs(5))).expect("send");
+            }
+        }
+        // Holds a segment until stdin closes.
+        "hold" => {
+            let _seg = Segment::create(&arg, 4096).expect("create segment");
+            println!("ready");
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        }
+        // Creates a segment and, given `segment,region`, loans a chunk and
+        // receives a message of the region's topic; then waits to be killed.
+        "die" => {
+            let (seg_name, region_name) = arg.split_once(',').unwrap_or((&arg, ""));
+            let _seg = Segment::create(seg_name, 4096).expect("create segment");
+            let region = (!region_name.is_empty()).then(|| Region::open(region_name).expect("open region"));
+            let topic = region.as_ref().map(|r| r.topic("quotes").expect("topic"));
+            let _loan = topic.as_ref().map(|t| t.loan(100, None).expect("loan"));
+            let _msg = topic
+                .as_ref()
+                .map(|t| (0..t.partitions()).find_map(|p| t.try_receive(p).ok()).expect("a queued message"));
+            println!("ready");
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+    std::process::exit(0);
+}
+
+/// A private segment directory, removed (with everything in it) on drop.
+struct Sandbox {
+    dir: PathBuf,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Sandbox {
+        let dir = PathBuf::from(format!("/dev/shm/tachyon-cli-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("create the test's segment directory");
+        Sandbox { dir }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("TACHYON_SHM_DIR", &self.dir).env_remove("JOURNAL_STREAM").stdin(Stdio::null());
+        cmd
+    }
+
+    fn tyctl(&self, args: &[&str]) -> Run {
+        let mut cmd = self.command(env!("CARGO_BIN_EXE_tyctl"));
+        cmd.args(args);
+        run(cmd)
+    }
+
+    fn tachyond(&self, args: &[&str]) -> Command {
+        let mut cmd = self.command(env!("CARGO_BIN_EXE_tachyond"));
+        cmd.args(args);
+        cmd
+    }
+
+    /// A child copy of this test binary running `role`.
+    fn role(&self, role: &str, arg: &str) -> Command {
+        let exe = std::env::current_exe().expect("current exe");
+        let mut cmd = self.command(exe.to_str().expect("utf-8 path"));
+        cmd.args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+            .env(ROLE_ENV, role)
+            .env(ARG_ENV, arg);
+        cmd
+    }
+
+    /// Runs `role` to its end.
+    fn run_role(&self, role: &str, arg: &str) {
+        let r = run(self.role(role, arg));
+        assert!(r.status.success(), "role {role} failed: {}", r.stderr);
+    }
+
+    /// Starts `role` and waits until it printed `ready`.
+    fn start_role(&self, role: &str, arg: &str, stdin: Stdio) -> Guard {
+        let mut child = self.role(role, arg).stdin(stdin).stdout(Stdio::piped()).spawn().expect("spawn role");
+        let lines = lines_of(child.stdout.take().expect("stdout"));
+        // The harness prints "test child_role ... " before the role's output.
+        if wait_line(&lines, |l| l.ends_with("ready")).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("role {role} did not get ready");
+        }
+        Guard(child)
+    }
+
+    fn ls(&self) -> Vec<Value> {
+        let r = self.tyctl(&["ls", "--json"]);
+        assert!(r.status.success(), "tyctl ls failed: {}", r.stderr);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("ls --json is JSON");
+        assert_eq!(doc["dir"].as_str().map(PathBuf::from), Some(self.dir.clone()));
+        doc["segments"].as_array().expect("segments").clone()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A child process that is killed and reaped when dropped, so that a
+/// failing test leaves no process behind.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// A finished command.
+struct Run {
+    pid: u32,
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` to its end, killing it if it takes longer than [`LIMIT`].
+fn run(mut cmd: Command) -> Run {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(LIMIT) {
+        Ok(output) => {
+            let output = output.expect("wait");
+            Run {
+                pid,
+                status: output.status,
+                stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
+                stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
+            }
+        }
+        Err(_) => {
+            signal(pid, libc::SIGKILL);
+            panic!("{cmd:?} did not finish within {LIMIT:?}");
+        }
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a child
+    // of this process that has not been reaped yet.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig})");
+}
+
+/// The lines of a child's output, as they come.
+fn lines_of(stream: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (up to [`LIMIT`]) for a line that satisfies `pred`.
+fn wait_line(lines: &Receiver<String>, mut pred: impl FnMut(&str) -> bool) -> Option<String> {
+    let deadline = Instant::now() + LIMIT;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match lines.recv_timeout(left) {
+            Ok(line) if pred(&line) => return Some(line),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Waits (up to [`LIMIT`]) for a child to exit; kills it and fails if not.
+fn wait_exit(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child {} did not exit within {LIMIT:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn kill(mut child: Guard) -> u32 {
+    let pid = child.id();
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    pid
+}
+
+fn find<'a>(segments: &'a [Value], name: &str) -> Option<&'a Value> {
+    segments.iter().find(|s| s["name"] == name)
+}
+
+fn no_panic(r: &Run) {
+    assert!(!r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"), "{}", r.stderr);
+}
+
+#[test]
+fn ls_and_info_show_a_region_and_a_segment() {
+    let sb = Sandbox::new("ls");
+    sb.run_role("make-region", "md");
+    let mut holder = sb.start_role("hold", "seg", Stdio::piped());
+
+    let segments = sb.ls();
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    let md = find(&segments, "md").expect("md listed");
+    assert_eq!(md["valid"], true);
+    assert_eq!(md["kind"], "region");
+    assert_eq!(md["persistent"], true);
+    assert_eq!(md["stale"], false);
+    assert_eq!(md["scope"], "user");
+    assert!(md["creator"]["pid"].as_u64().is_some_and(|p| p > 0));
+    let seg = find(&segments, "seg").expect("seg listed");
+    assert_eq!(seg["kind"], "raw segment");
+    assert_eq!(seg["persistent"], false);
+    assert_eq!(seg["stale"], false);
+    assert!(seg["data_size"].as_u64().is_some_and(|s| s >= 4096));
+    let attachers = seg["attachers"].as_array().expect("attachers");
+    assert!(attachers.iter().any(|a| a["pid"] == holder.id() && a["alive"] == true), "{attachers:?}");
+
+    let r = sb.tyctl(&["ls"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stdout.starts_with("NAME "), "{}", r.stdout);
+    assert!(r.stdout.contains("region") && r.stdout.contains("raw segment"), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("{} alive", holder.id())), "{}", r.stdout);
+
+    let r = sb.tyctl(&["info", "md", "--json"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let info: Value = serde_json::from_str(&r.stdout).expect("info --json is JSON");
+    assert_eq!(info["region"], "md");
+    let topic = &info["topics"][0];
+    assert_eq!(topic["name"], "quotes");
+    assert_eq!(topic["partition_count"], 2);
+    assert_eq!(topic["capacity"], 16);
+    assert_eq!(topic["published"], 3);
+    assert_eq!(topic["received"], 0);
+    assert_eq!(topic["corrupt"], 0);
+    assert_eq!(topic["lost"], 0);
+    assert_eq!(topic["depth"], 3);
+    let partitions = topic["partitions"].as_array().expect("partitions");
+    assert_eq!(partitions.len(), 2);
+    for p in partitions {
+        let (head, tail, depth) = (p["head"].as_u64(), p["tail"].as_u64(), p["depth"].as_u64());
+        assert_eq!(Some(tail.unwrap() - head.unwrap()), depth, "{p}");
+    }
+    let pool = info["pool"].as_array().expect("pool");
+    assert_eq!(pool.len(), 8);
+    assert_eq!(pool[0]["chunk_size"], 64);
+    let in_use: u64 = pool.iter().map(|c| c["in_use"].as_u64().unwrap()).sum();
+    assert_eq!(in_use, 3, "three queued messages hold three chunks");
+    let processes = info["processes"].as_array().expect("processes");
+    assert!(processes.iter().all(|p| p["pid"] != r.pid), "tyctl does not list itself: {processes:?}");
+    assert_eq!(info["orphaned_chunks"], 0);
+
+    let r = sb.tyctl(&["info", "md"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    for part in ["TOPICS", "quotes", "PARTITIONS", "POOL", "PROCESSES", "orphaned chunks"] {
+        assert!(r.stdout.contains(part), "{part} missing from:\n{}", r.stdout);
+    }
+
+    drop(holder.stdin.take());
+    assert!(wait_exit(&mut holder).success());
+    let r = sb.tyctl(&["rm", "md"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stdout.contains("removed \"md\" (region)"), "{}", r.stdout);
+    assert!(sb.ls().is_empty(), "the holder's segment went with it, md was removed");
+}
+
+#[test]
+fn errors_are_messages_with_a_failing_status() {
+    let sb = Sandbox::new("errors");
+    let mut holder = sb.start_role("hold", "raw", Stdio::piped());
+    for (args, message) in [
+        (&["info", "nosuch"][..], "no region named \"nosuch\""),
+        (&["info", "raw"][..], "\"raw\" is a raw segment, not a region"),
+        (&["watch", "nosuch", "--count", "1"][..], "no region named"),
+        (&["rm", "nosuch"][..], "no segment or region named \"nosuch\""),
+        (&["reap", "nosuch"][..], "no segment or region named \"nosuch\""),
+        (&["info", "bad\\name"][..], "invalid name"),
+    ] {
+        let r = sb.tyctl(args);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with("tyctl: ") && r.stderr.contains(message), "{args:?}: {}", r.stderr);
+        no_panic(&r);
+    }
+    for args in [&[][..], &["watch", "x", "--interval", "0"][..], &["frobnicate"][..]] {
+        let r = sb.tyctl(args);
+        assert_eq!(r.status.code(), Some(2), "usage errors exit 2: {args:?}: {}", r.stderr);
+        no_panic(&r);
+    }
+    let r = run(sb.tachyond(&["--interval", "soon"]));
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    drop(holder.stdin.take());
+    assert!(wait_exit(&mut holder).success());
+}
+
+#[test]
+fn stale_segments_are_reaped_and_logged() {
+    let sb = Sandbox::new("stale");
+    let a = kill(sb.start_role("die", "left-a", Stdio::null()));
+    let b = kill(sb.start_role("die", "left-b", Stdio::null()));
+
+    let segments = sb.ls();
+    for (name, pid) in [("left-a", a), ("left-b", b)] {
+        let s = find(&segments, name).expect("listed");
+        assert_eq!(s["stale"], true, "{s}");
+        let attachers = s["attachers"].as_array().expect("attachers");
+        assert!(attachers.iter().any(|x| x["pid"] == pid && x["alive"] == false), "{s}");
+    }
+    let r = sb.tyctl(&["ls"]);
+    assert!(r.stdout.contains("stale") && r.stdout.contains(&format!("{a} dead")), "{}", r.stdout);
+
+    // `tyctl reap NAME` removes just that one.
+    let r = sb.tyctl(&["reap", "left-a", "--json"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("reap --json is JSON");
+    assert_eq!(doc["removed"][0]["name"], "left-a", "{doc}");
+    assert_eq!(doc["removed"][0]["dead_attachers"][0]["pid"], a, "{doc}");
+    assert_eq!(doc["removed"].as_array().map(Vec::len), Some(1), "{doc}");
+    let left: Vec<Value> = sb.ls();
+    assert!(find(&left, "left-a").is_none() && find(&left, "left-b").is_some());
+
+    // `tachyond --once` removes the other and says so, with the dead pid.
+    let r = run(sb.tachyond(&["--once"]));
+    assert!(r.status.success(), "{}", r.stderr);
+    let line =
+        r.stderr.lines().find(|l| l.contains("removed stale segment \"left-b\"")).unwrap_or_else(|| {
+            panic!("no removal logged:\n{}", r.stderr);
+        });
+    assert!(line.contains(&format!("pid {b}")), "{line}");
+    assert!(sb.ls().is_empty());
+
+    // Nothing left: a quiet pass.
+    let r = run(sb.tachyond(&["--once"]));
+    assert!(r.status.success() && r.stderr.is_empty(), "{}", r.stderr);
+    let r = sb.tyctl(&["reap"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stdout.contains("0 segments checked"), "{}", r.stdout);
+}
+
+#[test]
+fn daemon_recovers_a_dead_consumer_and_stops_on_sigterm() {
+    let sb = Sandbox::new("daemon");
+    sb.run_role("make-region", "md");
+    let mut daemon =
+        Guard(sb.tachyond(&["--interval", "50ms"]).stderr(Stdio::piped()).spawn().expect("spawn tachyond"));
+    let log = lines_of(daemon.stderr.take().expect("stderr"));
+    let mut seen: Vec<String> = Vec::new();
+    let mut expect = |what: &str| {
+        if let Some(line) = seen.iter().find(|l| l.contains(what)) {
+            return line.clone();
+        }
+        let found = wait_line(&log, |l| {
+            seen.push(l.to_owned());
+            l.contains(what)
+        });
+        found.unwrap_or_else(|| panic!("tachyond never logged {what:?}; it logged:\n{}", seen.join("\n")))
+    };
+    expect("region \"md\""); // "watching region" (or, with dead attachers, "region "md": opening it ...")
+
+    // A process that loaned a chunk and received a message dies.
+    let pid = kill(sb.start_role("die", "dead-seg,md", Stdio::null()));
+    let line = expect("region \"md\": reclaimed");
+    assert!(line.contains("reclaimed 2 chunks: 1 loan, 1 unreleased message (lost)"), "{line}");
+    assert!(line.contains(&format!("dead holders: pid {pid} (1 loaned, 1 held)")), "{line}");
+    let line = expect("removed stale segment \"dead-seg\"");
+    assert!(line.contains(&format!("pid {pid}")), "{line}");
+
+    // The pool is whole again: two queued messages left.
+    let r = sb.tyctl(&["info", "md", "--json"]);
+    let info: Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let in_use: u64 = info["pool"].as_array().unwrap().iter().map(|c| c["in_use"].as_u64().unwrap()).sum();
+    assert_eq!(in_use, 2, "{info}");
+    assert_eq!(info["topics"][0]["lost"], 1, "the dead consumer's message is counted lost: {info}");
+    let daemon_row = info["processes"].as_array().unwrap().iter().find(|p| p["pid"] == daemon.id()).cloned();
+    assert!(daemon_row.is_some_and(|p| p["alive"] == true), "the daemon holds the region open: {info}");
+
+    signal(daemon.id(), libc::SIGTERM);
+    let status = wait_exit(&mut daemon);
+    assert_eq!(status.code(), Some(0), "SIGTERM is a clean exit");
+    expect("stopping");
+
+    let r = sb.tyctl(&["rm", "md"]);
+    assert!(r.status.success(), "{}", r.stderr);
+}
+
+#[test]
+fn watch_refreshes_with_rates_and_stops_on_ctrl_c() {
+    let sb = Sandbox::new("watch");
+    sb.run_role("make-region", "md");
+
+    let r = sb.tyctl(&["watch", "md", "--count", "2", "--interval", "50", "--json"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let docs: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(docs.len(), 2, "{}", r.stdout);
+    assert!(docs[0]["topics"][0]["published_per_sec"].is_null(), "no rate from one snapshot");
+    assert_eq!(docs[1]["topics"][0]["published_per_sec"].as_f64(), Some(0.0), "nothing published meanwhile");
+    assert_eq!(docs[1]["topics"][0]["received_per_sec"].as_f64(), Some(0.0));
+
+    let r = sb.tyctl(&["watch", "md", "--count", "2", "--interval", "50"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(r.stdout.matches("PUB/S").count(), 2, "{}", r.stdout);
+    assert!(r.stdout.contains("snapshot 2 of 2"), "{}", r.stdout);
+
+    // Without --count it runs until Ctrl-C, then exits cleanly.
+    let mut watch = Guard(
+        sb.command(env!("CARGO_BIN_EXE_tyctl"))
+            .args(["watch", "md", "--interval", "50", "--json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn watch"),
+    );
+    let lines = lines_of(watch.stdout.take().expect("stdout"));
+    assert!(wait_line(&lines, |l| l.starts_with('{')).is_some(), "watch printed nothing");
+    signal(watch.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut watch).code(), Some(0), "Ctrl-C is a clean exit");
+
+    let r = sb.tyctl(&["rm", "md"]);
+    assert!(r.status.success(), "{}", r.stderr);
+}
