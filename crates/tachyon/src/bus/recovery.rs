@@ -18,7 +18,7 @@
 //! one. Ring cells left claimed by dead processes are repaired by the rings
 //! themselves, by whoever waits on them.
 
-use super::pool::{HELD, LOANED, QUEUED};
+use super::pool::{FREE, HELD, LOANED, QUEUED};
 use super::region::{Region, RECOVERY_INTERVAL};
 use super::topic::Delivery;
 use super::topic::Topic;
@@ -88,7 +88,9 @@ impl Region {
         let mut queued_dead = Vec::new();
         for (i, meta) in metas.iter().enumerate() {
             let state = meta.state.load(Ordering::Acquire);
-            if !matches!(state, LOANED | HELD | QUEUED) {
+            // FREE with an owner: off every list, between being popped and
+            // marked loaned, or between being marked free and pushed back.
+            if !matches!(state, FREE | LOANED | HELD | QUEUED) {
                 continue;
             }
             let owner = meta.owner.load(Ordering::Acquire);
@@ -124,7 +126,7 @@ impl Region {
             let route = metas[i].route.load(Ordering::Acquire);
             if self.reclaim(i as u32, state, owner) {
                 match state {
-                    LOANED => found.loans += 1,
+                    FREE | LOANED => found.loans += 1,
                     _ => {
                         found.held += 1;
                         self.count_lost(route);

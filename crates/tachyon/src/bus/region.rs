@@ -535,9 +535,12 @@ impl Region {
     pub(crate) fn free(&self, class: usize, chunk: u32) {
         if let (Ok(lists), Ok(metas)) = (self.free_lists(), self.metas()) {
             let meta = &metas[chunk as usize];
-            meta.owner.store(0, Ordering::Relaxed);
+            // FREE first, with the holder still recorded: a chunk that is
+            // FREE with an owner is off every list, and recovery reclaims it
+            // if that owner dies here. A chunk on a free list has owner 0.
+            meta.state.store(FREE, Ordering::Release);
             meta.route.store(0, Ordering::Relaxed);
-            meta.state.store(FREE, Ordering::Relaxed);
+            meta.owner.store(0, Ordering::Release);
             lists[class].push(metas, chunk);
             self.freed().notify_all();
         }

@@ -467,6 +467,12 @@ impl<'r> Topic<'r> {
             return Err(bad("descriptor length", len as u64));
         }
         let meta = &self.region.metas()?[chunk as usize];
+        let state = meta.state.load(Ordering::Acquire);
+        if state != QUEUED {
+            // A corrupt or duplicated descriptor: do not touch the owner of
+            // a chunk that is not queued (it may be on a free list).
+            return Err(bad("state of the descriptor's chunk", u64::from(state)));
+        }
         let producer = meta.owner.swap(me, Ordering::AcqRel);
         if let Err(state) = meta.state.compare_exchange(QUEUED, HELD, Ordering::AcqRel, Ordering::Relaxed) {
             // Not a queued chunk (a corrupt or duplicated descriptor): give
