@@ -129,11 +129,6 @@ pub enum Error {
         chunk_size: usize,
     },
 
-    /// The previous holder of a lock died while holding it and the lock
-    /// could not be handed over.
-    #[error("the owner of the lock died while holding it")]
-    OwnerDied,
-
     /// The object was closed, or the peer closed its end.
     #[error("closed")]
     Closed,
