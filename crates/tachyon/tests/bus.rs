@@ -388,7 +388,7 @@ fn a_damaged_region_header_or_topic_entry_is_corrupt_not_a_crash() {
         word(off).store(old, Ordering::SeqCst);
     }
     // A topic whose rings would lie outside the ring arena.
-    let ring_off = 1536 + 16;
+    let ring_off = 2048 + 16; // the first topic entry's ring offset
     for value in [u64::MAX - 63, 0, 512] {
         let old = word(ring_off).swap(value, Ordering::SeqCst);
         let region = Region::open(&name).unwrap();

@@ -7,20 +7,14 @@
 //!   a generous bound (no stall: dead claimants of ring cells are repaired by
 //!   whoever waits on them, dead holders' chunks return to the pool);
 //! * at the end, after draining and one `Region::recover()`: no chunk leaked
-//!   (a pool audit walks the free lists and names every chunk missing; if
-//!   it does not understand the region's layout, it says so and the test
-//!   compares `pool_stats` instead);
-//!   every message acknowledged as published was delivered, except at most
-//!   one per consumer killed (a consumer holds one message at a time);
-//!   nothing was delivered twice (at least once: at most one duplicate per
-//!   consumer killed); per-key order held for what each consumer saw (at
-//!   least once: a message delivered again comes after the ones published
-//!   meanwhile); every payload arrived intact.
-//!
-//! Chunks lost in the windows docs/CRASH-SAFETY.md documents (a process
-//! killed between popping a chunk and recording its owner, or between
-//! clearing its owner and pushing it back) are reported, not failed on,
-//! unless `TACHYON_CHAOS_STRICT=1`; any other missing chunk fails.
+//!   (every size class back to its full free count; a pool audit walks the
+//!   free lists and describes every chunk missing); every message
+//!   acknowledged as published was delivered (at most once: except at most
+//!   one per consumer killed, as a consumer holds one message at a time; at
+//!   least once: all of them); nothing was delivered twice (at least once:
+//!   at most one duplicate per consumer killed); per-key order held for
+//!   what each consumer saw (at least once: a message delivered again comes
+//!   after the ones published meanwhile); every payload arrived intact.
 //!
 //! The short form runs in the normal suite. The long form:
 //!
@@ -34,8 +28,7 @@
 //! delay; the processes' timing still varies), `TACHYON_CHAOS_VICTIMS`
 //! (`all`, `producers` or `consumers`), `TACHYON_CHAOS_SEQ_CAP` (sequence
 //! numbers per producer and key the bookkeeping holds; sized from the kill
-//! count), `TACHYON_CHAOS_STRICT=1` (fail on what is otherwise reported as
-//! a known limitation).
+//! count).
 //!
 //! Bookkeeping lives in a side segment of `AtomicU64`s. Each producer slot
 //! numbers messages per key across its incarnations (the incarnation is in
@@ -52,7 +45,7 @@ use common::{unique, wait_for};
 use std::process::Child;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant, SystemTime};
-use tachyon::bus::{ClassStats, Delivery, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{Delivery, Message, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::sync::{Liveness, Token};
 use tachyon::{Error, Segment};
 
@@ -673,7 +666,6 @@ fn chaos(delivery: Delivery) {
     };
     let kills_wanted = env_u64("TACHYON_CHAOS_KILLS", 200);
     let time_limit = Duration::from_secs(env_u64("TACHYON_CHAOS_SECS", 1800));
-    let strict = env_u64("TACHYON_CHAOS_STRICT", 0) != 0;
     let (kill_producers, kill_consumers) = victims();
     let seed = env_u64("TACHYON_CHAOS_SEED", {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
@@ -704,19 +696,14 @@ fn chaos(delivery: Delivery) {
     let side =
         Side { seg: Segment::create(&side_name, Side::words(cap, max_inc) * 8).unwrap(), cap, max_inc };
     // The pool audit reads the region's internals: check that it
-    // understands this layout on the fresh pool, else rely on pool_stats.
+    // understands this layout on the fresh pool.
     let fresh = audit_pool(&region, &topic, &side);
-    let audit_works = fresh.missing == [0; 8]
-        && fresh.counter_skew.is_empty()
-        && fresh.documented.is_empty()
-        && fresh.unexplained.is_empty();
-    if !audit_works {
-        println!(
-            "{label}: note: the pool audit does not understand this region's layout ({}); \
-             checking pool_stats only",
-            fresh.summary()
-        );
-    }
+    assert!(
+        fresh.missing == [0; 8] && fresh.lost.is_empty(),
+        "the pool audit does not understand this region's layout: {} {:?}",
+        fresh.summary(),
+        fresh.lost
+    );
     let mut fleet = Fleet {
         procs: Vec::new(),
         region: name.clone(),
@@ -885,7 +872,7 @@ fn chaos(delivery: Delivery) {
     }
     let again = region.recover().unwrap();
     let after = region.pool_stats().unwrap();
-    let audit = if audit_works { audit_pool(&region, &topic, &side) } else { audit_stats(&initial, &after) };
+    let audit = audit_pool(&region, &topic, &side);
     let leftover = (0..PARTITIONS).map(|p| topic.depth(p).unwrap_or(usize::MAX)).sum::<usize>();
 
     // Every acknowledged message delivered (but for one per consumer kill),
@@ -894,7 +881,7 @@ fn chaos(delivery: Delivery) {
     let total_kills = kills.producers + kills.consumers;
     println!(
         "{label}: {total_kills} kills ({} producers, {} consumers) in {chaos_time:.1?}, {} incarnations; \
-         slowest return of progress after a kill {slowest_progress:.1?}",
+         slowest return of progress after a kill {slowest_progress:.1?} ({slow} over {SLOW_PROGRESS:?})",
         kills.producers, kills.consumers, fleet.incarnations
     );
     println!(
@@ -919,14 +906,6 @@ fn chaos(delivery: Delivery) {
     println!("{label}: total time {:.1?}", started.elapsed());
     if seq_full {
         println!("{label}: note: stopped early, sequence numbers used up (raise TACHYON_CHAOS_SEQ_CAP)");
-    }
-    if !audit.documented.is_empty() {
-        println!(
-            "{label}: WARNING: {} chunk(s) lost in the few-instruction windows of the pool that \
-             docs/CRASH-SAFETY.md lists as not recovered: {}",
-            audit.documented.len(),
-            audit.documented.join("; ")
-        );
     }
 
     let mut problems = Vec::new();
@@ -953,14 +932,14 @@ fn chaos(delivery: Delivery) {
     if t.beyond != 0 {
         problems.push(format!("{} bits set beyond the reserved sequence numbers", t.beyond));
     }
-    // A consumer holds one message at a time, so each consumer kill loses
-    // at most one. At least once, docs/CRASH-SAFETY.md allows only a death
-    // in the few instructions before the message's route is recorded; a
-    // redelivery that fails also drops it (reported below).
-    if t.lost.len() as u64 > kills.consumers {
+    // At most once, a consumer holds one message at a time, so each
+    // consumer kill loses at most one; at least once, nothing acknowledged
+    // is lost.
+    let may_lose = if delivery == Delivery::AtLeastOnce { 0 } else { kills.consumers };
+    if t.lost.len() as u64 > may_lose {
         problems.push(format!(
-            "{} acknowledged messages never delivered, more than the {} consumer kills; first \
-             (producer slot, key index, seq): {:?}",
+            "{} acknowledged messages never delivered, more than the {may_lose} allowed ({} consumer kills); \
+             first (producer slot, key index, seq): {:?}",
             t.lost.len(),
             kills.consumers,
             &t.lost[..t.lost.len().min(20)]
@@ -980,31 +959,20 @@ fn chaos(delivery: Delivery) {
     if again.total() != 0 {
         problems.push(format!("a second recover still found {again:?}"));
     }
-    if !audit.unexplained.is_empty() {
-        problems.push(format!("chunks lost and not explained: {}", audit.unexplained.join("; ")));
+    // Every size class back to its full free count.
+    if !audit.lost.is_empty() || audit.missing != [0; 8] || after != initial {
+        problems.push(format!(
+            "chunks leaked: {}; pool_stats {:?} (initially {:?}): {}",
+            audit.summary(),
+            after.map(|c| c.free),
+            initial.map(|c| c.free),
+            audit.lost.join("; ")
+        ));
     }
-    if audit.documented.len() as u64 > total_kills {
-        problems.push(format!("{} chunks lost, more than the {total_kills} kills", audit.documented.len()));
-    }
-    // At least once: a message whose redelivery failed is dropped and
-    // counted in `TopicInfo::lost`; docs/CRASH-SAFETY.md promises that
-    // nothing a consumer held is lost on such a topic.
+    // At least once, a message a dead consumer held is never dropped.
     let dropped = if delivery == Delivery::AtLeastOnce { topic.info().lost } else { 0 };
     if dropped != 0 {
-        println!(
-            "{label}: WARNING: {dropped} message(s) a dead consumer held were dropped instead of delivered \
-             again (TopicInfo::lost); {slow} kill(s) were followed by a stall over {SLOW_PROGRESS:?}",
-        );
-        if strict {
-            problems
-                .push(format!("TACHYON_CHAOS_STRICT: {dropped} messages dropped on an at-least-once topic"));
-        }
-    }
-    if strict && (after != initial || !audit.documented.is_empty()) {
-        problems.push(format!(
-            "TACHYON_CHAOS_STRICT: the pool is not back to its initial free counts: {}",
-            audit.summary()
-        ));
+        problems.push(format!("{dropped} messages dropped on an at-least-once topic (TopicInfo::lost)"));
     }
     if !problems.is_empty() {
         panic!(
@@ -1017,40 +985,31 @@ fn chaos(delivery: Delivery) {
 // ---------------------------------------------------------------------------
 // Pool audit (diagnostics): which chunks are not on a free list after the
 // final recovery, and in what state. Reads the region's layout as
-// `bus/region.rs` documents it.
+// `bus/region.rs` and `bus/pool.rs` document it.
 
 const OFF_METAS: usize = 40;
 const OFF_TOTAL_CHUNKS: usize = 48;
 const OFF_CLASS_FIRST: usize = 64;
 const OFF_CLASS_COUNT: usize = 128;
 const OFF_FREE_LISTS: usize = 256;
-const OFF_CLASS_DATA: usize = 448;
-const OFF_TOPICS: usize = 1536;
+const OFF_TOPICS: usize = 2048;
 const PARTITION_HEADER: usize = 192;
+/// Bytes of a chunk's metadata: state word (u64), link, route, length,
+/// publication count (u32 each).
+const META: usize = 24;
 const STATE_NAMES: [&str; 4] = ["FREE", "LOANED", "QUEUED", "HELD"];
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Audit {
-    /// Chunks not on any free list, per class.
+    /// Per class: chunks not on the free list.
     missing: [usize; 8],
-    /// Free counters that disagree with the lists' lengths: (class, counter, listed).
-    counter_skew: Vec<(usize, u64, usize)>,
-    /// Lost chunks whose state matches a window docs/bus.md documents.
-    documented: Vec<String>,
-    /// Lost chunks that recovery should have returned.
-    unexplained: Vec<String>,
+    /// What each missing chunk is (state, holder, ring cells naming it).
+    lost: Vec<String>,
 }
 
 impl Audit {
     fn summary(&self) -> String {
-        format!(
-            "chunks missing from the free lists per class {:?}, free counters off {:?}, \
-             {} lost in documented windows, {} unexplained",
-            self.missing,
-            self.counter_skew,
-            self.documented.len(),
-            self.unexplained.len()
-        )
+        format!("chunks missing from the free lists per class {:?}", self.missing)
     }
 }
 
@@ -1058,50 +1017,41 @@ fn audit_pool(region: &Region, topic: &Topic<'_>, side: &Side) -> Audit {
     let mut audit = Audit::default();
     let seg = region.segment();
     let word = |off: usize| seg.get::<AtomicU64>(off).map(|w| w.load(SeqCst));
-    let (Ok(metas), Ok(total), Ok(data)) = (word(OFF_METAS), word(OFF_TOTAL_CHUNKS), word(OFF_CLASS_DATA))
-    else {
-        audit.unexplained.push("cannot read the region layout".into());
+    let (Ok(metas), Ok(total)) = (word(OFF_METAS), word(OFF_TOTAL_CHUNKS)) else {
+        audit.lost.push("cannot read the region layout".into());
         return audit;
     };
     let (metas, total) = (metas as usize, total as usize);
-    // The metadata array is followed by the chunks, 64-byte aligned: its
-    // stride is what lies between, per chunk (the padding is < 64 bytes).
-    let stride = (data as usize).saturating_sub(metas) / total.max(1);
-    if !(12..=64).contains(&stride) || stride % 4 != 0 {
-        audit.unexplained.push(format!("cannot audit: chunk metadata stride {stride}"));
-        return audit;
-    }
-    // A chunk's metadata starts with next, state, owner (u32 each).
-    let meta = |i: usize| -> Option<(u32, u32, u32)> {
-        let f = |k: usize| seg.get::<AtomicU32>(metas + stride * i + 4 * k).ok().map(|w| w.load(SeqCst));
-        Some((f(0)?, f(1)?, f(2)?))
+    // A chunk's state word and free-list link.
+    let meta = |i: usize| -> Option<(u64, u32)> {
+        let w = seg.get::<AtomicU64>(metas + META * i).ok()?.load(SeqCst);
+        let next = seg.get::<AtomicU32>(metas + META * i + 8).ok()?.load(SeqCst);
+        Some((w, next))
     };
     let mut listed = vec![false; total];
     for c in 0..8 {
-        let (Ok(head), Ok(free)) = (word(OFF_FREE_LISTS + 16 * c), word(OFF_FREE_LISTS + 16 * c + 8)) else {
-            continue;
-        };
+        let Ok(head) = word(OFF_FREE_LISTS + 16 * c) else { continue };
         let first = word(OFF_CLASS_FIRST + 8 * c).unwrap_or(0) as usize;
         let count = word(OFF_CLASS_COUNT + 8 * c).unwrap_or(0) as usize;
-        let mut top = head as u32;
+        if (head >> 24) & 3 != 0 {
+            audit.lost.push(format!("free list {c} still has an announced operation: head {head:#x}"));
+        }
+        let mut top = (head & 0xFF_FFFF) as u32;
         let mut n = 0;
         while top != 0 && n <= count {
             let i = top as usize - 1;
             if i < first || i >= first + count || listed[i] {
-                audit.unexplained.push(format!("free list {c} is damaged at chunk {i}"));
+                audit.lost.push(format!("free list {c} is damaged at chunk {i}"));
                 break;
             }
             listed[i] = true;
             n += 1;
-            top = meta(i).map_or(0, |m| m.0);
-        }
-        if free != n as u64 {
-            audit.counter_skew.push((c, free, n));
+            top = meta(i).map_or(0, |m| m.1);
         }
         audit.missing[c] = count - n.min(count);
     }
-    // Ring cells naming each chunk (chunk -> cell words), to tell a chunk a
-    // dead consumer had claimed in a ring from one nobody refers to.
+    // Ring cells naming each chunk (chunk -> cells), to say more about a
+    // chunk that is missing.
     let mut cells: std::collections::HashMap<u32, Vec<String>> = Default::default();
     let ring_off = word(OFF_TOPICS + 16).unwrap_or(0) as usize;
     let cap = topic.capacity();
@@ -1111,55 +1061,25 @@ fn audit_pool(region: &Region, topic: &Topic<'_>, side: &Side) -> Audit {
             let at = ring_off + p * block + PARTITION_HEADER + 16 * idx;
             let (Ok(w), Ok(l)) = (word(at), word(at + 8)) else { continue };
             let (seq, tag) = ((w >> 32) as u32, w as u32);
-            let full = u64::from(seq.wrapping_sub(1)) % cap as u64 == idx as u64;
-            if full && tag != 0 && tag != 0x8000_0000 {
-                cells
-                    .entry((l >> 32) as u32)
-                    .or_default()
-                    .push(format!("partition {p} cell {idx} claimed by reader {}", who(side, region, tag)));
+            if u64::from(seq.wrapping_sub(1)) % cap as u64 == idx as u64 && tag != 0x8000_0000 {
+                let what = if tag == 0 {
+                    "unread".to_string()
+                } else {
+                    format!("read by {}", who(side, region, tag))
+                };
+                cells.entry((l >> 40) as u32).or_default().push(format!("partition {p} cell {idx} ({what})"));
             }
         }
     }
     for i in (0..total).filter(|&i| !listed[i]) {
-        let Some((_, state, owner)) = meta(i) else { continue };
-        let name = STATE_NAMES.get(state as usize).copied().unwrap_or("?");
-        let desc = format!("chunk {i}: {name}, owner {}", who(side, region, owner));
-        let claimed = cells.get(&(i as u32));
-        let explained = match (state, owner) {
-            // Popped and its owner not yet recorded, or its owner cleared
-            // and not yet pushed back: its process died in between.
-            (_, 0) => Some("died between popping it and recording its owner, or between clearing its owner and pushing it back".to_string()),
-            // Popped, owner recorded, state not yet LOANED.
-            (0, _) => Some("died between recording its owner and marking it loaned".to_string()),
-            // A consumer died between claiming the cell and taking the chunk.
-            (2, _) => claimed.map(|c| format!("still named by {}", c.join(", "))),
-            _ => None,
-        };
-        match explained {
-            Some(why) => audit.documented.push(format!("{desc} ({why})")),
-            None => audit.unexplained.push(match claimed {
-                Some(c) => format!("{desc}, named by {}", c.join(", ")),
-                None => desc,
-            }),
+        let Some((w, _)) = meta(i) else { continue };
+        let name = STATE_NAMES[((w >> 30) & 3) as usize];
+        let holder = w as u32 & 0x3FFF_FFFF;
+        let mut desc = format!("chunk {i}: {name}, holder {}", who(side, region, holder));
+        if let Some(c) = cells.get(&(i as u32)) {
+            desc += &format!(", named by {}", c.join(", "));
         }
-    }
-    audit
-}
-
-/// The audit without reading the region's internals: chunks missing per
-/// class from `pool_stats` (which a kill between a free list's update and
-/// its counter's can skew by one), unattributed.
-fn audit_stats(initial: &[ClassStats; 8], after: &[ClassStats; 8]) -> Audit {
-    let mut audit = Audit::default();
-    for c in 0..8 {
-        let (was, is) = (initial[c].free, after[c].free);
-        audit.missing[c] = was.saturating_sub(is);
-        for _ in is..was {
-            audit.documented.push(format!("a chunk of class {c} (pool_stats only, not attributed)"));
-        }
-        if is > was {
-            audit.unexplained.push(format!("class {c} has {is} free chunks, more than its {was}"));
-        }
+        audit.lost.push(desc);
     }
     audit
 }

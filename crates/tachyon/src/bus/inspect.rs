@@ -106,11 +106,12 @@ impl Region {
             .collect();
         let mut orphaned_chunks = 0;
         for meta in self.metas()? {
-            let state = meta.state.load(Ordering::Acquire);
+            let w = meta.word();
+            let state = w.state();
             if state != LOANED && state != HELD {
                 continue;
             }
-            let Some(owner) = Token::from_raw(meta.owner.load(Ordering::Acquire)) else { continue };
+            let Some(owner) = Token::from_raw(w.holder()) else { continue };
             let current = seg.slot_generation(owner.slot()) == Some(owner.gen());
             match processes.iter_mut().find(|p| p.slot == owner.slot()).filter(|_| current) {
                 Some(p) if state == LOANED => p.loans += 1,

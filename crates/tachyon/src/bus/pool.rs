@@ -1,119 +1,338 @@
-//! The payload pool's free lists: one lock-free Treiber stack of chunk
-//! indices per size class.
+//! The payload pool: one lock-free free list of chunk indices per size
+//! class, and a state word per chunk that says at every instant who holds
+//! it, so that a process killed at any instruction leaves nothing behind
+//! that recovery cannot attribute.
 //!
-//! # Invariant
+//! # The chunk word
 //!
-//! A free list's `head` packs a 32-bit tag (bumped by every push and pop)
-//! with `index + 1` of the top chunk (0: empty). A chunk is on at most one
-//! list at a time, and a popped chunk belongs to its popper alone until it
-//! pushes it back. A pop reads the top chunk's `next` and swings `head` with
-//! one CAS that also checks the tag, so a head that was popped and pushed
-//! back meanwhile (ABA) fails the CAS unless exactly 2^32 operations
-//! happened in between. `next` is an atomic: a popper racing a push may read
-//! a stale value, which its failing CAS then discards. Every index read
-//! from shared memory is checked against the class's range.
+//! `tag << 32 | state << 30 | holder`: the state (FREE, LOANED, QUEUED,
+//! HELD), the [`Token`] of the holder (0 while FREE), and the tag of the
+//! free-list operation that last moved the chunk on or off its list. Every
+//! change of holder is one compare-and-swap of the whole word.
+//!
+//! # Free lists: announce, then help
+//!
+//! A plain Treiber stack has two windows in which a killed process loses a
+//! chunk for ever: a pop that swung the head but has not yet recorded its
+//! holder, and a push that cleared its holder but has not yet swung the
+//! head. Here an operation is first *announced* in the head word itself,
+//! with one CAS, and then *completed*, by its owner or by anyone else who
+//! finds it announced:
+//!
+//! ```text
+//! head = tag:31 | pending slot:7 | pending kind:2 | top index + 1:24
+//!
+//! pop  by slot s: (i, none, t)  ->  (i, pop s, t+1)    announce: i is s's
+//!                 word(i): FREE -> LOANED by journal[s], tag t+1
+//!                 (i, pop s, t+1)  ->  (next(i), none, t+2)
+//! push of i:      (j, none, t)  ->  (i, push, t+1)     next(i) = j beforehand
+//!                 word(i): any -> FREE, holder 0, tag t+1
+//!                 (i, push, t+1)  ->  (i, none, t+2)
+//! ```
+//!
+//! Whoever finds an announced head (a popper, a pusher, recovery, a process
+//! attaching) completes it before doing anything else, so the head's CAS
+//! is the one instant at which a chunk changes hands, and a process that
+//! dies right after it is completed by the next one to touch the list.
+//! `journal[s]` is the token of the process in attach slot `s`, written once
+//! when it attaches (after it completed any announcement the slot's previous,
+//! dead, occupant left), so a helper knows whom a pop is for.
+//!
+//! A helper reads the chunk word, then checks that the head is still the
+//! announcement it is completing (head values never repeat: the tag moves
+//! on every CAS), and only then CASes the word from what it read to the
+//! outcome. While the announcement stands the word can only be the value
+//! from before the operation or its outcome, so a helper that was delayed
+//! past the completion fails its CAS: the word moved on, and it cannot come
+//! back to the same value before the 31-bit tag wraps (2^31 operations on
+//! one list while one helper stalls between two loads).
+//!
+//! Every index read from shared memory is checked against the class's
+//! range; a bad one is reported (`Err(())`) as a damaged segment.
 
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::Token;
+use std::ops::Range;
 
-// Chunk states, kept in the chunk's metadata for accounting and recovery.
-/// On a free list.
+// Chunk states.
+/// On a free list (or being announced onto or off it).
 pub(crate) const FREE: u32 = 0;
-/// Lent to a producer (owner: its token).
-#[cfg_attr(tachyon_loom, allow(dead_code))]
+/// Lent to a producer.
 pub(crate) const LOANED: u32 = 1;
-/// Named by a descriptor in a ring.
+/// Named by a descriptor in a ring (holder: whoever published it).
 #[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) const QUEUED: u32 = 2;
-/// Received and not yet released (owner: the consumer's token).
+/// Received and not yet released (holder: the consumer).
 #[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) const HELD: u32 = 3;
 
-/// One class's free list.
-#[repr(C)]
-pub(crate) struct FreeList {
-    head: AtomicU64,
-    /// Chunks on the list (a snapshot for accounting).
-    pub free: AtomicU64,
+/// The most chunks a region can have (indices fit the head's 24 bits).
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) const MAX_CHUNKS: usize = (1 << 24) - 2;
+
+/// A chunk's state word: `tag << 32 | state << 30 | holder`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(pub u64);
+
+impl Word {
+    pub(crate) const fn new(tag: u32, state: u32, holder: u32) -> Word {
+        Word(((tag as u64) << 32) | (((state & 3) as u64) << 30) | (holder & Token::MASK) as u64)
+    }
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) const fn tag(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    pub(crate) const fn state(self) -> u32 {
+        (self.0 >> 30) as u32 & 3
+    }
+    pub(crate) const fn holder(self) -> u32 {
+        self.0 as u32 & Token::MASK
+    }
+    /// The same chunk in `state`, held by `holder` (the tag is kept).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) const fn with(self, state: u32, holder: u32) -> Word {
+        Word::new(self.tag(), state, holder)
+    }
 }
 
-/// Per-chunk metadata: free-list link, state, holder token, and for a
-/// received message where it came from (for redelivery).
+/// Per-chunk metadata.
 #[repr(C)]
 pub(crate) struct ChunkMeta {
+    /// The chunk's [`Word`].
+    word: AtomicU64,
+    /// Free-list link: `index + 1` of the chunk below (0: none).
     next: AtomicU32,
-    pub state: AtomicU32,
-    pub owner: AtomicU32,
-    /// `(topic index + 1) << 16 | partition` of a HELD message; 0 if none.
+    /// `(topic index + 1) << 16 | partition` of a queued or held message,
+    /// written by its publisher; 0 if none.
     pub route: AtomicU32,
-    /// Length of a HELD message.
+    /// Length of a queued or held message, written by its publisher.
     pub len: AtomicU32,
-    _pad: AtomicU32,
+    /// How many times the chunk was published; the low bits travel in the
+    /// descriptor, so a descriptor names one publication, not just a chunk.
+    pub version: AtomicU32,
 }
 
 impl ChunkMeta {
     #[cfg(tachyon_loom)]
     pub(crate) fn new() -> Self {
         ChunkMeta {
+            word: AtomicU64::new(0),
             next: AtomicU32::new(0),
-            state: AtomicU32::new(FREE),
-            owner: AtomicU32::new(0),
             route: AtomicU32::new(0),
             len: AtomicU32::new(0),
-            _pad: AtomicU32::new(0),
+            version: AtomicU32::new(0),
         }
     }
+
+    pub(crate) fn word(&self) -> Word {
+        Word(self.word.load(Ordering::Acquire))
+    }
+
+    /// Moves the word from `from` to `to`; false if it was not `from`.
+    pub(crate) fn cas(&self, from: Word, to: Word) -> bool {
+        self.word.compare_exchange(from.0, to.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+}
+
+/// A descriptor, the 64-bit word a ring cell carries for a message:
+/// `chunk:24 | publication:19 | length:21`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) struct Descriptor {
+    pub chunk: u32,
+    /// The low [`Descriptor::VERSION_BITS`] of the chunk's publication count.
+    pub version: u32,
+    pub len: u32,
+}
+
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+impl Descriptor {
+    pub(crate) const VERSION_BITS: u32 = 19;
+    const VERSION_MASK: u32 = (1 << Self::VERSION_BITS) - 1;
+
+    /// The descriptor of publication `version` of `chunk` (`len <= 1 MiB`).
+    pub(crate) const fn new(chunk: u32, version: u32, len: u32) -> Descriptor {
+        Descriptor { chunk, version: version & Self::VERSION_MASK, len }
+    }
+    pub(crate) const fn encode(self) -> u64 {
+        ((self.chunk as u64) << 40) | ((self.version as u64) << 21) | (self.len as u64 & 0x1F_FFFF)
+    }
+    pub(crate) const fn decode(word: u64) -> Descriptor {
+        Descriptor {
+            chunk: (word >> 40) as u32,
+            version: (word >> 21) as u32 & Self::VERSION_MASK,
+            len: word as u32 & 0x1F_FFFF,
+        }
+    }
+    /// Whether this descriptor names the chunk's current publication.
+    pub(crate) fn is_current(self, meta: &ChunkMeta) -> bool {
+        meta.version.load(Ordering::Acquire) & Self::VERSION_MASK == self.version
+    }
+}
+
+// Announcements in a head word.
+const NONE: u64 = 0;
+const POP: u64 = 1;
+const PUSH: u64 = 2;
+const TAG_MASK: u32 = (1 << 31) - 1;
+
+/// A free list's head word: `tag:31 | slot:7 | kind:2 | top + 1:24`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head(u64);
+
+impl Head {
+    const fn new(top: u32, kind: u64, slot: usize, tag: u32) -> Head {
+        Head(
+            (top as u64 & 0xFF_FFFF)
+                | (kind << 24)
+                | (((slot as u64) & 0x7F) << 26)
+                | (((tag & TAG_MASK) as u64) << 33),
+        )
+    }
+    /// `index + 1` of the top chunk; 0: empty.
+    const fn top(self) -> u32 {
+        (self.0 & 0xFF_FFFF) as u32
+    }
+    const fn kind(self) -> u64 {
+        (self.0 >> 24) & 3
+    }
+    const fn slot(self) -> usize {
+        ((self.0 >> 26) & 0x7F) as usize
+    }
+    const fn tag(self) -> u32 {
+        (self.0 >> 33) as u32
+    }
+    const fn next_tag(self) -> u32 {
+        self.tag().wrapping_add(1) & TAG_MASK
+    }
+}
+
+/// One class's free list (16 bytes in the region).
+#[repr(C)]
+pub(crate) struct FreeList {
+    head: AtomicU64,
+    _reserved: AtomicU64,
+}
+
+/// What the free-list operations work on.
+pub(crate) struct Pool<'a> {
+    /// Every chunk of the region.
+    pub metas: &'a [ChunkMeta],
+    /// The token of each attach slot's process (see the module docs).
+    pub journal: &'a [AtomicU32],
 }
 
 impl FreeList {
     #[cfg(tachyon_loom)]
     pub(crate) fn new() -> Self {
-        FreeList { head: AtomicU64::new(0), free: AtomicU64::new(0) }
+        FreeList { head: AtomicU64::new(0), _reserved: AtomicU64::new(0) }
     }
 
-    /// Pops a chunk of the class whose chunks are `first..first + count`
-    /// (global indices into `metas`). `Err(())` if the list holds an index
-    /// outside that range: the segment is damaged.
-    pub(crate) fn pop(&self, metas: &[ChunkMeta], first: u32, count: u32) -> Result<Option<u32>, ()> {
+    /// Pops a chunk of the class whose chunks are `range` (global indices)
+    /// for `me`: on return its word says LOANED by `me`. `Err(())` if the
+    /// list or a chunk word is damaged.
+    pub(crate) fn pop(&self, pool: &Pool<'_>, range: &Range<u32>, me: Token) -> Result<Option<u32>, ()> {
         loop {
-            let h = self.head.load(Ordering::Acquire);
-            let top = h as u32;
-            if top == 0 {
+            let h = Head(self.head.load(Ordering::Acquire));
+            if h.kind() != NONE {
+                self.complete(pool, range, h)?;
+                continue;
+            }
+            if h.top() == 0 {
                 return Ok(None);
             }
-            let idx = top - 1;
-            if idx < first || idx - first >= count || idx as usize >= metas.len() {
-                return Err(());
-            }
-            let next = metas[idx as usize].next.load(Ordering::Relaxed);
-            let new = (((h >> 32) + 1) << 32) | u64::from(next);
-            if self.head.compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                self.free.fetch_sub(1, Ordering::Relaxed);
+            let idx = check(range, pool, h.top() - 1)?;
+            let announced = Head::new(h.top(), POP, me.slot(), h.next_tag());
+            if self.head.compare_exchange_weak(h.0, announced.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            {
+                // From here the chunk is ours whatever happens to us.
+                crate::platform::fault::point("pool-pop-announced");
+                self.complete(pool, range, announced)?;
+                let w = pool.metas[idx as usize].word();
+                if w.state() != LOANED || w.holder() != me.raw() {
+                    return Err(());
+                }
                 return Ok(Some(idx));
             }
             crate::platform::atomic::spin_hint();
         }
     }
 
-    /// Pushes chunk `idx` (global index; the caller owns it).
-    pub(crate) fn push(&self, metas: &[ChunkMeta], idx: u32) {
-        let link = &metas[idx as usize].next;
-        let mut h = self.head.load(Ordering::Relaxed);
+    /// Pushes chunk `idx` (a global index in `range`, held by the caller):
+    /// on return its word says FREE.
+    pub(crate) fn push(&self, pool: &Pool<'_>, range: &Range<u32>, idx: u32) -> Result<(), ()> {
+        let meta = &pool.metas[check(range, pool, idx)? as usize];
         loop {
-            link.store(h as u32, Ordering::Relaxed);
-            let new = (((h >> 32) + 1) << 32) | u64::from(idx + 1);
-            match self.head.compare_exchange_weak(h, new, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => {
-                    self.free.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-                Err(now) => h = now,
+            let h = Head(self.head.load(Ordering::Acquire));
+            if h.kind() != NONE {
+                self.complete(pool, range, h)?;
+                continue;
             }
+            meta.next.store(h.top(), Ordering::Relaxed);
+            let announced = Head::new(idx + 1, PUSH, 0, h.next_tag());
+            if self.head.compare_exchange_weak(h.0, announced.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            {
+                crate::platform::fault::point("pool-push-announced");
+                return self.complete(pool, range, announced);
+            }
+            crate::platform::atomic::spin_hint();
         }
+    }
+
+    /// Completes the operation announced in the head now, if any (run by
+    /// recovery after it found a process dead, and by a process attaching
+    /// to a slot, so that the dead leave no announcement behind).
+    pub(crate) fn help(&self, pool: &Pool<'_>, range: &Range<u32>) -> Result<(), ()> {
+        let h = Head(self.head.load(Ordering::Acquire));
+        if h.kind() == NONE {
+            return Ok(());
+        }
+        self.complete(pool, range, h)
+    }
+
+    /// Completes announcement `h`: sets the chunk's word to the outcome and
+    /// takes the announcement off the head. Idempotent, and harmless if `h`
+    /// was completed already (see the module docs).
+    fn complete(&self, pool: &Pool<'_>, range: &Range<u32>, h: Head) -> Result<(), ()> {
+        if h.top() == 0 {
+            return Err(());
+        }
+        let idx = check(range, pool, h.top() - 1)?;
+        let meta = &pool.metas[idx as usize];
+        let w = meta.word();
+        if self.head.load(Ordering::Acquire) != h.0 {
+            return Ok(()); // completed by someone else
+        }
+        let (outcome, top) = match h.kind() {
+            POP => {
+                let holder = pool.journal.get(h.slot()).ok_or(())?.load(Ordering::Acquire);
+                (Word::new(h.tag(), LOANED, holder), meta.next.load(Ordering::Acquire))
+            }
+            PUSH => (Word::new(h.tag(), FREE, 0), h.top()),
+            _ => return Err(()),
+        };
+        if w != outcome {
+            // Fails only if another helper of `h` got there first.
+            meta.cas(w, outcome);
+        }
+        let done = Head::new(top, NONE, 0, h.next_tag());
+        let _ = self.head.compare_exchange(h.0, done.0, Ordering::AcqRel, Ordering::Acquire);
+        Ok(())
+    }
+}
+
+/// `idx` if it lies in `range` and in `metas`.
+fn check(range: &Range<u32>, pool: &Pool<'_>, idx: u32) -> Result<u32, ()> {
+    if range.contains(&idx) && (idx as usize) < pool.metas.len() {
+        Ok(idx)
+    } else {
+        Err(())
     }
 }
 
 /// Loom models of the free list (`--cfg tachyon_loom`): no chunk is ever
-/// held by two threads at once, and none is lost.
+/// held by two threads at once, none is lost, and an operation cut short
+/// after its announcement is completed by others with the right holder.
 #[cfg(all(test, tachyon_loom))]
 mod loom_models {
     use super::*;
@@ -125,52 +344,115 @@ mod loom_models {
         b.check(f);
     }
 
-    struct Pool {
+    struct Model {
         list: FreeList,
         metas: Vec<ChunkMeta>,
+        journal: Vec<AtomicU32>,
         /// 1 while a thread holds the chunk.
         held: Vec<AtomicU32>,
     }
 
-    impl Pool {
-        fn new(n: u32) -> Arc<Pool> {
-            let p = Pool {
+    impl Model {
+        fn new(n: u32) -> Arc<Model> {
+            let m = Model {
                 list: FreeList::new(),
                 metas: (0..n).map(|_| ChunkMeta::new()).collect(),
+                journal: (0..4).map(|s| AtomicU32::new(tok(s).raw())).collect(),
                 held: (0..n).map(|_| AtomicU32::new(0)).collect(),
             };
             for i in 0..n {
-                p.list.push(&p.metas, i);
+                m.list.push(&m.pool(), &m.range(), i).unwrap();
             }
-            Arc::new(p)
+            Arc::new(m)
         }
-        fn take(&self) -> Option<u32> {
-            let i = self.list.pop(&self.metas, 0, self.metas.len() as u32).expect("in range")?;
+        fn pool(&self) -> Pool<'_> {
+            Pool { metas: &self.metas, journal: &self.journal }
+        }
+        fn range(&self) -> Range<u32> {
+            0..self.metas.len() as u32
+        }
+        fn take(&self, slot: usize) -> Option<u32> {
+            let i = self.list.pop(&self.pool(), &self.range(), tok(slot)).expect("in range")?;
             assert_eq!(self.held[i as usize].swap(1, Ordering::SeqCst), 0, "chunk {i} handed out twice");
             Some(i)
         }
         fn give(&self, i: u32) {
             assert_eq!(self.held[i as usize].swap(0, Ordering::SeqCst), 1);
-            self.list.push(&self.metas, i);
+            self.list.push(&self.pool(), &self.range(), i).unwrap();
         }
+        /// A pop by `slot` that dies right after its announcement.
+        fn die_popping(&self, slot: usize) -> Option<u32> {
+            loop {
+                let h = Head(self.list.head.load(Ordering::Acquire));
+                if h.kind() != NONE {
+                    self.list.complete(&self.pool(), &self.range(), h).unwrap();
+                    continue;
+                }
+                if h.top() == 0 {
+                    return None;
+                }
+                let a = Head::new(h.top(), POP, slot, h.next_tag());
+                if self.list.head.compare_exchange(h.0, a.0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    return Some(h.top() - 1);
+                }
+            }
+        }
+        /// A push of `i` that dies right after its announcement.
+        fn die_pushing(&self, i: u32) {
+            loop {
+                let h = Head(self.list.head.load(Ordering::Acquire));
+                if h.kind() != NONE {
+                    self.list.complete(&self.pool(), &self.range(), h).unwrap();
+                    continue;
+                }
+                self.metas[i as usize].next.store(h.top(), Ordering::Relaxed);
+                let a = Head::new(i + 1, PUSH, 0, h.next_tag());
+                if self.list.head.compare_exchange(h.0, a.0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    return;
+                }
+            }
+        }
+        /// Pops everything left (completing what is announced) and checks
+        /// that every chunk is on the list exactly once with a FREE word,
+        /// except `out` (held elsewhere).
+        fn drain_and_check(&self, out: &[u32]) {
+            self.list.help(&self.pool(), &self.range()).unwrap();
+            let mut all = vec![];
+            for i in 0..self.metas.len() as u32 {
+                if !out.contains(&i) {
+                    assert_eq!(self.metas[i as usize].word().state(), FREE, "chunk {i} free");
+                }
+            }
+            while let Some(i) = self.list.pop(&self.pool(), &self.range(), tok(3)).unwrap() {
+                all.push(i);
+            }
+            all.extend_from_slice(out);
+            all.sort();
+            let want: Vec<u32> = (0..self.metas.len() as u32).collect();
+            assert_eq!(all, want, "every chunk is back, once");
+        }
+    }
+
+    fn tok(slot: usize) -> Token {
+        Token::new(slot, 1)
     }
 
     #[test]
     fn pop_push_races_hand_out_each_chunk_once() {
         model(|| {
-            let p = Pool::new(2);
+            let p = Model::new(2);
             let t = {
                 let p = p.clone();
                 loom::thread::spawn(move || {
-                    if let Some(i) = p.take() {
+                    if let Some(i) = p.take(1) {
                         p.give(i);
                     }
                 })
             };
             // The ABA shape: pop A, pop B, push A while the other thread
             // may hold a stale view of the head.
-            let a = p.take();
-            let b = p.take();
+            let a = p.take(0);
+            let b = p.take(0);
             if let Some(a) = a {
                 p.give(a);
             }
@@ -178,12 +460,51 @@ mod loom_models {
                 p.give(b);
             }
             t.join().unwrap();
-            let mut all = vec![];
-            while let Some(i) = p.take() {
-                all.push(i);
-            }
-            all.sort();
-            assert_eq!(all, [0, 1], "every chunk is back, once");
+            p.drain_and_check(&[]);
+        });
+    }
+
+    #[test]
+    fn a_pop_cut_short_is_completed_for_its_popper() {
+        model(|| {
+            let p = Model::new(2);
+            let t = {
+                let p = p.clone();
+                loom::thread::spawn(move || {
+                    if let Some(i) = p.take(1) {
+                        p.give(i);
+                    }
+                })
+            };
+            let victim = p.die_popping(2);
+            t.join().unwrap();
+            p.list.help(&p.pool(), &p.range()).unwrap();
+            let v = victim.expect("a chunk was free");
+            let w = p.metas[v as usize].word();
+            assert_eq!((w.state(), w.holder()), (LOANED, tok(2).raw()), "the dead popper holds it");
+            // Recovery: the holder is dead, its chunk goes back.
+            p.list.push(&p.pool(), &p.range(), v).unwrap();
+            p.drain_and_check(&[]);
+        });
+    }
+
+    #[test]
+    fn a_push_cut_short_is_completed() {
+        model(|| {
+            let p = Model::new(2);
+            let mine = p.take(0).unwrap();
+            let t = {
+                let p = p.clone();
+                loom::thread::spawn(move || {
+                    if let Some(i) = p.take(1) {
+                        p.give(i);
+                    }
+                })
+            };
+            p.held[mine as usize].store(0, Ordering::SeqCst);
+            p.die_pushing(mine);
+            t.join().unwrap();
+            p.drain_and_check(&[]);
         });
     }
 }

@@ -1,31 +1,41 @@
 //! Reclaiming what dead processes held in a region.
 //!
-//! A chunk records its holder (`owner`, an attach token) while it is
-//! loaned (LOANED), being published (QUEUED before its descriptor is
-//! committed) or received and not released (HELD). When that holder's
-//! attachment is dead, nothing will ever release the chunk, so recovery
-//! does: one compare-and-swap of the chunk's `owner` from the dead holder's
-//! token to the recoverer's decides which of several concurrent recoverers
-//! goes on (exactly one).
+//! Every chunk's state word names its holder at every instant (see
+//! `pool`): the producer while it is LOANED and while it is QUEUED, the
+//! consumer once it is HELD; the free lists hand a chunk over in the same
+//! instant as they move it. When the holder's attachment is dead, nothing
+//! will ever release the chunk, so recovery does: one compare-and-swap of
+//! the whole word from what it read (the dead holder) to itself decides
+//! which of several concurrent recoverers goes on (exactly one).
 //!
-//! A QUEUED chunk whose producer is dead is left alone while a committed
-//! descriptor in some ring names it (the message is still to be delivered:
-//! a producer may publish and exit); only one that no live descriptor names
-//! (the producer died between marking it and committing) is reclaimed.
+//! In order, a recovery pass:
 //!
-//! A message a dead consumer had received is lost on an at-most-once topic
-//! (counted), and published again into its partition on an at-least-once
-//! one. Ring cells left claimed by dead processes are repaired by the rings
+//! 1. takes over the read claims dead consumers hold in any ring cell, and
+//!    makes a message such a consumer had claimed but not yet taken HELD by
+//!    it (so it is not lost in that window: see step 4);
+//! 2. reads every chunk word and keeps those whose holder is dead;
+//! 3. completes the free-list operations announced now, so that a chunk a
+//!    dead process was pushing reads FREE and is not pushed twice (its word
+//!    changed, so the CAS of step 4 fails);
+//! 4. returns LOANED chunks to the pool; returns QUEUED chunks that no
+//!    committed descriptor names (the producer died before committing; a
+//!    QUEUED chunk a descriptor names is still to be delivered: a producer
+//!    may publish and exit); and for HELD chunks, publishes the message
+//!    again on an at-least-once topic, or counts it lost and returns the
+//!    chunk on an at-most-once one.
+//!
+//! Ring cells a dead writer left claimed are repaired by the rings
 //! themselves, by whoever waits on them.
 
-use super::pool::{FREE, HELD, LOANED, QUEUED};
-use super::region::{Region, RECOVERY_INTERVAL};
+use super::pool::{ChunkMeta, Descriptor, Word, FREE, HELD, LOANED, QUEUED};
+use super::region::{Region, CLASS_SIZES, RECOVERY_INTERVAL};
 use super::topic::Delivery;
 use super::topic::Topic;
-use crate::error::Result;
+use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::Ordering;
-use crate::primitives::ring::TOMBSTONE;
 use crate::sync::{Liveness, Token};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::collections::HashSet;
 
 /// What one [`Region::recover`] reclaimed.
@@ -62,10 +72,11 @@ impl Recovered {
 impl Region {
     /// Returns to the pool every chunk held by a process that died: its
     /// loans, the messages it had received and not released, and a message
-    /// it was publishing. Safe to run from several processes at once (each
-    /// chunk is reclaimed by exactly one), and run by the library itself
-    /// when a process opens the region and while a loan waits for the
-    /// pool; the `tachyond` reaper may run it too.
+    /// it was publishing; on at-least-once topics, publishes again the
+    /// messages it had received. Safe to run from several processes at once
+    /// (each chunk is reclaimed by exactly one), and run by the library
+    /// itself when a process opens the region and while a loan or a receive
+    /// waits; the `tachyond` reaper may run it too.
     ///
     /// ```
     /// # use tachyon::bus::{Region, RegionConfig};
@@ -77,69 +88,63 @@ impl Region {
     /// ```
     pub fn recover(&self) -> Result<Recovered> {
         self.last_recovery.store(self.opened.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let metas = self.metas()?;
-        let mut dead_cache = std::collections::HashMap::new();
-        let mut is_dead = |owner: u32| {
+        let dead_cache = RefCell::new(HashMap::new());
+        let is_dead = |holder: u32| {
             *dead_cache
-                .entry(owner)
-                .or_insert_with(|| Token::from_raw(owner).is_some_and(|t| self.seg.is_dead(t)))
+                .borrow_mut()
+                .entry(holder)
+                .or_insert_with(|| Token::from_raw(holder).is_some_and(|t| self.seg.is_dead(t)))
         };
+        // 0. Complete what processes dead by now announced on the free
+        //    lists: a pop of theirs then reads LOANED by them below.
+        self.help_free_lists()?;
+        // 1. Read claims of dead consumers.
+        self.repair_dead_reads(&is_dead)?;
+        // 2. Chunks whose holder is dead, as they are now.
+        let metas = self.metas()?;
+        let dead: Vec<(u32, Word)> = metas
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as u32, m.word()))
+            .filter(|(_, w)| w.state() != FREE && w.holder() != 0 && is_dead(w.holder()))
+            .collect();
         let mut found = Recovered::default();
-        let mut queued_dead = Vec::new();
-        for (i, meta) in metas.iter().enumerate() {
-            let state = meta.state.load(Ordering::Acquire);
-            // FREE with an owner: off every list, between being popped and
-            // marked loaned, or between being marked free and pushed back.
-            if !matches!(state, FREE | LOANED | HELD | QUEUED) {
-                continue;
-            }
-            let owner = meta.owner.load(Ordering::Acquire);
-            if owner == 0 || !is_dead(owner) {
-                continue;
-            }
-            if state == QUEUED {
-                // Remember the dead owner seen *now*: the chunk may change
-                // hands before the rings are scanned, and then must not be
-                // touched (the CAS from this owner will fail).
-                queued_dead.push((i as u32, owner));
-                continue;
-            }
-            if state == HELD {
-                let route = metas[i].route.load(Ordering::Acquire);
-                match self.redeliver(i as u32, owner, route) {
-                    Some(Redelivery::Done) => {
-                        found.redelivered += 1;
-                        continue;
-                    }
-                    Some(Redelivery::Deferred) => {
-                        found.deferred += 1;
-                        continue;
-                    }
+        if dead.is_empty() {
+            return Ok(found);
+        }
+        let named = if dead.iter().any(|(_, w)| w.state() == QUEUED) {
+            self.referenced_chunks()?
+        } else {
+            HashSet::new()
+        };
+        // 3. Complete what those found dead in step 2 announced.
+        self.help_free_lists()?;
+        // 4. Reclaim (or deliver again).
+        for (i, w) in dead {
+            let route = metas[i as usize].route.load(Ordering::Acquire);
+            match w.state() {
+                LOANED if self.reclaim(i, w) => found.loans += 1,
+                QUEUED if named.contains(&i) => {}
+                // A publication cut short before its commit (never
+                // acknowledged to its producer).
+                QUEUED if route & REDELIVERY == 0 => found.unpublished += usize::from(self.reclaim(i, w)),
+                // A message a dead consumer held, or a redelivery of one cut
+                // short: delivered again (at least once) or lost.
+                QUEUED | HELD => match self.redeliver(i, w) {
+                    Some(Redelivery::Done) => found.redelivered += 1,
+                    Some(Redelivery::Deferred) => found.deferred += 1,
                     Some(Redelivery::Lost) => {
                         found.held += 1;
                         self.count_lost(route);
-                        continue;
                     }
-                    None => {}
-                }
-            }
-            let route = metas[i].route.load(Ordering::Acquire);
-            if self.reclaim(i as u32, state, owner) {
-                match state {
-                    FREE | LOANED => found.loans += 1,
-                    _ => {
-                        found.held += 1;
-                        self.count_lost(route);
+                    None => {
+                        if self.reclaim(i, w) {
+                            found.held += 1;
+                            self.count_lost(route);
+                        }
                     }
-                }
-            }
-        }
-        if !queued_dead.is_empty() {
-            let live = self.referenced_chunks()?;
-            for (i, owner) in queued_dead {
-                if !live.contains(&i) && self.reclaim(i, QUEUED, owner) {
-                    found.unpublished += 1;
-                }
+                },
+                _ => {}
             }
         }
         Ok(found)
@@ -156,19 +161,96 @@ impl Region {
         self.recover().map_or(0, |r| r.total())
     }
 
-    /// Moves chunk `i` from `state` (held by dead `owner`) to the free list;
-    /// false if another recoverer (or a live consumer) got there first.
-    fn reclaim(&self, i: u32, state: u32, owner: u32) -> bool {
-        let Ok(metas) = self.metas() else { return false };
-        let meta = &metas[i as usize];
-        // The owner CAS picks exactly one recoverer.
-        let me = self.seg.token().raw();
-        if meta.owner.compare_exchange(owner, me, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            return false;
+    /// Validates a descriptor read from a ring: its chunk's class, the
+    /// descriptor, and the chunk's metadata.
+    pub(crate) fn resolve(&self, word: u64) -> Result<(usize, Descriptor, &ChunkMeta)> {
+        let desc = Descriptor::decode(word);
+        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        let class = self.class_of(desc.chunk).ok_or(bad("descriptor chunk index", u64::from(desc.chunk)))?;
+        if desc.len as usize > CLASS_SIZES[class] {
+            return Err(bad("descriptor length", u64::from(desc.len)));
         }
-        if meta.state.load(Ordering::Acquire) != state {
-            // Cannot happen while the holder is dead; leave it be.
-            let _ = meta.owner.compare_exchange(me, owner, Ordering::AcqRel, Ordering::Relaxed);
+        Ok((class, desc, &self.metas()?[desc.chunk as usize]))
+    }
+
+    /// Marks chunk `chunk` (held by the caller in state `from`) QUEUED for a
+    /// new publication of `len` bytes into `route`, and returns the
+    /// descriptor that names that publication.
+    pub(crate) fn enqueue(&self, chunk: u32, route: u32, len: u32, from: u32) -> Result<Descriptor> {
+        let meta = &self.metas()?[chunk as usize];
+        let me = self.token();
+        meta.route.store(route, Ordering::Relaxed);
+        meta.len.store(len, Ordering::Relaxed);
+        let version = meta.version.load(Ordering::Relaxed).wrapping_add(1);
+        meta.version.store(version, Ordering::Release);
+        let w = meta.word();
+        if w.state() != from || w.holder() != me || !meta.cas(w, w.with(QUEUED, me)) {
+            return Err(Error::corrupt(Corruption::BadField {
+                field: "state of a chunk this process holds",
+                value: u64::from(w.state()),
+            }));
+        }
+        Ok(Descriptor::new(chunk, version, len))
+    }
+
+    /// Takes back a chunk [`enqueue`](Self::enqueue)d by the caller whose
+    /// descriptor never made it into a ring: LOANED again.
+    pub(crate) fn unqueue(&self, chunk: u32) {
+        if let Ok(metas) = self.metas() {
+            let meta = &metas[chunk as usize];
+            let w = meta.word();
+            if w.state() == QUEUED && w.holder() == self.token() {
+                meta.cas(w, w.with(LOANED, w.holder()));
+            }
+        }
+    }
+
+    /// Called for the item of a read claim taken over from `dead`: if the
+    /// consumer died before taking the message (its chunk still QUEUED for
+    /// this very publication), makes it HELD by the dead consumer, so that
+    /// recovery treats it like any message a dead consumer held. Only the
+    /// claimant of the cell acts on its publication, so nobody else moves
+    /// the chunk between the check and the CAS.
+    pub(crate) fn adopt_dead_read(&self, word: u64, dead: Token) {
+        let Ok((_, desc, meta)) = self.resolve(word) else { return };
+        let w = meta.word();
+        if w.state() == QUEUED && desc.is_current(meta) {
+            meta.cas(w, w.with(HELD, dead.raw()));
+        }
+    }
+
+    /// Takes over every read claim a dead consumer holds in any ring.
+    fn repair_dead_reads(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<()> {
+        let me = self.seg.token();
+        for (index, entry) in self.entries()?.iter().enumerate() {
+            if entry.is_free() {
+                continue;
+            }
+            let topic = Topic::attach(self, index)?;
+            for p in 0..topic.partitions() {
+                let ring = topic.ring(p)?;
+                let mut freed = false;
+                for idx in 0..ring.cells.len() {
+                    let Some((w, reader)) = ring.read_claim(idx) else { continue };
+                    if is_dead(reader.raw()) {
+                        let adopt = |word: u64, dead| self.adopt_dead_read(word, dead);
+                        freed |= ring.take_over_read(&ring.cells[idx], w, me, &adopt);
+                    }
+                }
+                if freed {
+                    topic.waits(p)?.not_full.notify_all();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves chunk `i` (whose word was `w`, with a dead holder) to the free
+    /// list; false if another recoverer (or the free list's completion of
+    /// the dead holder's push) changed it first.
+    fn reclaim(&self, i: u32, w: Word) -> bool {
+        let Ok(metas) = self.metas() else { return false };
+        if !metas[i as usize].cas(w, w.with(w.state(), self.token())) {
             return false;
         }
         match self.class_of(i) {
@@ -180,48 +262,47 @@ impl Region {
         }
     }
 
-    /// If chunk `i` (HELD by dead `owner`) came from an at-least-once topic,
-    /// takes it and publishes it again into its partition. Never waits: if
-    /// the partition is full, the chunk is left to the dead owner and a
-    /// later recovery tries again. `None` if the topic is at-most-once (or
-    /// the route unknown), or another recoverer took the chunk.
-    fn redeliver(&self, i: u32, owner: u32, route: u32) -> Option<Redelivery> {
+    /// If chunk `i` (HELD by a dead consumer, or QUEUED by a dead
+    /// redeliverer and named by no descriptor: word `w`) came from an
+    /// at-least-once topic, takes it and publishes it again into its
+    /// partition. Never waits: if the partition is full, the chunk is left
+    /// to the dead consumer and a later recovery tries again. `None` if the
+    /// topic is at-most-once (or the route unknown), or another recoverer
+    /// took the chunk.
+    fn redeliver(&self, i: u32, w: Word) -> Option<Redelivery> {
+        let metas = self.metas().ok()?;
+        let meta = &metas[i as usize];
+        let route = meta.route.load(Ordering::Acquire);
         let topic_index = (route >> 16).checked_sub(1)? as usize;
-        let partition = route & 0xFFFF;
+        let partition = route & !REDELIVERY & 0xFFFF;
         let topic = Topic::attach(self, topic_index).ok()?;
         if topic.delivery() != Delivery::AtLeastOnce || partition >= topic.partitions() {
             return None;
         }
-        let metas = self.metas().ok()?;
-        let meta = &metas[i as usize];
-        let me = self.seg.token();
-        meta.owner.compare_exchange(owner, me.raw(), Ordering::AcqRel, Ordering::Relaxed).ok()?;
-        let give_back = || {
-            let _ = meta.owner.compare_exchange(me.raw(), owner, Ordering::AcqRel, Ordering::Relaxed);
-        };
-        // State and owner are read apart: make sure it is still the dead
-        // consumer's held message.
-        if meta.state.load(Ordering::Acquire) != HELD {
-            give_back();
+        let class = self.class_of(i)?;
+        let len = meta.len.load(Ordering::Relaxed).min(CLASS_SIZES[class] as u32);
+        let me = self.token();
+        let mine = w.with(HELD, me);
+        if !meta.cas(w, mine) {
             return None;
         }
-        let class = self.class_of(i)?;
-        let len = u64::from(meta.len.load(Ordering::Relaxed)).min(super::region::CLASS_SIZES[class] as u64);
         let (Ok(ring), Ok(waits)) = (topic.ring(partition), topic.waits(partition)) else {
-            give_back();
+            meta.cas(mine, w);
             return None;
         };
-        let Ok((pos, idx, _)) =
-            ring.claim_blocking(&self.seg, &waits, true, 0, Some(std::time::Duration::ZERO))
-        else {
-            give_back();
+        let Ok((pos, idx, _)) = topic.claim(&ring, &waits, true, Some(std::time::Duration::ZERO)) else {
+            meta.cas(mine, w);
             return Some(Redelivery::Deferred);
         };
-        // The cell names us now; the chunk is ours and queued.
-        meta.state.store(QUEUED, Ordering::Release);
-        let ok = ring.commit_write(pos, idx, (u64::from(i) << 32) | len, me);
+        // The cell is ours: the chunk goes QUEUED and its descriptor in.
+        // (A chunk word that changed under us would be a damaged segment;
+        // the cell then carries a descriptor of no chunk, which readers
+        // report as corrupt, rather than stalling the ring.)
+        let desc = self.enqueue(i, route | REDELIVERY, len, HELD).map_or(NO_CHUNK, Descriptor::encode);
+        crate::platform::fault::point("redeliver-queued");
+        let ok = ring.commit_write(pos, idx, desc, self.seg.token());
         waits.not_empty.notify_all();
-        if ok {
+        if ok && desc != NO_CHUNK {
             Some(Redelivery::Done)
         } else {
             self.free(class, i);
@@ -237,7 +318,8 @@ impl Region {
         }
     }
 
-    /// Chunks named by a committed, not yet consumed descriptor in any ring.
+    /// Chunks named by a committed, not yet consumed descriptor in any ring
+    /// (including those a live consumer is reading).
     fn referenced_chunks(&self) -> Result<HashSet<u32>> {
         let mut live = HashSet::new();
         for (index, entry) in self.entries()?.iter().enumerate() {
@@ -245,17 +327,11 @@ impl Region {
                 continue;
             }
             let topic = Topic::attach(self, index)?;
-            let n = topic.capacity() as u64;
             for p in 0..topic.partitions() {
                 let ring = topic.ring(p)?;
-                for (idx, cell) in ring.cells.iter().enumerate() {
-                    let word = cell.word.load(Ordering::Acquire);
-                    let (seq, tag) = ((word >> 32) as u32, word as u32);
-                    // Full (or being read): the cell's sequence is one past
-                    // a position of this cell; a tombstone delivers nothing.
-                    let full = u64::from(seq.wrapping_sub(1)) % n == idx as u64;
-                    if full && tag != TOMBSTONE {
-                        live.insert((cell.len.load(Ordering::Relaxed) >> 32) as u32);
+                for idx in 0..ring.cells.len() {
+                    if let Some(word) = ring.committed(idx) {
+                        live.insert(Descriptor::decode(word).chunk);
                     }
                 }
             }
@@ -263,3 +339,10 @@ impl Region {
         Ok(live)
     }
 }
+
+/// A flag in a chunk's route: the message is being published again by
+/// recovery (partitions stop at 256, so the bit is free).
+const REDELIVERY: u32 = 0x8000;
+
+/// A descriptor that names no chunk (chunk indices stop at `MAX_CHUNKS`).
+const NO_CHUNK: u64 = Descriptor::new((1 << 24) - 1, 0, 0).encode();

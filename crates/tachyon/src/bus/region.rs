@@ -15,9 +15,11 @@
 //!    384  "a chunk was freed" wait cell
 //!    448  data offset of each class                            (8 x u64)
 //!    512  heartbeat of each attach slot (ns since the epoch)   (128 x u64)
-//!   1536  topic directory                                      (max topics x 128 B)
+//!   1536  token of each attach slot's process (pool journal)   (128 x u32)
+//!   2048  topic directory                                      (max topics x 128 B)
 //!         ring arena (partitions: cursors, wait cells, cells)
-//!         chunk metadata                                       (16 B per chunk)
+//!         chunk metadata: state word, link, route, length,
+//!         publication count                                    (24 B per chunk)
 //!         chunk data, class by class, 64-byte aligned
 //! ```
 //!
@@ -27,10 +29,10 @@
 //! stored offset to match, so no offset or count from shared memory is used
 //! unchecked.
 
-use super::pool::{ChunkMeta, FreeList, FREE};
+use super::pool::{ChunkMeta, FreeList, Pool, FREE, MAX_CHUNKS};
 use super::topic::{Topic, TopicConfig, TopicEntry, TopicInfo, PARTITION_HEADER};
 use crate::error::{Corruption, Error, Result};
-use crate::platform::atomic::{AtomicU64, Ordering};
+use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{Liveness, Mutex, WaitCell, MAX_SLOTS};
 use std::time::{Duration, SystemTime};
@@ -42,7 +44,7 @@ pub const CLASS_SIZES: [usize; 8] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 
 /// The largest message: the largest class.
 pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
 
-const LAYOUT_VERSION: u64 = 1;
+const LAYOUT_VERSION: u64 = 2;
 /// How often a loan waiting for the pool looks for chunks held by dead
 /// processes.
 pub(crate) const RECOVERY_INTERVAL: Duration = Duration::from_millis(50);
@@ -63,7 +65,8 @@ const OFF_FREE_LISTS: usize = 256;
 const OFF_FREED: usize = 384;
 const OFF_CLASS_DATA: usize = 448;
 const OFF_HEARTBEATS: usize = 512;
-pub(crate) const OFF_TOPICS: usize = OFF_HEARTBEATS + 8 * MAX_SLOTS;
+const OFF_JOURNAL: usize = OFF_HEARTBEATS + 8 * MAX_SLOTS;
+pub(crate) const OFF_TOPICS: usize = OFF_JOURNAL + 4 * MAX_SLOTS;
 const TOPIC_ENTRY: usize = 128;
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
@@ -113,6 +116,17 @@ struct Layout {
     class_first: [usize; 8],
     class_count: [usize; 8],
     class_data: [usize; 8],
+}
+
+impl Layout {
+    fn class_range(&self, class: usize) -> std::ops::Range<u32> {
+        let first = self.class_first[class] as u32;
+        first..first + self.class_count[class] as u32
+    }
+}
+
+fn damaged_list(class: usize) -> Error {
+    Error::corrupt(Corruption::BadField { field: "free list of class", value: class as u64 })
 }
 
 fn round_up(v: usize, to: usize) -> usize {
@@ -170,6 +184,12 @@ impl RegionConfig {
             }
         }
         let total_chunks: usize = class_count.iter().sum();
+        if total_chunks > MAX_CHUNKS {
+            return bad(format!(
+                "a region of {} bytes with these class weights has {total_chunks} chunks, more than the {MAX_CHUNKS} a pool can index; give the small classes less weight",
+                self.size
+            ));
+        }
         let mut class_first = [0usize; 8];
         let mut first = 0;
         for c in 0..8 {
@@ -197,7 +217,7 @@ pub struct ClassStats {
     pub chunk_size: usize,
     /// Chunks in the class.
     pub chunks: usize,
-    /// Chunks on its free list now.
+    /// Chunks free now.
     pub free: usize,
 }
 
@@ -260,19 +280,22 @@ impl Region {
                     put(OFF_CLASS_COUNT + 8 * c, layout.class_count[c])?;
                     put(OFF_CLASS_DATA + 8 * c, layout.class_data[c])?;
                 }
-                let metas = seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?;
+                let pool = Pool {
+                    metas: seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?,
+                    journal: seg.get_slice::<AtomicU32>(OFF_JOURNAL, MAX_SLOTS)?,
+                };
                 let lists = seg.get_slice::<FreeList>(OFF_FREE_LISTS, 8)?;
                 for (c, list) in lists.iter().enumerate() {
                     // Push in reverse so that loans start at the lowest chunk.
-                    let first = layout.class_first[c];
-                    for i in (first..first + layout.class_count[c]).rev() {
-                        list.push(metas, i as u32);
+                    let range = layout.class_range(c);
+                    for i in range.clone().rev() {
+                        list.push(&pool, &range, i).map_err(|()| Error::invalid("internal: pool layout"))?;
                     }
                 }
                 Ok(())
             },
         )?;
-        let region = Region::new(seg, layout, config.max_topics);
+        let region = Region::new(seg, layout, config.max_topics)?;
         // Attaching is a good moment to reclaim what dead processes held.
         let _ = region.recover();
         Ok(region)
@@ -317,13 +340,13 @@ impl Region {
         if recorded.iter().zip(&expected).any(|(&r, &e)| r != e as u64) {
             return Err(bad("region layout", seg.size() as u64));
         }
-        let region = Region::new(seg, layout, config.max_topics);
+        let region = Region::new(seg, layout, config.max_topics)?;
         // Attaching is a good moment to reclaim what dead processes held.
         let _ = region.recover();
         Ok(region)
     }
 
-    fn new(seg: Segment, layout: Layout, max_topics: usize) -> Region {
+    fn new(seg: Segment, layout: Layout, max_topics: usize) -> Result<Region> {
         let region = Region {
             seg,
             layout,
@@ -331,8 +354,14 @@ impl Region {
             last_recovery: AtomicU64::new(u64::MAX),
             opened: std::time::Instant::now(),
         };
+        // A free-list operation the previous, dead, occupant of this attach
+        // slot announced is completed in its name before the slot's journal
+        // entry names this process.
+        region.help_free_lists()?;
+        let journal = region.seg.get::<AtomicU32>(OFF_JOURNAL + 4 * region.seg.slot())?;
+        journal.store(region.token(), Ordering::Release);
         region.heartbeat();
-        region
+        Ok(region)
     }
 
     /// Deletes the region's name. Processes attached keep their memory.
@@ -415,13 +444,14 @@ impl Region {
         Ok(self.entries()?.iter().filter_map(TopicEntry::info).collect())
     }
 
-    /// Free chunks per class now.
+    /// Free chunks per class now (a snapshot: it reads every chunk's
+    /// state, so it costs a few microseconds per thousand chunks).
     pub fn pool_stats(&self) -> Result<[ClassStats; 8]> {
-        let lists = self.free_lists()?;
+        let metas = self.metas()?;
         Ok(std::array::from_fn(|c| ClassStats {
             chunk_size: CLASS_SIZES[c],
             chunks: self.layout.class_count[c],
-            free: lists[c].free.load(Ordering::Relaxed) as usize,
+            free: self.layout.class_range(c).filter(|&i| metas[i as usize].word().state() == FREE).count(),
         }))
     }
 
@@ -446,6 +476,20 @@ impl Region {
         self.seg.get_slice(OFF_FREE_LISTS, 8)
     }
 
+    /// The chunks and the journal the free lists work on.
+    pub(crate) fn pool(&self) -> Result<Pool<'_>> {
+        Ok(Pool { metas: self.metas()?, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)? })
+    }
+
+    /// Completes the free-list operations announced now (see `pool`).
+    pub(crate) fn help_free_lists(&self) -> Result<()> {
+        let pool = self.pool()?;
+        for (c, list) in self.free_lists()?.iter().enumerate() {
+            list.help(&pool, &self.layout.class_range(c)).map_err(|()| damaged_list(c))?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn metas(&self) -> Result<&[ChunkMeta]> {
         self.seg.get_slice(self.layout.metas, self.layout.total_chunks)
     }
@@ -462,8 +506,8 @@ impl Region {
         })
     }
 
-    pub(crate) fn class_range(&self, class: usize) -> (u32, u32) {
-        (self.layout.class_first[class] as u32, self.layout.class_count[class] as u32)
+    pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
+        self.layout.class_range(class)
     }
 
     /// Pointer to the data of chunk `chunk` of class `class` (checked by
@@ -484,19 +528,14 @@ impl Region {
             .position(|&s| s >= size.max(1))
             .ok_or(Error::MessageTooLarge { size, max: MAX_MESSAGE })?;
         let lists = self.free_lists()?;
-        let metas = self.metas()?;
+        let pool = self.pool()?;
+        let me = self.seg.token();
         let try_pop = || -> Option<Result<(usize, u32)>> {
             for (c, list) in lists.iter().enumerate().skip(want) {
-                let (first, count) = self.class_range(c);
-                match list.pop(metas, first, count) {
+                match list.pop(&pool, &self.class_range(c), me) {
                     Ok(Some(i)) => return Some(Ok((c, i))),
                     Ok(None) => {}
-                    Err(()) => {
-                        return Some(Err(Error::corrupt(Corruption::BadField {
-                            field: "free list head",
-                            value: c as u64,
-                        })))
-                    }
+                    Err(()) => return Some(Err(damaged_list(c))),
                 }
             }
             None
@@ -531,18 +570,15 @@ impl Region {
         }
     }
 
-    /// Returns a chunk to its class's free list.
+    /// Returns a chunk the caller holds to its class's free list.
     pub(crate) fn free(&self, class: usize, chunk: u32) {
-        if let (Ok(lists), Ok(metas)) = (self.free_lists(), self.metas()) {
-            let meta = &metas[chunk as usize];
-            // FREE first, with the holder still recorded: a chunk that is
-            // FREE with an owner is off every list, and recovery reclaims it
-            // if that owner dies here. A chunk on a free list has owner 0.
-            meta.state.store(FREE, Ordering::Release);
-            meta.route.store(0, Ordering::Relaxed);
-            meta.owner.store(0, Ordering::Release);
-            lists[class].push(metas, chunk);
-            self.freed().notify_all();
+        if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
+            pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
+            // The chunk stays attributed to the caller until the push's
+            // announcement, which turns it FREE in the same instant.
+            if lists[class].push(&pool, &self.class_range(class), chunk).is_ok() {
+                self.freed().notify_all();
+            }
         }
     }
 

@@ -2,15 +2,16 @@
 //! payload pool; loans, publishing, receiving.
 //!
 //! A descriptor is a ring cell (see `primitives/ring.rs`): the control word
-//! (sequence and claimant token) and a second word holding the chunk index
-//! (high 32 bits) and the message length (low 32 bits). Producers contend
+//! (sequence and claimant token) and a second word naming one publication
+//! of a chunk: its index, the low bits of its publication count, and the
+//! message length (see `pool::Descriptor`). Producers contend
 //! on one CAS per publish; consumers of a partition compete, each message
 //! going to exactly one of them. Every descriptor read from a ring is
 //! validated (chunk index in range, length within its chunk, chunk really
 //! queued) before any payload byte is touched.
 
-use super::pool::{HELD, LOANED, QUEUED};
-use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL};
+use super::pool::{Descriptor, HELD, LOANED, QUEUED};
+use super::region::{Region, MAX_MESSAGE, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::primitives::ring::{Cell, Cursors, Ring, Waits};
@@ -367,10 +368,8 @@ impl<'r> Topic<'r> {
         if size > MAX_MESSAGE {
             return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE });
         }
+        // The pool hands the chunk over already LOANED to this process.
         let (class, chunk) = self.region.alloc(size, timeout)?;
-        let meta = &self.region.metas()?[chunk as usize];
-        meta.owner.store(self.region.token(), Ordering::Relaxed);
-        meta.state.store(LOANED, Ordering::Relaxed);
         Ok(Loan { topic: self, class, chunk, size, live: true })
     }
 
@@ -411,7 +410,7 @@ impl<'r> Topic<'r> {
         let waits = self.waits(partition)?;
         let seg = self.region.segment();
         let me = seg.token();
-        let (pos, idx, word) = match ring.claim_blocking(seg, &waits, false, u64::MAX, Some(Duration::ZERO)) {
+        let (pos, idx, word) = match self.claim(&ring, &waits, false, Some(Duration::ZERO)) {
             Err(Error::Timeout) if timeout.is_none_or(|t| !t.is_zero()) => {
                 // Waiting: in slices, between which messages that dead
                 // consumers held are handed back (at-least-once topics).
@@ -422,7 +421,7 @@ impl<'r> Topic<'r> {
                         return Err(Error::Timeout);
                     }
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
-                    match ring.claim_blocking(seg, &waits, false, u64::MAX, Some(slice)) {
+                    match self.claim(&ring, &waits, false, Some(slice)) {
                         Err(Error::Timeout) => {
                             self.region.recover_now_and_then();
                         }
@@ -432,8 +431,9 @@ impl<'r> Topic<'r> {
             }
             other => other?,
         };
-        let route = ((self.index as u32 + 1) << 16) | partition;
-        let checked = self.check_descriptor(word, me.raw(), route);
+        crate::platform::fault::point("receive-claimed");
+        let checked = self.check_descriptor(word, me.raw());
+        crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
         waits.not_full.notify_all();
         let (class, chunk, len) = match checked {
@@ -454,38 +454,21 @@ impl<'r> Topic<'r> {
         Ok(msg)
     }
 
-    /// Validates a descriptor and takes its chunk from QUEUED to HELD by
-    /// `me`. The holder is recorded *before* the state changes (and while
-    /// the ring cell still names us), so that recovery never sees a HELD
-    /// chunk attributed to anyone but its consumer.
-    fn check_descriptor(&self, word: u64, me: u32, route: u32) -> Result<(usize, u32, usize)> {
-        let chunk = (word >> 32) as u32;
-        let len = word as u32 as usize;
+    /// Validates a descriptor (read from a cell this process has claimed)
+    /// and takes its chunk from QUEUED to HELD by `me` with one CAS. Only
+    /// the claimant of the cell naming a publication may take its chunk, so
+    /// a descriptor that names the chunk's current publication cannot lose
+    /// it between the check and the CAS.
+    fn check_descriptor(&self, word: u64, me: u32) -> Result<(usize, u32, usize)> {
+        let (class, desc, meta) = self.region.resolve(word)?;
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
-        let class = self.region.class_of(chunk).ok_or(bad("descriptor chunk index", u64::from(chunk)))?;
-        if len > CLASS_SIZES[class] {
-            return Err(bad("descriptor length", len as u64));
+        let w = meta.word();
+        if w.state() != QUEUED || !desc.is_current(meta) || !meta.cas(w, w.with(HELD, me)) {
+            // A corrupt, stale or duplicated descriptor: the chunk is not
+            // this publication's (it may be on a free list); leave it be.
+            return Err(bad("state of the descriptor's chunk", u64::from(w.state())));
         }
-        let meta = &self.region.metas()?[chunk as usize];
-        let state = meta.state.load(Ordering::Acquire);
-        if state != QUEUED {
-            // A corrupt or duplicated descriptor: do not touch the owner of
-            // a chunk that is not queued (it may be on a free list).
-            return Err(bad("state of the descriptor's chunk", u64::from(state)));
-        }
-        let producer = meta.owner.swap(me, Ordering::AcqRel);
-        if let Err(state) = meta.state.compare_exchange(QUEUED, HELD, Ordering::AcqRel, Ordering::Relaxed) {
-            // Not a queued chunk (a corrupt or duplicated descriptor): give
-            // the owner field back, unless someone changed it meanwhile.
-            let _ = meta.owner.compare_exchange(me, producer, Ordering::AcqRel, Ordering::Relaxed);
-            return Err(bad("state of the descriptor's chunk", u64::from(state)));
-        }
-        // Where it came from, for redelivery if we die holding it (a death
-        // before these two stores loses the message even on an
-        // at-least-once topic).
-        meta.len.store(len as u32, Ordering::Relaxed);
-        meta.route.store(route, Ordering::Release);
-        Ok((class, chunk, len))
+        Ok((class, desc.chunk, desc.len as usize))
     }
 
     /// [`receive`](Self::receive) without waiting.
@@ -507,6 +490,23 @@ impl<'r> Topic<'r> {
         self.recv_into(partition, buf, Some(Duration::ZERO))
     }
 
+    /// Claims a cell of one of this topic's rings for writing or reading,
+    /// waiting up to `timeout` (see `Ring::claim_blocking`). A read claim a
+    /// dead consumer left in the way is taken over, and its message, if the
+    /// consumer had not taken it yet, made the dead consumer's (so that
+    /// recovery delivers it again on an at-least-once topic).
+    pub(crate) fn claim(
+        &self,
+        ring: &Ring<'_>,
+        waits: &Waits<'_>,
+        writer: bool,
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize, u64)> {
+        let adopt = |word: u64, dead| self.region.adopt_dead_read(word, dead);
+        let max_len = if writer { 0 } else { u64::MAX };
+        ring.claim_blocking(self.region.segment(), waits, writer, max_len, timeout, &adopt)
+    }
+
     /// Publishes a raw descriptor, bypassing the pool. For tests of the
     /// library's defences against corrupt rings only.
     #[doc(hidden)]
@@ -514,8 +514,8 @@ impl<'r> Topic<'r> {
         let ring = self.ring(partition)?;
         let waits = self.waits(partition)?;
         let seg = self.region.segment();
-        let (pos, idx, _) = ring.claim_blocking(seg, &waits, true, 0, Some(Duration::from_secs(1)))?;
-        ring.commit_write(pos, idx, (u64::from(chunk) << 32) | u64::from(len), seg.token());
+        let (pos, idx, _) = self.claim(&ring, &waits, true, Some(Duration::from_secs(1)))?;
+        ring.commit_write(pos, idx, Descriptor::new(chunk, 0, len).encode(), seg.token());
         waits.not_empty.notify_all();
         Ok(())
     }
@@ -556,13 +556,22 @@ impl Loan<'_, '_> {
         let ring = topic.ring(partition)?;
         let waits = topic.waits(partition)?;
         let seg = topic.region.segment();
-        let (pos, idx, _) = ring.claim_blocking(seg, &waits, true, 0, timeout)?;
-        // The chunk keeps its producer as owner until a consumer takes it,
-        // so a publish cut short by a crash stays attributable.
-        let meta = &topic.region.metas()?[self.chunk as usize];
-        meta.state.store(QUEUED, Ordering::Release);
+        // QUEUED before the cell is claimed: a producer that dies from here
+        // until its commit leaves a QUEUED chunk no descriptor names, which
+        // recovery reclaims. The chunk keeps its producer as holder until a
+        // consumer takes it.
+        let route = ((topic.index as u32 + 1) << 16) | partition;
+        let desc = topic.region.enqueue(self.chunk, route, len as u32, LOANED)?;
+        crate::platform::fault::point("publish-queued");
+        let (pos, idx, _) = match topic.claim(&ring, &waits, true, timeout) {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                topic.region.unqueue(self.chunk);
+                return Err(e); // the loan's drop frees the chunk
+            }
+        };
         self.live = false;
-        let committed = ring.commit_write(pos, idx, (u64::from(self.chunk) << 32) | len as u64, seg.token());
+        let committed = ring.commit_write(pos, idx, desc.encode(), seg.token());
         waits.not_empty.notify_all();
         if !committed {
             return Err(Error::corrupt(Corruption::BadField {

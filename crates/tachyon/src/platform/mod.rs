@@ -5,9 +5,11 @@
 //! * [`futex`]: process-shared futex wait and wake;
 //! * [`process`]: the identity of a process (pid and start time);
 //! * [`fs`]: files in the shared-memory directory, mappings and the OFD
-//!   byte-range locks that tell whether an attacher is alive.
+//!   byte-range locks that tell whether an attacher is alive;
+//! * `fault`: fault injection points for the crash tests (debug builds).
 
 pub mod atomic;
+pub(crate) mod fault;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod fs;
 pub mod futex;

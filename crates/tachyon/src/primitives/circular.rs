@@ -267,7 +267,7 @@ impl CircularBuffer {
     fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
         let waits =
             Waits { not_empty: self.wait_cell(false), not_full: self.wait_cell(true), policy: self.policy };
-        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout)
+        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout, &|_, _| {})
     }
 
     /// Writes one item, waiting up to `timeout` (`None`: for ever) for a

@@ -27,8 +27,12 @@
 //! (likewise `head`), so a claimant that dies before advancing them stalls
 //! nobody. A claimant that dies while holding a cell is detected through
 //! [`Liveness`] and its cell moved on by whoever waits on it: a dead writer's
-//! cell becomes a tombstone (its item is lost), a dead reader's cell
-//! becomes free (its item is lost: delivery is at most once).
+//! cell becomes a tombstone (its item is lost), a dead reader's cell is
+//! first taken over by the repairer (`(p+1, R) -> (p+1, repairer)`, so that
+//! exactly one repairer handles the item, and a repairer that dies there is
+//! repaired in turn), handed to the caller's `on_dead_read` (the bus
+//! uses it to give the message back; a plain ring loses it: delivery is at
+//! most once), and then freed.
 //!
 //! `seq` is 32 bits: the protocol stays correct as long as a process does
 //! not stall between reading a word and its CAS for 2^32 positions (ABA),
@@ -278,7 +282,19 @@ impl Ring<'_> {
     /// the cell at `tail` for writers, at `head` for readers. Returns
     /// whether something was repaired. Exactly one of several concurrent
     /// repairers succeeds (CAS); the others see the new state.
+    #[cfg(tachyon_loom)]
     pub(crate) fn recover(&self, live: &dyn Liveness, writer_side: bool) -> bool {
+        self.recover_with(live, writer_side, &|_, _| {})
+    }
+
+    /// [`recover`](Self::recover), handing the length word of an item a
+    /// dead reader was reading to `on_dead_read` before its cell is freed.
+    pub(crate) fn recover_with(
+        &self,
+        live: &dyn Liveness,
+        writer_side: bool,
+        on_dead_read: &dyn Fn(u64, Token),
+    ) -> bool {
         let cursor = if writer_side { &self.cursors.tail } else { &self.cursors.head };
         let pos = cursor.load(Ordering::Acquire);
         // The cell that blocks: for a writer at `tail` it still holds the
@@ -290,26 +306,49 @@ impl Ring<'_> {
         if !live.is_dead(holder) {
             return false;
         }
-        let new = if dist(seq, pos) == 0 || dist(seq, pos.wrapping_sub(self.n())) == 0 {
+        if dist(seq, pos) == 0 || dist(seq, pos.wrapping_sub(self.n())) == 0 {
             // A writer died filling the cell (this lap or the last one):
             // leave a tombstone for readers to skip.
-            join(seq.wrapping_add(1), TOMBSTONE)
+            let new = join(seq.wrapping_add(1), TOMBSTONE);
+            cell.word.compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         } else if dist(seq, pos.wrapping_add(1)) == 0
             || dist(seq, pos.wrapping_sub(self.n()).wrapping_add(1)) == 0
         {
-            // A reader died reading it: its item is lost; free the cell.
-            join(seq.wrapping_sub(1).wrapping_add(self.n() as u32), 0)
+            // A reader died reading it.
+            self.take_over_read(cell, w, live.token(), on_dead_read)
         } else {
+            false
+        }
+    }
+
+    /// Takes over the read claim `w` (of a dead reader) on `cell`, hands
+    /// the item's length word and the dead reader to `on_dead_read`, and
+    /// frees the cell. False
+    /// if another repairer took it first.
+    pub(crate) fn take_over_read(
+        &self,
+        cell: &Cell,
+        w: u64,
+        me: Token,
+        on_dead_read: &dyn Fn(u64, Token),
+    ) -> bool {
+        let (seq, tag) = split(w);
+        let Some(dead) = Token::from_raw(tag) else { return false };
+        let mine = join(seq, me.raw());
+        if cell.word.compare_exchange(w, mine, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
-        };
-        cell.word.compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        }
+        on_dead_read(cell.len.load(Ordering::Relaxed), dead);
+        let free = join(seq.wrapping_sub(1).wrapping_add(self.n() as u32), 0);
+        cell.word.compare_exchange(mine, free, Ordering::Release, Ordering::Relaxed).is_ok()
     }
 
     /// Claims a cell (`writer`: for writing, else for reading an item of
     /// at most `max_len` bytes), sleeping on `waits` up to `timeout`. While
     /// blocked it asks `live`, after 1 ms and then at growing intervals up
     /// to 50 ms, whether the claimant in the way is dead, and repairs its
-    /// cell if so. Returns `(position, cell index, length word)`.
+    /// cell if so (an item a dead reader held goes to `on_dead_read`).
+    /// Returns `(position, cell index, length word)`.
     #[cfg(not(tachyon_loom))]
     pub(crate) fn claim_blocking(
         &self,
@@ -318,6 +357,7 @@ impl Ring<'_> {
         writer: bool,
         max_len: u64,
         timeout: Option<std::time::Duration>,
+        on_dead_read: &dyn Fn(u64, Token),
     ) -> crate::Result<(u64, usize, u64)> {
         use crate::error::{Corruption, Error};
         use std::time::{Duration, Instant};
@@ -376,7 +416,7 @@ impl Ring<'_> {
                         return Err(Error::Timeout);
                     }
                     // Still blocked after a while: is the blocker dead?
-                    if self.recover(live, writer) {
+                    if self.recover_with(live, writer, on_dead_read) {
                         waits.not_full.notify_all();
                         waits.not_empty.notify_all();
                     }
@@ -385,6 +425,29 @@ impl Ring<'_> {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// `(word, reader)` if cell `idx` is claimed by a reader now. For
+    /// rings whose size is a power of two (so that a 32-bit sequence tells
+    /// the cell's lap phase).
+    #[cfg(not(tachyon_loom))]
+    pub(crate) fn read_claim(&self, idx: usize) -> Option<(u64, Token)> {
+        let w = self.cells[idx].word.load(Ordering::Acquire);
+        let (seq, tag) = split(w);
+        if tag == 0 || tag == TOMBSTONE || u64::from(seq.wrapping_sub(1)) % self.n() != idx as u64 {
+            return None;
+        }
+        Some((w, Token::from_raw(tag)?))
+    }
+
+    /// The length word of cell `idx` if it holds a committed item not yet
+    /// released (unread or being read). Power-of-two rings, as `read_claim`.
+    #[cfg(not(tachyon_loom))]
+    pub(crate) fn committed(&self, idx: usize) -> Option<u64> {
+        let cell = &self.cells[idx];
+        let (seq, tag) = split(cell.word.load(Ordering::Acquire));
+        (tag != TOMBSTONE && u64::from(seq.wrapping_sub(1)) % self.n() == idx as u64)
+            .then(|| cell.len.load(Ordering::Relaxed))
     }
 
     fn advance(&self, cursor: &AtomicU64, from: u64) {

@@ -1,0 +1,223 @@
+//! Each crash window of the bus, hit exactly: a child process SIGKILLs
+//! itself at a named point inside the library (`TACHYON_FAULT`, debug
+//! builds only; see `platform/fault.rs`), and the test checks that recovery
+//! returns every chunk and, on an at-least-once topic, delivers the message
+//! again. The random-kill chaos test (tests/chaos.rs) covers the same
+//! ground statistically; this covers it deterministically.
+#![cfg(all(not(tachyon_loom), debug_assertions))]
+
+mod common;
+
+use common::{child_command, unique, LIMIT};
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+use tachyon::bus::{Delivery, Recovered, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::Error;
+
+const ENTRY: &str = "child_entry";
+const SHORT: Option<Duration> = Some(Duration::from_millis(200));
+
+/// Removes a (persistent) region when the test ends, however it ends.
+struct Cleanup(String);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = Region::remove(&self.0);
+    }
+}
+
+fn region(name: &str) -> Region {
+    Region::create(name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() }).unwrap()
+}
+
+fn topic<'r>(region: &'r Region, delivery: Delivery, capacity: u32) -> Topic<'r> {
+    region.create_topic("t", TopicConfig { partitions: 1, capacity, delivery, ..Default::default() }).unwrap()
+}
+
+#[test]
+fn child_entry() {
+    let Some((role, name)) = common::role() else { return };
+    let region = Region::open(&name).unwrap();
+    let topic = region.topic("t").unwrap();
+    match role.as_str() {
+        "loan" => drop(topic.loan(100, SHORT).unwrap()),
+        "publish" => topic.send(b"never published", 0, SHORT).unwrap(),
+        "receive" => drop(topic.receive(0, SHORT).unwrap()),
+        "recover" => drop(region.recover().unwrap()),
+        other => panic!("unknown role {other}"),
+    }
+    // Reaching here means the fault point was not hit.
+    std::process::exit(3);
+}
+
+/// Runs `role` in a child that must die by SIGKILL at `point`.
+fn die_at(name: &str, role: &str, point: &str) {
+    let mut child = child_command(ENTRY, role, name).env("TACHYON_FAULT", point).spawn().unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{role} at {point}: the child did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert_eq!(status.signal(), Some(9), "{role} at {point}: the child must die at the point ({status:?})");
+}
+
+fn recovered(loans: usize, held: usize, unpublished: usize, redelivered: usize) -> Recovered {
+    Recovered { loans, held, unpublished, redelivered, deferred: 0 }
+}
+
+#[test]
+fn a_pop_announced_and_not_completed_is_reclaimed() {
+    let name = unique("cw-pop");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, Delivery::AtMostOnce, 8);
+    let initial = region.pool_stats().unwrap();
+    die_at(&name, "loan", "pool-pop-announced");
+    // The chunk is off the list, announced as the dead child's: recovery
+    // completes the pop in its name and takes the chunk back.
+    assert_eq!(region.recover().unwrap(), recovered(1, 0, 0, 0));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    drop(topic.loan(100, SHORT).unwrap());
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+#[test]
+fn a_pop_announced_is_completed_by_the_next_loan_then_reclaimed() {
+    let name = unique("cw-pop-next");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, Delivery::AtMostOnce, 8);
+    let initial = region.pool_stats().unwrap();
+    die_at(&name, "loan", "pool-pop-announced");
+    // A loan of the same class completes the dead child's pop first (the
+    // chunk becomes the dead child's), then takes the next chunk.
+    let loan = topic.loan(100, SHORT).unwrap();
+    drop(loan);
+    assert_eq!(region.recover().unwrap(), recovered(1, 0, 0, 0));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+#[test]
+fn a_push_announced_and_not_completed_is_completed() {
+    let name = unique("cw-push");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let _topic = topic(&region, Delivery::AtMostOnce, 8);
+    let initial = region.pool_stats().unwrap();
+    die_at(&name, "loan", "pool-push-announced");
+    // The chunk is on the list already; completing the push frees it, and
+    // nothing is reclaimed (a second push would corrupt the list).
+    assert_eq!(region.recover().unwrap(), recovered(0, 0, 0, 0));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    assert_eq!(region.recover().unwrap(), recovered(0, 0, 0, 0));
+}
+
+#[test]
+fn a_producer_dead_between_queueing_and_committing_loses_only_its_own_message() {
+    let name = unique("cw-publish");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, Delivery::AtLeastOnce, 8);
+    let initial = region.pool_stats().unwrap();
+    die_at(&name, "publish", "publish-queued");
+    assert_eq!(region.recover().unwrap(), recovered(0, 0, 1, 0));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "send never returned: nothing published");
+}
+
+/// A consumer dies at `point` holding the only message; on an
+/// at-least-once topic recovery delivers it again, on an at-most-once one
+/// it is lost and counted.
+fn consumer_dies_at(point: &str, delivery: Delivery) {
+    let name = unique("cw-receive");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, delivery, 8);
+    let initial = region.pool_stats().unwrap();
+    topic.send(b"the only message", 7, SHORT).unwrap();
+    die_at(&name, "receive", point);
+    let r = region.recover().unwrap();
+    match delivery {
+        Delivery::AtLeastOnce => {
+            assert_eq!(r, recovered(0, 0, 0, 1), "{point}");
+            let msg = topic.receive(0, SHORT).unwrap();
+            assert_eq!(&*msg, b"the only message");
+            drop(msg);
+            assert_eq!(topic.info().lost, 0);
+        }
+        Delivery::AtMostOnce => {
+            assert_eq!(r, recovered(0, 1, 0, 0), "{point}");
+            assert!(matches!(topic.try_receive(0), Err(Error::Timeout)));
+            assert_eq!(topic.info().lost, 1);
+        }
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial, "{point}");
+    assert_eq!(region.recover().unwrap(), Recovered::default());
+}
+
+#[test]
+fn a_consumer_dead_after_claiming_before_taking_the_chunk() {
+    consumer_dies_at("receive-claimed", Delivery::AtLeastOnce);
+    consumer_dies_at("receive-claimed", Delivery::AtMostOnce);
+}
+
+#[test]
+fn a_consumer_dead_after_taking_the_chunk_before_freeing_the_cell() {
+    consumer_dies_at("receive-held", Delivery::AtLeastOnce);
+    consumer_dies_at("receive-held", Delivery::AtMostOnce);
+}
+
+#[test]
+fn a_dead_consumers_claim_repaired_by_a_blocked_producer_keeps_the_message() {
+    let name = unique("cw-wrap");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, Delivery::AtLeastOnce, 2);
+    let initial = region.pool_stats().unwrap();
+    topic.send(b"first", 0, SHORT).unwrap();
+    topic.send(b"second", 0, SHORT).unwrap();
+    die_at(&name, "receive", "receive-claimed");
+    // The ring is full and its tail cell is the dead consumer's: the
+    // producer waits, finds it dead, takes over its claim and adopts the
+    // message before freeing the cell.
+    topic.send(b"third", 0, Some(Duration::from_secs(5))).unwrap();
+    let full = region.recover().unwrap();
+    assert_eq!(full, Recovered { deferred: 1, ..Default::default() }, "the partition is full: deferred");
+    let mut got = vec![];
+    for _ in 0..2 {
+        got.push(topic.receive(0, SHORT).unwrap().to_vec());
+    }
+    assert_eq!(region.recover().unwrap().redelivered, 1);
+    got.push(topic.receive(0, SHORT).unwrap().to_vec());
+    got.sort();
+    assert_eq!(got, [b"first".to_vec(), b"second".to_vec(), b"third".to_vec()]);
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+#[test]
+fn a_recoverer_dead_in_the_middle_of_a_redelivery() {
+    let name = unique("cw-redeliver");
+    let _c = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, Delivery::AtLeastOnce, 8);
+    let initial = region.pool_stats().unwrap();
+    topic.send(b"delivered once", 0, SHORT).unwrap();
+    die_at(&name, "receive", "receive-held");
+    // A second process recovers the dead consumer's message and dies with
+    // it QUEUED again, its descriptor not yet in the ring.
+    die_at(&name, "recover", "redeliver-queued");
+    assert_eq!(region.recover().unwrap(), recovered(0, 0, 0, 1), "published again, not dropped");
+    // The cell the dead recoverer claimed is tombstoned by the waiting
+    // receive; the message comes after it.
+    let msg = topic.receive(0, Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(&*msg, b"delivered once");
+    drop(msg);
+    assert_eq!(topic.info().lost, 0);
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
