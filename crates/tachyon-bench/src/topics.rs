@@ -221,7 +221,7 @@ fn region_config(size: usize, capacity: u32, topics: usize) -> RegionConfig {
     let chunks = (topics * (capacity as usize + 16)).min((256 << 20) / chunk).max(8);
     let ring_arena = (topics * (192 + 16 * capacity as usize)).div_ceil(64) * 64 + 4096;
     let size = (chunks * chunk + ring_arena + (2 << 20)).div_ceil(1 << 20) << 20;
-    RegionConfig { size: size.max(4 << 20), max_topics: 4, ring_arena, class_weights }
+    RegionConfig { size: size.max(4 << 20), max_topics: 4, ring_arena, class_weights, ..Default::default() }
 }
 
 /// Removes a region's name when dropped (regions are persistent).

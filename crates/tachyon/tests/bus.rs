@@ -9,7 +9,8 @@ mod common;
 use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tachyon::bus::{Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
+use tachyon::bus::{Delivery, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
+use tachyon::sync::WaitPolicy;
 use tachyon::{Error, Segment};
 
 const ENTRY: &str = "child_entry";
@@ -433,6 +434,49 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     assert_eq!(region.pool_stats().unwrap(), initial);
     assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "the held messages are gone");
     assert_eq!(topic.info().lost, 2, "and counted as lost");
+}
+
+#[test]
+fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
+    let name = unique("bus-observe");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-observe-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    let region = small_region(&name);
+    let config =
+        TopicConfig { delivery: Delivery::AtLeastOnce, wait: WaitPolicy::Spin, ..Default::default() };
+    let topic = region.create_topic("t", config).unwrap();
+    let info = topic.info();
+    assert_eq!((info.wait, info.delivery), (Some(WaitPolicy::Spin), Some(Delivery::AtLeastOnce)));
+    let initial = region.pool_stats().unwrap();
+    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},2"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    kill(&mut child);
+
+    // Looking takes no slot and reclaims nothing: the dead child is still
+    // listed with its two loans, twice in a row.
+    for _ in 0..2 {
+        let report = Region::inspect_name(&name).unwrap();
+        assert_eq!(report.processes.len(), 2, "{:?}", report.processes);
+        let dead: Vec<_> = report.processes.iter().filter(|p| !p.alive).collect();
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].loans, 2);
+        assert_eq!(report.topics[0].info.delivery, Some(Delivery::AtLeastOnce));
+        assert_eq!(report.size, region.segment().size());
+        assert_ne!(report.pool, initial);
+    }
+    assert!(matches!(Region::inspect_name("bus-observe-no-such-region"), Err(Error::NotFound { .. })));
+    assert!(matches!(Region::inspect_name(&side_name), Err(Error::KindMismatch { .. })));
+
+    // Opening runs recovery and says what it found; the dead child's slot
+    // is given up, so inspectors stop listing it.
+    let again = Region::open(&name).unwrap();
+    assert_eq!(again.recovered_on_open().loans, 2);
+    assert_eq!(again.recovered_on_open().slots, 1);
+    assert_eq!(again.pool_stats().unwrap(), initial);
+    let report = Region::inspect_name(&name).unwrap();
+    assert_eq!(report.processes.len(), 2, "this process's two handles");
+    assert!(report.processes.iter().all(|p| p.alive));
 }
 
 #[test]

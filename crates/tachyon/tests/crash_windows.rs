@@ -43,6 +43,12 @@ fn child_entry() {
         "publish" => topic.send(b"never published", 0, SHORT).unwrap(),
         "receive" => drop(topic.receive(0, SHORT).unwrap()),
         "recover" => drop(region.recover().unwrap()),
+        // Reports through its exit code what opening the region reclaimed.
+        "open-and-report" => std::process::exit(10 + region.recovered_on_open().loans as i32),
+        "loan-and-hang" => {
+            let _loan = topic.loan(100, SHORT).unwrap();
+            std::thread::sleep(LIMIT); // SIGKILLed here
+        }
         other => panic!("unknown role {other}"),
     }
     // Reaching here means the fault point was not hit.
@@ -67,8 +73,14 @@ fn die_at(name: &str, role: &str, point: &str) {
     assert_eq!(status.signal(), Some(9), "{role} at {point}: the child must die at the point ({status:?})");
 }
 
-fn recovered(loans: usize, held: usize, unpublished: usize, redelivered: usize) -> Recovered {
-    Recovered { loans, held, unpublished, redelivered, deferred: 0 }
+/// Recovery's counts of chunks: loans, held, unpublished, redelivered,
+/// deferred (the attach slots it freed are checked apart).
+fn counts(r: Recovered) -> [usize; 5] {
+    [r.loans, r.held, r.unpublished, r.redelivered, r.deferred]
+}
+
+fn recovered(loans: usize, held: usize, unpublished: usize, redelivered: usize) -> [usize; 5] {
+    [loans, held, unpublished, redelivered, 0]
 }
 
 #[test]
@@ -81,7 +93,7 @@ fn a_pop_announced_and_not_completed_is_reclaimed() {
     die_at(&name, "loan", "pool-pop-announced");
     // The chunk is off the list, announced as the dead child's: recovery
     // completes the pop in its name and takes the chunk back.
-    assert_eq!(region.recover().unwrap(), recovered(1, 0, 0, 0));
+    assert_eq!(counts(region.recover().unwrap()), recovered(1, 0, 0, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
     drop(topic.loan(100, SHORT).unwrap());
     assert_eq!(region.pool_stats().unwrap(), initial);
@@ -99,7 +111,7 @@ fn a_pop_announced_is_completed_by_the_next_loan_then_reclaimed() {
     // chunk becomes the dead child's), then takes the next chunk.
     let loan = topic.loan(100, SHORT).unwrap();
     drop(loan);
-    assert_eq!(region.recover().unwrap(), recovered(1, 0, 0, 0));
+    assert_eq!(counts(region.recover().unwrap()), recovered(1, 0, 0, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
 }
 
@@ -113,9 +125,9 @@ fn a_push_announced_and_not_completed_is_completed() {
     die_at(&name, "loan", "pool-push-announced");
     // The chunk is on the list already; completing the push frees it, and
     // nothing is reclaimed (a second push would corrupt the list).
-    assert_eq!(region.recover().unwrap(), recovered(0, 0, 0, 0));
+    assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 0, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
-    assert_eq!(region.recover().unwrap(), recovered(0, 0, 0, 0));
+    assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 0, 0));
 }
 
 #[test]
@@ -126,7 +138,7 @@ fn a_producer_dead_between_queueing_and_committing_loses_only_its_own_message() 
     let topic = topic(&region, Delivery::AtLeastOnce, 8);
     let initial = region.pool_stats().unwrap();
     die_at(&name, "publish", "publish-queued");
-    assert_eq!(region.recover().unwrap(), recovered(0, 0, 1, 0));
+    assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 1, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
     assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "send never returned: nothing published");
 }
@@ -143,6 +155,8 @@ fn consumer_dies_at(point: &str, delivery: Delivery) {
     topic.send(b"the only message", 7, SHORT).unwrap();
     die_at(&name, "receive", point);
     let r = region.recover().unwrap();
+    assert_eq!(r.slots, 1, "the dead consumer's attach slot is freed");
+    let r = counts(r);
     match delivery {
         Delivery::AtLeastOnce => {
             assert_eq!(r, recovered(0, 0, 0, 1), "{point}");
@@ -187,8 +201,8 @@ fn a_dead_consumers_claim_repaired_by_a_blocked_producer_keeps_the_message() {
     // producer waits, finds it dead, takes over its claim and adopts the
     // message before freeing the cell.
     topic.send(b"third", 0, Some(Duration::from_secs(5))).unwrap();
-    let full = region.recover().unwrap();
-    assert_eq!(full, Recovered { deferred: 1, ..Default::default() }, "the partition is full: deferred");
+    let full = counts(region.recover().unwrap());
+    assert_eq!(full, [0, 0, 0, 0, 1], "the partition is full: deferred");
     let mut got = vec![];
     for _ in 0..2 {
         got.push(topic.receive(0, SHORT).unwrap().to_vec());
@@ -212,7 +226,7 @@ fn a_recoverer_dead_in_the_middle_of_a_redelivery() {
     // A second process recovers the dead consumer's message and dies with
     // it QUEUED again, its descriptor not yet in the ring.
     die_at(&name, "recover", "redeliver-queued");
-    assert_eq!(region.recover().unwrap(), recovered(0, 0, 0, 1), "published again, not dropped");
+    assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 0, 1), "published again, not dropped");
     // The cell the dead recoverer claimed is tombstoned by the waiting
     // receive; the message comes after it.
     let msg = topic.receive(0, Some(Duration::from_secs(5))).unwrap();
@@ -220,4 +234,48 @@ fn a_recoverer_dead_in_the_middle_of_a_redelivery() {
     drop(msg);
     assert_eq!(topic.info().lost, 0);
     assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+/// Runs `role` in a child with `TACHYON_FAULT=fault` and returns its exit
+/// code.
+fn run_with(name: &str, role: &str, fault: &str) -> Option<i32> {
+    let mut child = child_command(ENTRY, role, name).env("TACHYON_FAULT", fault).spawn().unwrap();
+    common::wait_child(&mut child, LIMIT)
+}
+
+#[test]
+fn where_the_kernel_cannot_tell_a_stale_heartbeat_past_the_lease_means_dead() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let name = unique("cw-lease");
+    let _c = Cleanup(name.clone());
+    let config = RegionConfig {
+        size: 8 << 20,
+        ring_arena: 1 << 20,
+        lease: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let region = Region::create(&name, config).unwrap();
+    let _topic = topic(&region, Delivery::AtMostOnce, 8);
+    let initial = region.pool_stats().unwrap();
+    let mut holder = child_command(ENTRY, "loan-and-hang", &name).spawn().unwrap();
+    let holder_slot =
+        || Region::inspect_name(&name).unwrap().processes.iter().find(|p| p.loans == 1).map(|p| p.slot);
+    assert!(common::wait_for(LIMIT, || holder_slot().is_some()), "the child loaned a chunk");
+    let dead = holder_slot().unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // The holder's heartbeat, in the region's process table (512 + 8 x slot).
+    let raw = tachyon::Segment::builder(&name).kind(tachyon::Kind::REGION).open().unwrap();
+    let beat = raw.get::<AtomicU64>(512 + 8 * dead).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    // In a process whose kernel cannot tell (every OFD query fails), a
+    // holder with a fresh heartbeat is alive...
+    beat.store(now, Ordering::SeqCst);
+    assert_eq!(run_with(&name, "open-and-report", "liveness-unknown"), Some(10), "within the lease: alive");
+    assert_ne!(region.pool_stats().unwrap(), initial);
+    // ...and one whose heartbeat is older than the lease is dead.
+    beat.store(now - 120_000_000_000, Ordering::SeqCst);
+    assert_eq!(run_with(&name, "open-and-report", "liveness-unknown"), Some(11), "past the lease: dead");
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    assert_eq!(region.lease(), Duration::from_secs(60));
 }

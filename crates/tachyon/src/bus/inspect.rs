@@ -12,6 +12,14 @@ use crate::sync::Token;
 /// it is taken, so counts may be off by the operations in flight.
 #[derive(Debug, Clone)]
 pub struct RegionReport {
+    /// The region's backing file.
+    pub path: std::path::PathBuf,
+    /// Bytes of the region's data area.
+    pub size: usize,
+    /// The process that created it.
+    pub creator: ProcessId,
+    /// Its lease ([`RegionConfig::lease`](super::RegionConfig::lease)).
+    pub lease: std::time::Duration,
     /// Every topic.
     pub topics: Vec<TopicReport>,
     /// Chunks and free chunks per size class.
@@ -119,6 +127,15 @@ impl Region {
                 None => orphaned_chunks += 1,
             }
         }
-        Ok(RegionReport { topics, pool: self.pool_stats()?, processes, orphaned_chunks })
+        Ok(RegionReport {
+            path: seg.path().to_path_buf(),
+            size: seg.size(),
+            creator: seg.creator(),
+            lease: self.lease(),
+            topics,
+            pool: self.pool_stats()?,
+            processes,
+            orphaned_chunks,
+        })
     }
 }

@@ -53,6 +53,9 @@ pub struct Recovered {
     /// Such messages whose partition is full now: left as they are, and
     /// published by a later recovery (not counted in [`total`](Self::total)).
     pub deferred: usize,
+    /// Attach slots of dead processes marked free, so that inspectors stop
+    /// listing them (not counted in [`total`](Self::total)).
+    pub slots: usize,
 }
 
 /// What became of a dead consumer's message on an at-least-once topic.
@@ -93,7 +96,7 @@ impl Region {
             *dead_cache
                 .borrow_mut()
                 .entry(holder)
-                .or_insert_with(|| Token::from_raw(holder).is_some_and(|t| self.seg.is_dead(t)))
+                .or_insert_with(|| Token::from_raw(holder).is_some_and(|t| self.is_dead(t)))
         };
         // 0. Complete what processes dead by now announced on the free
         //    lists: a pop of theirs then reads LOANED by them below.
@@ -110,6 +113,7 @@ impl Region {
             .collect();
         let mut found = Recovered::default();
         if dead.is_empty() {
+            found.slots = self.seg.release_dead_slots();
             return Ok(found);
         }
         let named = if dead.iter().any(|(_, w)| w.state() == QUEUED) {
@@ -147,6 +151,9 @@ impl Region {
                 _ => {}
             }
         }
+        // What the dead held is back (or deferred, still in their name,
+        // and their tokens stay dead): their slots can go.
+        found.slots = self.seg.release_dead_slots();
         Ok(found)
     }
 

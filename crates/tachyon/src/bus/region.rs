@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!      0  version, max topics, ring arena offset and size, arena bytes used,
-//!         chunk metadata offset, total chunks                  (8 x u64)
+//!         chunk metadata offset, total chunks, lease (ns)      (8 x u64)
 //!     64  first chunk of each class                            (8 x u64)
 //!    128  chunks in each class                                 (8 x u64)
 //!    192  control mutex (creating topics)
@@ -34,7 +34,7 @@ use super::topic::{Topic, TopicConfig, TopicEntry, TopicInfo, PARTITION_HEADER};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Kind, Segment, ShmSafe};
-use crate::sync::{Liveness, Mutex, WaitCell, MAX_SLOTS};
+use crate::sync::{Liveness, Mutex, Token, WaitCell, MAX_SLOTS};
 use std::time::{Duration, SystemTime};
 
 /// The payload size classes: 64 B, 256 B, 1 KiB, 4 KiB, 16 KiB, 64 KiB,
@@ -55,6 +55,7 @@ const OFF_ARENA_SIZE: usize = 24;
 const OFF_ARENA_USED: usize = 32;
 const OFF_METAS: usize = 40;
 const OFF_TOTAL_CHUNKS: usize = 48;
+const OFF_LEASE: usize = 56;
 const OFF_CLASS_FIRST: usize = 64;
 const OFF_CLASS_COUNT: usize = 128;
 pub(crate) const OFF_CONTROL: usize = 192;
@@ -98,11 +99,25 @@ pub struct RegionConfig {
     /// order). A weight of 0 leaves that class empty: its loans take a
     /// chunk of the next larger class.
     pub class_weights: [u32; 8],
+    /// How long a process may go without a heartbeat before it may be
+    /// declared dead, used only where the kernel cannot tell whether a
+    /// process is alive (its attach slot's OFD lock cannot be queried, as on
+    /// a file system without OFD locks). 10 ms to 1 day; default 10 s. The
+    /// library beats for a process whenever it attaches, every 256 loans or
+    /// receives, and while it waits; a process that holds chunks and stays
+    /// away from the region for longer should call [`Region::heartbeat`].
+    pub lease: Duration,
 }
 
 impl Default for RegionConfig {
     fn default() -> Self {
-        RegionConfig { size: 64 << 20, max_topics: 64, ring_arena: 4 << 20, class_weights: [1; 8] }
+        RegionConfig {
+            size: 64 << 20,
+            max_topics: 64,
+            ring_arena: 4 << 20,
+            class_weights: [1; 8],
+            lease: Duration::from_secs(10),
+        }
     }
 }
 
@@ -143,6 +158,9 @@ impl RegionConfig {
         let bad = |what: String| Err(Error::invalid(what));
         if self.size < 4 << 20 || self.size > isize::MAX as usize / 2 {
             return bad(format!("region size must be at least 4 MiB, not {} bytes", self.size));
+        }
+        if self.lease < Duration::from_millis(10) || self.lease > Duration::from_secs(86_400) {
+            return bad(format!("lease must be 10 ms to 1 day, not {:?}", self.lease));
         }
         if !(1..=1024).contains(&self.max_topics) {
             return bad(format!("max_topics must be 1 to 1024, not {}", self.max_topics));
@@ -249,6 +267,12 @@ pub struct Region {
     /// When this handle last ran recovery (ns since it was opened).
     pub(crate) last_recovery: AtomicU64,
     pub(crate) opened: std::time::Instant,
+    /// The lease, in ns (see [`RegionConfig::lease`]).
+    lease_ns: u64,
+    /// Loans and receives through this handle, to beat now and then.
+    ops: std::sync::atomic::AtomicU32,
+    /// What recovery reclaimed when this handle opened the region.
+    on_open: super::Recovered,
 }
 
 impl Region {
@@ -266,6 +290,7 @@ impl Region {
                 put(OFF_MAX_TOPICS, config.max_topics)?;
                 put(OFF_CFG_SIZE, config.size)?;
                 put(OFF_CFG_RING_ARENA, config.ring_arena)?;
+                seg.get::<AtomicU64>(OFF_LEASE)?.store(config.lease.as_nanos() as u64, Ordering::Relaxed);
                 for pair in 0..4 {
                     let w = u64::from(config.class_weights[2 * pair])
                         | u64::from(config.class_weights[2 * pair + 1]) << 32;
@@ -295,15 +320,49 @@ impl Region {
                 Ok(())
             },
         )?;
-        let region = Region::new(seg, layout, config.max_topics)?;
+        let mut region = Region::new(seg, layout, config.max_topics, config.lease)?;
         // Attaching is a good moment to reclaim what dead processes held.
-        let _ = region.recover();
+        region.on_open = region.recover().unwrap_or_default();
         Ok(region)
     }
 
-    /// Opens an existing region, checking its layout.
+    /// Opens an existing region, checking its layout, and reclaims what
+    /// dead processes held ([`recovered_on_open`](Self::recovered_on_open)
+    /// says what).
     pub fn open(name: &str) -> Result<Region> {
         let seg = Segment::builder(name).kind(Kind::REGION).open()?;
+        let (layout, max_topics, lease) = Region::check(&seg)?;
+        let mut region = Region::new(seg, layout, max_topics, lease)?;
+        region.on_open = region.recover().unwrap_or_default();
+        Ok(region)
+    }
+
+    /// A snapshot of the region named `name` ([`inspect`](Self::inspect)),
+    /// taken without attaching: it takes no attach slot, runs no recovery
+    /// and writes nothing, so an operator looking changes nothing (and an
+    /// inspector counts among no region's processes).
+    ///
+    /// ```
+    /// # use tachyon::bus::{Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-inspect-name-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    /// region.create_topic("t", TopicConfig::default())?;
+    /// let report = Region::inspect_name(&name)?;
+    /// assert_eq!(report.topics[0].info.name, "t");
+    /// assert_eq!(report.processes.len(), 1); // only `region`'s process
+    /// # drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn inspect_name(name: &str) -> Result<super::RegionReport> {
+        let seg = Segment::builder(name).kind(Kind::REGION).observe()?;
+        let (layout, max_topics, lease) = Region::check(&seg)?;
+        Region::with(seg, layout, max_topics, lease).inspect()
+    }
+
+    /// Validates a region segment's header: the recorded configuration as
+    /// a caller's would be, and every stored offset against the layout
+    /// recomputed from it.
+    fn check(seg: &Segment) -> Result<(Layout, usize, Duration)> {
         let get = |off: usize| -> Result<u64> { Ok(seg.get::<AtomicU64>(off)?.load(Ordering::Relaxed)) };
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         if get(OFF_VERSION)? != LAYOUT_VERSION {
@@ -321,6 +380,7 @@ impl Region {
             max_topics: usize::try_from(get(OFF_MAX_TOPICS)?).map_err(|_| bad("max_topics", 0))?,
             ring_arena: usize::try_from(get(OFF_CFG_RING_ARENA)?).map_err(|_| bad("ring arena", 0))?,
             class_weights: weights,
+            lease: Duration::from_nanos(get(OFF_LEASE)?),
         };
         if config.size != seg.size() {
             return Err(bad("region size", config.size as u64));
@@ -340,20 +400,24 @@ impl Region {
         if recorded.iter().zip(&expected).any(|(&r, &e)| r != e as u64) {
             return Err(bad("region layout", seg.size() as u64));
         }
-        let region = Region::new(seg, layout, config.max_topics)?;
-        // Attaching is a good moment to reclaim what dead processes held.
-        let _ = region.recover();
-        Ok(region)
+        Ok((layout, config.max_topics, config.lease))
     }
 
-    fn new(seg: Segment, layout: Layout, max_topics: usize) -> Result<Region> {
-        let region = Region {
+    fn with(seg: Segment, layout: Layout, max_topics: usize, lease: Duration) -> Region {
+        Region {
             seg,
             layout,
             max_topics,
             last_recovery: AtomicU64::new(u64::MAX),
             opened: std::time::Instant::now(),
-        };
+            lease_ns: lease.as_nanos() as u64,
+            ops: std::sync::atomic::AtomicU32::new(0),
+            on_open: super::Recovered::default(),
+        }
+    }
+
+    fn new(seg: Segment, layout: Layout, max_topics: usize, lease: Duration) -> Result<Region> {
+        let region = Region::with(seg, layout, max_topics, lease);
         // A free-list operation the previous, dead, occupant of this attach
         // slot announced is completed in its name before the slot's journal
         // entry names this process.
@@ -374,13 +438,33 @@ impl Region {
         &self.seg
     }
 
+    /// What recovery reclaimed when this handle created or opened the
+    /// region (chunks dead processes held, messages delivered again).
+    pub fn recovered_on_open(&self) -> super::Recovered {
+        self.on_open
+    }
+
+    /// The lease of [`RegionConfig::lease`].
+    pub fn lease(&self) -> Duration {
+        Duration::from_nanos(self.lease_ns)
+    }
+
     /// Records that this process is alive now (its heartbeat in the
-    /// region's process table). The library calls it when attaching and
-    /// when a loan waits for the pool; it is never on the fast path.
+    /// region's process table). The library calls it when attaching, every
+    /// 256 loans or receives, and while a loan or receive waits; call it
+    /// yourself if this process holds chunks and stays away from the region
+    /// for longer than the lease.
     pub fn heartbeat(&self) {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         if let Ok(hb) = self.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * self.seg.slot()) {
             hb.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Beats now and then: every 256 calls (one relaxed add otherwise).
+    pub(crate) fn beat_sometimes(&self) {
+        if self.ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+            self.heartbeat();
         }
     }
 
@@ -398,7 +482,7 @@ impl Region {
     pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic<'_>> {
         config.validate()?;
         super::topic::check_name(name)?;
-        let guard = self.control().lock(&self.seg, Some(Duration::from_secs(5)))?;
+        let guard = self.control().lock(self, Some(Duration::from_secs(5)))?;
         // A previous holder that died mid-creation left at most an entry in
         // state CREATING, which is reused below (its arena bytes are lost).
         let _ = guard.owner_died();
@@ -585,6 +669,27 @@ impl Region {
     /// The caller's token in this region.
     pub(crate) fn token(&self) -> u32 {
         self.seg.token().raw()
+    }
+}
+
+/// A holder is dead when the kernel says so (see
+/// [`Segment::liveness_of`]); where the kernel cannot tell, when its slot's
+/// heartbeat is older than the region's lease.
+impl Liveness for Region {
+    fn token(&self) -> Token {
+        self.seg.token()
+    }
+
+    fn is_dead(&self, token: Token) -> bool {
+        match self.seg.liveness_of(token) {
+            Some(alive) => !alive,
+            None => {
+                let now =
+                    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+                let beat = self.heartbeat_of(token.slot()).unwrap_or(0);
+                now.saturating_sub(u128::from(beat)) > u128::from(self.lease_ns)
+            }
+        }
     }
 }
 

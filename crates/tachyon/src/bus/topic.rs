@@ -145,6 +145,12 @@ pub struct TopicInfo {
     pub partitions: u32,
     /// Descriptors per partition.
     pub capacity: u32,
+    /// How its producers and consumers wait (`None` if the entry holds a
+    /// value this build does not know: a damaged entry).
+    pub wait: Option<WaitPolicy>,
+    /// What a consumer's death does to the message it held (`None`: as
+    /// for `wait`).
+    pub delivery: Option<Delivery>,
     /// Messages published so far.
     pub published: u64,
     /// Messages received so far.
@@ -153,6 +159,23 @@ pub struct TopicInfo {
     pub corrupt: u64,
     /// Messages lost with a consumer that died holding them (at-most-once).
     pub lost: u64,
+}
+
+fn policy_of(code: u32) -> Option<WaitPolicy> {
+    match code {
+        1 => Some(WaitPolicy::Spin),
+        2 => Some(WaitPolicy::Futex),
+        3 => Some(WaitPolicy::Hybrid),
+        _ => None,
+    }
+}
+
+fn delivery_of(code: u32) -> Option<Delivery> {
+    match code {
+        0 => Some(Delivery::AtMostOnce),
+        1 => Some(Delivery::AtLeastOnce),
+        _ => None,
+    }
 }
 
 fn policy_code(p: WaitPolicy) -> u32 {
@@ -207,6 +230,8 @@ impl TopicEntry {
             name: self.name()?,
             partitions: self.partitions.load(Ordering::Relaxed),
             capacity: self.capacity.load(Ordering::Relaxed),
+            wait: policy_of(self.wait.load(Ordering::Relaxed)),
+            delivery: delivery_of(self.delivery.load(Ordering::Relaxed)),
             published: self.published.load(Ordering::Relaxed),
             received: self.received.load(Ordering::Relaxed),
             corrupt: self.corrupt.load(Ordering::Relaxed),
@@ -262,17 +287,10 @@ impl<'r> Topic<'r> {
         let cfg = TopicConfig {
             partitions: info.partitions,
             capacity: info.capacity,
-            wait: match entry.wait.load(Ordering::Relaxed) {
-                1 => WaitPolicy::Spin,
-                2 => WaitPolicy::Futex,
-                3 => WaitPolicy::Hybrid,
-                v => return Err(bad("topic wait policy", u64::from(v))),
-            },
-            delivery: match entry.delivery.load(Ordering::Relaxed) {
-                0 => Delivery::AtMostOnce,
-                1 => Delivery::AtLeastOnce,
-                v => return Err(bad("topic delivery", u64::from(v))),
-            },
+            wait: info.wait.ok_or(bad("topic wait policy", u64::from(entry.wait.load(Ordering::Relaxed))))?,
+            delivery: info
+                .delivery
+                .ok_or(bad("topic delivery", u64::from(entry.delivery.load(Ordering::Relaxed))))?,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = entry.ring_off.load(Ordering::Relaxed);
@@ -328,6 +346,8 @@ impl<'r> Topic<'r> {
             name: self.name.clone(),
             partitions: self.partitions,
             capacity: self.capacity as u32,
+            wait: Some(self.policy),
+            delivery: Some(self.delivery),
             published: 0,
             received: 0,
             corrupt: 0,
@@ -370,6 +390,7 @@ impl<'r> Topic<'r> {
         }
         // The pool hands the chunk over already LOANED to this process.
         let (class, chunk) = self.region.alloc(size, timeout)?;
+        self.region.beat_sometimes();
         Ok(Loan { topic: self, class, chunk, size, live: true })
     }
 
@@ -423,6 +444,7 @@ impl<'r> Topic<'r> {
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
                     match self.claim(&ring, &waits, false, Some(slice)) {
                         Err(Error::Timeout) => {
+                            self.region.heartbeat();
                             self.region.recover_now_and_then();
                         }
                         other => break other?,
@@ -451,6 +473,7 @@ impl<'r> Topic<'r> {
             }));
         }
         self.entry.received.fetch_add(1, Ordering::Relaxed);
+        self.region.beat_sometimes();
         Ok(msg)
     }
 
@@ -504,7 +527,7 @@ impl<'r> Topic<'r> {
     ) -> Result<(u64, usize, u64)> {
         let adopt = |word: u64, dead| self.region.adopt_dead_read(word, dead);
         let max_len = if writer { 0 } else { u64::MAX };
-        ring.claim_blocking(self.region.segment(), waits, writer, max_len, timeout, &adopt)
+        ring.claim_blocking(self.region, waits, writer, max_len, timeout, &adopt)
     }
 
     /// Publishes a raw descriptor, bypassing the pool. For tests of the

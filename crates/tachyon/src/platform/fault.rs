@@ -10,14 +10,32 @@
 //! consumer's read claim made, its chunk not yet taken), `receive-held`
 //! (the chunk taken, the cell not yet freed), `redeliver-queued` (recovery
 //! marked a message QUEUED again, its descriptor not yet committed).
+//!
+//! One more name makes a call fail instead: `liveness-unknown` (the kernel
+//! cannot answer whether an attach slot's OFD lock is held, as on a file
+//! system without OFD locks).
 
 /// Dies here (SIGKILL) if `TACHYON_FAULT` names this point.
 #[cfg(all(debug_assertions, not(tachyon_loom)))]
 pub(crate) fn point(name: &str) {
-    static WANTED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if WANTED.get_or_init(|| std::env::var("TACHYON_FAULT").ok()).as_deref() == Some(name) {
+    if fails(name) {
         let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
+}
+
+/// Whether `TACHYON_FAULT` names `name`.
+#[cfg(all(debug_assertions, not(tachyon_loom)))]
+pub(crate) fn fails(name: &str) -> bool {
+    static WANTED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    WANTED.get_or_init(|| std::env::var("TACHYON_FAULT").ok()).as_deref() == Some(name)
+}
+
+/// Never: fault injection exists in debug builds only.
+#[cfg(not(all(debug_assertions, not(tachyon_loom))))]
+#[inline(always)]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) fn fails(_name: &str) -> bool {
+    false
 }
 
 /// Nothing: fault points exist in debug builds only.

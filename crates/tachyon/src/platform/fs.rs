@@ -116,7 +116,20 @@ pub(crate) fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<NonNull<u
     NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
 }
 
-/// Unmaps a mapping made by [`map_shared`].
+/// Maps `len` bytes of `fd` privately: reads see the file (pages this
+/// process never writes stay the file's pages), writes stay in this
+/// process. For observers that must change nothing: a stray write can
+/// neither fault nor reach other processes.
+pub(crate) fn map_private(fd: BorrowedFd<'_>, len: usize) -> io::Result<NonNull<u8>> {
+    use rustix::mm::{mmap, MapFlags, ProtFlags};
+    // SAFETY: as in `map_shared`.
+    let ptr = unsafe {
+        mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE, fd, 0)?
+    };
+    NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
+/// Unmaps a mapping made by [`map_shared`] or [`map_private`].
 ///
 /// # Safety
 /// `ptr`/`len` must be exactly a mapping returned by [`map_shared`], and no
@@ -172,6 +185,9 @@ pub(crate) fn unlock(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()
 /// Whether some *other* open file holds a lock on the byte at `offset`.
 /// Locks held through `fd`'s own open file are not reported.
 pub(crate) fn locked_by_other(fd: BorrowedFd<'_>, offset: u64) -> io::Result<bool> {
+    if crate::platform::fault::fails("liveness-unknown") {
+        return Err(io::Error::from_raw_os_error(libc::ENOLCK));
+    }
     let mut fl = flock(libc::F_WRLCK as libc::c_short, offset, 1);
     // SAFETY: as in `try_lock`; F_OFD_GETLK writes into `fl`, which is ours.
     let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };

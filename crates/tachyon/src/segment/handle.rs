@@ -182,6 +182,15 @@ impl SegmentBuilder {
         open(&self.name, self.kind)
     }
 
+    /// Maps an existing segment of the builder's kind for reading only,
+    /// without attaching: takes no attach slot, changes nothing in the file
+    /// (not even a stale one), and never removes it. The mapping is
+    /// private, so a write through it stays in this process. For
+    /// inspectors; the handle's [`slot`](Segment::slot) is `usize::MAX`.
+    pub(crate) fn observe(&self) -> Result<Segment> {
+        observe(&self.name, self.kind)
+    }
+
     /// Opens the segment, creating it if it does not exist.
     pub fn create_or_open(&self) -> Result<Segment> {
         self.create_or_open_with(|_| Ok(()))
@@ -303,7 +312,8 @@ impl Segment {
         ProcessId { pid: self.inner.header.creator_pid, start_time: self.inner.header.creator_start }
     }
 
-    /// This handle's attach slot (0-based).
+    /// This handle's attach slot (0-based; `usize::MAX` for the read-only
+    /// view an inspector takes).
     pub fn slot(&self) -> usize {
         self.inner.slot
     }
@@ -434,24 +444,64 @@ impl Liveness for Segment {
         self.inner.token
     }
 
+    /// Dead if [`liveness_of`](Segment::liveness_of) says so; a holder
+    /// whose liveness the kernel cannot tell counts as alive (a region
+    /// decides those with heartbeats and a lease instead).
     fn is_dead(&self, token: Token) -> bool {
+        self.liveness_of(token) == Some(false)
+    }
+}
+
+impl Segment {
+    /// Whether the attachment `token` names is alive: `Some(false)` if it
+    /// released its slot, or its slot was reused, or its slot's OFD lock is
+    /// free (the kernel dropped it when the process died); `None` if the
+    /// kernel cannot tell (a file system without OFD locks).
+    pub fn liveness_of(&self, token: Token) -> Option<bool> {
         let inner = &self.inner;
         if token == inner.token {
-            return false;
+            return Some(true);
         }
         let i = token.slot();
         if i >= inner.header.slots {
-            return true;
+            return Some(false);
         }
         let s = inner.slot_repr(i);
         if Token::wrap_gen(s.gen.load(Ordering::Acquire)) != token.gen()
             || s.state.load(Ordering::Acquire) == SLOT_FREE
         {
             // Released, or reused by a later attacher: that holder is gone.
-            return true;
+            return Some(false);
         }
         // Same slot and generation as recorded: the slot's OFD lock decides.
-        !slot_alive(inner.fd.as_fd(), i)
+        fs::locked_by_other(inner.fd.as_fd(), slot_lock(i)).ok()
+    }
+
+    /// Marks free the attach slots of attachments that died without
+    /// detaching (their OFD lock is free), so that inspectors stop listing
+    /// them and attachers reuse them first. Their tokens stay dead (a free
+    /// slot names nobody). Returns how many it freed. Changes nothing for
+    /// a slot whose liveness the kernel cannot tell.
+    pub(crate) fn release_dead_slots(&self) -> usize {
+        let inner = &self.inner;
+        if inner.owner_pid == 0 {
+            return 0; // an observer changes nothing
+        }
+        let fd = inner.fd.as_fd();
+        let Ok(_lock) = LifecycleLock::acquire(fd) else { return 0 };
+        let mut freed = 0;
+        for i in (0..inner.header.slots).filter(|&i| i != inner.slot) {
+            let s = inner.slot_repr(i);
+            // Under the lifecycle lock nobody attaches or detaches, so a
+            // slot whose lock is free now stays free until we are done.
+            if s.state.load(Ordering::Acquire) != SLOT_FREE
+                && matches!(fs::locked_by_other(fd, slot_lock(i)), Ok(false))
+            {
+                s.state.store(SLOT_FREE, Ordering::Release);
+                freed += 1;
+            }
+        }
+        freed
     }
 }
 
@@ -494,6 +544,7 @@ impl Inner {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if !st.detached {
             st.detached = true;
+            // (An observer's `owner_pid` is 0: it has no slot to give up.)
             if std::process::id() == self.owner_pid {
                 self.release_slot(!at_exit);
             }
@@ -751,6 +802,37 @@ fn open(name: &str, kind: Kind) -> Result<Segment> {
         return seg;
     }
     Err(Error::NotFound { name: name.given })
+}
+
+fn observe(name: &str, kind: Kind) -> Result<Segment> {
+    let name = SegmentName::parse(name)?;
+    let path = name.path();
+    let fd = fs::open_readonly(&path).map_err(|e| map_io(e, &name, "open"))?;
+    let info = check_file(&name, fd.as_fd())?;
+    let header = read_header(fd.as_fd(), &info)?;
+    if header.kind != kind {
+        return Err(Error::KindMismatch { found: header.kind, expected: kind });
+    }
+    let map_len = header.total_size as usize;
+    let map = fs::map_private(fd.as_fd(), map_len).map_err(|e| Error::io("mmap segment", e))?;
+    let inner = Arc::new(Inner {
+        name,
+        path,
+        fd,
+        file: info,
+        slot: usize::MAX,
+        token: Token::NOBODY,
+        owner_pid: 0,
+        map,
+        map_len,
+        header,
+        state: Mutex::new(State::default()),
+    });
+    // SAFETY: as in `attach`: the header was validated against the file's
+    // size, so the data area lies inside the mapping.
+    let data = unsafe { NonNull::new_unchecked(inner.map.as_ptr().add(inner.header.data_offset as usize)) };
+    let data_size = inner.header.data_size as usize;
+    Ok(Segment { inner, data, data_size })
 }
 
 fn create(b: &SegmentBuilder, init: impl FnOnce(&Segment) -> Result<()>) -> Result<Segment> {

@@ -24,6 +24,11 @@ impl Token {
     /// The largest raw value a token can have; `raw & !Token::MASK` is free.
     pub const MASK: u32 = (1 << (SLOT_BITS + GEN_BITS)) - 1;
 
+    /// No attachment (raw 0, which no real token has): the token of an
+    /// observer that holds nothing.
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) const NOBODY: Token = Token(0);
+
     /// A token for `slot` (< [`MAX_SLOTS`]) at generation `gen`. The
     /// generation is reduced to [`GEN_BITS`] bits, skipping 0.
     ///
