@@ -153,7 +153,7 @@ impl Event {
     pub fn reclaimed(&self) -> bool {
         match self {
             Event::Removed { .. } => true,
-            Event::Recovered { recovered, .. } => recovered.total() > 0,
+            Event::Recovered { recovered, .. } => recovered.total() + recovered.slots > 0,
             _ => false,
         }
     }
@@ -174,8 +174,7 @@ impl Event {
                 format!("watching region {}", quoted(name))
             }
             Event::Opened { name, dead, .. } => format!(
-                "region {}: opening it ran recovery for its dead attachers ({}), but the library does not \
-                 report what that reclaimed",
+                "region {}: opened; dead attachers: {}",
                 quoted(name),
                 text::pids(dead.iter().map(|p| p.pid))
             ),
@@ -218,6 +217,18 @@ impl Event {
                     line.push_str(&format!(
                         "; {} of processes whose slot was reused",
                         text::count(*orphaned, "chunk", "chunks")
+                    ));
+                }
+                if recovered.deferred > 0 {
+                    line.push_str(&format!(
+                        "; {} to publish again when its partition has room",
+                        text::count(recovered.deferred, "message", "messages")
+                    ));
+                }
+                if recovered.slots > 0 {
+                    line.push_str(&format!(
+                        "; freed {} of dead processes",
+                        text::count(recovered.slots, "attach slot", "attach slots")
                     ));
                 }
                 line
@@ -269,6 +280,8 @@ impl Event {
                 ("held", Json::from(recovered.held)),
                 ("unpublished", Json::from(recovered.unpublished)),
                 ("redelivered", Json::from(recovered.redelivered)),
+                ("deferred", Json::from(recovered.deferred)),
+                ("slots_freed", Json::from(recovered.slots)),
                 ("total", Json::from(recovered.total())),
                 (
                     "dead_holders",
@@ -449,8 +462,12 @@ impl Reaper {
                 events.push(Event::Released { name: held.name, path: info.path.clone() });
             }
         }
+        let mut opened = None;
         if !self.held.contains_key(&info.path) {
             let Some(before) = current else { return }; // removed since the listing
+                                                        // Who held what, seen before opening: opening runs recovery,
+                                                        // which returns their chunks and frees their slots.
+            let seen = Region::inspect_name(&info.name).ok();
             let region = match Region::open(&info.name) {
                 Ok(r) => r,
                 Err(tachyon::Error::NotFound { .. }) => return, // removed since the listing
@@ -479,6 +496,7 @@ impl Reaper {
             if self.hold || !dead.is_empty() {
                 events.push(Event::Opened { name: info.name.clone(), path: info.path.clone(), dead });
             }
+            opened = Some((region.recovered_on_open(), seen));
             self.held.insert(info.path.clone(), Held { name: info.name.clone(), file: before, region });
         }
         let Some(held) = self.held.get(&info.path) else { return };
@@ -486,29 +504,40 @@ impl Reaper {
         // Shows the reaper alive in `tyctl info` (it holds the region).
         region.heartbeat();
         let me = region.segment().slot();
+        let dead_holders = |report: &tachyon::bus::RegionReport| -> (Vec<DeadHolder>, usize) {
+            let holders = report
+                .processes
+                .iter()
+                .filter(|p| !p.alive && p.slot != me && p.loans + p.held > 0)
+                .map(|p| DeadHolder { process: p.process, loans: p.loans, held: p.held })
+                .collect();
+            (holders, report.orphaned_chunks)
+        };
+        let report = |recovered: tachyon::bus::Recovered, holders, orphaned| Event::Recovered {
+            name: info.name.clone(),
+            path: info.path.clone(),
+            recovered,
+            holders,
+            orphaned,
+        };
+        if let Some((on_open, seen)) = opened {
+            // What opening reclaimed, with the holders seen just before.
+            let (holders, orphaned) = seen.as_ref().map(dead_holders).unwrap_or_default();
+            if on_open.total() + on_open.slots > 0 {
+                events.push(report(on_open, holders, orphaned));
+            }
+        }
         let (holders, orphaned) = match region.inspect() {
-            Ok(report) => (
-                report
-                    .processes
-                    .iter()
-                    .filter(|p| !p.alive && p.slot != me && p.loans + p.held > 0)
-                    .map(|p| DeadHolder { process: p.process, loans: p.loans, held: p.held })
-                    .collect(),
-                report.orphaned_chunks,
-            ),
+            Ok(seen) => dead_holders(&seen),
             Err(e) => {
                 events.push(fail("inspect region", e.to_string()));
                 (Vec::new(), 0)
             }
         };
         match region.recover() {
-            Ok(recovered) if recovered.total() > 0 || self.report_idle => events.push(Event::Recovered {
-                name: info.name.clone(),
-                path: info.path.clone(),
-                recovered,
-                holders,
-                orphaned,
-            }),
+            Ok(recovered) if recovered.total() + recovered.slots > 0 || self.report_idle => {
+                events.push(report(recovered, holders, orphaned))
+            }
             Ok(_) => {}
             Err(e) => events.push(fail("recover region", e.to_string())),
         }

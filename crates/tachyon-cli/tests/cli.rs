@@ -306,6 +306,9 @@ fn ls_and_info_show_a_region_and_a_segment() {
     assert_eq!(topic["corrupt"], 0);
     assert_eq!(topic["lost"], 0);
     assert_eq!(topic["depth"], 3);
+    assert_eq!(topic["wait"], "hybrid");
+    assert_eq!(topic["delivery"], "at-most-once");
+    assert_eq!(info["lease_ms"], 10_000);
     let partitions = topic["partitions"].as_array().expect("partitions");
     assert_eq!(partitions.len(), 2);
     for p in partitions {
@@ -323,9 +326,12 @@ fn ls_and_info_show_a_region_and_a_segment() {
 
     let r = sb.tyctl(&["info", "md"]);
     assert!(r.status.success(), "{}", r.stderr);
-    for part in ["TOPICS", "quotes", "PARTITIONS", "POOL", "PROCESSES", "orphaned chunks"] {
+    for part in ["TOPICS", "quotes", "PARTITIONS", "POOL", "PROCESSES", "orphaned chunks", "at-most-once"] {
         assert!(r.stdout.contains(part), "{part} missing from:\n{}", r.stdout);
     }
+    // Looking attached nothing: md still has no attacher, live or dead.
+    let md = find(&sb.ls(), "md").expect("md listed").clone();
+    assert_eq!(md["attachers"].as_array().map(Vec::len), Some(0), "{md}");
 
     drop(holder.stdin.take());
     assert!(wait_exit(&mut holder).success());
@@ -408,6 +414,38 @@ fn stale_segments_are_reaped_and_logged() {
 }
 
 #[test]
+fn info_only_looks_and_reap_reclaims_and_frees_the_dead_slot() {
+    let sb = Sandbox::new("look");
+    sb.run_role("make-region", "md");
+    let pid = kill(sb.start_role("die", "dead-seg,md", Stdio::null()));
+    let dead_rows = || -> Vec<Value> {
+        let r = sb.tyctl(&["info", "md", "--json"]);
+        assert!(r.status.success(), "{}", r.stderr);
+        let info: Value = serde_json::from_str(&r.stdout).expect("JSON");
+        info["processes"].as_array().unwrap().iter().filter(|p| p["alive"] == false).cloned().collect()
+    };
+    // `info` attaches nothing and recovers nothing: the dead process and
+    // what it held stay visible, look after look.
+    for _ in 0..2 {
+        let dead = dead_rows();
+        assert_eq!(dead.len(), 1, "{dead:?}");
+        assert_eq!(
+            (dead[0]["pid"].as_u64(), dead[0]["loans"].as_u64(), dead[0]["held"].as_u64()),
+            (Some(u64::from(pid)), Some(1), Some(1))
+        );
+    }
+    let r = sb.tyctl(&["reap", "md", "--json"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let recovered = &doc["recovered"][0];
+    assert_eq!((recovered["loans"].as_u64(), recovered["held"].as_u64()), (Some(1), Some(1)), "{doc}");
+    assert_eq!(recovered["slots_freed"], 1, "{doc}");
+    assert!(recovered["dead_holders"].as_array().unwrap().iter().any(|h| h["pid"] == pid), "{doc}");
+    assert!(dead_rows().is_empty(), "the dead process's slot was freed");
+    assert!(sb.tyctl(&["rm", "md"]).status.success());
+}
+
+#[test]
 fn daemon_recovers_a_dead_consumer_and_stops_on_sigterm() {
     let sb = Sandbox::new("daemon");
     sb.run_role("make-region", "md");
@@ -425,7 +463,7 @@ fn daemon_recovers_a_dead_consumer_and_stops_on_sigterm() {
         });
         found.unwrap_or_else(|| panic!("tachyond never logged {what:?}; it logged:\n{}", seen.join("\n")))
     };
-    expect("region \"md\""); // "watching region" (or, with dead attachers, "region "md": opening it ...")
+    expect("region \"md\""); // "watching region" (or, with dead attachers, "region "md": opened; ...")
 
     // A process that loaned a chunk and received a message dies.
     let pid = kill(sb.start_role("die", "dead-seg,md", Stdio::null()));

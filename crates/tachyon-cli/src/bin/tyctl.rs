@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use tachyon::bus::{Region, RegionReport};
+use tachyon::bus::{Delivery, Region, RegionReport};
 use tachyon::segment::name::SegmentName;
 use tachyon::segment::{self, SegmentInfo, SegmentStatus};
+use tachyon::sync::WaitPolicy;
 use tachyon::Segment;
 use tachyon_cli::json::Json;
 use tachyon_cli::reaper::{Event, Reaper};
@@ -125,18 +126,6 @@ fn list() -> Result<Vec<SegmentInfo>, Failure> {
 /// The file a name given on the command line refers to.
 fn path_of(name: &str) -> Result<std::path::PathBuf, Failure> {
     SegmentName::parse(name).map(|n| n.path()).map_err(|e| Failure(e.to_string()))
-}
-
-fn open_region(name: &str) -> Result<Region, Failure> {
-    Region::open(name).map_err(|e| match e {
-        tachyon::Error::NotFound { .. } => {
-            Failure(format!("no region named {} (see `tyctl ls`)", quoted(name)))
-        }
-        tachyon::Error::KindMismatch { found, .. } => {
-            Failure(format!("{} is a {found}, not a region", quoted(name)))
-        }
-        e => Failure(format!("cannot open region {}: {e}", quoted(name))),
-    })
 }
 
 // ---- ls ---------------------------------------------------------------------
@@ -330,25 +319,33 @@ impl Snapshot {
 }
 
 fn info(name: &str, json: bool) -> Outcome {
-    let region = open_region(name)?;
-    let report = inspect(&region, name)?;
+    let report = inspect(name)?;
     let text = if json {
-        format!("{}\n", report_json(&region, name, &report, None))
+        format!("{}\n", report_json(name, &report, None))
     } else {
-        report_text(&region, name, &report, None)
+        report_text(name, &report, None)
     };
     out(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn inspect(region: &Region, name: &str) -> Result<RegionReport, Failure> {
-    region.inspect().map_err(|e| Failure(format!("cannot inspect region {}: {e}", quoted(name))))
+/// A snapshot through a read-only view: looking attaches nothing, runs no
+/// recovery and changes nothing.
+fn inspect(name: &str) -> Result<RegionReport, Failure> {
+    Region::inspect_name(name).map_err(|e| match e {
+        tachyon::Error::NotFound { .. } => {
+            Failure(format!("no region named {} (see `tyctl ls`)", quoted(name)))
+        }
+        tachyon::Error::KindMismatch { found, .. } => {
+            Failure(format!("{} is a {found}, not a region", quoted(name)))
+        }
+        e => Failure(format!("cannot inspect region {}: {e}", quoted(name))),
+    })
 }
 
 fn watch(name: &str, interval: Duration, count: Option<u64>, json: bool) -> Outcome {
     signal::install().map_err(|e| Failure(format!("cannot catch signals: {e}")))?;
-    let region = open_region(name)?;
-    let path = region.segment().path().to_path_buf();
+    let path = inspect(name)?.path;
     let file = FileId::of(&path);
     let clear = !json && io::stdout().is_terminal();
     let mut previous: Option<Snapshot> = None;
@@ -363,11 +360,11 @@ fn watch(name: &str, interval: Duration, count: Option<u64>, json: bool) -> Outc
                 quoted(name)
             )));
         }
-        let report = inspect(&region, name)?;
+        let report = inspect(name)?;
         let snapshot = Snapshot::of(&report);
         let rates = previous.as_ref().map(|p| p.rates(&snapshot));
         let text = if json {
-            format!("{}\n", report_json(&region, name, &report, Some(rates.as_ref())))
+            format!("{}\n", report_json(name, &report, Some(rates.as_ref())))
         } else {
             let head = format!(
                 "every {} (snapshot {}{}), Ctrl-C to stop\n\n",
@@ -375,7 +372,7 @@ fn watch(name: &str, interval: Duration, count: Option<u64>, json: bool) -> Outc
                 shown + 1,
                 count.map(|c| format!(" of {c}")).unwrap_or_default()
             );
-            let body = report_text(&region, name, &report, Some(rates.as_ref()));
+            let body = report_text(name, &report, Some(rates.as_ref()));
             if clear {
                 format!("\x1b[H\x1b[2J{head}{body}")
             } else if shown > 0 {
@@ -393,21 +390,15 @@ fn watch(name: &str, interval: Duration, count: Option<u64>, json: bool) -> Outc
 
 /// `rates`: `None` for `info`; `Some(None)` for the first refresh of
 /// `watch` (no rate yet); `Some(Some(..))` after.
-fn report_text(
-    region: &Region,
-    name: &str,
-    report: &RegionReport,
-    rates: Option<Option<&HashMap<String, Rate>>>,
-) -> String {
+fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<String, Rate>>>) -> String {
     let now = text::now_unix_ns();
-    let seg = region.segment();
-    let me = seg.slot();
     let mut s = format!(
-        "region {}  {}  {}  created by pid {}\n",
+        "region {}  {}  {}  created by pid {}  lease {}\n",
         quoted(name),
-        clean(&seg.path().display().to_string()),
-        text::bytes(seg.size() as u64),
-        seg.creator().pid
+        clean(&report.path.display().to_string()),
+        text::bytes(report.size as u64),
+        report.creator.pid,
+        text::duration(report.lease)
     );
 
     s.push_str("\nTOPICS\n");
@@ -418,6 +409,8 @@ fn report_text(
             ("TOPIC", Align::Left),
             ("PARTITIONS", Align::Right),
             ("CAPACITY", Align::Right),
+            ("WAIT", Align::Left),
+            ("DELIVERY", Align::Left),
             ("PUBLISHED", Align::Right),
             ("RECEIVED", Align::Right),
             ("LOST", Align::Right),
@@ -434,6 +427,8 @@ fn report_text(
                 clean(&t.info.name),
                 t.info.partitions.to_string(),
                 t.info.capacity.to_string(),
+                wait_name(t.info.wait).to_owned(),
+                delivery_name(t.info.delivery).to_owned(),
                 t.info.published.to_string(),
                 t.info.received.to_string(),
                 t.info.lost.to_string(),
@@ -514,7 +509,7 @@ fn report_text(
         ("LOANS", Align::Right),
         ("UNRELEASED", Align::Right),
     ]);
-    for p in report.processes.iter().filter(|p| p.slot != me) {
+    for p in &report.processes {
         table.row([
             p.slot.to_string(),
             p.process.pid.to_string(),
@@ -525,7 +520,7 @@ fn report_text(
         ]);
     }
     if table.is_empty() {
-        s.push_str("(no other process attached)\n");
+        s.push_str("(no process attached)\n");
     } else {
         s.push_str(&table.render());
     }
@@ -536,6 +531,23 @@ fn report_text(
     s
 }
 
+fn wait_name(wait: Option<WaitPolicy>) -> &'static str {
+    match wait {
+        Some(WaitPolicy::Spin) => "spin",
+        Some(WaitPolicy::Futex) => "futex",
+        Some(WaitPolicy::Hybrid) => "hybrid",
+        None => "?",
+    }
+}
+
+fn delivery_name(delivery: Option<Delivery>) -> &'static str {
+    match delivery {
+        Some(Delivery::AtMostOnce) => "at-most-once",
+        Some(Delivery::AtLeastOnce) => "at-least-once",
+        None => "?",
+    }
+}
+
 fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".to_owned()
@@ -544,19 +556,14 @@ fn percent(part: u64, whole: u64) -> String {
     }
 }
 
-fn report_json(
-    region: &Region,
-    name: &str,
-    report: &RegionReport,
-    rates: Option<Option<&HashMap<String, Rate>>>,
-) -> Json {
-    let seg = region.segment();
-    let me = seg.slot();
+fn report_json(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<String, Rate>>>) -> Json {
     let topics = report.topics.iter().map(|t| {
         let mut pairs = vec![
             ("name", Json::from(t.info.name.as_str())),
             ("partition_count", Json::from(t.info.partitions)),
             ("capacity", Json::from(t.info.capacity)),
+            ("wait", Json::from(wait_name(t.info.wait))),
+            ("delivery", Json::from(delivery_name(t.info.delivery))),
             ("published", Json::from(t.info.published)),
             ("received", Json::from(t.info.received)),
             ("lost", Json::from(t.info.lost)),
@@ -590,7 +597,7 @@ fn report_json(
             ("in_use", Json::from(c.chunks.saturating_sub(c.free))),
         ])
     });
-    let processes = report.processes.iter().filter(|p| p.slot != me).map(|p| {
+    let processes = report.processes.iter().map(|p| {
         Json::object([
             ("slot", Json::from(p.slot)),
             ("pid", Json::from(p.process.pid)),
@@ -603,9 +610,10 @@ fn report_json(
     });
     Json::object([
         ("region", Json::from(name)),
-        ("path", Json::from(seg.path().to_string_lossy().into_owned())),
-        ("size", Json::from(seg.size())),
-        ("creator", Json::object([("pid", Json::from(seg.creator().pid))])),
+        ("path", Json::from(report.path.to_string_lossy().into_owned())),
+        ("size", Json::from(report.size)),
+        ("creator", Json::object([("pid", Json::from(report.creator.pid))])),
+        ("lease_ms", Json::from(report.lease.as_millis() as u64)),
         ("unix_ns", Json::from(text::now_unix_ns())),
         ("topics", Json::array(topics)),
         ("pool", Json::array(pool)),
