@@ -1399,6 +1399,16 @@ fn chaos_rpc_buffer() {
         }
         if let Some((at, _)) = last_kill {
             slowest_recovery = slowest_recovery.max(at.elapsed());
+            if at.elapsed() > SLOW_PROGRESS {
+                let pair = |base: usize| [side.get(base), side.get(base + 1)];
+                println!(
+                    "{label}: a new pair took {:.1?} to work {what}; (owner, opener) connect attempts so far \
+                     {:?}, last connect errors {:?} (1 AlreadyExists, 2 NotFound, 3 Closed)",
+                    at.elapsed(),
+                    pair(P_CONNECT_TRIES),
+                    pair(P_CONNECT_ERR)
+                );
+            }
         }
     };
     while owner_kills + opener_kills < kills_wanted && started.elapsed() < time_limit {
