@@ -245,7 +245,8 @@ impl Region {
                     }
                 }
                 if freed {
-                    topic.waits(p)?.not_full.notify_all();
+                    let waits = topic.waits(p)?;
+                    super::topic::topic_wake(&waits, waits.not_full);
                 }
             }
         }
@@ -308,7 +309,7 @@ impl Region {
         let desc = self.enqueue(i, route | REDELIVERY, len, HELD).map_or(NO_CHUNK, Descriptor::encode);
         crate::platform::fault::point("redeliver-queued");
         let ok = ring.commit_write(pos, idx, desc, self.seg.token());
-        waits.not_empty.notify_all();
+        super::topic::topic_wake(&waits, waits.not_empty);
         if ok && desc != NO_CHUNK {
             Some(Redelivery::Done)
         } else {

@@ -457,7 +457,7 @@ impl<'r> Topic<'r> {
         let checked = self.check_descriptor(word, me.raw());
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
-        waits.not_full.notify_all();
+        topic_wake(&waits, waits.not_full);
         let (class, chunk, len) = match checked {
             Ok(c) => c,
             Err(e) => {
@@ -539,7 +539,7 @@ impl<'r> Topic<'r> {
         let seg = self.region.segment();
         let (pos, idx, _) = self.claim(&ring, &waits, true, Some(Duration::from_secs(1)))?;
         ring.commit_write(pos, idx, Descriptor::new(chunk, 0, len).encode(), seg.token());
-        waits.not_empty.notify_all();
+        topic_wake(&waits, waits.not_empty);
         Ok(())
     }
 }
@@ -552,6 +552,16 @@ impl std::fmt::Debug for Topic<'_> {
             .field("capacity", &self.capacity)
             .field("wait", &self.policy)
             .finish()
+    }
+}
+
+/// Wakes the sleepers of `cell`, one of a topic's wait cells. A topic's
+/// wait policy is recorded in the region and every handle waits with it,
+/// so on a `Spin` topic nobody ever sleeps on these cells and the wake-up
+/// (a full fence and a load) is skipped.
+pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
+    if waits.policy != WaitPolicy::Spin {
+        cell.notify_all();
     }
 }
 
@@ -595,7 +605,7 @@ impl Loan<'_, '_> {
         };
         self.live = false;
         let committed = ring.commit_write(pos, idx, desc.encode(), seg.token());
-        waits.not_empty.notify_all();
+        topic_wake(&waits, waits.not_empty);
         if !committed {
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
