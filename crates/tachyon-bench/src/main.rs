@@ -131,10 +131,16 @@ struct SuiteArgs {
 
     /// bandwidth: transports to measure (the raw ring is the reference for
     /// the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw-ring,cb-zero-copy,cb-copy")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "raw-ring,cb-zero-copy,cb-copy,topic-copy,topic-loan"
+    )]
     transports: Vec<Transport>,
 
-    /// bandwidth: wait policies of the CircularBuffer runs (both ends).
+    /// bandwidth: wait policies of the CircularBuffer and topic runs (both
+    /// ends).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
     policies: Vec<Policy>,
 

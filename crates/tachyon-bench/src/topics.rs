@@ -114,6 +114,14 @@ impl Via {
         }
     }
 
+    /// The label in tables of `test`.
+    pub fn describe_in(self, test: Test) -> &'static str {
+        match (self, test) {
+            (Via::RawRing, Test::Throughput) => "raw SPSC ring of memcpys, spinning (reference)",
+            _ => self.describe(),
+        }
+    }
+
     /// A short label for charts.
     pub fn short(self) -> &'static str {
         match self {
@@ -1235,7 +1243,7 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | ({} – {}) | {:.2} | {} | {} | {} |",
-                case.via.describe(),
+                case.via.describe_in(test),
                 case.wait(),
                 stats::si(r.median),
                 stats::si(r.min),
