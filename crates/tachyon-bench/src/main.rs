@@ -25,6 +25,8 @@
 
 mod bandwidth;
 mod charts;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx;
 mod kernel;
 mod latency;
 mod machine;
@@ -210,7 +212,7 @@ struct SuiteArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc"
+        default_value = TOPIC_TRANSPORTS
     )]
     topic_transports: Vec<topics::Via>,
 
@@ -235,6 +237,12 @@ struct SuiteArgs {
     #[arg(long, value_enum, default_value = "spin")]
     scaling_policy: Policy,
 }
+
+/// The topics group's transports by default (with iceoryx2 when built in).
+#[cfg(not(feature = "iceoryx2"))]
+const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc";
+#[cfg(feature = "iceoryx2")]
+const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc,iceoryx2";
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let n = stats::parse_bytes(s)?;

@@ -81,6 +81,9 @@ pub enum Via {
     Cb,
     /// `RpcBuffer` request/response (latency only).
     Rpc,
+    /// iceoryx2 publish-subscribe (cargo feature `iceoryx2`), polling.
+    #[cfg(feature = "iceoryx2")]
+    Iceoryx2,
 }
 
 impl Via {
@@ -96,6 +99,8 @@ impl Via {
             Via::Loan => "loan",
             Via::Cb => "cb",
             Via::Rpc => "rpc",
+            #[cfg(feature = "iceoryx2")]
+            Via::Iceoryx2 => "iceoryx2",
         }
     }
 
@@ -111,6 +116,8 @@ impl Via {
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::Cb => "CircularBuffer `write`/`read`",
             Via::Rpc => "RpcBuffer `request` (echo handler)",
+            #[cfg(feature = "iceoryx2")]
+            Via::Iceoryx2 => "iceoryx2 0.10 publish-subscribe, loan + copy, polling (comparison)",
         }
     }
 
@@ -134,6 +141,8 @@ impl Via {
             Via::Loan => "topic loan",
             Via::Cb => "CircularBuffer",
             Via::Rpc => "RpcBuffer",
+            #[cfg(feature = "iceoryx2")]
+            Via::Iceoryx2 => "iceoryx2",
         }
     }
 
@@ -474,6 +483,8 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
         Via::Cb => cb_run(case, settings, count, warmup)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel_run(case, settings, count, warmup)?,
         Via::Rpc => unreachable!("handled above"),
+        #[cfg(feature = "iceoryx2")]
+        Via::Iceoryx2 => iceoryx_run(case, settings, count, warmup)?,
     };
     Ok(Sample { case, rep, count, elapsed, rtt })
 }
@@ -742,6 +753,53 @@ fn rpc_run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
     };
     let s = crate::rpc::run(crate::rpc::Case { via: crate::rpc::Via::Rpc(policy, shape) }, &rpc, rep)?;
     Ok(Sample { case, rep, count: s.calls, elapsed: s.elapsed, rtt: Some(s.rtt) })
+}
+
+/// iceoryx2 publish-subscribe (see `iceoryx.rs`).
+#[cfg(feature = "iceoryx2")]
+fn iceoryx_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result<Measured, String> {
+    use crate::iceoryx::Ports;
+    let stall = settings.common.stall;
+    let total = warmup + count;
+    let size = case.size;
+    let name = unique_name();
+    let mut args = peer_args(case, settings, count, warmup);
+    args.extend(["--name".into(), name.clone()]);
+    let mut buf = payload::buffer(size);
+    match case.test {
+        Test::Latency => {
+            let ports = Ports::open(&name, Some("ping"), Some("pong"), size, 2, stall)?;
+            let mut peer = Peer::spawn(&args)?;
+            peer.expect("ready", STARTUP)?;
+            let r = {
+                let mut check = || peer.check_alive();
+                let mut patience = Patience::new(stall, &mut check);
+                ports.wait_for_subscriber(&mut patience)?;
+                round_trips(total, warmup, |seq| {
+                    payload::stamp(&mut buf, seq);
+                    ports.send(&buf)?;
+                    ports.receive(&mut patience, "no pong came", |m| same(m, &buf, seq))?
+                })?
+            };
+            collect(peer, stall)?;
+            Ok((r.0, Some(r.1)))
+        }
+        Test::Throughput => {
+            let ports = Ports::open(&name, Some("data"), None, size, settings.capacity as usize, stall)?;
+            let mut peer = Peer::spawn(&args)?;
+            peer.expect("ready", STARTUP)?;
+            {
+                let mut check = || peer.check_alive();
+                let mut patience = Patience::new(stall, &mut check);
+                ports.wait_for_subscriber(&mut patience)?;
+                for seq in 0..total {
+                    payload::stamp(&mut buf, seq);
+                    ports.send(&buf).map_err(|e| format!("producer, message {seq}: {e}"))?;
+                }
+            }
+            Ok((collect(peer, stall)?, None))
+        }
+    }
 }
 
 fn kernel_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result<Measured, String> {
@@ -1025,6 +1083,43 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
             }
         }
         Via::Rpc => return Err("the RpcBuffer peer is `peer rpc`".into()),
+        #[cfg(feature = "iceoryx2")]
+        Via::Iceoryx2 => {
+            use crate::iceoryx::{check as ice_check, Ports};
+            let name = name()?;
+            let mut patience = Patience::new(stall, &mut check);
+            match a.test {
+                Test::Latency => {
+                    let ports = Ports::open(&name, Some("pong"), Some("ping"), a.size, 2, stall)?;
+                    ports.wait_for_subscriber(&mut patience)?;
+                    println!("ready");
+                    for seq in 0..total {
+                        let lose = fault.at(seq);
+                        ports
+                            .receive(&mut patience, "no ping came", |m| {
+                                buf.copy_from_slice(&m[..a.size.min(m.len())]);
+                                ice_check(m, a.size, seq)
+                            })
+                            .and_then(|r| r)
+                            .and_then(|()| {
+                                if lose {
+                                    payload::damage(&mut buf);
+                                }
+                                ports.send(&buf)
+                            })
+                            .map_err(|e| format!("echo, round trip {seq}: {e}"))?;
+                    }
+                    Duration::ZERO
+                }
+                Test::Throughput => {
+                    let ports = Ports::open(&name, None, Some("data"), a.size, a.capacity, stall)?;
+                    println!("ready");
+                    bandwidth::timed(total, a.warmup, |seq| {
+                        ports.receive(&mut patience, "no message came", |m| ice_check(m, a.size, seq))?
+                    })?
+                }
+            }
+        }
         Via::RawRing => {
             let name = name()?;
             let mut patience = Patience::new(stall, &mut check);
@@ -1296,6 +1391,15 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
             res.paired(thr(via, spin), thr(Via::Pipe, None), rate),
             2.0,
             false,
+        );
+    }
+    #[cfg(feature = "iceoryx2")]
+    for via in [Via::Copy, Via::Loan] {
+        bar(
+            format!("{} spin round trip p50 ÷ iceoryx2", via.short()),
+            res.paired(lat(via, spin), lat(Via::Iceoryx2, None), p50),
+            0.5,
+            true,
         );
     }
     for p in &settings.policies {
