@@ -53,8 +53,11 @@ fn a_tiny_suite_runs_and_writes_its_report() {
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert_eq!(report, stdout);
     let csv = std::fs::read_to_string(dir.join("bandwidth.csv")).expect("bandwidth.csv");
-    // Header, memcpy, raw ring, 2 CircularBuffer paths × 2 policies.
-    assert_eq!(csv.lines().count(), 1 + 1 + 1 + 4, "{csv}");
+    // Header, memcpy, raw ring, 2 CircularBuffer paths and 2 topic paths
+    // × 2 policies.
+    assert_eq!(csv.lines().count(), 1 + 1 + 1 + 4 + 4, "{csv}");
+    assert!(stdout.contains("topic `send`/`recv_into`"), "{stdout}");
+    assert!(dir.join("bandwidth.png").exists() && dir.join("bandwidth.svg").exists());
     let _ = std::fs::remove_dir_all(dir);
 }
 
