@@ -16,6 +16,8 @@ use crate::peer::{self, Fault, Peer, SLICE, STARTUP};
 use crate::pin::{self, Placement};
 use crate::rawring::{self, Patience, RawRing};
 use crate::stats::{self, Spread};
+use crate::suite::Common;
+use crate::topics;
 use clap::ValueEnum;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -36,6 +38,12 @@ pub enum Transport {
     CbZeroCopy,
     /// `CircularBuffer::write` / `read`.
     CbCopy,
+    /// A topic, `send` / `recv_into`, of as many descriptors as the ring
+    /// has nodes (rounded up to a power of two).
+    TopicCopy,
+    /// A topic, the item copied into a `loan` and `publish`ed / `receive`d
+    /// and read in place.
+    TopicLoan,
 }
 
 impl Transport {
@@ -44,6 +52,8 @@ impl Transport {
             Transport::RawRing => "raw-ring",
             Transport::CbZeroCopy => "cb-zero-copy",
             Transport::CbCopy => "cb-copy",
+            Transport::TopicCopy => "topic-copy",
+            Transport::TopicLoan => "topic-loan",
         }
     }
 
@@ -52,6 +62,8 @@ impl Transport {
             Transport::RawRing => "raw SPSC ring (reference)",
             Transport::CbZeroCopy => "CircularBuffer `write_with`/`read_with`",
             Transport::CbCopy => "CircularBuffer `write`/`read`",
+            Transport::TopicCopy => "topic `send`/`recv_into`",
+            Transport::TopicLoan => "topic `loan`+`publish`/`receive`, read in place",
         }
     }
 }
@@ -302,6 +314,24 @@ fn ring(
             }
             collect(peer, items, stall)
         }
+        Transport::TopicCopy | Transport::TopicLoan => {
+            // The topics group's code, on a topic of about `nodes` slots.
+            let topics = topics::Settings {
+                round_trips: 1,
+                messages: items,
+                latency_size: size,
+                throughput_sizes: vec![size],
+                policies: policy.into_iter().collect(),
+                transports: Vec::new(),
+                tests: vec![topics::Test::Throughput],
+                capacity: nodes.next_power_of_two().max(2) as u32,
+                common: Common { reps: 1, stall, placement: settings.placement },
+            };
+            let via = if transport == Transport::TopicCopy { topics::Via::Copy } else { topics::Via::Loan };
+            let case = topics::Case::new(topics::Test::Throughput, via, policy, size);
+            let s = topics::run(case, &topics, 0)?;
+            Ok((s.count, s.elapsed))
+        }
         Transport::CbZeroCopy | Transport::CbCopy => {
             let ring = CircularBuffer::builder(&name)
                 .node_count(nodes)
@@ -413,6 +443,9 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
     let total = a.warmup + a.items;
     let mut dst = payload::buffer(a.size);
     let elapsed = match a.transport {
+        Transport::TopicCopy | Transport::TopicLoan => {
+            return Err("a topic's reader is `peer topics`".into());
+        }
         Transport::RawRing => {
             let ring = RawRing::open(&a.name, a.nodes, a.size, a.data_off.ok_or("--data-off is required")?)?;
             let mut reader = rawring::Reader::new(&ring)?;
@@ -496,6 +529,39 @@ pub fn timed(
     Ok(start.elapsed())
 }
 
+/// GB/s bars of the headline configuration (1 MiB × 20 nodes if measured,
+/// else the largest size and node count), with the memcpy of that size.
+fn charts(settings: &Settings, samples: &[Sample]) -> Vec<crate::charts::Chart> {
+    let res = Results::new(samples);
+    let pick = |v: &[usize], want: usize| v.iter().copied().find(|&x| x == want).or(v.iter().copied().max());
+    let (Some(size), Some(nodes)) = (pick(&settings.sizes, 1 << 20), pick(&settings.nodes, 20)) else {
+        return Vec::new();
+    };
+    let mut rows = vec![("memcpy, one core".to_owned(), Case::Memcpy { size })];
+    for &transport in &settings.transports {
+        if transport == Transport::RawRing {
+            rows.push(("raw ring".to_owned(), raw_case(size, nodes)));
+        } else {
+            for &p in &settings.policies {
+                let case = Case::Ring { transport, policy: Some(p), size, nodes };
+                rows.push((format!("{}/{}", transport.name(), p.name()), case));
+            }
+        }
+    }
+    let values = rows.iter().map(|(_, c)| res.gbps(*c).map_or(0.0, |s| s.median)).collect();
+    vec![crate::charts::Chart::Bars {
+        file: "bandwidth",
+        title: format!(
+            "Streaming bandwidth, {} items, {nodes} nodes (median of {} runs)",
+            stats::bytes(size as u64),
+            samples.iter().map(|s| s.rep + 1).max().unwrap_or(0)
+        ),
+        value_label: "GB/s (log scale; longer is better)".into(),
+        categories: rows.into_iter().map(|(name, _)| name).collect(),
+        series: vec![("GB/s".into(), values)],
+    }]
+}
+
 /// The measurements of one run of the suite, by case and repetition.
 struct Results {
     gbps: HashMap<(Case, usize), f64>,
@@ -549,12 +615,17 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
     let has_raw = settings.transports.contains(&Transport::RawRing);
 
     let mut out = String::new();
-    let _ = writeln!(out, "## CircularBuffer streaming bandwidth (writer process → reader process)\n");
+    let _ = writeln!(
+        out,
+        "## Streaming bandwidth: CircularBuffer and topics (writer process → reader process)\n"
+    );
     let _ = writeln!(
         out,
         "GB/s = 10^9 bytes of item payload delivered to the reader per second: the median of the \
          repetitions, their range in brackets. Every item is copied in by the writer and out by the \
-         reader, and carries a sequence number the reader checks. The ratios are medians of \
+         reader (a topic's loan-path reader reads it in place instead), and carries a sequence \
+         number the reader checks. A topic has as many descriptors as the ring has nodes, \
+         rounded up to a power of two (20 nodes: 32). The ratios are medians of \
          per-repetition ratios: each run divided by the memcpy or raw-ring run of the same \
          repetition, which ran moments before it.\n"
     );
@@ -579,6 +650,20 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
             ratio(res.paired(headline, raw_case(size, nodes))),
             ratio(res.paired(headline, Case::Memcpy { size })),
         );
+    }
+    for transport in [Transport::TopicCopy, Transport::TopicLoan] {
+        let case = Case::Ring { transport, policy: Some(Policy::Spin), size, nodes };
+        if let Some(g) = res.gbps(case) {
+            let _ = writeln!(
+                out,
+                "A {} with 1 MiB messages, 32 descriptors (spin): **{:.2} GB/s** = {} × the raw ring of \
+                 20 × 1 MiB and {} × a one-core memcpy of the same run.\n",
+                transport.describe(),
+                g.median,
+                ratio(res.paired(case, raw_case(size, nodes))),
+                ratio(res.paired(case, Case::Memcpy { size })),
+            );
+        }
     }
     for &size in &settings.sizes {
         let memcpy = Case::Memcpy { size };
@@ -636,7 +721,7 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         if !cb.is_empty() && has_raw {
             let _ = writeln!(
                 out,
-                "CircularBuffer ÷ raw ring, {} items: median (min – max) of the per-repetition \
+                "CircularBuffer and topics ÷ raw ring, {} items: median (min – max) of the per-repetition \
                  ratios; * = median below 0.8.\n",
                 stats::bytes(size as u64)
             );
@@ -721,5 +806,9 @@ impl crate::suite::Group for Settings {
 
     fn csv(&self, samples: &[Sample]) -> String {
         csv(samples)
+    }
+
+    fn charts(&self, samples: &[Sample]) -> Vec<crate::charts::Chart> {
+        charts(self, samples)
     }
 }

@@ -1,4 +1,5 @@
-//! The kernel references: a Unix domain socket (`socketpair`) and pipes
+//! The kernel references: a Unix domain socket (`socketpair`), TCP over
+//! loopback (`TCP_NODELAY`) and pipes
 //! between this process and its peer, used with plain blocking `read` and
 //! `write` calls, one message per call.
 //!
@@ -12,6 +13,7 @@ use rustix::fd::{AsRawFd, FromRawFd, OwnedFd};
 use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::pipe::{pipe_with, PipeFlags};
 use std::fs::File;
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 
 /// A kernel transport.
@@ -21,6 +23,9 @@ pub enum Kind {
     Unix,
     /// One pipe per direction.
     Pipe,
+    /// A TCP connection over loopback (127.0.0.1), `TCP_NODELAY` on both
+    /// ends.
+    Tcp,
 }
 
 /// This process's ends. `rx` is `None` for a one-way link.
@@ -49,6 +54,32 @@ pub fn link(kind: Kind, duplex: bool) -> Result<(Link, PeerEnds), String> {
     match kind {
         Kind::Unix => {
             let (mine, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+            let theirs = OwnedFd::from(theirs);
+            let n = inheritable(&theirs)?;
+            let tx = File::from(OwnedFd::from(mine));
+            let rx = if duplex { Some(tx.try_clone().map_err(|e| format!("dup: {e}"))?) } else { None };
+            let mut args = vec!["--fd-in".to_owned(), n.to_string()];
+            if duplex {
+                args.extend(["--fd-out".to_owned(), n.to_string()]);
+            }
+            Ok((Link { rx, tx }, PeerEnds { _fds: vec![theirs], args }))
+        }
+        Kind::Tcp => {
+            let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| format!("tcp bind: {e}"))?;
+            let addr = listener.local_addr().map_err(|e| format!("tcp: {e}"))?;
+            let mine = TcpStream::connect(addr).map_err(|e| format!("tcp connect to {addr}: {e}"))?;
+            let me = mine.local_addr().map_err(|e| format!("tcp: {e}"))?;
+            // Only this process knows the fresh port, but make sure the
+            // connection accepted is ours.
+            let theirs = loop {
+                let (s, from) = listener.accept().map_err(|e| format!("tcp accept: {e}"))?;
+                if from == me {
+                    break s;
+                }
+            };
+            for s in [&mine, &theirs] {
+                s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+            }
             let theirs = OwnedFd::from(theirs);
             let n = inheritable(&theirs)?;
             let tx = File::from(OwnedFd::from(mine));

@@ -24,6 +24,9 @@
 //! `docs/BENCHMARK.md`.
 
 mod bandwidth;
+mod charts;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx;
 mod kernel;
 mod latency;
 mod machine;
@@ -32,6 +35,7 @@ mod peer;
 mod pin;
 mod rawring;
 mod rpc;
+mod scaling;
 mod stats;
 mod suite;
 mod topics;
@@ -82,8 +86,11 @@ enum Group {
     Bandwidth,
     /// RpcBuffer calls/s and round trips vs a Unix domain socket.
     Rpc,
-    /// Topic round trips and throughput vs a Unix socket, a pipe, a raw ring.
+    /// Round trips and throughput of topics, CircularBuffer, RpcBuffer vs
+    /// a Unix socket, a pipe, TCP, raw shared memory.
     Topics,
+    /// Loan-path round trip vs payload size; throughput vs partitions.
+    Scaling,
 }
 
 #[derive(Debug, clap::Args)]
@@ -111,7 +118,8 @@ struct SuiteArgs {
     #[arg(long, default_value_t = 10)]
     stall_secs: u64,
 
-    /// Folder for report.md and one CSV file per group.
+    /// Folder for report.md, one CSV file per group and the charts (SVG
+    /// and PNG).
     #[arg(long, default_value = "target/bench-report")]
     out: PathBuf,
 
@@ -125,10 +133,16 @@ struct SuiteArgs {
 
     /// bandwidth: transports to measure (the raw ring is the reference for
     /// the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw-ring,cb-zero-copy,cb-copy")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "raw-ring,cb-zero-copy,cb-copy,topic-copy,topic-loan"
+    )]
     transports: Vec<Transport>,
 
-    /// bandwidth: wait policies of the CircularBuffer runs (both ends).
+    /// bandwidth: wait policies of the CircularBuffer and topic runs (both
+    /// ends).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
     policies: Vec<Policy>,
 
@@ -158,7 +172,7 @@ struct SuiteArgs {
     rpc_policies: Vec<Policy>,
 
     /// topics: timed round trips per latency run.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
     round_trips: u64,
 
     /// topics: timed messages per throughput run.
@@ -169,27 +183,66 @@ struct SuiteArgs {
     #[arg(long, default_value = "256", value_parser = parse_message_size)]
     latency_size: usize,
 
-    /// topics: message size of the throughput runs.
-    #[arg(long, default_value = "1KiB", value_parser = parse_message_size)]
-    throughput_size: usize,
+    /// topics: message sizes of the throughput runs.
+    #[arg(
+        long,
+        alias = "throughput-size",
+        value_delimiter = ',',
+        default_value = "64,1KiB",
+        value_parser = parse_message_size
+    )]
+    throughput_sizes: Vec<usize>,
 
     /// topics: which measurements.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "latency,throughput")]
     topic_tests: Vec<topics::Test>,
 
-    /// topics: wait policies of the topics (both ends).
+    /// topics: wait policies of the tachyon transports (both ends).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid,futex")]
     topic_policies: Vec<Policy>,
 
-    /// topics: descriptors per partition (and raw-ring slots).
+    /// topics: descriptors per partition (and raw-ring and CircularBuffer
+    /// slots).
     #[arg(long, default_value_t = 1024)]
     capacity: u32,
 
     /// topics: transports (the Unix socket, the pipe and the raw ring are
-    /// the references for the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "raw-ring,unix,pipe,copy,loan")]
+    /// the references for the ratios; flag and rpc measure latency only).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = TOPIC_TRANSPORTS
+    )]
     topic_transports: Vec<topics::Via>,
+
+    /// scaling: payload sizes of the loan-path round trips.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64,256,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB",
+        value_parser = parse_message_size
+    )]
+    scaling_sizes: Vec<usize>,
+
+    /// scaling: timed round trips per run.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    scaling_round_trips: u64,
+
+    /// scaling: partition counts of the throughput runs (powers of two).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    scaling_partitions: Vec<u32>,
+
+    /// scaling: wait policy of both ends.
+    #[arg(long, value_enum, default_value = "spin")]
+    scaling_policy: Policy,
 }
+
+/// The topics group's transports by default (with iceoryx2 when built in).
+#[cfg(not(feature = "iceoryx2"))]
+const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc";
+#[cfg(feature = "iceoryx2")]
+const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc,iceoryx2";
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let n = stats::parse_bytes(s)?;
@@ -239,6 +292,14 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     if !args.capacity.is_power_of_two() || !(2..=tachyon::bus::MAX_CAPACITY).contains(&args.capacity) {
         return Err(format!("--capacity: {} is not a power of two from 2 to 1048576", args.capacity));
     }
+    if let Some(&p) =
+        args.scaling_partitions.iter().find(|&&p| !p.is_power_of_two() || p > tachyon::bus::MAX_PARTITIONS)
+    {
+        return Err(format!(
+            "--scaling-partitions: {p} is not a power of two from 1 to {}",
+            tachyon::bus::MAX_PARTITIONS
+        ));
+    }
     let wants = |g: Group| args.groups.contains(&g) || args.groups.contains(&Group::All);
     sweep_stale_segments();
     let machine = machine::Machine::probe();
@@ -269,15 +330,27 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         round_trips: args.round_trips,
         messages: args.messages,
         latency_size: args.latency_size,
-        throughput_size: args.throughput_size,
+        throughput_sizes: dedup(&args.throughput_sizes),
         policies: dedup(&args.topic_policies),
         transports: dedup(&args.topic_transports),
         tests: dedup(&args.topic_tests),
         capacity: args.capacity,
         common,
     };
+    let scaling = scaling::Settings {
+        topics: topics::Settings {
+            round_trips: args.scaling_round_trips,
+            messages: args.messages,
+            capacity: args.capacity,
+            ..topics.clone()
+        },
+        sizes: dedup(&args.scaling_sizes),
+        partitions: dedup(&args.scaling_partitions),
+        throughput_size: 1024,
+        policy: args.scaling_policy,
+    };
 
-    let mut progress = Progress { done: 0, total: 0 };
+    let mut progress = Progress { done: 0, total: 0, started: Instant::now() };
     if wants(Group::Bandwidth) {
         progress.total += bandwidth.cases().len() * common.reps;
     }
@@ -287,31 +360,46 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     if wants(Group::Topics) {
         progress.total += topics.cases().len() * common.reps;
     }
+    if wants(Group::Scaling) {
+        progress.total += scaling.cases().len() * common.reps;
+    }
     let started = Instant::now();
     let mut sections = Vec::new();
     let mut csvs = Vec::new();
+    let mut charts = Vec::new();
+    let mut run = |g: &dyn Fn(&mut Progress) -> Result<Output, String>| -> Result<(), String> {
+        let (section, csv, group_charts) = g(&mut progress)?;
+        sections.push(section);
+        csvs.push(csv);
+        charts.extend(group_charts);
+        Ok(())
+    };
+    if wants(Group::Topics) {
+        run(&|p| measure(&topics, common.reps, p))?;
+    }
+    if wants(Group::Scaling) {
+        run(&|p| measure(&scaling, common.reps, p))?;
+    }
     if wants(Group::Bandwidth) {
-        let samples = suite::measure(&bandwidth, common.reps, &mut progress)?;
-        sections.push(bandwidth.render(&samples));
-        csvs.push((bandwidth.name(), bandwidth.csv(&samples)));
+        run(&|p| measure(&bandwidth, common.reps, p))?;
     }
     if wants(Group::Rpc) {
-        let samples = suite::measure(&rpc, common.reps, &mut progress)?;
-        sections.push(rpc.render(&samples));
-        csvs.push((rpc.name(), rpc.csv(&samples)));
-    }
-    if wants(Group::Topics) {
-        let samples = suite::measure(&topics, common.reps, &mut progress)?;
-        sections.push(topics.render(&samples));
-        csvs.push((topics.name(), topics.csv(&samples)));
+        run(&|p| measure(&rpc, common.reps, p))?;
     }
 
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let mut report = header(&common, &machine, started.elapsed());
     for s in sections {
         report.push_str(&s);
     }
+    if !charts.is_empty() {
+        report.push_str("## Charts\n\nEach as SVG and PNG in the report's folder.\n\n");
+        for chart in &charts {
+            let [svg, _png] = charts::write(chart, &args.out)?;
+            report.push_str(&format!("![{}]({svg})\n\n", chart.file()));
+        }
+    }
     print!("{report}");
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let write = |file: &str, text: &str| {
         let path = args.out.join(file);
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -342,6 +430,15 @@ fn sweep_stale_segments() {
     if removed > 0 {
         eprintln!("tachyon-bench: removed {removed} segment(s) left by an interrupted run");
     }
+}
+
+/// A group's report section, its CSV (group name, text) and its charts.
+type Output = (String, (&'static str, String), Vec<charts::Chart>);
+
+/// Runs a group and renders what it measured.
+fn measure<G: suite::Group>(g: &G, reps: usize, progress: &mut Progress) -> Result<Output, String> {
+    let samples = suite::measure(g, reps, progress)?;
+    Ok((g.render(&samples), (g.name(), g.csv(&samples)), g.charts(&samples)))
 }
 
 fn dedup<T: Ord + Copy>(v: &[T]) -> Vec<T> {

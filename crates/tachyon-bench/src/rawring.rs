@@ -119,8 +119,9 @@ impl<'a> Patience<'a> {
         Patience { limit, check }
     }
 
+    /// Spins until `ready()` is true, failing after the limit.
     #[cold]
-    fn spin_until(&mut self, what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+    pub fn spin_until(&mut self, what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
         let start = Instant::now();
         let mut last_check = start;
         loop {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tachyon::RpcBuffer;
 
 /// Bytes of a packet header (`tachyon::primitives::rpc::PACKET_HEADER`).
-const HEADER: usize = tachyon::primitives::rpc::PACKET_HEADER;
+pub const HEADER: usize = tachyon::primitives::rpc::PACKET_HEADER;
 
 /// A message size and the channel geometry it is sent through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

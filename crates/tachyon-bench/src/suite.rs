@@ -4,7 +4,7 @@
 //! of the host hits all configurations alike).
 
 use std::fmt::Display;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::pin::Placement;
 
@@ -42,14 +42,46 @@ pub trait Group {
     fn render(&self, samples: &[Self::Sample]) -> String;
     /// Every sample as CSV, with a header line.
     fn csv(&self, samples: &[Self::Sample]) -> String;
+    /// The group's charts.
+    fn charts(&self, _samples: &[Self::Sample]) -> Vec<crate::charts::Chart> {
+        Vec::new()
+    }
 }
 
-/// Counts runs across groups for the progress lines.
+/// Counts runs across groups for the progress bar.
 pub struct Progress {
     /// Runs done.
     pub done: usize,
     /// Runs in all.
     pub total: usize,
+    /// When the suite started.
+    pub started: Instant,
+}
+
+impl Progress {
+    /// A progress bar with the estimated time left: `[#####-----]  12/120
+    /// 10 %  1m05s left`.
+    pub fn bar(&self) -> String {
+        const WIDTH: usize = 24;
+        let total = self.total.max(1);
+        let filled = (self.done * WIDTH / total).min(WIDTH);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let left = if self.done == 0 {
+            "?".to_owned()
+        } else {
+            let secs = (elapsed / self.done as f64 * (total - self.done.min(total)) as f64).round() as u64;
+            format!("{}m{:02}s", secs / 60, secs % 60)
+        };
+        format!(
+            "[{}{}] {:>3}/{} {:>3} % {:>6} left",
+            "#".repeat(filled),
+            "-".repeat(WIDTH - filled),
+            self.done,
+            self.total,
+            self.done * 100 / total,
+            left
+        )
+    }
 }
 
 /// Runs a group: a warm-up run, then `reps` repetitions of every case.
@@ -58,6 +90,7 @@ pub fn measure<G: Group>(g: &G, reps: usize, progress: &mut Progress) -> Result<
     // One unrecorded run first: a vCPU that has been idle for a while runs
     // slowly until the host gives it a core again.
     if let Some(case) = g.warmup_case() {
+        eprintln!("{} {} warm-up {case}", progress.bar(), g.name());
         g.run(case, 0).map_err(|e| format!("{case}, warm-up run: {e}"))?;
     }
     let mut samples = Vec::with_capacity(cases.len() * reps);
@@ -66,9 +99,8 @@ pub fn measure<G: Group>(g: &G, reps: usize, progress: &mut Progress) -> Result<
             let sample = g.run(case, rep).map_err(|e| format!("{case}, repetition {}: {e}", rep + 1))?;
             progress.done += 1;
             eprintln!(
-                "[{:>3}/{}] {} rep {} {:<44} {}",
-                progress.done,
-                progress.total,
+                "{} {} rep {} {:<44} {}",
+                progress.bar(),
                 g.name(),
                 rep + 1,
                 case.to_string(),

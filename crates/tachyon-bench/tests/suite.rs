@@ -53,8 +53,11 @@ fn a_tiny_suite_runs_and_writes_its_report() {
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert_eq!(report, stdout);
     let csv = std::fs::read_to_string(dir.join("bandwidth.csv")).expect("bandwidth.csv");
-    // Header, memcpy, raw ring, 2 CircularBuffer paths × 2 policies.
-    assert_eq!(csv.lines().count(), 1 + 1 + 1 + 4, "{csv}");
+    // Header, memcpy, raw ring, 2 CircularBuffer paths and 2 topic paths
+    // × 2 policies.
+    assert_eq!(csv.lines().count(), 1 + 1 + 1 + 4 + 4, "{csv}");
+    assert!(stdout.contains("topic `send`/`recv_into`"), "{stdout}");
+    assert!(dir.join("bandwidth.png").exists() && dir.join("bandwidth.svg").exists());
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -124,12 +127,34 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     let (o, dir) = run_group("topics-ok", &TINY_TOPICS, None);
     assert!(o.status.success(), "{}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    for want in ["## Topics", "Round-trip latency, 256 B", "One-way throughput, 1 KiB", "pipe", "loan path"] {
+    for want in [
+        "## Round-trip latency and one-way throughput",
+        "Round-trip latency, 256 B",
+        "One-way throughput, 64 B",
+        "One-way throughput, 1 KiB",
+        "pipe",
+        "TCP loopback",
+        "bare cache-line",
+        "loan path",
+        "CircularBuffer",
+        "RpcBuffer",
+        "Against the project's bars",
+        "![latency](latency.svg)",
+    ] {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
-    // Header; per test: raw ring, Unix socket, pipe, copy and loan × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + 2 * (3 + 6), "{csv}");
+    // Header; latency: raw ring, flag, Unix socket, pipe, TCP, then copy,
+    // loan, CircularBuffer and RpcBuffer × 3 policies; throughput, for 64 B
+    // and 1 KiB: raw ring, Unix socket, pipe, TCP, then copy, loan and
+    // CircularBuffer × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (5 + 12) + 2 * (4 + 9), "{csv}");
+    for chart in ["latency", "throughput"] {
+        for ext in ["svg", "png"] {
+            let file = dir.join(format!("{chart}.{ext}"));
+            assert!(std::fs::metadata(&file).is_ok_and(|m| m.len() > 1000), "{}", file.display());
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -156,7 +181,7 @@ fn a_wrong_response_fails_the_run() {
 
 #[test]
 fn a_damaged_pong_fails_the_run() {
-    for transport in ["copy", "loan", "raw-ring", "pipe"] {
+    for transport in ["copy", "loan", "raw-ring", "pipe", "tcp", "cb", "flag"] {
         let args =
             [&TINY_TOPICS[..], &["--topic-tests", "latency", "--topic-transports", transport]].concat();
         let (o, _) = run_group("topics-lose", &args, Some("lose:50"));
@@ -201,4 +226,57 @@ fn a_stalled_topics_peer_fails_the_run_after_the_stall_timeout() {
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(e.contains("latency loan/spin") && e.contains("no pong came"), "{e}");
+}
+
+#[test]
+fn a_tiny_scaling_group_runs_and_draws_its_chart() {
+    let args = [
+        "--group",
+        "scaling",
+        "--scaling-sizes",
+        "64,64KiB",
+        "--scaling-round-trips",
+        "50",
+        "--messages",
+        "1000",
+        "--capacity",
+        "64",
+        "--scaling-partitions",
+        "1,4",
+    ];
+    let (o, dir) = run_group("scaling-ok", &args, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in ["Round trip vs payload size", "| 64 KiB |", "Throughput vs partitions", "| 4 |"] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("scaling.csv")).expect("scaling.csv");
+    // Header; per size: raw floor, loan in place, loan every byte; per
+    // partition count: copy, loan.
+    assert_eq!(csv.lines().count(), 1 + 2 * 3 + 2 * 2, "{csv}");
+    assert!(dir.join("latency-vs-size.png").exists() && dir.join("latency-vs-size.svg").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_lost_message_in_the_scaling_group_fails_the_run() {
+    let args = [
+        "--group",
+        "scaling",
+        "--scaling-sizes",
+        "64",
+        "--scaling-round-trips",
+        "50",
+        "--messages",
+        "1000",
+        "--capacity",
+        "64",
+        "--scaling-partitions",
+        "2",
+    ];
+    let (o, _) = run_group("scaling-lose", &args, Some("lose:50"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    // The first case, the raw floor at 64 B, fails on its 50th round trip.
+    assert!(e.contains("pong 50 differs") || e.contains("expected item 50"), "{e}");
 }
