@@ -182,6 +182,7 @@ impl Event {
                 let mut parts = Vec::new();
                 for (n, one, many) in [
                     (recovered.loans, "loan", "loans"),
+                    (recovered.cached, "chunk kept for a next loan", "chunks kept for next loans"),
                     (recovered.held, "unreleased message (lost)", "unreleased messages (lost)"),
                     (
                         recovered.redelivered,
@@ -277,6 +278,7 @@ impl Event {
                 ("name", Json::from(name.as_str())),
                 ("path", path(p)),
                 ("loans", Json::from(recovered.loans)),
+                ("cached", Json::from(recovered.cached)),
                 ("held", Json::from(recovered.held)),
                 ("unpublished", Json::from(recovered.unpublished)),
                 ("redelivered", Json::from(recovered.redelivered)),

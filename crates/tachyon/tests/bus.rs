@@ -133,6 +133,15 @@ fn child_entry() {
             counter(&side, 0).store(loans.len() as u64, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // SIGKILLed here, holding its loans
         }
+        "cache-and-hang" => {
+            let side = Segment::open(parts[1]).unwrap();
+            // Two 100-byte loans dropped: kept by this process for its next
+            // loans (the 256 B class is large enough to be cached).
+            let loans: Vec<_> = (0..2).map(|_| topic.loan(100, LONG).unwrap()).collect();
+            drop(loans);
+            counter(&side, 0).store(2, Ordering::SeqCst);
+            std::thread::sleep(LIMIT); // SIGKILLed here
+        }
         "receive-and-hang" => {
             let side = Segment::open(parts[1]).unwrap();
             let held: Vec<_> = (0..2).map(|_| topic.receive(0, LONG).unwrap()).collect();
@@ -477,6 +486,42 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let report = Region::inspect_name(&name).unwrap();
     assert_eq!(report.processes.len(), 2, "this process's two handles");
     assert!(report.processes.iter().all(|p| p.alive));
+}
+
+#[test]
+fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it_dies() {
+    let name = unique("bus-cache");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-cache-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    let region = small_region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let initial = region.pool_stats().unwrap();
+    // This process: a dropped loan is kept, and the next loan reuses it.
+    let first = topic.loan(100, SHORT).unwrap();
+    let first_ptr = first.as_ptr();
+    drop(first);
+    assert_eq!(region.pool_stats().unwrap(), initial, "a kept chunk counts as free");
+    assert_eq!(topic.loan(100, SHORT).unwrap().as_ptr(), first_ptr, "the kept chunk is reused");
+
+    let mut child = spawn(ENTRY, "cache-and-hang", &format!("{name},{side_name}"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    let report = Region::inspect_name(&name).unwrap();
+    assert!(
+        report.processes.iter().all(|p| p.loans == 0),
+        "kept chunks are not loans: {:?}",
+        report.processes
+    );
+    kill(&mut child);
+    let r = region.recover().unwrap();
+    assert_eq!((r.cached, r.loans, r.total()), (2, 0, 2));
+    assert_eq!(region.pool_stats().unwrap(), initial);
+    drop(topic);
+    drop(region); // gives back what this handle kept
+    let again = Region::open(&name).unwrap();
+    assert_eq!(again.recovered_on_open().total(), 0);
+    assert_eq!(again.pool_stats().unwrap(), initial);
 }
 
 #[test]

@@ -116,8 +116,8 @@ impl Region {
         for meta in self.metas()? {
             let w = meta.word();
             let state = w.state();
-            if state != LOANED && state != HELD {
-                continue;
+            if state != LOANED && state != HELD || super::region::is_free(meta) {
+                continue; // free, or kept free by its process for a loan
             }
             let Some(owner) = Token::from_raw(w.holder()) else { continue };
             let current = seg.slot_generation(owner.slot()) == Some(owner.gen());

@@ -43,6 +43,9 @@ use std::collections::HashSet;
 pub struct Recovered {
     /// Chunks a dead producer had loaned and not published.
     pub loans: usize,
+    /// Free chunks a dead process kept for its next loans (a process keeps
+    /// up to two per size class of 256 chunks or more).
+    pub cached: usize,
     /// Messages a dead consumer had received and not released (lost).
     pub held: usize,
     /// Chunks a dead producer was publishing when it died (lost).
@@ -68,7 +71,7 @@ enum Redelivery {
 impl Recovered {
     /// Chunks returned to the pool in all.
     pub fn total(&self) -> usize {
-        self.loans + self.held + self.unpublished + self.redelivered
+        self.loans + self.cached + self.held + self.unpublished + self.redelivered
     }
 }
 
@@ -127,6 +130,7 @@ impl Region {
         for (i, w) in dead {
             let route = metas[i as usize].route.load(Ordering::Acquire);
             match w.state() {
+                LOANED if route == super::region::CACHED => found.cached += usize::from(self.reclaim(i, w)),
                 LOANED if self.reclaim(i, w) => found.loans += 1,
                 QUEUED if named.contains(&i) => {}
                 // A publication cut short before its commit (never

@@ -29,7 +29,7 @@
 //! stored offset to match, so no offset or count from shared memory is used
 //! unchecked.
 
-use super::pool::{ChunkMeta, FreeList, Pool, FREE, MAX_CHUNKS};
+use super::pool::{ChunkCache, ChunkMeta, FreeList, Pool, FREE, MAX_CHUNKS};
 use super::topic::{Topic, TopicConfig, TopicEntry, TopicInfo, PARTITION_HEADER};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -138,6 +138,12 @@ impl Layout {
         let first = self.class_first[class] as u32;
         first..first + self.class_count[class] as u32
     }
+}
+
+/// Free, or kept free by a process for its next loan.
+pub(crate) fn is_free(meta: &ChunkMeta) -> bool {
+    let w = meta.word();
+    w.state() == FREE || (w.state() == super::pool::LOANED && meta.route.load(Ordering::Relaxed) == CACHED)
 }
 
 fn damaged_list(class: usize) -> Error {
@@ -273,7 +279,17 @@ pub struct Region {
     ops: std::sync::atomic::AtomicU32,
     /// What recovery reclaimed when this handle opened the region.
     on_open: super::Recovered,
+    /// Free chunks this handle keeps for its next loans, per class (see
+    /// `ChunkCache`).
+    cache: [ChunkCache; 8],
 }
+
+/// A chunk kept by a process for its next loan is LOANED by it (so that it
+/// is attributed like any loan if the process dies) with this route.
+pub(crate) const CACHED: u32 = u32::MAX;
+/// Classes with fewer chunks than this are never cached (a process keeps
+/// at most two chunks of a class, and a small class cannot spare them).
+const CACHE_MIN_CHUNKS: usize = 256;
 
 impl Region {
     /// Creates a region; [`Error::AlreadyExists`] if one of that name
@@ -413,6 +429,7 @@ impl Region {
             lease_ns: lease.as_nanos() as u64,
             ops: std::sync::atomic::AtomicU32::new(0),
             on_open: super::Recovered::default(),
+            cache: std::array::from_fn(|_| ChunkCache::new()),
         }
     }
 
@@ -535,7 +552,7 @@ impl Region {
         Ok(std::array::from_fn(|c| ClassStats {
             chunk_size: CLASS_SIZES[c],
             chunks: self.layout.class_count[c],
-            free: self.layout.class_range(c).filter(|&i| metas[i as usize].word().state() == FREE).count(),
+            free: self.layout.class_range(c).filter(|&i| is_free(&metas[i as usize])).count(),
         }))
     }
 
@@ -611,6 +628,11 @@ impl Region {
             .iter()
             .position(|&s| s >= size.max(1))
             .ok_or(Error::MessageTooLarge { size, max: MAX_MESSAGE })?;
+        if let Some(chunk) = self.cache[want].take() {
+            // Already LOANED by this process: a loan now.
+            self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);
+            return Ok((want, chunk));
+        }
         let lists = self.free_lists()?;
         let pool = self.pool()?;
         let me = self.seg.token();
@@ -654,8 +676,34 @@ impl Region {
         }
     }
 
-    /// Returns a chunk the caller holds to its class's free list.
+    /// Returns a chunk the caller holds: to this handle's cache if its
+    /// class is cached and there is room, else to its class's free list.
     pub(crate) fn free(&self, class: usize, chunk: u32) {
+        if self.layout.class_count[class] >= CACHE_MIN_CHUNKS && self.keep(class, chunk) {
+            return;
+        }
+        self.free_shared(class, chunk);
+    }
+
+    /// Puts a chunk the caller holds into this handle's cache, LOANED by
+    /// this process with the route [`CACHED`]; false if the cache is full.
+    fn keep(&self, class: usize, chunk: u32) -> bool {
+        let Ok(metas) = self.metas() else { return false };
+        let meta = &metas[chunk as usize];
+        let w = meta.word();
+        let me = self.token();
+        if w.holder() != me {
+            return false;
+        }
+        meta.route.store(CACHED, Ordering::Relaxed);
+        if w.state() != super::pool::LOANED && !meta.cas(w, w.with(super::pool::LOANED, me)) {
+            return false;
+        }
+        self.cache[class].put(chunk)
+    }
+
+    /// Returns a chunk the caller holds to its class's free list.
+    fn free_shared(&self, class: usize, chunk: u32) {
         if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
             pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
             // The chunk stays attributed to the caller until the push's
@@ -675,6 +723,17 @@ impl Region {
 /// A holder is dead when the kernel says so (see
 /// [`Segment::liveness_of`]); where the kernel cannot tell, when its slot's
 /// heartbeat is older than the region's lease.
+/// Gives back the chunks this handle kept for its next loans.
+impl Drop for Region {
+    fn drop(&mut self) {
+        for class in 0..8 {
+            while let Some(chunk) = self.cache[class].take() {
+                self.free_shared(class, chunk);
+            }
+        }
+    }
+}
+
 impl Liveness for Region {
     fn token(&self) -> Token {
         self.seg.token()
