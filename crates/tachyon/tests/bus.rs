@@ -525,6 +525,43 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
 }
 
 #[test]
+fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
+    let name = unique("bus-forged-route");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("bus-forged-route-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    let region = small_region(&name);
+    let config = TopicConfig { delivery: Delivery::AtLeastOnce, partitions: 1, ..Default::default() };
+    let topic = region.create_topic("t", config).unwrap();
+    let initial = region.pool_stats().unwrap();
+    topic.send(b"one", 0, SHORT).unwrap();
+    topic.send(b"two", 0, SHORT).unwrap();
+    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    kill(&mut child);
+    // Rewrite the route of the dead consumer's two messages (chunk
+    // metadata: 24 bytes each from the offset at 40, state in bits 30-31
+    // of the first word, route at +12) to name topic 65534.
+    let raw = Segment::builder(&name).kind(tachyon::Kind::REGION).open().unwrap();
+    let metas = counter(&raw, 5).load(Ordering::SeqCst) as usize;
+    let total = counter(&raw, 6).load(Ordering::SeqCst) as usize;
+    let mut forged = 0;
+    for i in 0..total {
+        let word = raw.get::<AtomicU64>(metas + 24 * i).unwrap().load(Ordering::SeqCst);
+        if (word >> 30) & 3 == 3 {
+            raw.get::<std::sync::atomic::AtomicU32>(metas + 24 * i + 12)
+                .unwrap()
+                .store(u32::MAX - 1, Ordering::SeqCst);
+            forged += 1;
+        }
+    }
+    assert_eq!(forged, 2);
+    let r = region.recover().unwrap();
+    assert_eq!((r.held, r.redelivered), (2, 0), "no topic to deliver them to: reclaimed, counted lost");
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+#[test]
 fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let name = unique("bus-auto-reclaim");
     let _cleanup = Cleanup(name.clone());

@@ -695,10 +695,14 @@ impl Region {
         if w.holder() != me {
             return false;
         }
-        meta.route.store(CACHED, Ordering::Relaxed);
+        // LOANED first, then the CACHED route: a message's chunk keeps its
+        // route while HELD, so that a death between the two leaves either a
+        // held message (delivered again on an at-least-once topic) or a
+        // loan, never a held chunk with a route that names no topic.
         if w.state() != super::pool::LOANED && !meta.cas(w, w.with(super::pool::LOANED, me)) {
             return false;
         }
+        meta.route.store(CACHED, Ordering::Relaxed);
         self.cache[class].put(chunk)
     }
 

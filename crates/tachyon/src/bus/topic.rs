@@ -281,8 +281,9 @@ pub struct Topic<'r> {
 
 impl<'r> Topic<'r> {
     pub(crate) fn attach(region: &'r Region, index: usize) -> Result<Topic<'r>> {
-        let entry = &region.entries()?[index];
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        // `index` may come from shared memory (a chunk's route).
+        let entry = region.entries()?.get(index).ok_or(bad("topic index", index as u64))?;
         let info = entry.info().ok_or(bad("topic entry", index as u64))?;
         let cfg = TopicConfig {
             partitions: info.partitions,
