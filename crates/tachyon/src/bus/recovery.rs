@@ -33,6 +33,7 @@ use super::topic::Delivery;
 use super::topic::Topic;
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::Ordering;
+use crate::primitives::ring::Ring;
 use crate::sync::{Liveness, Token};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -230,31 +231,38 @@ impl Region {
         }
     }
 
-    /// Takes over every read claim a dead consumer holds in any ring.
-    fn repair_dead_reads(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<()> {
-        let me = self.seg.token();
+    /// Runs `each` on every partition's ring of every topic.
+    fn for_each_ring(&self, mut each: impl FnMut(&Topic<'_>, u32, &Ring<'_>) -> Result<()>) -> Result<()> {
         for (index, entry) in self.entries()?.iter().enumerate() {
             if entry.is_free() {
                 continue;
             }
             let topic = Topic::attach(self, index)?;
             for p in 0..topic.partitions() {
-                let ring = topic.ring(p)?;
-                let mut freed = false;
-                for idx in 0..ring.cells.len() {
-                    let Some((w, reader)) = ring.read_claim(idx) else { continue };
-                    if is_dead(reader.raw()) {
-                        let adopt = |word: u64, dead| self.adopt_dead_read(word, dead);
-                        freed |= ring.take_over_read(&ring.cells[idx], w, me, &adopt);
-                    }
-                }
-                if freed {
-                    let waits = topic.waits(p)?;
-                    super::topic::topic_wake(&waits, waits.not_full);
-                }
+                each(&topic, p, &topic.ring(p)?)?;
             }
         }
         Ok(())
+    }
+
+    /// Takes over every read claim a dead consumer holds in any ring.
+    fn repair_dead_reads(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<()> {
+        let me = self.seg.token();
+        let adopt = |word: u64, dead| self.adopt_dead_read(word, dead);
+        self.for_each_ring(|topic, p, ring| {
+            let mut freed = false;
+            for idx in 0..ring.cells.len() {
+                let Some((w, reader)) = ring.read_claim(idx) else { continue };
+                if is_dead(reader.raw()) {
+                    freed |= ring.take_over_read(&ring.cells[idx], w, me, &adopt);
+                }
+            }
+            if freed {
+                let waits = topic.waits(p)?;
+                super::topic::topic_wake(&waits, waits.not_full);
+            }
+            Ok(())
+        })
     }
 
     /// Moves chunk `i` (whose word was `w`, with a dead holder) to the free
@@ -334,20 +342,14 @@ impl Region {
     /// (including those a live consumer is reading).
     fn referenced_chunks(&self) -> Result<HashSet<u32>> {
         let mut live = HashSet::new();
-        for (index, entry) in self.entries()?.iter().enumerate() {
-            if entry.is_free() {
-                continue;
-            }
-            let topic = Topic::attach(self, index)?;
-            for p in 0..topic.partitions() {
-                let ring = topic.ring(p)?;
-                for idx in 0..ring.cells.len() {
-                    if let Some(word) = ring.committed(idx) {
-                        live.insert(Descriptor::decode(word).chunk);
-                    }
-                }
-            }
-        }
+        self.for_each_ring(|_, _, ring| {
+            live.extend(
+                (0..ring.cells.len())
+                    .filter_map(|idx| ring.committed(idx))
+                    .map(|w| Descriptor::decode(w).chunk),
+            );
+            Ok(())
+        })?;
         Ok(live)
     }
 }

@@ -755,7 +755,7 @@ fn attach(name: SegmentName, path: PathBuf, fd: OwnedFd, file: FileInfo, header:
     s.start_time.store(me.start_time, Ordering::Relaxed);
     s.attached_unix_ns.store(now_unix_ns(), Ordering::Relaxed);
     s.state.store(SLOT_ATTACHED, Ordering::Release);
-    let inner = Arc::new(Inner {
+    let seg = Segment::of(Inner {
         name,
         path,
         fd,
@@ -768,13 +768,23 @@ fn attach(name: SegmentName, path: PathBuf, fd: OwnedFd, file: FileInfo, header:
         header,
         state: Mutex::new(State::default()),
     });
-    // SAFETY: `data_offset + data_size <= total_size == map_len` (checked by
-    // `Header::decode` / built by `layout`), so the data area is inside the
-    // mapping.
-    let data = unsafe { NonNull::new_unchecked(inner.map.as_ptr().add(inner.header.data_offset as usize)) };
-    let data_size = inner.header.data_size as usize;
-    registry_add(&inner);
-    Ok(Segment { inner, data, data_size })
+    registry_add(&seg.inner);
+    Ok(seg)
+}
+
+impl Segment {
+    /// The handle over `inner`, whose mapping holds its validated header's
+    /// whole layout.
+    fn of(inner: Inner) -> Segment {
+        let inner = Arc::new(inner);
+        // SAFETY: `data_offset + data_size <= total_size == map_len`
+        // (checked by `Header::decode` / built by `layout`; both callers map
+        // `total_size` bytes), so the data area is inside the mapping.
+        let data =
+            unsafe { NonNull::new_unchecked(inner.map.as_ptr().add(inner.header.data_offset as usize)) };
+        let data_size = inner.header.data_size as usize;
+        Segment { inner, data, data_size }
+    }
 }
 
 fn open(name: &str, kind: Kind) -> Result<Segment> {
@@ -815,7 +825,7 @@ fn observe(name: &str, kind: Kind) -> Result<Segment> {
     }
     let map_len = header.total_size as usize;
     let map = fs::map_private(fd.as_fd(), map_len).map_err(|e| Error::io("mmap segment", e))?;
-    let inner = Arc::new(Inner {
+    Ok(Segment::of(Inner {
         name,
         path,
         fd,
@@ -827,12 +837,7 @@ fn observe(name: &str, kind: Kind) -> Result<Segment> {
         map_len,
         header,
         state: Mutex::new(State::default()),
-    });
-    // SAFETY: as in `attach`: the header was validated against the file's
-    // size, so the data area lies inside the mapping.
-    let data = unsafe { NonNull::new_unchecked(inner.map.as_ptr().add(inner.header.data_offset as usize)) };
-    let data_size = inner.header.data_size as usize;
-    Ok(Segment { inner, data, data_size })
+    }))
 }
 
 fn create(b: &SegmentBuilder, init: impl FnOnce(&Segment) -> Result<()>) -> Result<Segment> {
