@@ -41,6 +41,8 @@
 
 mod common;
 
+use common::chaos::{env_u64, mix, orphaned, Args, Rng};
+
 use common::{unique, wait_for};
 use std::process::Child;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
@@ -89,32 +91,6 @@ const LOG: usize = NEXT + PRODUCERS * KEYS;
 
 // ---------------------------------------------------------------------------
 // Small helpers
-
-/// splitmix64: a tiny deterministic generator (no dependency).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
-        Err(_) => default,
-    }
-}
 
 /// Two keys per partition, the same in every process.
 fn keys_of(topic: &Topic<'_>) -> [u64; KEYS] {
@@ -214,62 +190,12 @@ impl Side {
 // ---------------------------------------------------------------------------
 // Children
 
-/// What the driver tells a child: `region,side,slot,gen,inc,cap,max_inc,seed,parent`.
-struct Args {
-    region: String,
-    side: String,
-    slot: usize,
-    gen: u64,
-    inc: u64,
-    cap: u64,
-    max_inc: u64,
-    seed: u64,
-    parent: u32,
-}
-
-impl Args {
-    fn encode(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{}",
-            self.region,
-            self.side,
-            self.slot,
-            self.gen,
-            self.inc,
-            self.cap,
-            self.max_inc,
-            self.seed,
-            self.parent
-        )
-    }
-    fn decode(s: &str) -> Args {
-        let p: Vec<&str> = s.split(',').collect();
-        let n = |i: usize| -> u64 { p[i].parse().expect("numeric argument") };
-        Args {
-            region: p[0].into(),
-            side: p[1].into(),
-            slot: n(2) as usize,
-            gen: n(3),
-            inc: n(4),
-            cap: n(5),
-            max_inc: n(6),
-            seed: n(7),
-            parent: n(8) as u32,
-        }
-    }
-}
-
-/// A child whose driver is gone stops on its own.
-fn orphaned(parent: u32) -> bool {
-    std::os::unix::process::parent_id() != parent
-}
-
 #[test]
 fn child_entry() {
     let Some((role, arg)) = common::role() else { return };
     let a = Args::decode(&arg);
     let side = Side { seg: Segment::open(&a.side).unwrap(), cap: a.cap, max_inc: a.max_inc };
-    let region = Region::open(&a.region).unwrap();
+    let region = Region::open(&a.target).unwrap();
     let topic = region.topic(TOPIC).unwrap();
     let token = u64::from(region.segment().token().raw());
     let code = match role.as_str() {
@@ -499,7 +425,7 @@ impl Fleet {
         let inc = self.incarnations;
         self.incarnations += 1;
         let args = Args {
-            region: self.region.clone(),
+            target: self.region.clone(),
             side: self.side.clone(),
             slot,
             gen,

@@ -80,6 +80,8 @@
 
 mod common;
 
+use common::chaos::{env_u64, mix, orphaned, Args, Rng};
+
 use common::{unique, wait_for};
 use std::future::Future;
 use std::process::Child;
@@ -109,32 +111,6 @@ const EXIT_STUCK: i32 = 5;
 // ---------------------------------------------------------------------------
 // Small helpers
 
-/// splitmix64: a tiny deterministic generator (no dependency).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
-        Err(_) => default,
-    }
-}
-
 fn seed_for(salt: u64) -> u64 {
     env_u64("TACHYON_CHAOS_SEED", {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
@@ -150,11 +126,6 @@ fn body_byte(check: u64, i: usize) -> u8 {
 
 fn words_of(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
     bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-}
-
-/// A child whose driver is gone stops on its own.
-fn orphaned(parent: u32) -> bool {
-    std::os::unix::process::parent_id() != parent
 }
 
 /// Files in the segment directory whose name contains `tag`.
@@ -226,51 +197,6 @@ const ROLES: [&str; 5] = ["?", "writer", "reader", "owner", "opener"];
 
 // ---------------------------------------------------------------------------
 // Children
-
-/// What the driver tells a child: `target,side,slot,gen,inc,cap,max_inc,seed,parent`.
-struct Args {
-    target: String,
-    side: String,
-    slot: usize,
-    gen: u64,
-    inc: u64,
-    cap: u64,
-    max_inc: u64,
-    seed: u64,
-    parent: u32,
-}
-
-impl Args {
-    fn encode(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{}",
-            self.target,
-            self.side,
-            self.slot,
-            self.gen,
-            self.inc,
-            self.cap,
-            self.max_inc,
-            self.seed,
-            self.parent
-        )
-    }
-    fn decode(s: &str) -> Args {
-        let p: Vec<&str> = s.split(',').collect();
-        let n = |i: usize| -> u64 { p[i].parse().expect("numeric argument") };
-        Args {
-            target: p[0].into(),
-            side: p[1].into(),
-            slot: n(2) as usize,
-            gen: n(3),
-            inc: n(4),
-            cap: n(5),
-            max_inc: n(6),
-            seed: n(7),
-            parent: n(8) as u32,
-        }
-    }
-}
 
 #[test]
 fn child_entry() {

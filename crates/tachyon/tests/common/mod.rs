@@ -2,6 +2,8 @@
 //! itself as a child, running one named role.
 #![allow(dead_code)]
 
+pub mod chaos;
+
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
