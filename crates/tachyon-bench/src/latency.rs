@@ -2,7 +2,7 @@
 //! percentiles in nanoseconds.
 
 use hdrhistogram::Histogram;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A histogram of nanoseconds from 1 ns to an hour, 3 significant digits.
 pub fn histogram() -> Result<Histogram<u64>, String> {
@@ -13,6 +13,30 @@ pub fn histogram() -> Result<Histogram<u64>, String> {
 #[inline]
 pub fn record(h: &mut Histogram<u64>, d: Duration) {
     h.saturating_record(d.as_nanos().clamp(1, u128::from(u64::MAX)) as u64);
+}
+
+/// Times `total` round trips of `one(seq)` (`what` names one in errors)
+/// and records the last `total - warmup`: how long those took in all, and
+/// their percentiles.
+pub fn timed(
+    total: u64,
+    warmup: u64,
+    what: &str,
+    mut one: impl FnMut(u64) -> Result<(), String>,
+) -> Result<(Duration, Percentiles), String> {
+    let mut hist = histogram()?;
+    let mut start = Instant::now();
+    for seq in 0..total {
+        if seq == warmup {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        one(seq).map_err(|e| format!("{what} {seq}: {e}"))?;
+        if seq >= warmup {
+            record(&mut hist, t0.elapsed());
+        }
+    }
+    Ok((start.elapsed(), Percentiles::of(&hist)))
 }
 
 /// What the report gives of one run's histogram, in nanoseconds.

@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tachyon::RpcBuffer;
 
 /// Bytes of a packet header (`tachyon::primitives::rpc::PACKET_HEADER`).
@@ -170,27 +170,6 @@ fn unique_name() -> String {
     format!("tachyon-bench-rpc-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Times `total` calls of `call(seq)`, the last `total - warmup` of them.
-fn timed(
-    total: u64,
-    warmup: u64,
-    mut call: impl FnMut(u64) -> Result<(), String>,
-) -> Result<(Duration, Percentiles), String> {
-    let mut hist = latency::histogram()?;
-    let mut start = Instant::now();
-    for seq in 0..total {
-        if seq == warmup {
-            start = Instant::now();
-        }
-        let t0 = Instant::now();
-        call(seq).map_err(|e| format!("call {seq}: {e}"))?;
-        if seq >= warmup {
-            latency::record(&mut hist, t0.elapsed());
-        }
-    }
-    Ok((start.elapsed(), Percentiles::of(&hist)))
-}
-
 fn peer_args(settings: &Settings, via: &str) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "peer".into(),
@@ -225,7 +204,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
             args.extend(["--name".into(), name, "--policy".into(), policy.name().into()]);
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
-            let result = timed(total, warmup, |seq| {
+            let result = latency::timed(total, warmup, "call", |seq| {
                 payload::stamp(&mut msg, seq);
                 let response = match rpc.request(&msg, Some(stall)) {
                     Ok(r) => r,
@@ -269,7 +248,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
                 let mut framed = vec![0u8; 4 + size];
                 framed[..4].copy_from_slice(&(size as u32).to_le_bytes());
                 let mut response = vec![0u8; 4 + size];
-                timed(total, warmup, |seq| {
+                latency::timed(total, warmup, "call", |seq| {
                     payload::stamp(&mut framed[4..], seq);
                     tx.write_all(&framed).map_err(|e| watchdog.explain(e, stall, "writing the request"))?;
                     rx.read_exact(&mut response[..4])

@@ -448,27 +448,6 @@ fn collect(mut peer: Peer, stall: Duration) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos))
 }
 
-/// Times `total` round trips of `one(seq)`, the last `total - warmup`.
-fn round_trips(
-    total: u64,
-    warmup: u64,
-    mut one: impl FnMut(u64) -> Result<(), String>,
-) -> Result<(Duration, Percentiles), String> {
-    let mut hist = latency::histogram()?;
-    let mut start = Instant::now();
-    for seq in 0..total {
-        if seq == warmup {
-            start = Instant::now();
-        }
-        let t0 = Instant::now();
-        one(seq).map_err(|e| format!("round trip {seq}: {e}"))?;
-        if seq >= warmup {
-            latency::record(&mut hist, t0.elapsed());
-        }
-    }
-    Ok((start.elapsed(), Percentiles::of(&hist)))
-}
-
 /// Runs one repetition of one case.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
     let (count, warmup) = settings.counts(case.test);
@@ -526,7 +505,7 @@ fn topic_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result
             let mut got = Vec::with_capacity(size);
             let r = {
                 let mut check = || peer.check_alive();
-                round_trips(total, warmup, |seq| {
+                latency::timed(total, warmup, "round trip", |seq| {
                     payload::stamp(&mut buf, seq);
                     if case.via == Via::Copy {
                         retry(
@@ -614,7 +593,7 @@ fn raw_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result<M
                 let mut reader = rawring::Reader::new(&from)?;
                 let mut check = || peer.check_alive();
                 let mut patience = Patience::new(stall, &mut check);
-                round_trips(total, warmup, |seq| {
+                latency::timed(total, warmup, "round trip", |seq| {
                     payload::stamp(&mut buf, seq);
                     writer.push(&buf, &mut patience)?;
                     reader.pop(&mut got, &mut patience)?;
@@ -658,7 +637,7 @@ fn flag_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result<
     let r = {
         let mut check = || peer.check_alive();
         let mut patience = Patience::new(stall, &mut check);
-        round_trips(warmup + count, warmup, |seq| {
+        latency::timed(warmup + count, warmup, "round trip", |seq| {
             flag.store(2 * seq + 1, Ordering::Release);
             let mut seen = 2 * seq + 1;
             if flag.load(Ordering::Acquire) == seen {
@@ -706,7 +685,7 @@ fn cb_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result<Me
             let mut got = payload::buffer(size);
             let r = {
                 let mut check = || peer.check_alive();
-                round_trips(total, warmup, |seq| {
+                latency::timed(total, warmup, "round trip", |seq| {
                     payload::stamp(&mut buf, seq);
                     retry(|t| ping.write(&buf, t), stall, &mut check, "the ping ring stayed full")?;
                     let n = retry(|t| pong.read(&mut got, t), stall, &mut check, "no pong came")?;
@@ -777,7 +756,7 @@ fn iceoryx_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Resu
                 let mut check = || peer.check_alive();
                 let mut patience = Patience::new(stall, &mut check);
                 ports.wait_for_subscriber(&mut patience)?;
-                round_trips(total, warmup, |seq| {
+                latency::timed(total, warmup, "round trip", |seq| {
                     payload::stamp(&mut buf, seq);
                     ports.send(&buf)?;
                     ports.receive(&mut patience, "no pong came", |m| same(m, &buf, seq))?
@@ -828,7 +807,7 @@ fn kernel_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Resul
             Test::Latency => {
                 let mut rx = link.rx.as_ref().ok_or("no receiving end")?;
                 let mut got = payload::buffer(size);
-                let (elapsed, rtt) = round_trips(total, warmup, |seq| {
+                let (elapsed, rtt) = latency::timed(total, warmup, "round trip", |seq| {
                     payload::stamp(&mut buf, seq);
                     tx.write_all(&buf).map_err(|e| watchdog.explain(e, stall, "writing the ping"))?;
                     rx.read_exact(&mut got).map_err(|e| watchdog.explain(e, stall, "reading the pong"))?;
