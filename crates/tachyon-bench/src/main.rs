@@ -163,7 +163,7 @@ struct SuiteArgs {
     rpc_large_calls: u64,
 
     /// rpc: transports (the Unix socket is the reference for the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "unix,rpc")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "unix,rpc,rpc-inline")]
     rpc_transports: Vec<rpc::Transport>,
 
     /// rpc: wait policies of the RpcBuffer runs (both ends; hybrid is the
@@ -240,9 +240,9 @@ struct SuiteArgs {
 
 /// The topics group's transports by default (with iceoryx2 when built in).
 #[cfg(not(feature = "iceoryx2"))]
-const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc";
+const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc,rpc-inline";
 #[cfg(feature = "iceoryx2")]
-const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc,iceoryx2";
+const TOPIC_TRANSPORTS: &str = "raw-ring,flag,unix,pipe,tcp,copy,loan,cb,rpc,rpc-inline,iceoryx2";
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let n = stats::parse_bytes(s)?;

@@ -61,8 +61,10 @@ pub const SHAPES: [Shape; 3] = [
 /// How the calls travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Via {
-    /// `RpcBuffer`, both ends with this wait policy, in this shape.
-    Rpc(Policy, Shape),
+    /// `RpcBuffer`, both ends with this wait policy, in this shape; the
+    /// handler on a handler thread (the default) or, if `true`, on the
+    /// peer's reader thread (`RpcBuilder::inline_handlers`).
+    Rpc(Policy, Shape, bool),
     /// A Unix domain socket, messages of this size.
     Unix(usize),
 }
@@ -74,6 +76,9 @@ pub enum Transport {
     Unix,
     /// `RpcBuffer`.
     Rpc,
+    /// `RpcBuffer` with the handler on the reader thread
+    /// (`RpcBuilder::inline_handlers`; 1 KiB calls only).
+    RpcInline,
 }
 
 /// One configuration.
@@ -86,7 +91,7 @@ pub struct Case {
 impl Case {
     fn msg(&self) -> usize {
         match self.via {
-            Via::Rpc(_, s) => s.msg,
+            Via::Rpc(_, s, _) => s.msg,
             Via::Unix(m) => m,
         }
     }
@@ -95,8 +100,9 @@ impl Case {
 impl std::fmt::Display for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.via {
-            Via::Rpc(p, s) => {
-                write!(f, "rpc/{} {} msg, {} B nodes x {}", p.name(), label(s.msg), s.node, s.nodes)
+            Via::Rpc(p, s, inline) => {
+                let handlers = if inline { " inline" } else { "" };
+                write!(f, "rpc{handlers}/{} {} msg, {} B nodes x {}", p.name(), label(s.msg), s.node, s.nodes)
             }
             Via::Unix(m) => write!(f, "unix {} msg", label(m)),
         }
@@ -192,7 +198,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
     let stall = settings.common.stall;
     let mut msg = payload::buffer(case.msg());
     let (elapsed, rtt) = match case.via {
-        Via::Rpc(policy, shape) => {
+        Via::Rpc(policy, shape, inline) => {
             let name = unique_name();
             let rpc = RpcBuffer::builder(&name)
                 .node_size(shape.node)
@@ -202,6 +208,9 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
                 .map_err(|e| format!("cannot create the RpcBuffer: {e}"))?;
             let mut args = peer_args(settings, "rpc");
             args.extend(["--name".into(), name, "--policy".into(), policy.name().into()]);
+            if inline {
+                args.push("--inline".into());
+            }
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
             let result = latency::timed(total, warmup, "call", |seq| {
@@ -310,6 +319,9 @@ pub struct PeerArgs {
     /// CPU to pin to.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Run the handler on the reader thread (`rpc`).
+    #[arg(long)]
+    pub inline: bool,
 }
 
 /// The rpc peer: answers every request with its own bytes until the
@@ -323,8 +335,9 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
     match a.via.as_str() {
         "rpc" => {
             let name = a.name.ok_or("--name is required")?;
-            let builder =
-                RpcBuffer::builder(&name).wait_policy(a.policy.unwrap_or(Policy::Hybrid).wait_policy());
+            let builder = RpcBuffer::builder(&name)
+                .wait_policy(a.policy.unwrap_or(Policy::Hybrid).wait_policy())
+                .inline_handlers(a.inline);
             let builder = if fault == Fault::None {
                 // Exactly the handler a user would write.
                 builder.handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
@@ -468,17 +481,22 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         row(&mut out, unix, "–".into(), "–".into(), "Unix socket (reference)", "–", "–");
         for shape in SHAPES.iter().filter(|s| s.msg == msg) {
             for &p in &settings.policies {
-                let case = Case { via: Via::Rpc(p, *shape) };
-                let packets = msg.div_ceil(shape.node - HEADER).max(1);
-                row(
-                    &mut out,
-                    case,
-                    format!("{} × {}", shape.nodes, label(shape.node)),
-                    packets.to_string(),
-                    "RpcBuffer",
-                    p.name(),
-                    shape.dotnet,
-                );
+                for (inline, what) in [(false, "RpcBuffer"), (true, "RpcBuffer, inline handler")] {
+                    let case = Case { via: Via::Rpc(p, *shape, inline) };
+                    if !samples.iter().any(|s| s.case == case) {
+                        continue;
+                    }
+                    let packets = msg.div_ceil(shape.node - HEADER).max(1);
+                    row(
+                        &mut out,
+                        case,
+                        format!("{} × {}", shape.nodes, label(shape.node)),
+                        packets.to_string(),
+                        what,
+                        p.name(),
+                        shape.dotnet,
+                    );
+                }
             }
         }
     }
@@ -493,7 +511,8 @@ pub fn csv(samples: &[Sample]) -> String {
         .to_owned();
     for s in samples {
         let (transport, policy, node, nodes) = match s.case.via {
-            Via::Rpc(p, shape) => ("rpc", p.name(), shape.node, shape.nodes),
+            Via::Rpc(p, shape, false) => ("rpc", p.name(), shape.node, shape.nodes),
+            Via::Rpc(p, shape, true) => ("rpc-inline", p.name(), shape.node, shape.nodes),
             Via::Unix(_) => ("unix", "", 0, 0),
         };
         let _ = writeln!(
@@ -532,12 +551,14 @@ impl Group for Settings {
             if self.transports.contains(&Transport::Unix) {
                 out.push(Case { via: Via::Unix(msg) });
             }
-            if !self.transports.contains(&Transport::Rpc) {
-                continue;
-            }
             for shape in SHAPES.iter().filter(|s| s.msg == msg) {
                 for &p in &self.policies {
-                    out.push(Case { via: Via::Rpc(p, *shape) });
+                    if self.transports.contains(&Transport::Rpc) {
+                        out.push(Case { via: Via::Rpc(p, *shape, false) });
+                    }
+                    if self.transports.contains(&Transport::RpcInline) && msg <= 64 << 10 {
+                        out.push(Case { via: Via::Rpc(p, *shape, true) });
+                    }
                 }
             }
         }

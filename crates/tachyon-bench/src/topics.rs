@@ -81,6 +81,9 @@ pub enum Via {
     Cb,
     /// `RpcBuffer` request/response (latency only).
     Rpc,
+    /// `RpcBuffer` request/response, the handler on the peer's reader
+    /// thread (`RpcBuilder::inline_handlers`; latency only).
+    RpcInline,
     /// iceoryx2 publish-subscribe (cargo feature `iceoryx2`), polling.
     #[cfg(feature = "iceoryx2")]
     Iceoryx2,
@@ -99,6 +102,7 @@ impl Via {
             Via::Loan => "loan",
             Via::Cb => "cb",
             Via::Rpc => "rpc",
+            Via::RpcInline => "rpc-inline",
             #[cfg(feature = "iceoryx2")]
             Via::Iceoryx2 => "iceoryx2",
         }
@@ -116,6 +120,7 @@ impl Via {
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::Cb => "CircularBuffer `write`/`read`",
             Via::Rpc => "RpcBuffer `request` (echo handler)",
+            Via::RpcInline => "RpcBuffer `request` (echo handler on the reader thread: `inline_handlers`)",
             #[cfg(feature = "iceoryx2")]
             Via::Iceoryx2 => "iceoryx2 0.10 publish-subscribe, loan + copy, polling (comparison)",
         }
@@ -141,6 +146,7 @@ impl Via {
             Via::Loan => "topic loan",
             Via::Cb => "CircularBuffer",
             Via::Rpc => "RpcBuffer",
+            Via::RpcInline => "RpcBuffer inline",
             #[cfg(feature = "iceoryx2")]
             Via::Iceoryx2 => "iceoryx2",
         }
@@ -148,7 +154,7 @@ impl Via {
 
     /// A tachyon transport, run with each wait policy.
     pub fn is_tachyon(self) -> bool {
-        matches!(self, Via::Copy | Via::Loan | Via::Cb | Via::Rpc)
+        matches!(self, Via::Copy | Via::Loan | Via::Cb | Via::Rpc | Via::RpcInline)
     }
 
     fn is_topic(self) -> bool {
@@ -161,7 +167,7 @@ impl Via {
 
     /// Whether it measures `test`.
     pub fn does(self, test: Test) -> bool {
-        test == Test::Latency || !matches!(self, Via::Flag | Via::Rpc)
+        test == Test::Latency || !matches!(self, Via::Flag | Via::Rpc | Via::RpcInline)
     }
 }
 
@@ -451,7 +457,7 @@ fn collect(mut peer: Peer, stall: Duration) -> Result<Duration, String> {
 /// Runs one repetition of one case.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
     let (count, warmup) = settings.counts(case.test);
-    if case.via == Via::Rpc {
+    if matches!(case.via, Via::Rpc | Via::RpcInline) {
         return rpc_run(case, settings, rep);
     }
     if case.stamps_only && case.via != Via::Loan {
@@ -463,7 +469,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
         Via::Flag => flag_run(case, settings, count, warmup)?,
         Via::Cb => cb_run(case, settings, count, warmup)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel_run(case, settings, count, warmup)?,
-        Via::Rpc => unreachable!("handled above"),
+        Via::Rpc | Via::RpcInline => unreachable!("handled above"),
         #[cfg(feature = "iceoryx2")]
         Via::Iceoryx2 => iceoryx_run(case, settings, count, warmup)?,
     };
@@ -732,7 +738,8 @@ fn rpc_run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
         transports: vec![crate::rpc::Transport::Rpc],
         common: settings.common,
     };
-    let s = crate::rpc::run(crate::rpc::Case { via: crate::rpc::Via::Rpc(policy, shape) }, &rpc, rep)?;
+    let via = crate::rpc::Via::Rpc(policy, shape, case.via == Via::RpcInline);
+    let s = crate::rpc::run(crate::rpc::Case { via }, &rpc, rep)?;
     Ok(Sample { case, rep, count: s.calls, elapsed: s.elapsed, rtt: Some(s.rtt) })
 }
 
@@ -1063,7 +1070,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                 }
             }
         }
-        Via::Rpc => return Err("the RpcBuffer peer is `peer rpc`".into()),
+        Via::Rpc | Via::RpcInline => return Err("the RpcBuffer peer is `peer rpc`".into()),
         #[cfg(feature = "iceoryx2")]
         Via::Iceoryx2 => {
             use crate::iceoryx::{check as ice_check, Ports};
@@ -1383,13 +1390,15 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
             true,
         );
     }
-    for p in &settings.policies {
-        bar(
-            format!("RpcBuffer {} round trip p50 ÷ topic copy {} round trip", p.name(), p.name()),
-            res.paired(lat(Via::Rpc, Some(*p)), lat(Via::Copy, Some(*p)), p50),
-            1.5,
-            true,
-        );
+    for via in [Via::Rpc, Via::RpcInline] {
+        for p in &settings.policies {
+            bar(
+                format!("{} {} round trip p50 ÷ topic copy {} round trip", via.short(), p.name(), p.name()),
+                res.paired(lat(via, Some(*p)), lat(Via::Copy, Some(*p)), p50),
+                1.5,
+                true,
+            );
+        }
     }
     let mut out = String::new();
     let rows: Vec<_> = rows.into_iter().filter(|r| r.1.is_some()).collect();

@@ -111,14 +111,22 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
     let (o, dir) = run_group("rpc-ok", &TINY_RPC, None);
     assert!(o.status.success(), "{}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    for want in ["## RPC", "RpcBuffer", "Unix socket (reference)", "512,000 B", "64 × 1 KiB", "8 × 512,064 B"]
-    {
+    for want in [
+        "## RPC",
+        "RpcBuffer",
+        "RpcBuffer, inline handler",
+        "Unix socket (reference)",
+        "512,000 B",
+        "64 × 1 KiB",
+        "8 × 512,064 B",
+    ] {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("rpc.csv")).expect("rpc.csv");
     // Header, a Unix socket run per message size, three RpcBuffer shapes
-    // with three wait policies each.
-    assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3, "{csv}");
+    // with three wait policies each, and the 1 KiB shape with inline
+    // handlers with each policy.
+    assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3 + 3, "{csv}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -138,6 +146,7 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "loan path",
         "CircularBuffer",
         "RpcBuffer",
+        "on the reader thread",
         "Against the project's bars",
         "![latency](latency.svg)",
     ] {
@@ -145,10 +154,10 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     }
     let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
     // Header; latency: raw ring, flag, Unix socket, pipe, TCP, then copy,
-    // loan, CircularBuffer and RpcBuffer × 3 policies; throughput, for 64 B
-    // and 1 KiB: raw ring, Unix socket, pipe, TCP, then copy, loan and
-    // CircularBuffer × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (5 + 12) + 2 * (4 + 9), "{csv}");
+    // loan, CircularBuffer, RpcBuffer and RpcBuffer with inline handlers ×
+    // 3 policies; throughput, for 64 B and 1 KiB: raw ring, Unix socket,
+    // pipe, TCP, then copy, loan and CircularBuffer × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (5 + 15) + 2 * (4 + 9), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

@@ -59,8 +59,9 @@ fn serve(
 #[test]
 fn child_entry() {
     let Some((role, name)) = common::role() else { return };
-    assert_eq!(role, "server");
+    assert!(role == "server" || role == "inline-server", "{role}");
     let rpc = RpcBuffer::builder(&name)
+        .inline_handlers(role == "inline-server")
         .handler_with_client(|client| serve(client, Arc::new(AtomicU64::new(0))))
         .open()
         .unwrap();
@@ -75,6 +76,12 @@ fn child_entry() {
 /// An owner whose handler answers `owner:` + the message, and a child
 /// process serving as the opener.
 fn channel(tag: &str) -> (RpcBuffer, Child) {
+    channel_as(tag, "server")
+}
+
+/// [`channel`] with the child in `role` (`server`, or `inline-server`: its
+/// handler runs on its reader thread).
+fn channel_as(tag: &str, role: &str) -> (RpcBuffer, Child) {
     let name = unique(tag);
     let rpc = RpcBuffer::builder(&name)
         .node_size(NODE)
@@ -82,7 +89,7 @@ fn channel(tag: &str) -> (RpcBuffer, Child) {
         .handler(|_id, msg: &[u8]| Ok::<_, String>([b"owner:", msg].concat()))
         .create()
         .unwrap();
-    let child = spawn(ENTRY, "server", &name);
+    let child = spawn(ENTRY, role, &name);
     (rpc, Child(child, name))
 }
 
@@ -120,6 +127,41 @@ fn requests_both_ways_with_every_size() {
     assert!(s.latency.p50 <= s.latency.p99 && s.latency.min <= s.latency.max);
     rpc.reset_stats();
     assert_eq!(rpc.stats().requests_sent, 0);
+    finish(rpc, child);
+}
+
+#[test]
+fn inline_handlers_answer_and_refuse_calls_back_through_their_own_channel() {
+    let (rpc, child) = channel_as("rpc-inline", "inline-server");
+    assert_eq!(rpc.request(b"add:\x7b\x0a", LONG).unwrap(), [133]);
+    let big: Vec<u8> = (0..3 * ROOM + 1).map(|i| i as u8).collect();
+    assert_eq!(rpc.request(&[b"echo:".as_slice(), &big].concat(), LONG).unwrap(), big);
+    match rpc.request(b"panic:", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("kaboom"), "{text}"),
+        other => panic!("expected Remote, got {other:?}"),
+    }
+    // A nested call from an inline handler would need the handler's own
+    // thread to read its answer: it fails at once (no deadlock, no
+    // timeout), and the caller is told why.
+    match rpc.request(b"nest:x", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("inline handler"), "{text}"),
+        other => panic!("expected Remote, got {other:?}"),
+    }
+    // Many calls from several threads, one handler at a time.
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let rpc = &rpc;
+            s.spawn(move || {
+                for i in 0..50u8 {
+                    assert_eq!(
+                        rpc.request(&[b'a', b'd', b'd', b':', t, i], LONG).unwrap(),
+                        [t.wrapping_add(i)]
+                    );
+                }
+            });
+        }
+    });
+    assert_eq!(rpc.request(b"echo:ok", LONG).unwrap(), b"ok");
     finish(rpc, child);
 }
 

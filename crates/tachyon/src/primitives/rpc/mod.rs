@@ -41,6 +41,17 @@ const TICK: Duration = Duration::from_millis(20);
 /// Extra handler threads started when every pool thread is busy (nested
 /// calls), at most.
 const MAX_EXTRA_THREADS: usize = 1024;
+/// How long a requester of a spin or hybrid channel looks for its response
+/// (yielding the core between looks, so that this process's reader thread
+/// can deliver it) before it sleeps on a condition variable.
+const RESPONSE_SPIN: Duration = Duration::from_micros(50);
+
+thread_local! {
+    /// The channel whose reader thread runs an inline handler on this
+    /// thread now (its address), so that a call back through that channel,
+    /// which only this thread could answer, fails instead of deadlocking.
+    static INLINE_HANDLER_OF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 // Layout of the control segment.
 const CTL_NODE_COUNT: usize = 0;
@@ -72,6 +83,7 @@ pub struct RpcBuilder {
     default_timeout: Duration,
     max_message: usize,
     handler: Option<MakeHandler>,
+    inline_handlers: bool,
 }
 
 impl std::fmt::Debug for RpcBuilder {
@@ -116,6 +128,34 @@ impl RpcBuilder {
     /// and responses (default 30 s).
     pub fn default_timeout(mut self, t: Duration) -> Self {
         self.default_timeout = t;
+        self
+    }
+
+    /// Runs this end's handler on its reader thread instead of a handler
+    /// thread (default: off). A call then crosses no thread inside this
+    /// process: lowest latency (in the benchmark, a 256 B round trip drops
+    /// from about 17 µs to about 4 µs with spin waits). The price: one
+    /// request is handled at a time, a slow handler delays everything this
+    /// end reads (responses to its own requests too), and a handler must not
+    /// call back through this channel (only this thread could read the
+    /// answer): such a call fails with [`Error::InvalidArgument`] instead of
+    /// deadlocking. Calls through other channels are fine.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::primitives::RpcBuffer;
+    /// # let name = format!("doc-rpc-inline-{}", std::process::id());
+    /// let owner = RpcBuffer::create(&name)?;
+    /// let opener = RpcBuffer::builder(&name)
+    ///     .inline_handlers(true)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+    ///     .open()?;
+    /// assert_eq!(owner.request(b"ping", Some(Duration::from_secs(5)))?, b"ping");
+    /// # drop(opener);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn inline_handlers(mut self, yes: bool) -> Self {
+        self.inline_handlers = yes;
         self
     }
 
@@ -293,10 +333,15 @@ struct Inner {
     stats: Stats,
     default_timeout: Duration,
     max_message: usize,
+    policy: WaitPolicy,
+    inline_handlers: bool,
 }
 
 /// Where a response is delivered to the request waiting for it.
 struct Slot {
+    /// Set once `state` holds the result (for a requester that looks
+    /// before it sleeps).
+    ready: AtomicBool,
     state: Mutex<SlotState>,
     cond: Condvar,
     deadline: Option<Instant>,
@@ -317,6 +362,7 @@ impl Slot {
         }
         let waker = s.waker.take();
         drop(s);
+        self.ready.store(true, Ordering::Release);
         self.cond.notify_all();
         if let Some(w) = waker {
             w.wake();
@@ -336,6 +382,7 @@ impl RpcBuffer {
             default_timeout: DEFAULT_TIMEOUT,
             max_message: 64 << 20,
             handler: None,
+            inline_handlers: false,
         }
     }
 
@@ -371,6 +418,8 @@ impl RpcBuffer {
             stats: Stats::new(),
             default_timeout: b.default_timeout,
             max_message: b.max_message,
+            policy: b.policy,
+            inline_handlers: b.inline_handlers,
         });
         if let Some(make) = b.handler {
             let handler = make(RpcClient { inner: Arc::downgrade(&inner) });
@@ -544,6 +593,7 @@ impl Inner {
     fn register(&self, deadline: Option<Instant>) -> (u64, Arc<Slot>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
+            ready: AtomicBool::new(false),
             state: Mutex::new(SlotState::default()),
             cond: Condvar::new(),
             deadline,
@@ -558,8 +608,21 @@ impl Inner {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
     }
 
+    /// Fails a call made from an inline handler of this very channel: only
+    /// the thread running that handler could read its response.
+    fn check_not_inline(&self) -> Result<()> {
+        if INLINE_HANDLER_OF.with(|c| c.get()) == self as *const Inner as usize {
+            return Err(Error::invalid(
+                "a call from an inline handler back through its own channel would deadlock (only its \
+                 thread reads the answer); use handler threads for nested calls",
+            ));
+        }
+        Ok(())
+    }
+
     fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
         self.check_open()?;
+        self.check_not_inline()?;
         let deadline = timeout.map(|t| Instant::now() + t);
         let (id, slot) = self.register(deadline);
         if let Err(e) = self.send(MsgType::Request, id, 0, msg, deadline) {
@@ -567,6 +630,14 @@ impl Inner {
             return Err(e);
         }
         Stats::add(&self.stats.c.requests_sent, 1);
+        if self.policy != WaitPolicy::Futex {
+            // Look for the response a little before sleeping: the reader
+            // thread (often on this same core) yields to us once it has it.
+            let start = Instant::now();
+            while !slot.ready.load(Ordering::Acquire) && start.elapsed() < RESPONSE_SPIN {
+                std::thread::yield_now();
+            }
+        }
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
@@ -596,7 +667,10 @@ impl Inner {
     fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
         let deadline = Some(Instant::now() + self.default_timeout);
         let (id, slot) = self.register(deadline);
-        let sent = self.check_open().and_then(|()| self.send(MsgType::Request, id, 0, msg, deadline));
+        let sent = self
+            .check_open()
+            .and_then(|()| self.check_not_inline())
+            .and_then(|()| self.send(MsgType::Request, id, 0, msg, deadline));
         let error = match sent {
             Ok(()) => {
                 Stats::add(&self.stats.c.requests_sent, 1);
@@ -683,7 +757,14 @@ impl Inner {
                 asm.push(packet)
             });
             match got {
-                Ok(Assembled::Complete(h, payload)) => self.dispatch(h, payload),
+                Ok(Assembled::Complete(h, payload)) => {
+                    if self.dispatch(h, payload) && self.policy != WaitPolicy::Futex {
+                        // Someone was woken (a requester, a handler thread),
+                        // likely on this core, and this thread would go on
+                        // spinning on the ring: let it run now.
+                        std::thread::yield_now();
+                    }
+                }
                 Ok(Assembled::TooLarge(h)) => self.refuse(h, max_message),
                 Ok(Assembled::Incomplete) | Err(Error::Timeout) => {}
                 Ok(Assembled::Dropped(_)) => Stats::add(&self.stats.c.corrupt_packets, 1),
@@ -729,17 +810,27 @@ impl Inner {
         }
     }
 
-    fn dispatch(self: &Arc<Self>, h: Header, payload: Vec<u8>) {
+    /// Hands a message to its handler or its requester; true if that woke
+    /// another thread.
+    fn dispatch(self: &Arc<Self>, h: Header, payload: Vec<u8>) -> bool {
         match h.kind {
+            MsgType::Request | MsgType::Notify if self.inline_handlers => {
+                let me = Arc::as_ptr(self) as usize;
+                let outer = INLINE_HANDLER_OF.with(|c| c.replace(me));
+                self.handle(h, payload);
+                INLINE_HANDLER_OF.with(|c| c.set(outer));
+                false
+            }
             MsgType::Request | MsgType::Notify => {
                 let inner = Arc::clone(self);
                 self.pool.submit(Box::new(move || inner.handle(h, payload)));
+                true
             }
             MsgType::Response | MsgType::Error => {
                 let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
                 let Some(slot) = slot else {
                     Stats::add(&self.stats.c.discarded_responses, 1);
-                    return;
+                    return false;
                 };
                 Stats::add(&self.stats.c.responses_received, 1);
                 self.stats.record(slot.started.elapsed());
@@ -750,6 +841,7 @@ impl Inner {
                     Err(Error::Remote(String::from_utf8_lossy(&payload).into_owned()))
                 };
                 slot.complete(r);
+                true
             }
         }
     }
