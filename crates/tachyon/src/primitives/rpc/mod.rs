@@ -139,7 +139,10 @@ impl RpcBuilder {
     /// end reads (responses to its own requests too), and a handler must not
     /// call back through this channel (only this thread could read the
     /// answer): such a call fails with [`Error::InvalidArgument`] instead of
-    /// deadlocking. Calls through other channels are fine.
+    /// deadlocking. Calls through other channels are fine. And the reader
+    /// thread now writes (the responses): if both ends flood each other
+    /// until both rings are full, a response waits for room up to the
+    /// default timeout, and the reads behind it with it.
     ///
     /// ```
     /// use std::time::Duration;
