@@ -278,15 +278,21 @@ fn a_global_name_is_refused_to_another_user() {
     let seg = Segment::create(&name, 4096).unwrap();
     assert!(seg.path().file_name().unwrap().to_str().unwrap().starts_with("tachyon.global."));
     // A child running as `nobody` may neither open nor create it.
-    let mut child = common::child_command_as(ENTRY, "refused", &name, 65534, 65534).spawn().unwrap();
+    let mut child =
+        common::spawn_retrying(&mut common::child_command_as(ENTRY, "refused", &name, 65534, 65534));
     assert_eq!(wait_child(&mut child, LIMIT), Some(0), "the other user must get PermissionDenied");
     drop(seg);
 
     // And the other way round: nobody's Global name is refused to us.
     let name = format!(r"Global\{}", unique("global-nobody"));
     let path = path_of(&name);
-    let mut child =
-        common::child_command_as(ENTRY, "create-global-and-hang", &name, 65534, 65534).spawn().unwrap();
+    let mut child = common::spawn_retrying(&mut common::child_command_as(
+        ENTRY,
+        "create-global-and-hang",
+        &name,
+        65534,
+        65534,
+    ));
     assert!(wait_for(LIMIT, || path.exists()));
     assert!(matches!(Segment::open(&name), Err(Error::PermissionDenied { .. })));
     assert!(matches!(Segment::create(&name, 64), Err(Error::PermissionDenied { .. })));

@@ -275,7 +275,7 @@ impl Region {
         }
         match self.class_of(i) {
             Some(class) => {
-                self.free(class, i);
+                self.free_shared(class, i);
                 true
             }
             None => false,
@@ -325,7 +325,7 @@ impl Region {
         if ok && desc != NO_CHUNK {
             Some(Redelivery::Done)
         } else {
-            self.free(class, i);
+            self.free_shared(class, i);
             Some(Redelivery::Lost)
         }
     }

@@ -706,8 +706,9 @@ impl Region {
         self.cache[class].put(chunk)
     }
 
-    /// Returns a chunk the caller holds to its class's free list.
-    fn free_shared(&self, class: usize, chunk: u32) {
+    /// Returns a chunk the caller holds to its class's free list (what
+    /// recovery reclaims goes there, not into the recoverer's cache).
+    pub(crate) fn free_shared(&self, class: usize, chunk: u32) {
         if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
             pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
             // The chunk stays attributed to the caller until the push's

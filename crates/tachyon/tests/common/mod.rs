@@ -59,6 +59,23 @@ fn copied_binary_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("tachyon-test-bin-{}", std::process::id()))
 }
 
+/// Spawns `cmd`, retrying while the kernel says its executable is busy
+/// (`ETXTBSY`): a binary copied just now (see [`child_command_as`]) can
+/// still be open for writing in a child that another test thread forked
+/// meanwhile, until that child execs (files are close-on-exec).
+pub fn spawn_retrying(cmd: &mut Command) -> Child {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        match cmd.spawn() {
+            Ok(child) => return child,
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("spawn child: {e}"),
+        }
+    }
+}
+
 /// Removes the copy made by [`child_command_as`].
 pub fn remove_copied_binary() {
     let _ = std::fs::remove_dir_all(copied_binary_dir());
