@@ -13,7 +13,7 @@
 
 use crate::payload;
 use crate::peer::{self, Fault, Peer, SLICE, STARTUP};
-use crate::pin::{self, Placement};
+use crate::pin::Placement;
 use crate::rawring::{self, Patience, RawRing};
 use crate::stats::{self, Spread};
 use crate::suite::Common;
@@ -432,10 +432,7 @@ pub struct ReaderArgs {
 /// The reader peer: opens the ring, says `ready`, reads and checks every
 /// item, says `done <nanoseconds of the timed part>`.
 pub fn reader(a: ReaderArgs) -> Result<(), String> {
-    peer::die_with_parent(a.parent)?;
-    if let Some(cpu) = a.cpu {
-        pin::pin_to(cpu)?;
-    }
+    peer::start(a.parent, a.cpu)?;
     if a.warmup == 0 || a.size < payload::MIN_ITEM {
         return Err("--warmup must be at least 1 and --size at least 16".into());
     }

@@ -125,6 +125,16 @@ impl Drop for Peer {
     }
 }
 
+/// What every peer process does first: dies with the benchmark process
+/// (`parent`) and pins itself to `cpu`, if given.
+pub fn start(parent: u32, cpu: Option<usize>) -> Result<(), String> {
+    die_with_parent(parent)?;
+    if let Some(cpu) = cpu {
+        crate::pin::pin_to(cpu)?;
+    }
+    Ok(())
+}
+
 /// Called first thing in the peer: die with the parent, so that a killed
 /// benchmark leaves no spinning peer behind. Fails if the parent is
 /// already gone.

@@ -20,7 +20,6 @@ use crate::kernel::{self, Kind};
 use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{self, Fault, Peer, Watchdog, STARTUP};
-use crate::pin;
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
 use std::collections::HashMap;
@@ -327,10 +326,7 @@ pub struct PeerArgs {
 /// The rpc peer: answers every request with its own bytes until the
 /// benchmark process closes its end, then says `done`.
 pub fn peer(a: PeerArgs) -> Result<(), String> {
-    peer::die_with_parent(a.parent)?;
-    if let Some(cpu) = a.cpu {
-        pin::pin_to(cpu)?;
-    }
+    peer::start(a.parent, a.cpu)?;
     let fault = Fault::from_env();
     match a.via.as_str() {
         "rpc" => {

@@ -37,7 +37,6 @@ use crate::kernel::{self, Kind};
 use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{self, retry, Fault, Peer, Watchdog, STARTUP};
-use crate::pin;
 use crate::rawring::{self, Patience, RawRing};
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
@@ -895,10 +894,7 @@ pub struct PeerArgs {
 /// (throughput) the benchmark process's messages; says `ready`, then
 /// `done <nanoseconds>` (0 for latency, timed here).
 pub fn peer(a: PeerArgs) -> Result<(), String> {
-    peer::die_with_parent(a.parent)?;
-    if let Some(cpu) = a.cpu {
-        pin::pin_to(cpu)?;
-    }
+    peer::start(a.parent, a.cpu)?;
     if a.warmup == 0 || a.size < payload::MIN_ITEM {
         return Err("--warmup must be at least 1 and --size at least 16".into());
     }
