@@ -379,7 +379,7 @@ fn with_retries<R>(
     loop {
         match op(Some(SLICE)) {
             Ok(r) => return Ok(r),
-            Err(tachyon::Error::Timeout) => {
+            Err(tachyon::Error::Timeout { .. }) => {
                 peer.check_alive()?;
                 waited += SLICE;
                 if waited >= stall {
@@ -487,7 +487,7 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
                     match got {
                         Ok(len) if len == size => break,
                         Ok(len) => return Err(format!("an item of {len} bytes, expected {size}")),
-                        Err(tachyon::Error::Timeout) => {
+                        Err(tachyon::Error::Timeout { .. }) => {
                             waited += SLICE;
                             if waited >= stall {
                                 return Err(format!("no item for {stall:?} (is the writer stuck?)"));

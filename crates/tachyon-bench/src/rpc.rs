@@ -216,7 +216,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
                 payload::stamp(&mut msg, seq);
                 let response = match rpc.request(&msg, Some(stall)) {
                     Ok(r) => r,
-                    Err(tachyon::Error::Timeout) => {
+                    Err(tachyon::Error::Timeout { .. }) => {
                         return Err(format!("no response within {stall:?} (is the peer stuck?)"))
                     }
                     Err(e) => {

@@ -370,7 +370,7 @@ fn publish_loan_key(
         fill(&mut loan);
         match loan.publish(len, key, Some(peer::SLICE)) {
             Ok(()) => return Ok(()),
-            Err(tachyon::Error::Timeout) => {
+            Err(tachyon::Error::Timeout { .. }) => {
                 check()?;
                 if start.get_or_insert_with(Instant::now).elapsed() >= stall {
                     return Err(format!("waited {stall:?}: the partition stayed full"));

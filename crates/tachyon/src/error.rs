@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 /// Shorthand for `std::result::Result<T, tachyon::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -26,7 +27,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// No segment of that name exists (or the one that did was stale and has
     /// been removed).
-    #[error("no shared-memory segment named {name:?}; create it first")]
+    #[error("no shared-memory segment named {name:?}; create it first (or use create_or_open)")]
     NotFound {
         /// The name as the caller gave it.
         name: String,
@@ -39,9 +40,26 @@ pub enum Error {
         name: String,
     },
 
-    /// A deadline passed before the operation could complete.
-    #[error("timed out")]
-    Timeout,
+    /// A deadline passed before the operation could complete. Only calls
+    /// given a timeout report it; `try_*` calls never do (an empty source
+    /// is `Ok(None)`, a full one [`Error::Full`]).
+    #[error("timed out{} waiting for {what}; wait longer (a timeout of None waits for ever), or see why the other side is slow", after(.waited))]
+    Timeout {
+        /// What the call waited for (e.g. "a message in the topic's partition").
+        what: &'static str,
+        /// How long it waited, where one timeout bounded the wait.
+        waited: Option<Duration>,
+    },
+
+    /// A `try_*` call found no room: a ring or partition is full now. Call
+    /// again later, or use the waiting form with a timeout.
+    #[error(
+        "{what} is full; the consumers are behind: retry, wait with a timeout, or give it more capacity"
+    )]
+    Full {
+        /// What is full (e.g. "the topic's partition").
+        what: &'static str,
+    },
 
     /// Not enough room: the shared-memory file system is full, or a table
     /// inside a segment is.
@@ -58,10 +76,59 @@ pub enum Error {
         what: String,
     },
 
+    /// The region has no topic of that name.
+    #[error("region {region:?} has no topic named {topic:?}; create it with create_topic (or create_or_open_topic)")]
+    TopicNotFound {
+        /// The topic's name.
+        topic: String,
+        /// The region's name.
+        region: String,
+    },
+
+    /// The region already has a topic of that name.
+    #[error("region {region:?} already has a topic named {topic:?}; open it with topic(), or use create_or_open_topic")]
+    TopicExists {
+        /// The topic's name.
+        topic: String,
+        /// The region's name.
+        region: String,
+    },
+
+    /// An object of that name exists, but was made with another
+    /// configuration than the one a `create_or_open` asked for.
+    #[error("{name:?} exists with {field} = {existing}, not {requested}; open it as it is, or remove it and create it anew")]
+    Incompatible {
+        /// The object's name.
+        name: String,
+        /// The field that differs.
+        field: &'static str,
+        /// Its value in the existing object.
+        existing: String,
+        /// The value asked for.
+        requested: String,
+    },
+
+    /// An RPC channel serves one client at a time, and one is connected.
+    #[error("RPC channel {name:?} already has a client connected; a channel serves one client at a time: wait until it closes, or create another channel")]
+    ChannelBusy {
+        /// The channel's name.
+        name: String,
+    },
+
+    /// A read buffer is smaller than the item to be read into it; nothing
+    /// was consumed.
+    #[error("a buffer of {buffer} bytes is too small for an item of {item} bytes; nothing was read: pass a buffer of at least the node size")]
+    BufferTooSmall {
+        /// The item's size.
+        item: usize,
+        /// The buffer's size.
+        buffer: usize,
+    },
+
     /// The name cannot be used as a segment name.
     #[error("invalid name {name:?}: {reason}")]
     InvalidName {
-        /// The name as the caller gave it (NUL bytes shown escaped).
+        /// The name as the caller gave it (shown escaped once, by `{:?}`).
         name: String,
         /// Why it was refused.
         reason: &'static str,
@@ -101,17 +168,19 @@ pub enum Error {
     },
 
     /// An item is larger than the space that holds one.
-    #[error("message of {size} bytes is too large: at most {max} bytes fit; use larger nodes or split it")]
+    #[error("message of {size} bytes is too large: at most {max} bytes fit; {hint}")]
     MessageTooLarge {
         /// The item's size.
         size: usize,
         /// The most that fits.
         max: usize,
+        /// What to do about it (depends on the object).
+        hint: &'static str,
     },
 
     /// The segment holds elements of another type than the one asked for
     /// (e.g. a `SharedArray<u32>` opened as `SharedArray<u64>`).
-    #[error("segment holds {found}, not {expected}; open it with the type it was created with")]
+    #[error("segment holds {found}, not {expected}; open it with the type it was created with (if both name one type under different paths, open with check_type_name(false))")]
     TypeMismatch {
         /// The element type recorded in the segment.
         found: String,
@@ -130,11 +199,11 @@ pub enum Error {
     },
 
     /// The object was closed, or the peer closed its end.
-    #[error("closed")]
+    #[error("closed: the other end closed the channel")]
     Closed,
 
     /// The peer process died (its attachment is gone).
-    #[error("the peer process died")]
+    #[error("the peer process died; its resources were reclaimed, open the object again to go on")]
     PeerDied,
 
     /// The other end's handler failed or panicked; the text is its error.
@@ -212,7 +281,28 @@ impl fmt::Display for Corruption {
     }
 }
 
+fn after(waited: &Option<Duration>) -> String {
+    waited.map_or(String::new(), |w| format!(" after {w:?}"))
+}
+
+/// `?` on an [`io::Error`] in code that returns `tachyon::Result`.
+impl From<io::Error> for Error {
+    fn from(source: io::Error) -> Self {
+        Error::Io { context: "I/O error".into(), source }
+    }
+}
+
 impl Error {
+    /// The error of a wait for `what` that gave up after `waited`.
+    pub(crate) fn timeout(what: &'static str, waited: Option<Duration>) -> Self {
+        Error::Timeout { what, waited }
+    }
+
+    /// True for [`Error::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
     #[cfg_attr(tachyon_loom, allow(dead_code))] // the file layer is not built under loom
     pub(crate) fn io(context: impl Into<String>, source: impl Into<io::Error>) -> Self {
         Error::Io { context: context.into(), source: source.into() }

@@ -39,7 +39,7 @@ fn await_flag(seg: &Segment, i: usize, v: u64) {
 }
 
 fn is_timeout<T: std::fmt::Debug>(r: tachyon::Result<T>) -> bool {
-    matches!(r, Err(Error::Timeout))
+    matches!(r, Err(Error::Timeout { .. }))
 }
 
 fn is_invalid<T: std::fmt::Debug>(r: tachyon::Result<T>) -> bool {
@@ -276,7 +276,7 @@ fn array_iterator_copies_in_chunks_and_stops_at_a_lock_timeout() {
     let b = SharedArray::<u64>::open(&name).unwrap();
     let g = b.write_lock().unwrap();
     let mut it = a.iter();
-    assert!(matches!(it.next(), Some(Err(Error::Timeout))));
+    assert!(matches!(it.next(), Some(Err(Error::Timeout { .. }))));
     assert!(it.next().is_none());
     drop(g);
     assert_eq!(a.iter().count(), 3000);

@@ -75,7 +75,7 @@ fn block_mode_pushes_back_on_the_slowest_reader() {
     for i in 0..4u8 {
         bus.write(&[i], SHORT).unwrap();
     }
-    assert!(matches!(bus.write(&[4], SHORT), Err(Error::Timeout)), "a whole ring behind: wait");
+    assert!(matches!(bus.write(&[4], SHORT), Err(Error::Timeout { .. })), "a whole ring behind: wait");
     let mut buf = [0u8; 8];
     assert_eq!(r.read(&mut buf, SHORT).unwrap(), Received { len: 1, missed: 0 });
     bus.write(&[4], SHORT).unwrap();
@@ -83,7 +83,7 @@ fn block_mode_pushes_back_on_the_slowest_reader() {
         r.read(&mut buf, SHORT).unwrap();
         assert_eq!(buf[0], i);
     }
-    assert!(matches!(r.read(&mut buf, SHORT), Err(Error::Timeout)));
+    assert!(matches!(r.read(&mut buf, SHORT), Err(Error::Timeout { .. })));
     // Without readers, writers never wait.
     drop(r);
     for i in 0..10u8 {
@@ -113,17 +113,17 @@ fn a_late_reader_starts_at_the_newest_item_and_sizes_are_checked() {
     let mut buf = [0u8; 8];
     {
         let mut early = bus.subscribe().unwrap();
-        assert!(matches!(early.read(&mut buf, SHORT), Err(Error::Timeout)), "nothing written yet");
+        assert!(matches!(early.read(&mut buf, SHORT), Err(Error::Timeout { .. })), "nothing written yet");
     }
     for i in 0..3u8 {
         bus.write(&[i; 3], SHORT).unwrap();
     }
     let mut late = bus.subscribe().unwrap();
     let mut small = [0u8; 2];
-    assert!(matches!(late.read(&mut small, SHORT), Err(Error::MessageTooLarge { size: 3, max: 2 })));
+    assert!(matches!(late.read(&mut small, SHORT), Err(Error::BufferTooSmall { item: 3, buffer: 2 })));
     assert_eq!(late.read(&mut buf, SHORT).unwrap().len, 3);
     assert_eq!(buf[..3], [2, 2, 2]);
-    assert!(matches!(bus.write(&[0; 9], SHORT), Err(Error::MessageTooLarge { size: 9, max: 8 })));
+    assert!(matches!(bus.write(&[0; 9], SHORT), Err(Error::MessageTooLarge { size: 9, max: 8, .. })));
     assert!(matches!(
         BroadcastBuffer::create(&unique("bc-bad"), 1, 8, Overflow::Block),
         Err(Error::InvalidArgument { .. })
@@ -143,7 +143,7 @@ fn a_dead_reader_does_not_block_the_writer() {
         bus.write(&item(i), SHORT).unwrap();
     }
     // The child's reader is a whole ring behind and alive: the writer waits.
-    assert!(matches!(bus.write(&item(4), SHORT), Err(Error::Timeout)));
+    assert!(matches!(bus.write(&item(4), SHORT), Err(Error::Timeout { .. })));
     kill(&mut child);
     // Dead now: the writer drops it and goes on.
     for i in 4..20 {

@@ -91,7 +91,7 @@ fn child_entry() {
                             got_any = true;
                             m
                         }
-                        Err(Error::Timeout) => continue,
+                        Err(Error::Timeout { .. }) => continue,
                         Err(e) => panic!("receive: {e}"),
                     };
                     let w: Vec<u64> =
@@ -263,11 +263,14 @@ fn loans_and_messages_dropped_return_their_chunks() {
     for _ in 0..8 {
         topic.send(b"y", 1, SHORT).unwrap();
     }
-    assert!(matches!(topic.send(b"y", 1, SHORT), Err(Error::Timeout)));
-    assert!(matches!(topic.try_send(b"y", 1), Err(Error::Timeout)));
-    assert!(matches!(topic.try_recv_into(topic.partition_of(1) ^ 1, &mut Vec::new()), Err(Error::Timeout)));
+    assert!(matches!(topic.send(b"y", 1, SHORT), Err(Error::Timeout { .. })));
+    assert!(matches!(topic.try_send(b"y", 1), Err(Error::Timeout { .. })));
+    assert!(matches!(
+        topic.try_recv_into(topic.partition_of(1) ^ 1, &mut Vec::new()),
+        Err(Error::Timeout { .. })
+    ));
     assert!(
-        matches!(topic.try_receive(topic.partition_of(1) ^ 1), Err(Error::Timeout)),
+        matches!(topic.try_receive(topic.partition_of(1) ^ 1), Err(Error::Timeout { .. })),
         "other partition empty"
     );
     let mut buf = Vec::new();
@@ -441,7 +444,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     let r = region.recover().unwrap();
     assert_eq!((r.loans, r.held, r.unpublished), (0, 2, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
-    assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "the held messages are gone");
+    assert!(matches!(topic.try_receive(0), Err(Error::Timeout { .. })), "the held messages are gone");
     assert_eq!(topic.info().lost, 2, "and counted as lost");
 }
 

@@ -258,7 +258,7 @@ fn producer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
             match r {
                 Ok(()) => break,
                 // Nothing was published; try the same message again.
-                Err(Error::Timeout | Error::PoolExhausted { .. }) => {
+                Err(Error::Timeout { .. } | Error::PoolExhausted { .. }) => {
                     if side.get(STOP_PRODUCERS) != 0 || orphaned(a.parent) {
                         return EXIT_OK;
                     }
@@ -301,7 +301,7 @@ fn consumer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
                 // Nothing ready but something claimed: a producer is filling
                 // the cell, or died doing so. Wait a little; a blocked
                 // receive repairs a dead claimant's cell.
-                Err(Error::Timeout) if topic.depth(p).unwrap_or(0) > 0 => {
+                Err(Error::Timeout { .. }) if topic.depth(p).unwrap_or(0) > 0 => {
                     topic.receive(p, Some(Duration::from_millis(3)))
                 }
                 r => r,
@@ -313,7 +313,7 @@ fn consumer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
                     record(topic, side, &who, &keys, p, &msg, &mut last);
                     drop(msg);
                 }
-                Err(Error::Timeout) => {}
+                Err(Error::Timeout { .. }) => {}
                 // The library drops a corrupt descriptor and goes on; so
                 // does the consumer, counting it (the driver fails on it).
                 Err(e) => report(side, ERRORS, &who, &format!("receiving from partition {p}: {e}")),
@@ -326,7 +326,7 @@ fn consumer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
                     record(topic, side, &who, &keys, p, &msg, &mut last);
                     drop(msg);
                 }
-                Err(Error::Timeout) => {}
+                Err(Error::Timeout { .. }) => {}
                 Err(e) => report(side, ERRORS, &who, &format!("receiving from partition {p}: {e}")),
             }
         }

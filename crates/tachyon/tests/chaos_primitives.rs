@@ -342,7 +342,7 @@ fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
             };
             match r {
                 Ok(()) => break,
-                Err(Error::Timeout) => {
+                Err(Error::Timeout { .. }) => {
                     if side.get(R_STOP_WRITERS) != 0 || orphaned(a.parent) {
                         return EXIT_OK;
                     }
@@ -393,7 +393,7 @@ fn ring_reader(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
             }
             Ok(Ok(other)) => report(side, R_BAD, &who, &format!("the driver's item {other:?} in the chaos")),
             Ok(Err(what)) => report(side, R_BAD, &who, &what),
-            Err(Error::Timeout) => {}
+            Err(Error::Timeout { .. }) => {}
             Err(e) => {
                 report(side, R_ERRORS, &who, &format!("reading: {e}"));
                 std::thread::sleep(Duration::from_millis(1));
@@ -661,7 +661,7 @@ fn capacity_check(ring: &CircularBuffer, cap: u64) -> Vec<String> {
             }
         }
         match ring.write(b"one too many", Some(Duration::from_millis(100))) {
-            Err(Error::Timeout) => {}
+            Err(Error::Timeout { .. }) => {}
             other => problems.push(format!("capacity round {round}: item {n}+1 of a full ring: {other:?}")),
         }
         let mut buf = vec![0u8; RING_NODE_SIZE];
@@ -676,7 +676,7 @@ fn capacity_check(ring: &CircularBuffer, cap: u64) -> Vec<String> {
             }
         }
         match ring.read(&mut buf, Some(Duration::from_millis(50))) {
-            Err(Error::Timeout) => {}
+            Err(Error::Timeout { .. }) => {}
             other => problems.push(format!("capacity round {round}: a read of the drained ring: {other:?}")),
         }
     }
@@ -1170,7 +1170,7 @@ fn rpc_end(owner: bool, side: Arc<Side>, a: &Args) -> i32 {
                     }
                     Err(Error::PeerDied) => (gone, died) = (true, true),
                     Err(Error::Closed) => gone = true,
-                    Err(Error::Timeout) => report(&side, P_TIMEOUTS, &who, "a request timed out"),
+                    Err(Error::Timeout { .. }) => report(&side, P_TIMEOUTS, &who, "a request timed out"),
                     Err(e) => report(&side, P_ERRORS, &who, &format!("request: {e}")),
                 }
             }

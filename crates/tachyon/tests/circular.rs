@@ -60,7 +60,7 @@ fn child_entry() {
                         counter(&res, 2).fetch_add(1, Ordering::SeqCst);
                         continue;
                     }
-                    Err(Error::Timeout) => {
+                    Err(Error::Timeout { .. }) => {
                         if counter(&res, 0).load(Ordering::SeqCst) >= total {
                             break;
                         }
@@ -132,7 +132,7 @@ fn item_sizes_and_timeouts() {
     let ring = CircularBuffer::create(&unique("ring-sizes"), 4, 100).unwrap();
     let mut buf = [0u8; 100];
     // Empty ring: a timeout, distinct from an empty item.
-    assert!(matches!(ring.read(&mut buf, SHORT), Err(Error::Timeout)));
+    assert!(matches!(ring.read(&mut buf, SHORT), Err(Error::Timeout { .. })));
     ring.write(&[], SHORT).unwrap();
     assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 0);
     ring.write(&[7], SHORT).unwrap();
@@ -142,18 +142,18 @@ fn item_sizes_and_timeouts() {
     ring.write(&full, SHORT).unwrap();
     assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 100);
     assert_eq!(buf, full);
-    assert!(matches!(ring.write(&[0; 101], SHORT), Err(Error::MessageTooLarge { size: 101, max: 100 })));
+    assert!(matches!(ring.write(&[0; 101], SHORT), Err(Error::MessageTooLarge { size: 101, max: 100, .. })));
     // A buffer too small for the next item: an error, and the item stays.
     ring.write(b"twelve bytes", SHORT).unwrap();
     let mut small = [0u8; 4];
-    assert!(matches!(ring.read(&mut small, SHORT), Err(Error::MessageTooLarge { size: 12, max: 4 })));
+    assert!(matches!(ring.read(&mut small, SHORT), Err(Error::BufferTooSmall { item: 12, buffer: 4 })));
     assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 12);
     // Capacity is exactly node_count; then writers time out.
     for i in 0..4u8 {
         ring.write(&[i], Some(Duration::ZERO)).unwrap();
     }
     assert_eq!(ring.len(), 4);
-    assert!(matches!(ring.write(&[4], SHORT), Err(Error::Timeout)));
+    assert!(matches!(ring.write(&[4], SHORT), Err(Error::Timeout { .. })));
     for i in 0..4u8 {
         assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
         assert_eq!(buf[0], i, "FIFO with one writer and one reader");

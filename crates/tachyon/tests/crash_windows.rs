@@ -142,7 +142,10 @@ fn a_producer_dead_between_queueing_and_committing_loses_only_its_own_message() 
     die_at(&name, "publish", "publish-queued");
     assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 1, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
-    assert!(matches!(topic.try_receive(0), Err(Error::Timeout)), "send never returned: nothing published");
+    assert!(
+        matches!(topic.try_receive(0), Err(Error::Timeout { .. })),
+        "send never returned: nothing published"
+    );
 }
 
 /// A consumer dies at `point` holding the only message; on an
@@ -169,7 +172,7 @@ fn consumer_dies_at(point: &str, delivery: Delivery) {
         }
         Delivery::AtMostOnce => {
             assert_eq!(r, recovered(0, 1, 0, 0), "{point}");
-            assert!(matches!(topic.try_receive(0), Err(Error::Timeout)));
+            assert!(matches!(topic.try_receive(0), Err(Error::Timeout { .. })));
             assert_eq!(topic.info().lost, 1);
         }
     }

@@ -217,7 +217,7 @@ fn eight_threads_with_requests_in_flight() {
 #[test]
 fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
     let (rpc, child) = channel("rpc-timeout");
-    assert!(matches!(rpc.request(b"slow:", Some(Duration::from_millis(100))), Err(Error::Timeout)));
+    assert!(matches!(rpc.request(b"slow:", Some(Duration::from_millis(100))), Err(Error::Timeout { .. })));
     assert_eq!(rpc.stats().timeouts, 1);
     assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the late response was counted");
     assert_eq!(rpc.request(b"echo:after", LONG).unwrap(), b"after");
@@ -292,7 +292,7 @@ fn channel_errors_and_a_closed_peer() {
         Err(Error::Remote(text)) => assert!(text.contains("no handler"), "{text}"),
         other => panic!("expected Remote, got {other:?}"),
     }
-    assert!(matches!(owner.request(&[0; 100], Some(Duration::ZERO)), Err(Error::Timeout) | Ok(_)));
+    assert!(matches!(owner.request(&[0; 100], Some(Duration::ZERO)), Err(Error::Timeout { .. }) | Ok(_)));
     drop(opener);
     // The owner notices the close promptly: pending and new requests fail.
     assert!(wait_for(LIMIT, || owner.closed().is_some()));
@@ -328,7 +328,7 @@ fn message_limits_are_agreed_between_the_ends() {
         .unwrap();
     // The owner knows the opener's limit: refused at once, not timed out.
     match owner.request(&[0; 4096], LONG) {
-        Err(Error::MessageTooLarge { size: 4096, max: 1024 }) => {}
+        Err(Error::MessageTooLarge { size: 4096, max: 1024, .. }) => {}
         other => panic!("expected MessageTooLarge, got {other:?}"),
     }
     assert_eq!(owner.request(&[1; 1000], LONG).unwrap(), vec![1; 1000]);

@@ -102,7 +102,7 @@ fn a_sigkilled_mutex_holder_is_detected_and_the_next_locker_is_told() {
     let mut child = spawn(ENTRY, "hold-mutex", &name);
     assert!(wait_for(LIMIT, || at(&seg, FLAG).load(Ordering::SeqCst) == 1));
     // Held by a live process: we wait, then time out.
-    assert!(matches!(mutex.lock(&seg, SHORT), Err(Error::Timeout)));
+    assert!(matches!(mutex.lock(&seg, SHORT), Err(Error::Timeout { .. })));
     assert!(mutex.try_lock(&seg).unwrap().is_none());
     kill(&mut child);
     // Dead now: the lock is handed over, with the news.
@@ -137,7 +137,7 @@ fn read_locks_overlap_across_processes_and_a_dead_reader_does_not_block_writers(
     assert!(wait_for(LIMIT, || at(&seg, FLAG).load(Ordering::SeqCst) == 2), "two readers inside at once");
     // And a third, here, while both hold it.
     let mine = lock.read(&seg, SHORT).expect("read locks overlap");
-    assert!(matches!(lock.write(&seg, SHORT), Err(Error::Timeout)), "writers wait for readers");
+    assert!(matches!(lock.write(&seg, SHORT), Err(Error::Timeout { .. })), "writers wait for readers");
     drop(mine);
     // One reader leaves normally, the other is killed holding its lock.
     at(&seg, RELEASE).store(1, Ordering::SeqCst);
@@ -152,7 +152,7 @@ fn events_wake_waiters_in_other_processes() {
     let (name, seg) = segment("sync-event");
     let event = seg.get::<Event>(EVENT).unwrap();
     // The timeout fires when nobody sets it.
-    assert!(matches!(event.wait(SHORT), Err(Error::Timeout)));
+    assert!(matches!(event.wait(SHORT), Err(Error::Timeout { .. })));
 
     // Auto-reset: one set lets one waiter through.
     let mut waiters: Vec<_> = (0..2).map(|_| spawn(ENTRY, "wait-event", &name)).collect();

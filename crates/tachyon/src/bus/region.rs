@@ -624,10 +624,11 @@ impl Region {
     /// Takes a chunk for `size` bytes: the smallest class that fits and has
     /// one free, waiting up to `timeout` for one to be freed.
     pub(crate) fn alloc(&self, size: usize, timeout: Option<Duration>) -> Result<(usize, u32)> {
-        let want = CLASS_SIZES
-            .iter()
-            .position(|&s| s >= size.max(1))
-            .ok_or(Error::MessageTooLarge { size, max: MAX_MESSAGE })?;
+        let want = CLASS_SIZES.iter().position(|&s| s >= size.max(1)).ok_or(Error::MessageTooLarge {
+            size,
+            max: MAX_MESSAGE,
+            hint: super::topic::TOO_LARGE,
+        })?;
         if let Some(chunk) = self.cache[want].take() {
             // Already LOANED by this process: a loan now.
             self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);
@@ -670,7 +671,7 @@ impl Region {
             let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
             match self.freed().wait_until(crate::sync::WaitPolicy::Hybrid, Some(slice), try_pop) {
                 Ok(r) => return r,
-                Err(Error::Timeout) => {}
+                Err(Error::Timeout { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

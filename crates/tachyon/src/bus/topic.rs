@@ -26,6 +26,11 @@ const NOT_EMPTY: usize = 128;
 const NOT_FULL: usize = 136;
 const MAX_NAME: usize = 64;
 const READY: u32 = 1;
+/// What a receive waits for.
+const WAIT_MESSAGE: &str = "a message in the topic's partition";
+/// What to do about a message larger than the largest chunk.
+pub(crate) const TOO_LARGE: &str =
+    "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
 /// Most partitions per topic.
 pub const MAX_PARTITIONS: u32 = 256;
 /// Most descriptors per partition.
@@ -107,7 +112,7 @@ impl TopicConfig {
 pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
         return Err(Error::InvalidName {
-            name: name.escape_default().to_string(),
+            name: name.to_owned(),
             reason: "a topic name is 1 to 64 bytes without NUL",
         });
     }
@@ -387,7 +392,7 @@ impl<'r> Topic<'r> {
     /// unpublished returns the chunk.
     pub fn loan(&self, size: usize, timeout: Option<Duration>) -> Result<Loan<'_, 'r>> {
         if size > MAX_MESSAGE {
-            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE });
+            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
         }
         // The pool hands the chunk over already LOANED to this process.
         let (class, chunk) = self.region.alloc(size, timeout)?;
@@ -433,18 +438,18 @@ impl<'r> Topic<'r> {
         let seg = self.region.segment();
         let me = seg.token();
         let (pos, idx, word) = match self.claim(&ring, &waits, false, Some(Duration::ZERO)) {
-            Err(Error::Timeout) if timeout.is_none_or(|t| !t.is_zero()) => {
+            Err(Error::Timeout { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
                 // Waiting: in slices, between which messages that dead
                 // consumers held are handed back (at-least-once topics).
                 let deadline = timeout.map(|t| Instant::now() + t);
                 loop {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                     if left.is_some_and(|l| l.is_zero()) {
-                        return Err(Error::Timeout);
+                        return Err(Error::timeout(WAIT_MESSAGE, timeout));
                     }
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
                     match self.claim(&ring, &waits, false, Some(slice)) {
-                        Err(Error::Timeout) => {
+                        Err(Error::Timeout { .. }) => {
                             self.region.heartbeat();
                             self.region.recover_now_and_then();
                         }

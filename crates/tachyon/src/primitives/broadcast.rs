@@ -248,7 +248,11 @@ impl BroadcastBuffer {
     /// to `timeout` for the slowest reader to make room.
     pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
         if item.len() > self.node_size {
-            return Err(Error::MessageTooLarge { size: item.len(), max: self.node_size });
+            return Err(Error::MessageTooLarge {
+                size: item.len(),
+                max: self.node_size,
+                hint: "create the buffer with larger nodes, or split the item",
+            });
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -269,7 +273,7 @@ impl BroadcastBuffer {
                 });
                 match room {
                     Ok(()) => break,
-                    Err(Error::Timeout) if remaining().is_none_or(|r| !r.is_zero()) => {
+                    Err(Error::Timeout { .. }) if remaining().is_none_or(|r| !r.is_zero()) => {
                         reap = true; // still blocked after a while: is that reader dead?
                         slice = (slice * 2).min(Duration::from_millis(50));
                     }
@@ -379,7 +383,7 @@ impl BroadcastReader<'_> {
                     // Item `c` is still being stored (only ever seen for a
                     // moment): look again, within the deadline.
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(Error::Timeout);
+                        return Err(Error::timeout("an item being written to the broadcast buffer", timeout));
                     }
                     std::hint::spin_loop();
                     continue;
@@ -409,7 +413,7 @@ impl BroadcastReader<'_> {
                 }));
             }
             if !fits {
-                return Err(Error::MessageTooLarge { size: len as usize, max: buf.len() });
+                return Err(Error::BufferTooSmall { item: len as usize, buffer: buf.len() });
             }
             self.move_to(c + 1, true);
             return Ok(Received { len: len as usize, missed: std::mem::take(&mut self.missed) });
@@ -467,7 +471,7 @@ mod tests {
         let mut buf = [0u8; 8];
         assert_eq!(r.read(&mut buf, Some(Duration::from_secs(5))).unwrap(), Received { len: 1, missed: 1 });
         assert_eq!(buf[0], 11);
-        assert!(matches!(r.read(&mut buf, Some(Duration::from_millis(20))), Err(Error::Timeout)));
+        assert!(matches!(r.read(&mut buf, Some(Duration::from_millis(20))), Err(Error::Timeout { .. })));
         // The next writer takes the mutex over and rewrites the position.
         bus.write(&[12], Some(Duration::from_secs(5))).unwrap();
         assert_eq!(r.read(&mut buf, Some(Duration::from_secs(5))).unwrap(), Received { len: 1, missed: 0 });

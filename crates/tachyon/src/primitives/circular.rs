@@ -39,7 +39,7 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 /// * Capacity is exactly `node_count` items: every node is usable.
 /// * No system call on the fast path; waiting follows the [`WaitPolicy`]
 ///   (default [`WaitPolicy::Hybrid`]), and every timeout is a deadline for
-///   the whole call. `Err(Error::Timeout)` is never confused with an empty
+///   the whole call. `Err(Error::Timeout { .. })` is never confused with an empty
 ///   item: zero-length items are items.
 /// * A process killed while it holds a node does not wedge the ring: whoever
 ///   waits on that node notices the death (its attach slot is gone) within
@@ -56,7 +56,7 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 /// let mut buf = [0u8; 64];
 /// let n = peer.read(&mut buf, Some(Duration::from_millis(100)))?;
 /// assert_eq!(&buf[..n], b"hello");
-/// assert!(matches!(peer.read(&mut buf, Some(Duration::ZERO)), Err(tachyon::Error::Timeout)));
+/// assert!(matches!(peer.read(&mut buf, Some(Duration::ZERO)), Err(tachyon::Error::Timeout { .. })));
 /// # Ok::<(), tachyon::Error>(())
 /// ```
 pub struct CircularBuffer {
@@ -297,7 +297,11 @@ impl CircularBuffer {
         fill: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R> {
         if len > self.node_size {
-            return Err(Error::MessageTooLarge { size: len, max: self.node_size });
+            return Err(Error::MessageTooLarge {
+                size: len,
+                max: self.node_size,
+                hint: "create the ring with larger nodes, or split the item",
+            });
         }
         let (pos, idx, _) = self.claim(true, 0, timeout)?;
         let guard = Unfinished { ring: self, pos, idx, writer: true };

@@ -378,7 +378,7 @@ impl Ring<'_> {
             match claim {
                 Claim::Got { pos, idx, len } => Some(Ok((pos, idx, len))),
                 Claim::TooLong { len } => {
-                    Some(Err(Error::MessageTooLarge { size: len as usize, max: max_len as usize }))
+                    Some(Err(Error::BufferTooSmall { item: len as usize, buffer: max_len as usize }))
                 }
                 Claim::Corrupt => {
                     Some(Err(Error::corrupt(Corruption::BadField { field: "ring cell tag", value: 0 })))
@@ -411,9 +411,12 @@ impl Ring<'_> {
             }
             match got {
                 Ok(claim) => return done(claim).expect("only non-waiting claims end the wait"),
-                Err(Error::Timeout) => {
+                Err(Error::Timeout { .. }) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(Error::Timeout);
+                        return Err(Error::timeout(
+                            if writer { "a free node in the ring" } else { "an item in the ring" },
+                            timeout,
+                        ));
                     }
                     // Still blocked after a while: is the blocker dead?
                     if self.recover_with(live, writer, on_dead_read) {

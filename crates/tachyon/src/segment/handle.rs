@@ -209,7 +209,8 @@ impl SegmentBuilder {
                 other => return other,
             }
         }
-        Err(Error::Timeout)
+        // Created and removed by others under our feet every time.
+        Err(Error::timeout("a stable segment to create or open (others kept creating and removing it)", None))
     }
 }
 
@@ -610,7 +611,7 @@ impl<'a> LifecycleLock<'a> {
                 return Ok(LifecycleLock(fd));
             }
             if Instant::now() >= deadline {
-                return Err(Error::Timeout);
+                return Err(Error::timeout("the segment's lifecycle lock", Some(LIFECYCLE_WAIT)));
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(5));

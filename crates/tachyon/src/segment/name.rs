@@ -67,7 +67,7 @@ impl SegmentName {
 
     /// Validates `name` as user `uid` would see it.
     pub fn parse_for(name: &str, uid: u32) -> Result<SegmentName> {
-        let bad = |reason| Error::InvalidName { name: name.escape_default().to_string(), reason };
+        let bad = |reason| Error::InvalidName { name: name.to_owned(), reason };
         if name.is_empty() {
             return Err(bad("the name is empty"));
         }

@@ -55,7 +55,7 @@ pub enum EventMode {
 ///     ready.wait(Some(Duration::from_secs(10)))
 /// })?;
 /// assert!(!ready.is_set()); // auto-reset: passing consumed the set
-/// assert!(matches!(ready.wait(Some(Duration::ZERO)), Err(tachyon::Error::Timeout)));
+/// assert!(matches!(ready.wait(Some(Duration::ZERO)), Err(tachyon::Error::Timeout { .. })));
 /// # Ok::<(), tachyon::Error>(())
 /// ```
 #[repr(C)]
@@ -135,7 +135,7 @@ impl Event {
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
         let mut s = self.state.load(Acquire);
         let start_gen = s & !(SET | MANUAL);
-        let deadline = Deadline::after(timeout);
+        let deadline = Deadline::waiting_for(timeout, "the event to be set");
         loop {
             if s & MANUAL != 0 {
                 if s & SET != 0 || s & !(SET | MANUAL) != start_gen {
@@ -199,8 +199,8 @@ mod tests {
     fn timeout_fires() {
         for mode in [EventMode::AutoReset, EventMode::ManualReset] {
             let e = Event::new(mode);
-            assert!(matches!(e.wait(Some(Duration::ZERO)), Err(Error::Timeout)));
-            assert!(matches!(e.wait(Some(Duration::from_millis(5))), Err(Error::Timeout)));
+            assert!(matches!(e.wait(Some(Duration::ZERO)), Err(Error::Timeout { .. })));
+            assert!(matches!(e.wait(Some(Duration::from_millis(5))), Err(Error::Timeout { .. })));
             assert_eq!(e.waiters.load(Relaxed), 0);
         }
     }
@@ -211,7 +211,7 @@ mod tests {
         e.set();
         e.set(); // coalesces
         e.wait(Some(Duration::ZERO)).unwrap();
-        assert!(matches!(e.wait(Some(Duration::ZERO)), Err(Error::Timeout)));
+        assert!(matches!(e.wait(Some(Duration::ZERO)), Err(Error::Timeout { .. })));
 
         let e = Event::new(EventMode::ManualReset);
         e.set();
@@ -219,7 +219,7 @@ mod tests {
         e.wait(Some(Duration::ZERO)).unwrap();
         assert!(e.is_set());
         e.reset();
-        assert!(matches!(e.wait(Some(Duration::ZERO)), Err(Error::Timeout)));
+        assert!(matches!(e.wait(Some(Duration::ZERO)), Err(Error::Timeout { .. })));
     }
 
     /// Auto-reset: N sets, each handed to exactly one of several waiters
@@ -239,8 +239,8 @@ mod tests {
                                 return;
                             }
                         }
-                        Err(Error::Timeout) if passed.load(SeqCst) >= SETS => return,
-                        Err(Error::Timeout) => {}
+                        Err(Error::Timeout { .. }) if passed.load(SeqCst) >= SETS => return,
+                        Err(Error::Timeout { .. }) => {}
                         Err(other) => panic!("{other}"),
                     }
                 })

@@ -95,7 +95,8 @@ impl Mutex {
         timeout: Option<Duration>,
     ) -> Result<MutexGuard<'a>> {
         let me = live.token().raw();
-        let died = self.acquire(live, me, &Deadline::after(timeout))?;
+        let died =
+            self.acquire(live, me, &Deadline::waiting_for(timeout, "the mutex (another holder has it)"))?;
         Ok(MutexGuard { mutex: self, me, owner_died: died, _not_send: PhantomData })
     }
 
@@ -326,8 +327,8 @@ mod tests {
         assert!(m.is_locked_by(a.token));
         assert!(!m.is_locked_by(b.token));
         assert!(m.try_lock(&b).unwrap().is_none());
-        assert!(matches!(m.lock(&b, Some(Duration::from_millis(5))), Err(Error::Timeout)));
-        assert!(matches!(m.lock(&b, Some(Duration::ZERO)), Err(Error::Timeout)));
+        assert!(matches!(m.lock(&b, Some(Duration::from_millis(5))), Err(Error::Timeout { .. })));
+        assert!(matches!(m.lock(&b, Some(Duration::ZERO)), Err(Error::Timeout { .. })));
         g.unlock();
         assert_eq!(m.word.load(Relaxed), 0, "no flags left behind");
         let g = m.try_lock(&b).unwrap().unwrap();
@@ -418,7 +419,7 @@ mod tests {
             let (m, p) = (m.clone(), w.peer(2));
             thread::spawn(move || m.lock(&p, Some(Duration::from_millis(30))).map(|_| ()))
         };
-        assert!(matches!(t.join().unwrap(), Err(Error::Timeout)));
+        assert!(matches!(t.join().unwrap(), Err(Error::Timeout { .. })));
         drop(g); // CONTENDED is set: a spurious wake, harmless
         assert_eq!(m.word.load(Relaxed), 0);
         m.lock(&w.peer(2), None).unwrap().unlock();

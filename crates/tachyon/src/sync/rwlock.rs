@@ -136,7 +136,7 @@ impl RwLock {
         timeout: Option<Duration>,
     ) -> Result<RwLockReadGuard<'a>> {
         let me = live.token();
-        let deadline = Deadline::after(timeout);
+        let deadline = Deadline::waiting_for(timeout, "a read lock (a writer holds the lock)");
         let mut spin = SpinWait::new();
         let mut slices = Slices::new();
         let mut last = 0; // the writer seen before the last sleep
@@ -193,7 +193,7 @@ impl RwLock {
         timeout: Option<Duration>,
     ) -> Result<RwLockWriteGuard<'a>> {
         let me = live.token().raw();
-        let deadline = Deadline::after(timeout);
+        let deadline = Deadline::waiting_for(timeout, "the write lock (another holder has the lock)");
         let died = self.writer.acquire(live, me, &deadline)?;
         self.drain.forget_sleepers();
         fence(SeqCst);
@@ -472,16 +472,16 @@ mod tests {
         assert_eq!(lock.reader_count(), 3);
         drop(r1);
         assert!(lock.try_write(&c).unwrap().is_none());
-        assert!(matches!(lock.write(&c, SHORT), Err(Error::Timeout)));
+        assert!(matches!(lock.write(&c, SHORT), Err(Error::Timeout { .. })));
         drop(r3);
-        assert!(matches!(lock.write(&c, SHORT), Err(Error::Timeout)));
+        assert!(matches!(lock.write(&c, SHORT), Err(Error::Timeout { .. })));
         assert!(!lock.is_write_locked(), "a timed-out writer withdraws");
         let r4 = lock.read(&b, Some(Duration::ZERO)).unwrap();
         drop((r2, r4));
         let g = lock.write(&c, SHORT).unwrap();
         assert_eq!(lock.writer().unwrap(), Some(c.token));
         assert!(lock.try_read(&a).unwrap().is_none());
-        assert!(matches!(lock.read(&a, SHORT), Err(Error::Timeout)));
+        assert!(matches!(lock.read(&a, SHORT), Err(Error::Timeout { .. })));
         assert!(lock.try_write(&a).unwrap().is_none());
         assert!(format!("{lock:?} {g:?}").contains("writer"));
         g.unlock();
@@ -665,7 +665,7 @@ mod tests {
             let (lock, p) = (lock.clone(), w.peer(2));
             thread::spawn(move || lock.read(&p, LONG).map(|g| g.owner_died()))
         };
-        assert!(matches!(writer.join().unwrap(), Err(Error::Timeout)));
+        assert!(matches!(writer.join().unwrap(), Err(Error::Timeout { .. })));
         assert!(!reader.join().unwrap().unwrap());
         drop(r);
     }

@@ -212,21 +212,27 @@ const _: () = assert!(std::mem::size_of::<WaitCell>() == 8);
 
 /// When a wait must give up. `None` inside: never.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Deadline(Option<Instant>);
+pub(crate) struct Deadline(Option<Instant>, Option<Duration>, &'static str);
 
 impl Deadline {
     /// `timeout` from now; a timeout too large to represent is no limit.
     pub(crate) fn after(timeout: Option<Duration>) -> Deadline {
-        Deadline(timeout.and_then(|t| Instant::now().checked_add(t)))
+        Self::waiting_for(timeout, "a wake-up")
     }
 
-    /// Time left (`None`: no limit), or [`Error::Timeout`] once it passed.
+    /// `timeout` from now, for a wait for `what` (named by its timeout).
+    pub(crate) fn waiting_for(timeout: Option<Duration>, what: &'static str) -> Deadline {
+        Deadline(timeout.and_then(|t| Instant::now().checked_add(t)), timeout, what)
+    }
+
+    /// Time left (`None`: no limit), or [`Error::Timeout`] once it passed
+    /// (callers name what waited with `Error::waiting_for`).
     pub(crate) fn remaining(&self) -> Result<Option<Duration>> {
         match self.0 {
             None => Ok(None),
             Some(d) => match d.checked_duration_since(Instant::now()) {
                 Some(r) if !r.is_zero() => Ok(Some(r)),
-                _ => Err(Error::Timeout),
+                _ => Err(Error::timeout(self.2, self.1)),
             },
         }
     }
@@ -427,9 +433,9 @@ mod tests {
         let cell = WaitCell::new();
         for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
             let r = cell.wait_until(policy, Some(Duration::from_millis(5)), || None::<()>);
-            assert!(matches!(r, Err(Error::Timeout)), "{policy:?}: {r:?}");
+            assert!(matches!(r, Err(Error::Timeout { .. })), "{policy:?}: {r:?}");
             let r = cell.wait_until(policy, Some(Duration::ZERO), || None::<()>);
-            assert!(matches!(r, Err(Error::Timeout)), "{policy:?}: {r:?}");
+            assert!(matches!(r, Err(Error::Timeout { .. })), "{policy:?}: {r:?}");
         }
         assert_eq!(cell.sleepers.load(Relaxed), 0);
     }
@@ -502,7 +508,7 @@ mod tests {
     fn deadline_and_slices() {
         assert!(Deadline::after(None).remaining().unwrap().is_none());
         assert!(Deadline::after(Some(Duration::MAX)).remaining().unwrap().is_none());
-        assert!(matches!(Deadline::after(Some(Duration::ZERO)).remaining(), Err(Error::Timeout)));
+        assert!(matches!(Deadline::after(Some(Duration::ZERO)).remaining(), Err(Error::Timeout { .. })));
         let d = Deadline::after(None);
         let mut s = Slices::new();
         let got: Vec<_> = (0..8).map(|_| s.next(&d).unwrap()).collect();
@@ -514,7 +520,7 @@ mod tests {
         let d = Deadline::after(Some(Duration::from_millis(20)));
         match Slices(MAX_SLICE).next(&d) {
             Ok(slice) => assert!(slice <= Duration::from_millis(20)),
-            Err(e) => assert!(matches!(e, Error::Timeout)),
+            Err(e) => assert!(matches!(e, Error::Timeout { .. })),
         }
         let mut spin = SpinWait::new();
         let mut n = 0;

@@ -73,6 +73,9 @@ type HandlerFn = dyn Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, String> + Se
 type MakeHandler = Box<dyn FnOnce(RpcClient) -> Arc<HandlerFn> + Send>;
 type Job = Box<dyn FnOnce() + Send>;
 
+/// What to do about an RPC message above the agreed maximum.
+const RPC_TOO_LARGE: &str = "raise max_message on both ends (RpcBuilder::max_message), or send less";
+
 /// Options of an [`RpcBuffer`]: geometry (owner only), threads, limits.
 pub struct RpcBuilder {
     name: String,
@@ -654,7 +657,7 @@ impl Inner {
                         drop(s);
                         if self.unregister(id) {
                             Stats::add(&self.stats.c.timeouts, 1);
-                            return Err(Error::Timeout);
+                            return Err(Error::timeout("the RPC response", timeout));
                         }
                         // The response won the race with the deadline.
                         s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -710,8 +713,9 @@ impl Inner {
         let peer_max = self.ctl.get::<AtomicU64>(peer).map_or(0, |m| m.load(Ordering::Relaxed));
         let max = if peer_max == 0 { self.max_message } else { self.max_message.min(peer_max as usize) };
         if msg.len() > max {
-            return Err(Error::MessageTooLarge { size: msg.len(), max });
+            return Err(Error::MessageTooLarge { size: msg.len(), max, hint: RPC_TOO_LARGE });
         }
+        let started = Instant::now();
         let room = self.tx.node_size() - HEADER;
         let count = packet_count(msg.len(), room);
         for (index, chunk) in
@@ -730,7 +734,10 @@ impl Inner {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 if left.is_some_and(|l| l.is_zero()) {
                     Stats::add(&self.stats.c.timeouts, 1);
-                    return Err(Error::Timeout);
+                    return Err(Error::timeout(
+                        "room in the RPC ring to send a packet",
+                        deadline.map(|d| d.saturating_duration_since(started)),
+                    ));
                 }
                 let slice = left.map_or(TICK, |l| l.min(TICK));
                 match self.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
@@ -738,7 +745,7 @@ impl Inner {
                     node[HEADER..].copy_from_slice(chunk);
                 }) {
                     Ok(()) => break,
-                    Err(Error::Timeout) => continue,
+                    Err(Error::Timeout { .. }) => continue,
                     Err(e) => return Err(e),
                 }
             }
@@ -769,7 +776,7 @@ impl Inner {
                     }
                 }
                 Ok(Assembled::TooLarge(h)) => self.refuse(h, max_message),
-                Ok(Assembled::Incomplete) | Err(Error::Timeout) => {}
+                Ok(Assembled::Incomplete) | Err(Error::Timeout { .. }) => {}
                 Ok(Assembled::Dropped(_)) => Stats::add(&self.stats.c.corrupt_packets, 1),
                 Err(_) => {
                     // A ring that keeps failing (a damaged cell): count it and
@@ -792,7 +799,7 @@ impl Inner {
     /// an error, a response fails its request; never silently dropped.
     fn refuse(self: &Arc<Self>, h: Header, max: usize) {
         Stats::add(&self.stats.c.errors, 1);
-        let too_large = Error::MessageTooLarge { size: h.total_len as usize, max };
+        let too_large = Error::MessageTooLarge { size: h.total_len as usize, max, hint: RPC_TOO_LARGE };
         match h.kind {
             MsgType::Request => {
                 let inner = Arc::clone(self);
@@ -880,7 +887,7 @@ impl Inner {
         let deadline = Some(Instant::now() + self.default_timeout);
         match self.send(kind, id, h.msg_id, &body, deadline) {
             Ok(()) => Stats::add(&self.stats.c.responses_sent, 1),
-            Err(Error::MessageTooLarge { size, max }) => {
+            Err(Error::MessageTooLarge { size, max, .. }) => {
                 // Tell the caller rather than leave it waiting.
                 let text = format!("response of {size} bytes exceeds the maximum message size {max}");
                 let _ = self.send(MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
@@ -913,7 +920,10 @@ impl Inner {
         };
         for slot in overdue {
             Stats::add(&self.stats.c.timeouts, 1);
-            slot.complete(Err(Error::Timeout));
+            slot.complete(Err(Error::timeout(
+                "the RPC response",
+                slot.deadline.map(|d| d.saturating_duration_since(slot.started)),
+            )));
         }
     }
 
