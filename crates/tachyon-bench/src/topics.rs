@@ -18,10 +18,10 @@
 //!
 //! Paths:
 //!
-//! * copy: `topic.send(&bytes, key, timeout)` / `topic.recv_into(partition,
+//! * copy: `topic.send(&bytes, Key(key), timeout)` / `topic.recv_into(partition,
 //!   &mut vec, timeout)`: one copy in, one copy out;
 //! * loan: `topic.loan(len, timeout)`, the message written into the loan,
-//!   `loan.publish(len, key, timeout)` / `topic.receive(partition,
+//!   `loan.publish(Key(key), timeout)` / `topic.receive(partition,
 //!   timeout)`, the message read in place (every byte: a 64-bit XOR fold,
 //!   or, for a pong, a compare), then dropped (released). The echoing peer
 //!   copies the ping's view into the pong's loan.
@@ -46,7 +46,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Region, RegionConfig, Topic, TopicConfig, CLASS_SIZES};
+use tachyon::bus::{Key, Region, RegionConfig, Topic, TopicConfig, CLASS_SIZES};
 use tachyon::{CircularBuffer, Segment};
 
 /// Every message is published with this key (one partition per topic).
@@ -326,7 +326,11 @@ fn region_config(size: usize, capacity: u32, topics: usize, ping_pong: bool) -> 
     let chunks = (topics * in_flight).min((256 << 20) / chunk).max(8);
     let ring_arena = (topics * (192 + 16 * capacity as usize)).div_ceil(64) * 64 + 4096;
     let size = (chunks * chunk + ring_arena + (2 << 20)).div_ceil(1 << 20) << 20;
-    RegionConfig { size: size.max(4 << 20), max_topics: 4, ring_arena, class_weights, ..Default::default() }
+    RegionConfig::default()
+        .size(size.max(4 << 20))
+        .max_topics(4)
+        .ring_arena(ring_arena)
+        .class_weights(class_weights)
 }
 
 /// Removes a region's name when dropped (regions are persistent).
@@ -343,7 +347,7 @@ impl Drop for RemoveRegion<'_> {
 /// chunk back, so the message is built again in a new loan.
 #[inline]
 fn publish_loan(
-    topic: &Topic<'_>,
+    topic: &Topic,
     len: usize,
     fill: impl FnMut(&mut [u8]),
     stall: Duration,
@@ -355,7 +359,7 @@ fn publish_loan(
 /// [`publish_loan`] with a key.
 #[inline]
 fn publish_loan_key(
-    topic: &Topic<'_>,
+    topic: &Topic,
     len: usize,
     key: u64,
     mut fill: impl FnMut(&mut [u8]),
@@ -368,7 +372,7 @@ fn publish_loan_key(
     loop {
         let mut loan = retry(|t| topic.loan(len, t), stall, check, "no chunk came free in the pool")?;
         fill(&mut loan);
-        match loan.publish(len, key, Some(peer::SLICE)) {
+        match loan.publish(Key(key), Some(peer::SLICE)) {
             Ok(()) => return Ok(()),
             Err(tachyon::Error::Timeout { .. }) => {
                 check()?;
@@ -384,12 +388,12 @@ fn publish_loan_key(
 /// One key per partition: message `seq` goes with key `keys[seq %
 /// partitions]` to partition `seq % partitions`, so a consumer that reads
 /// the partitions in turn sees the messages in sequence order.
-fn partition_keys(topic: &Topic<'_>) -> Vec<u64> {
+fn partition_keys(topic: &Topic) -> Vec<u64> {
     let n = topic.partitions();
     let mut keys = vec![None; n as usize];
     let mut k = 0u64;
     while keys.iter().any(Option::is_none) {
-        let p = topic.partition_of(k) as usize;
+        let p = topic.partition_of(Key(k)) as usize;
         if keys[p].is_none() {
             keys[p] = Some(k);
         }
@@ -482,12 +486,10 @@ fn topic_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result
     let total = warmup + count;
     let size = case.size;
     let policy = case.policy.unwrap_or(Policy::Hybrid);
-    let cfg = TopicConfig {
-        partitions: case.partitions,
-        capacity: settings.capacity,
-        wait: policy.wait_policy(),
-        ..Default::default()
-    };
+    let cfg = TopicConfig::default()
+        .partitions(case.partitions)
+        .capacity(settings.capacity)
+        .wait(policy.wait_policy());
     let name = unique_name();
     let topics = if case.test == Test::Latency { 2 } else { 1 };
     let region = Region::create(
@@ -504,7 +506,7 @@ fn topic_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result
     match case.test {
         Test::Latency => {
             let (ping, pong) = (topic("ping")?, topic("pong")?);
-            let from = pong.partition_of(KEY);
+            let from = pong.partition_of(Key(KEY));
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
             let mut got = Vec::with_capacity(size);
@@ -514,7 +516,7 @@ fn topic_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result
                     payload::stamp(&mut buf, seq);
                     if case.via == Via::Copy {
                         retry(
-                            |t| ping.send(&buf, KEY, t),
+                            |t| ping.send(&buf, Key(KEY), t),
                             stall,
                             &mut check,
                             "the ping partition stayed full",
@@ -553,7 +555,12 @@ fn topic_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result
                     let key = keys[(seq % keys.len() as u64) as usize];
                     if case.via == Via::Copy {
                         payload::stamp(&mut buf, seq);
-                        retry(|t| data.send(&buf, key, t), stall, &mut check, "the partition stayed full")
+                        retry(
+                            |t| data.send(&buf, Key(key), t),
+                            stall,
+                            &mut check,
+                            "the partition stayed full",
+                        )
                     } else if case.stamps_only {
                         publish_loan_key(
                             &data,
@@ -913,7 +920,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
             match a.test {
                 Test::Latency => {
                     let (ping, pong) = (topic("ping")?, topic("pong")?);
-                    let from = ping.partition_of(KEY);
+                    let from = ping.partition_of(Key(KEY));
                     println!("ready");
                     for seq in 0..total {
                         let lose = fault.at(seq);
@@ -925,7 +932,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                                         payload::damage(&mut buf);
                                     }
                                     retry(
-                                        |t| pong.send(&buf, KEY, t),
+                                        |t| pong.send(&buf, Key(KEY), t),
                                         stall,
                                         &mut check,
                                         "the pong partition stayed full",

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 use tachyon::Segment;
 
 const ROLE_ENV: &str = "TACHYON_CLI_TEST_ROLE";
@@ -29,13 +29,13 @@ fn child_role() {
         // A region with a topic of 2 partitions and 3 queued messages; it
         // outlives this process (regions are persistent).
         "make-region" => {
-            let config = RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() };
+            let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
             let region = Region::create(&arg, config).expect("create region");
             let topic = region
-                .create_topic("quotes", TopicConfig { partitions: 2, capacity: 16, ..Default::default() })
+                .create_topic("quotes", TopicConfig::default().partitions(2).capacity(16))
                 .expect("create topic");
             for key in 1..=3u64 {
-                topic.send(b"quote", key, Some(Duration::from_secs(5))).expect("send");
+                topic.send(b"quote", Key(key), Some(Duration::from_secs(5))).expect("send");
             }
         }
         // Holds a segment until stdin closes.
@@ -52,9 +52,9 @@ fn child_role() {
             let region = (!region_name.is_empty()).then(|| Region::open(region_name).expect("open region"));
             let topic = region.as_ref().map(|r| r.topic("quotes").expect("topic"));
             let _loan = topic.as_ref().map(|t| t.loan(100, None).expect("loan"));
-            let _msg = topic
-                .as_ref()
-                .map(|t| (0..t.partitions()).find_map(|p| t.try_receive(p).ok()).expect("a queued message"));
+            let _msg = topic.as_ref().map(|t| {
+                (0..t.partitions()).find_map(|p| t.try_receive(p).ok().flatten()).expect("a queued message")
+            });
             println!("ready");
             loop {
                 std::thread::sleep(Duration::from_secs(1));

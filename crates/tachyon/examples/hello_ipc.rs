@@ -12,7 +12,7 @@
 //! ```
 
 use std::time::Duration;
-use tachyon::bus::{Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 use tachyon::Result;
 
 /// How long a loan, a publish or a receive may wait.
@@ -21,8 +21,7 @@ const WAIT: Option<Duration> = Some(Duration::from_secs(5));
 fn main() -> Result<()> {
     // A name unique to this run, so that runs never collide.
     let name = format!("hello-ipc-{}", std::process::id());
-    let region =
-        Region::create(&name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20))?;
     println!("created region {name:?} at {}", region.segment().path().display());
     let path = region.segment().path().to_path_buf();
 
@@ -43,13 +42,13 @@ fn hello(region: &Region, name: &str) -> Result<()> {
     let key = 42;
     let mut loan = topic.loan(text.len(), WAIT)?; // a writable chunk of the pool
     loan.copy_from_slice(text.as_bytes()); // the message is built in place
-    loan.publish(text.len(), key, WAIT)?; // only a 16-byte descriptor moves
-    println!("published {} bytes with key {key} to partition {}", text.len(), topic.partition_of(key));
+    loan.publish(Key(key), WAIT)?; // only a 16-byte descriptor moves
+    println!("published {} bytes with key {key} to partition {}", text.len(), topic.partition_of(Key(key)));
 
     // The consumer's side: another process would do exactly this.
     let region2 = Region::open(name)?;
     let topic2 = region2.topic("greetings")?;
-    let message = topic2.receive(topic2.partition_of(key), WAIT)?; // a view into shared memory
+    let message = topic2.receive(topic2.partition_of(Key(key)), WAIT)?; // a view into shared memory
     println!("received {} bytes: {:?}", message.len(), String::from_utf8_lossy(&message));
     drop(message); // releases the chunk back to the pool
 

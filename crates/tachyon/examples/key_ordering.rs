@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
-use tachyon::bus::{Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 use tachyon::{Error, Result};
 
 mod support;
@@ -47,10 +47,7 @@ fn main() -> Result<()> {
         [role, name, n] if role == "producer" => producer(name, number(n)?),
         _ => {
             let name = format!("key-ordering-{}", std::process::id());
-            let region = Region::create(
-                &name,
-                RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() },
-            )?;
+            let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20))?;
             let outcome = parent(&region, &name);
             // A region is persistent: remove it whether or not the run went well.
             drop(region);
@@ -67,12 +64,9 @@ fn number<T: std::str::FromStr>(text: &str) -> Result<T> {
 /// The parent: starts consumers and producers, collects the consumers'
 /// reports.
 fn parent(region: &Region, name: &str) -> Result<()> {
-    let orders = region.create_topic(
-        "orders",
-        TopicConfig { partitions: PARTITIONS, capacity: 256, ..Default::default() },
-    )?;
-    let results =
-        region.create_topic("results", TopicConfig { partitions: 1, capacity: 16, ..Default::default() })?;
+    let orders =
+        region.create_topic("orders", TopicConfig::default().partitions(PARTITIONS).capacity(256))?;
+    let results = region.create_topic("results", TopicConfig::default().partitions(1).capacity(16))?;
     let mut children = Children::default();
     for p in 0..PARTITIONS {
         children.spawn(format!("the consumer of partition {p}"), &["consumer", name, &p.to_string()])?;
@@ -81,7 +75,7 @@ fn parent(region: &Region, name: &str) -> Result<()> {
         children.spawn(format!("producer {id}"), &["producer", name, &id.to_string()])?;
     }
     let by_partition: Vec<Vec<u64>> = (0..PARTITIONS)
-        .map(|p| KEYS.iter().copied().filter(|&k| orders.partition_of(k) == p).collect())
+        .map(|p| KEYS.iter().copied().filter(|&k| orders.partition_of(Key(k)) == p).collect())
         .collect();
     println!(
         "parent (pid {}): {PRODUCERS} producers x {PER_PRODUCER} messages, {} keys over {PARTITIONS} partitions: {by_partition:?}",
@@ -133,11 +127,11 @@ fn producer(name: &str, id: u64) -> Result<()> {
         loan[..8].copy_from_slice(&id.to_le_bytes());
         loan[8..16].copy_from_slice(&KEYS[k].to_le_bytes());
         loan[16..].copy_from_slice(&next[k].to_le_bytes());
-        loan.publish(DATA, KEYS[k], WAIT)?;
+        loan.publish(Key(KEYS[k]), WAIT)?;
         next[k] += 1;
     }
     for p in 0..PARTITIONS {
-        orders.send(&id.to_le_bytes(), key_for(&orders, p)?, WAIT)?;
+        orders.send(&id.to_le_bytes(), Key(key_for(&orders, p)?), WAIT)?;
     }
     println!(
         "producer {id} (pid {}): published {PER_PRODUCER} messages, per key {:?}",
@@ -172,8 +166,8 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
                 let (key, seq) = (field(&message, 1)?, field(&message, 2)?);
                 count += 1;
                 let previous = last.insert((producer, key), seq).unwrap_or(0);
-                let problem = if orders.partition_of(key) != partition {
-                    Some(format!("key {key} belongs to partition {}", orders.partition_of(key)))
+                let problem = if orders.partition_of(Key(key)) != partition {
+                    Some(format!("key {key} belongs to partition {}", orders.partition_of(Key(key))))
                 } else if ended.contains(&producer) {
                     Some(format!("producer {producer} sent key {key} #{seq} after its end marker"))
                 } else if seq != previous + 1 {
@@ -196,7 +190,7 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
     report[..8].copy_from_slice(&u64::from(partition).to_le_bytes());
     report[8..16].copy_from_slice(&count.to_le_bytes());
     report[16..].copy_from_slice(&violations.to_le_bytes());
-    results.send(&report, 0, WAIT)?;
+    results.send(&report, Key(0), WAIT)?;
     if violations > 0 {
         return Err(check_failed(format!("{violations} order violations in partition {partition}")));
     }

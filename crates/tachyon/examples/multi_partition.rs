@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
-use tachyon::bus::{Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 use tachyon::{Error, Result};
 
 mod support;
@@ -42,8 +42,7 @@ fn main() -> Result<()> {
         }
     }
     let name = format!("multi-partition-{}", std::process::id());
-    let region =
-        Region::create(&name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20))?;
     let outcome = producer(&region, &name);
     // A region is persistent: remove it whether or not the run went well.
     drop(region);
@@ -53,12 +52,9 @@ fn main() -> Result<()> {
 
 /// The parent: starts the consumers, publishes, checks their reports.
 fn producer(region: &Region, name: &str) -> Result<()> {
-    let events = region.create_topic(
-        "events",
-        TopicConfig { partitions: PARTITIONS, capacity: 1024, ..Default::default() },
-    )?;
-    let results =
-        region.create_topic("results", TopicConfig { partitions: 1, capacity: 16, ..Default::default() })?;
+    let events =
+        region.create_topic("events", TopicConfig::default().partitions(PARTITIONS).capacity(1024))?;
+    let results = region.create_topic("results", TopicConfig::default().partitions(1).capacity(16))?;
     let mut consumers = Children::default();
     for p in 0..PARTITIONS {
         consumers.spawn(format!("the consumer of partition {p}"), &["consumer", name, &p.to_string()])?;
@@ -78,14 +74,14 @@ fn producer(region: &Region, name: &str) -> Result<()> {
         loan[..8].copy_from_slice(&key.to_le_bytes());
         loan[8..16].copy_from_slice(&i.to_le_bytes());
         loan[16..].fill(0);
-        loan.publish(SIZE, key, WAIT)?;
-        let slot = &mut expected[events.partition_of(key) as usize];
+        loan.publish(Key(key), WAIT)?;
+        let slot = &mut expected[events.partition_of(Key(key)) as usize];
         slot.0 += 1;
         slot.1 = slot.1.wrapping_add(i);
     }
     // Every consumer stops at an empty message in its partition.
     for p in 0..PARTITIONS {
-        events.send(&[], key_for(&events, p)?, WAIT)?;
+        events.send(&[], Key(key_for(&events, p)?), WAIT)?;
     }
     let published = started.elapsed();
 
@@ -133,7 +129,7 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
             break;
         }
         let key = field(&message, 0)?;
-        if events.partition_of(key) != partition {
+        if events.partition_of(Key(key)) != partition {
             return Err(check_failed(format!(
                 "partition {partition} received key {key}, which belongs to another"
             )));
@@ -152,5 +148,5 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
     report[..8].copy_from_slice(&u64::from(partition).to_le_bytes());
     report[8..16].copy_from_slice(&count.to_le_bytes());
     report[16..].copy_from_slice(&sum.to_le_bytes());
-    results.send(&report, 0, WAIT)
+    results.send(&report, Key(0), WAIT)
 }

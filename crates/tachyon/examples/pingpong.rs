@@ -24,7 +24,7 @@
 use std::io;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Region, RegionConfig, TopicConfig, MAX_MESSAGE};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig, MAX_MESSAGE};
 use tachyon::sync::WaitPolicy;
 use tachyon::{Error, Result};
 
@@ -55,8 +55,7 @@ fn main() -> Result<()> {
     let (size, count, policy) = parse_args(&args)?;
 
     let name = format!("pingpong-{}", std::process::id());
-    let region =
-        Region::create(&name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20))?;
     let outcome = parent(&region, &name, size, count, policy);
     // A region is persistent: remove it whether or not the run went well.
     drop(region);
@@ -104,7 +103,7 @@ fn parse(text: &str, what: &str, min: u64, max: u64) -> Result<u64> {
 
 fn parent(region: &Region, name: &str, size: usize, count: u64, policy: WaitPolicy) -> Result<()> {
     // One partition per direction; one message is in flight at a time.
-    let config = TopicConfig { partitions: 1, capacity: 64, wait: policy, ..Default::default() };
+    let config = TopicConfig::default().partitions(1).capacity(64).wait(policy);
     let ping = region.create_topic("ping", config)?;
     let pong = region.create_topic("pong", config)?;
     let rounds = WARM_UP + count;
@@ -123,7 +122,7 @@ fn parent(region: &Region, name: &str, size: usize, count: u64, policy: WaitPoli
         let mut loan = ping.loan(size, WAIT)?;
         loan[..SEQ].copy_from_slice(&seq.to_le_bytes());
         loan[SEQ..].fill(seq as u8);
-        loan.publish(size, 0, WAIT)?;
+        loan.publish(Key(0), WAIT)?;
         let answer = pong.receive(0, WAIT)?;
         let got = seq_of(&answer)?;
         if got != seq || answer.len() != size {
@@ -172,7 +171,7 @@ fn child(name: &str, rounds: u64) -> Result<()> {
         }
         let mut loan = pong.loan(request.len(), WAIT)?;
         loan.copy_from_slice(&request);
-        loan.publish(request.len(), 0, WAIT)?;
+        loan.publish(Key(0), WAIT)?;
         // `request` is dropped here: its chunk goes back to the pool.
     }
     Ok(())

@@ -35,6 +35,9 @@ pub mod primitives;
 pub mod segment;
 pub mod sync;
 
+/// The `Pod` / `Zeroable` traits (and derives) that typed messages and
+/// arrays use, re-exported so that a user needs no version of its own.
+pub use bytemuck;
 pub use error::{Corruption, Error, Result};
 #[cfg(not(tachyon_loom))]
 pub use primitives::{CircularBuffer, CircularBufferBuilder, RpcBuffer};

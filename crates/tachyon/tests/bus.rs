@@ -9,7 +9,7 @@ mod common;
 use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tachyon::bus::{Delivery, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
+use tachyon::bus::{Delivery, Key, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
 use tachyon::sync::WaitPolicy;
 use tachyon::{Error, Segment};
 
@@ -21,7 +21,7 @@ const PRODUCERS: u64 = 2;
 const KEYS: u64 = 16;
 
 fn small_region(name: &str) -> Region {
-    Region::create(name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() }).unwrap()
+    Region::create(name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20)).unwrap()
 }
 
 /// Removes a (persistent) region when the test ends, however it ends.
@@ -64,12 +64,12 @@ fn child_entry() {
                 let msg = message(me, key, seqs[key as usize]);
                 seqs[key as usize] += 1;
                 if i % 2 == 0 {
-                    topic.send(&msg, key, LONG).unwrap();
+                    topic.send(&msg, Key(key), LONG).unwrap();
                 } else {
                     // The loan path: build in place.
                     let mut loan = topic.loan(msg.len(), LONG).unwrap();
                     loan.copy_from_slice(&msg);
-                    loan.publish(msg.len(), key, LONG).unwrap();
+                    loan.publish(Key(key), LONG).unwrap();
                 }
             }
         }
@@ -102,7 +102,7 @@ fn child_entry() {
                         && seq < PER_PRODUCER
                         && w[3] == checksum(&w[..3])
                         && msg[..] == message(producer, key, seq)[..]
-                        && topic.partition_of(key) == p;
+                        && topic.partition_of(Key(key)) == p;
                     if !ok {
                         counter(&side, 2).fetch_add(1, Ordering::SeqCst);
                         continue;
@@ -150,7 +150,7 @@ fn child_entry() {
         }
         "publish-and-exit" => {
             for i in 0..10u8 {
-                topic.send(&[i; 100], u64::from(i), LONG).unwrap();
+                topic.send(&[i; 100], Key(u64::from(i)), LONG).unwrap();
             }
             // Exits with messages in the rings and chunks in the pool.
         }
@@ -164,7 +164,7 @@ fn pub_sub(partitions: u32) {
     let _cleanup = Cleanup(name.clone());
     let side_name = unique("bus-side");
     let region = small_region(&name);
-    region.create_topic("t", TopicConfig { partitions, capacity: 64, ..Default::default() }).unwrap();
+    region.create_topic("t", TopicConfig::default().partitions(partitions).capacity(64)).unwrap();
     let bits = PRODUCERS * KEYS * PER_PRODUCER;
     let side = Segment::create(&side_name, 32 + bits.div_ceil(64) as usize * 8).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -218,9 +218,7 @@ fn exactly_once_and_per_key_order_with_eight_partitions() {
 fn every_size_class_boundary() {
     let name = unique("bus-sizes");
     let _cleanup = Cleanup(name.clone());
-    let region =
-        Region::create(&name, RegionConfig { size: 24 << 20, ring_arena: 1 << 20, ..Default::default() })
-            .unwrap();
+    let region = Region::create(&name, RegionConfig::default().size(24 << 20).ring_arena(1 << 20)).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let initial = region.pool_stats().unwrap();
     let mut sizes = vec![0, 1, MAX_MESSAGE];
@@ -230,12 +228,15 @@ fn every_size_class_boundary() {
     let mut buf = Vec::new();
     for size in sizes {
         let data: Vec<u8> = (0..size).map(|i| (i * 31 + size) as u8).collect();
-        topic.send(&data, size as u64, SHORT).unwrap();
-        assert_eq!(topic.recv_into(topic.partition_of(size as u64), &mut buf, SHORT).unwrap(), size);
+        topic.send(&data, Key(size as u64), SHORT).unwrap();
+        assert_eq!(topic.recv_into(topic.partition_of(Key(size as u64)), &mut buf, SHORT).unwrap(), size);
         assert!(buf == data, "{size} bytes came back changed");
     }
     assert!(matches!(topic.loan(MAX_MESSAGE + 1, SHORT), Err(Error::MessageTooLarge { .. })));
-    assert!(matches!(topic.send(&vec![0; MAX_MESSAGE + 1], 0, SHORT), Err(Error::MessageTooLarge { .. })));
+    assert!(matches!(
+        topic.send(&vec![0; MAX_MESSAGE + 1], Key(0), SHORT),
+        Err(Error::MessageTooLarge { .. })
+    ));
     assert_eq!(region.pool_stats().unwrap(), initial);
 }
 
@@ -244,8 +245,7 @@ fn loans_and_messages_dropped_return_their_chunks() {
     let name = unique("bus-drop");
     let _cleanup = Cleanup(name.clone());
     let region = small_region(&name);
-    let topic =
-        region.create_topic("t", TopicConfig { partitions: 2, capacity: 8, ..Default::default() }).unwrap();
+    let topic = region.create_topic("t", TopicConfig::default().partitions(2).capacity(8)).unwrap();
     let initial = region.pool_stats().unwrap();
     {
         let _a = topic.loan(100, SHORT).unwrap();
@@ -253,29 +253,29 @@ fn loans_and_messages_dropped_return_their_chunks() {
         assert_ne!(region.pool_stats().unwrap(), initial);
     }
     assert_eq!(region.pool_stats().unwrap(), initial, "unpublished loans are returned");
-    topic.send(b"x", 1, SHORT).unwrap();
-    let msg = topic.receive(topic.partition_of(1), SHORT).unwrap();
+    topic.send(b"x", Key(1), SHORT).unwrap();
+    let msg = topic.receive(topic.partition_of(Key(1)), SHORT).unwrap();
     assert_eq!(&*msg, b"x");
     assert_ne!(region.pool_stats().unwrap(), initial);
     msg.release();
     assert_eq!(region.pool_stats().unwrap(), initial, "released messages are returned");
     // A full partition: publishing times out and the chunk comes back.
     for _ in 0..8 {
-        topic.send(b"y", 1, SHORT).unwrap();
+        topic.send(b"y", Key(1), SHORT).unwrap();
     }
-    assert!(matches!(topic.send(b"y", 1, SHORT), Err(Error::Timeout { .. })));
-    assert!(matches!(topic.try_send(b"y", 1), Err(Error::Timeout { .. })));
-    assert!(matches!(
-        topic.try_recv_into(topic.partition_of(1) ^ 1, &mut Vec::new()),
-        Err(Error::Timeout { .. })
-    ));
-    assert!(
-        matches!(topic.try_receive(topic.partition_of(1) ^ 1), Err(Error::Timeout { .. })),
-        "other partition empty"
-    );
+    let err = topic.send(b"y", Key(1), SHORT).unwrap_err();
+    assert!(matches!(err, Error::Timeout { waited: SHORT, .. }), "{err}");
+    assert!(err.to_string().contains("room in the topic's partition"), "{err}");
+    let err = topic.try_send(b"y", Key(1)).unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "try_send never times out: {err}");
+    assert!(err.to_string().contains("full; the consumers are behind"), "{err}");
+    assert!(matches!(topic.try_recv_into(topic.partition_of(Key(1)) ^ 1, &mut Vec::new()), Ok(None)));
+    assert!(matches!(topic.try_receive(topic.partition_of(Key(1)) ^ 1), Ok(None)), "other partition empty");
+    let err = topic.receive(topic.partition_of(Key(1)) ^ 1, SHORT).unwrap_err();
+    assert!(err.to_string().contains("waiting for a message in the topic's partition"), "{err}");
     let mut buf = Vec::new();
     for _ in 0..8 {
-        topic.recv_into(topic.partition_of(1), &mut buf, SHORT).unwrap();
+        topic.recv_into(topic.partition_of(Key(1)), &mut buf, SHORT).unwrap();
     }
     assert_eq!(region.pool_stats().unwrap(), initial);
 }
@@ -285,12 +285,8 @@ fn an_exhausted_class_waits_then_reports_pool_exhausted() {
     let name = unique("bus-exhaust");
     let _cleanup = Cleanup(name.clone());
     // Only 1 MiB chunks, a handful of them.
-    let cfg = RegionConfig {
-        size: 8 << 20,
-        ring_arena: 1 << 20,
-        class_weights: [0, 0, 0, 0, 0, 0, 0, 1],
-        ..Default::default()
-    };
+    let cfg =
+        RegionConfig::default().size(8 << 20).ring_arena(1 << 20).class_weights([0, 0, 0, 0, 0, 0, 0, 1]);
     let region = Region::create(&name, cfg).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let chunks = region.pool_stats().unwrap()[7].chunks;
@@ -311,7 +307,7 @@ fn messages_outlive_the_producer_that_published_them() {
     let _cleanup = Cleanup(name.clone());
     {
         let region = small_region(&name);
-        region.create_topic("t", TopicConfig { partitions: 4, capacity: 16, ..Default::default() }).unwrap();
+        region.create_topic("t", TopicConfig::default().partitions(4).capacity(16)).unwrap();
     } // nobody has the region open now
     let mut child = spawn(ENTRY, "publish-and-exit", &name);
     assert_eq!(wait_child(&mut child, LIMIT), Some(0));
@@ -319,7 +315,7 @@ fn messages_outlive_the_producer_that_published_them() {
     let topic = region.topic("t").unwrap();
     let mut got = Vec::new();
     for i in 0..10u8 {
-        let msg = topic.receive(topic.partition_of(u64::from(i)), SHORT).unwrap();
+        let msg = topic.receive(topic.partition_of(Key(u64::from(i))), SHORT).unwrap();
         got.push(msg[0]);
         assert_eq!(&*msg, &[i; 100]);
     }
@@ -336,7 +332,7 @@ fn corrupt_descriptors_are_reported_and_skipped() {
     topic.publish_raw_descriptor(0, u32::MAX, 1).unwrap(); // no such chunk
     topic.publish_raw_descriptor(0, 0, 65).unwrap(); // chunk 0 is 64 bytes
     topic.publish_raw_descriptor(0, 3, 10).unwrap(); // a free chunk, not queued
-    topic.send(b"good", 0, SHORT).unwrap();
+    topic.send(b"good", Key(0), SHORT).unwrap();
     for _ in 0..3 {
         assert!(matches!(topic.receive(0, SHORT), Err(Error::Corrupt { .. })));
     }
@@ -351,15 +347,12 @@ fn region_and_topic_errors() {
     let _cleanup = Cleanup(name.clone());
     assert!(matches!(Region::open(&name), Err(Error::NotFound { .. })));
     assert!(matches!(
-        Region::create(&name, RegionConfig { size: 1 << 20, ..Default::default() }),
+        Region::create(&name, RegionConfig::default().size(1 << 20)),
         Err(Error::InvalidArgument { .. })
     ));
     let region = small_region(&name);
     assert!(matches!(Region::create(&name, RegionConfig::default()), Err(Error::AlreadyExists { .. })));
-    for bad in [
-        TopicConfig { partitions: 3, ..Default::default() },
-        TopicConfig { capacity: 1, ..Default::default() },
-    ] {
+    for bad in [TopicConfig::default().partitions(3), TopicConfig::default().capacity(1)] {
         assert!(matches!(region.create_topic("x", bad), Err(Error::InvalidArgument { .. })));
     }
     assert!(matches!(region.create_topic("", TopicConfig::default()), Err(Error::InvalidName { .. })));
@@ -368,15 +361,21 @@ fn region_and_topic_errors() {
         Err(Error::InvalidName { .. })
     ));
     region.create_topic("a", TopicConfig::default()).unwrap();
-    assert!(matches!(region.create_topic("a", TopicConfig::default()), Err(Error::AlreadyExists { .. })));
-    assert!(matches!(region.topic("b"), Err(Error::NotFound { .. })));
+    let err = region.create_topic("a", TopicConfig::default()).unwrap_err();
+    assert!(matches!(&err, Error::TopicExists { topic, .. } if topic == "a"), "{err}");
+    assert!(err.to_string().contains("open it with topic(), or use create_or_open_topic"), "{err}");
+    let err = region.topic("b").unwrap_err();
+    assert!(matches!(&err, Error::TopicNotFound { topic, region: r } if topic == "b" && *r == name), "{err}");
+    assert!(err.to_string().contains("has no topic named \"b\"; create it with create_topic"), "{err}");
     // The ring arena (1 MiB) runs out.
-    let big = TopicConfig { partitions: 256, capacity: 1024, ..Default::default() };
+    let big = TopicConfig::default().partitions(256).capacity(1024);
     assert!(matches!(region.create_topic("big", big), Err(Error::NoSpace { .. })));
     let names: Vec<String> = region.topics().unwrap().into_iter().map(|t| t.name).collect();
     assert_eq!(names, ["a"]);
     let topic = region.topic("a").unwrap();
-    assert!(matches!(topic.receive(1, SHORT), Err(Error::InvalidArgument { .. })), "no partition 1");
+    let err = topic.receive(1, SHORT).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "no partition 1");
+    assert!(err.to_string().contains("which has 1 (0 to 0)"), "{err}");
     drop(topic);
     drop(region);
     Region::remove(&name).unwrap();
@@ -410,7 +409,7 @@ fn a_damaged_region_header_or_topic_entry_is_corrupt_not_a_crash() {
         word(ring_off).store(old, Ordering::SeqCst);
     }
     let region = Region::open(&name).unwrap();
-    region.topic("t").unwrap().send(b"still fine", 0, SHORT).unwrap();
+    region.topic("t").unwrap().send(b"still fine", Key(0), SHORT).unwrap();
 }
 
 #[test]
@@ -436,15 +435,15 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
 
     // A consumer dies holding two received messages (lost: at most once).
     counter(&side, 0).store(0, Ordering::SeqCst);
-    topic.send(b"one", 0, SHORT).unwrap();
-    topic.send(b"two", 0, SHORT).unwrap();
+    topic.send(b"one", Key(0), SHORT).unwrap();
+    topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     let r = region.recover().unwrap();
     assert_eq!((r.loans, r.held, r.unpublished), (0, 2, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
-    assert!(matches!(topic.try_receive(0), Err(Error::Timeout { .. })), "the held messages are gone");
+    assert!(matches!(topic.try_receive(0), Ok(None)), "the held messages are gone");
     assert_eq!(topic.info().lost, 2, "and counted as lost");
 }
 
@@ -455,8 +454,7 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let side_name = unique("bus-observe-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
-    let config =
-        TopicConfig { delivery: Delivery::AtLeastOnce, wait: WaitPolicy::Spin, ..Default::default() };
+    let config = TopicConfig::default().delivery(Delivery::AtLeastOnce).wait(WaitPolicy::Spin);
     let topic = region.create_topic("t", config).unwrap();
     let info = topic.info();
     assert_eq!((info.wait, info.delivery), (Some(WaitPolicy::Spin), Some(Delivery::AtLeastOnce)));
@@ -534,11 +532,11 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     let side_name = unique("bus-forged-route-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
-    let config = TopicConfig { delivery: Delivery::AtLeastOnce, partitions: 1, ..Default::default() };
+    let config = TopicConfig::default().delivery(Delivery::AtLeastOnce).partitions(1);
     let topic = region.create_topic("t", config).unwrap();
     let initial = region.pool_stats().unwrap();
-    topic.send(b"one", 0, SHORT).unwrap();
-    topic.send(b"two", 0, SHORT).unwrap();
+    topic.send(b"one", Key(0), SHORT).unwrap();
+    topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
@@ -571,12 +569,8 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let side_name = unique("bus-auto-reclaim-side");
     let side = Segment::create(&side_name, 64).unwrap();
     // Only 1 MiB chunks, a handful.
-    let cfg = RegionConfig {
-        size: 8 << 20,
-        ring_arena: 1 << 20,
-        class_weights: [0, 0, 0, 0, 0, 0, 0, 1],
-        ..Default::default()
-    };
+    let cfg =
+        RegionConfig::default().size(8 << 20).ring_arena(1 << 20).class_weights([0, 0, 0, 0, 0, 0, 0, 1]);
     let region = Region::create(&name, cfg).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let chunks = region.pool_stats().unwrap()[7].chunks;
@@ -598,14 +592,14 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     let side_name = unique("bus-alo-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
-    let cfg = TopicConfig { delivery: Delivery::AtLeastOnce, ..Default::default() };
+    let cfg = TopicConfig::default().delivery(Delivery::AtLeastOnce);
     let topic = region.create_topic("t", cfg).unwrap();
     let initial = region.pool_stats().unwrap();
-    topic.send(b"one", 0, SHORT).unwrap();
-    topic.send(b"two", 0, SHORT).unwrap();
+    topic.send(b"one", Key(0), SHORT).unwrap();
+    topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
-    topic.send(b"three", 0, SHORT).unwrap();
+    topic.send(b"three", Key(0), SHORT).unwrap();
     kill(&mut child);
     // A waiting consumer gets the dead consumer's messages back by itself
     // (after the one published meanwhile).

@@ -47,7 +47,7 @@ use common::{unique, wait_for};
 use std::process::Child;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant, SystemTime};
-use tachyon::bus::{Delivery, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{Delivery, Key, Message, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::sync::{Liveness, Token};
 use tachyon::{Error, Segment};
 
@@ -93,13 +93,13 @@ const LOG: usize = NEXT + PRODUCERS * KEYS;
 // Small helpers
 
 /// Two keys per partition, the same in every process.
-fn keys_of(topic: &Topic<'_>) -> [u64; KEYS] {
+fn keys_of(topic: &Topic) -> [u64; KEYS] {
     let mut keys = [0u64; KEYS];
     let mut per = [0usize; PARTITIONS as usize];
     let mut n = 0;
     let mut k = 0u64;
     while n < KEYS {
-        let p = topic.partition_of(k) as usize;
+        let p = topic.partition_of(Key(k)) as usize;
         if per[p] < KEYS / PARTITIONS as usize {
             per[p] += 1;
             keys[n] = k;
@@ -212,7 +212,7 @@ fn child_entry() {
     std::process::exit(code);
 }
 
-fn producer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
+fn producer(topic: &Topic, side: &Side, a: &Args) -> i32 {
     let keys = keys_of(topic);
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let slot = a.slot as u64;
@@ -243,14 +243,14 @@ fn producer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
                     message.extend_from_slice(&head);
                     message.resize(len, pad);
                 }
-                topic.send(&message, key, PUBLISH_TIMEOUT)
+                topic.send(&message, Key(key), PUBLISH_TIMEOUT)
             } else {
                 // The loan path: built in place.
                 match topic.loan(len, PUBLISH_TIMEOUT) {
                     Ok(mut loan) => {
                         loan[..HEADER].copy_from_slice(&head);
                         loan[HEADER..].fill(pad);
-                        loan.publish(len, key, PUBLISH_TIMEOUT)
+                        loan.publish(Key(key), PUBLISH_TIMEOUT)
                     }
                     Err(e) => Err(e),
                 }
@@ -279,7 +279,7 @@ fn producer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
     }
 }
 
-fn consumer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
+fn consumer(topic: &Topic, side: &Side, a: &Args) -> i32 {
     let keys = keys_of(topic);
     // The last sequence number this consumer saw per (producer slot, key).
     let mut last = vec![None::<u64>; PRODUCERS * KEYS];
@@ -301,19 +301,19 @@ fn consumer(topic: &Topic<'_>, side: &Side, a: &Args) -> i32 {
                 // Nothing ready but something claimed: a producer is filling
                 // the cell, or died doing so. Wait a little; a blocked
                 // receive repairs a dead claimant's cell.
-                Err(Error::Timeout { .. }) if topic.depth(p).unwrap_or(0) > 0 => {
-                    topic.receive(p, Some(Duration::from_millis(3)))
+                Ok(None) if topic.depth(p).unwrap_or(0) > 0 => {
+                    topic.receive(p, Some(Duration::from_millis(3))).map(Some)
                 }
                 r => r,
             };
             match r {
-                Ok(msg) => {
+                Ok(Some(msg)) => {
                     got_any = true;
                     // One message in hand at a time: receive, record, drop.
                     record(topic, side, &who, &keys, p, &msg, &mut last);
                     drop(msg);
                 }
-                Err(Error::Timeout { .. }) => {}
+                Ok(None) | Err(Error::Timeout { .. }) => {}
                 // The library drops a corrupt descriptor and goes on; so
                 // does the consumer, counting it (the driver fails on it).
                 Err(e) => report(side, ERRORS, &who, &format!("receiving from partition {p}: {e}")),
@@ -342,12 +342,12 @@ fn report(side: &Side, counter: usize, who: &str, what: &str) {
 
 /// Checks a received message and records it as delivered.
 fn record(
-    topic: &Topic<'_>,
+    topic: &Topic,
     side: &Side,
     who: &str,
     keys: &[u64; KEYS],
     p: u32,
-    msg: &Message<'_, '_>,
+    msg: &Message,
     last: &mut [Option<u64>],
 ) {
     if msg.len() < HEADER {
@@ -361,7 +361,7 @@ fn record(
         && seq < side.cap
         && w[..] == header(slot, gen, k, seq)[..]
         && msg.len() == w[4] as usize
-        && topic.partition_of(keys[k as usize]) == p
+        && topic.partition_of(Key(keys[k as usize])) == p
         && msg[HEADER..] == vec![pad_byte(w[5]); msg.len() - HEADER][..];
     if !ok {
         let what = format!("damaged or misrouted message on partition {p} ({msg:?}): header {w:?}");
@@ -479,7 +479,7 @@ struct Kills {
     consumers: u64,
 }
 
-fn state_report(region: &Region, topic: &Topic<'_>, side: &Side, fleet: &mut Fleet) -> String {
+fn state_report(region: &Region, topic: &Topic, side: &Side, fleet: &mut Fleet) -> String {
     let mut s = String::new();
     let depths: Vec<String> =
         (0..PARTITIONS).map(|p| topic.depth(p).map_or_else(|e| e.to_string(), |d| d.to_string())).collect();
@@ -612,10 +612,8 @@ fn chaos(delivery: Delivery) {
 
     let name = unique("chaos");
     let _remove = RemoveRegion(name.clone());
-    let region =
-        Region::create(&name, RegionConfig { size: 16 << 20, ring_arena: 1 << 20, ..Default::default() })
-            .unwrap();
-    let config = TopicConfig { partitions: PARTITIONS, capacity: 64, delivery, ..Default::default() };
+    let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20)).unwrap();
+    let config = TopicConfig::default().partitions(PARTITIONS).capacity(64).delivery(delivery);
     let topic = region.create_topic(TOPIC, config).unwrap();
     let initial = region.pool_stats().unwrap();
     let side_name = unique("chaos-side");
@@ -791,7 +789,7 @@ fn chaos(delivery: Delivery) {
     let keys = keys_of(&topic);
     let mut late = 0;
     for p in 0..PARTITIONS {
-        while let Ok(msg) = topic.try_receive(p) {
+        while let Ok(Some(msg)) = topic.try_receive(p) {
             record(&topic, &side, "the driver", &keys, p, &msg, &mut last);
             late += 1;
         }
@@ -939,7 +937,7 @@ impl Audit {
     }
 }
 
-fn audit_pool(region: &Region, topic: &Topic<'_>, side: &Side) -> Audit {
+fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
     let mut audit = Audit::default();
     let seg = region.segment();
     let word = |off: usize| seg.get::<AtomicU64>(off).map(|w| w.load(SeqCst));

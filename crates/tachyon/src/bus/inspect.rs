@@ -74,7 +74,7 @@ impl Region {
     /// ```
     /// # use tachyon::bus::{Region, RegionConfig, TopicConfig};
     /// # let name = format!("doc-inspect-{}", std::process::id());
-    /// let region = Region::create(&name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
     /// let topic = region.create_topic("t", TopicConfig::default())?;
     /// let _loan = topic.loan(100, None)?;
     /// let report = region.inspect()?;

@@ -34,4 +34,7 @@ pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
-pub use topic::{Delivery, Loan, Message, Topic, TopicConfig, TopicInfo, MAX_CAPACITY, MAX_PARTITIONS};
+pub use topic::{
+    Delivery, Key, Loan, Message, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN, MAX_CAPACITY,
+    MAX_PARTITIONS,
+};

@@ -88,13 +88,13 @@ impl Region {
     /// ```
     /// # use tachyon::bus::{Region, RegionConfig};
     /// # let name = format!("doc-recover-{}", std::process::id());
-    /// let region = Region::create(&name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
     /// assert_eq!(region.recover()?.total(), 0); // nobody died
     /// # drop(region); Region::remove(&name)?;
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn recover(&self) -> Result<Recovered> {
-        self.last_recovery.store(self.opened.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.core.last_recovery.store(self.core.opened.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let dead_cache = RefCell::new(HashMap::new());
         let is_dead = |holder: u32| {
             *dead_cache
@@ -117,7 +117,7 @@ impl Region {
             .collect();
         let mut found = Recovered::default();
         if dead.is_empty() {
-            found.slots = self.seg.release_dead_slots();
+            found.slots = self.core.seg.release_dead_slots();
             return Ok(found);
         }
         let named = if dead.iter().any(|(_, w)| w.state() == QUEUED) {
@@ -158,15 +158,15 @@ impl Region {
         }
         // What the dead held is back (or deferred, still in their name,
         // and their tokens stay dead): their slots can go.
-        found.slots = self.seg.release_dead_slots();
+        found.slots = self.core.seg.release_dead_slots();
         Ok(found)
     }
 
     /// Runs [`recover`](Self::recover) if this handle has not for a while;
     /// returns how many chunks it reclaimed.
     pub(crate) fn recover_now_and_then(&self) -> usize {
-        let now = self.opened.elapsed().as_nanos() as u64;
-        let last = self.last_recovery.load(Ordering::Relaxed);
+        let now = self.core.opened.elapsed().as_nanos() as u64;
+        let last = self.core.last_recovery.load(Ordering::Relaxed);
         if last != u64::MAX && now.saturating_sub(last) < RECOVERY_INTERVAL.as_nanos() as u64 {
             return 0;
         }
@@ -232,7 +232,7 @@ impl Region {
     }
 
     /// Runs `each` on every partition's ring of every topic.
-    fn for_each_ring(&self, mut each: impl FnMut(&Topic<'_>, u32, &Ring<'_>) -> Result<()>) -> Result<()> {
+    fn for_each_ring(&self, mut each: impl FnMut(&Topic, u32, &Ring<'_>) -> Result<()>) -> Result<()> {
         for (index, entry) in self.entries()?.iter().enumerate() {
             if entry.is_free() {
                 continue;
@@ -247,7 +247,7 @@ impl Region {
 
     /// Takes over every read claim a dead consumer holds in any ring.
     fn repair_dead_reads(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<()> {
-        let me = self.seg.token();
+        let me = self.core.seg.token();
         let adopt = |word: u64, dead| self.adopt_dead_read(word, dead);
         self.for_each_ring(|topic, p, ring| {
             let mut freed = false;
@@ -320,7 +320,7 @@ impl Region {
         // report as corrupt, rather than stalling the ring.)
         let desc = self.enqueue(i, route | REDELIVERY, len, HELD).map_or(NO_CHUNK, Descriptor::encode);
         crate::platform::fault::point("redeliver-queued");
-        let ok = ring.commit_write(pos, idx, desc, self.seg.token());
+        let ok = ring.commit_write(pos, idx, desc, self.core.seg.token());
         super::topic::topic_wake(&waits, waits.not_empty);
         if ok && desc != NO_CHUNK {
             Some(Redelivery::Done)

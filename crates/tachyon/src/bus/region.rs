@@ -35,6 +35,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{Liveness, Mutex, Token, WaitCell, MAX_SLOTS};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// The payload size classes: 64 B, 256 B, 1 KiB, 4 KiB, 16 KiB, 64 KiB,
@@ -81,12 +82,13 @@ unsafe impl ShmSafe for ChunkMeta {}
 ///
 /// ```
 /// use tachyon::bus::RegionConfig;
-/// let cfg = RegionConfig { size: 16 << 20, class_weights: [4, 4, 4, 2, 1, 1, 1, 0], ..Default::default() };
+/// let cfg = RegionConfig::default().size(16 << 20).class_weights([4, 4, 4, 2, 1, 1, 1, 0]);
 /// assert!(cfg.validate().is_ok()); // no 1 MiB chunks: 1 MiB loans fail
-/// assert!(RegionConfig { class_weights: [0; 8], ..Default::default() }.validate().is_err());
-/// assert!(RegionConfig { size: 1000, ..Default::default() }.validate().is_err());
+/// assert!(RegionConfig::default().class_weights([0; 8]).validate().is_err());
+/// assert!(RegionConfig::default().size(1000).validate().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RegionConfig {
     /// Bytes of the whole region (at least 4 MiB).
     pub size: usize,
@@ -155,6 +157,64 @@ fn round_up(v: usize, to: usize) -> usize {
 }
 
 impl RegionConfig {
+    /// Sets [`size`](Self::size).
+    pub fn size(mut self, bytes: usize) -> Self {
+        self.size = bytes;
+        self
+    }
+
+    /// Sets [`max_topics`](Self::max_topics).
+    pub fn max_topics(mut self, n: usize) -> Self {
+        self.max_topics = n;
+        self
+    }
+
+    /// Sets [`ring_arena`](Self::ring_arena).
+    pub fn ring_arena(mut self, bytes: usize) -> Self {
+        self.ring_arena = bytes;
+        self
+    }
+
+    /// Sets [`class_weights`](Self::class_weights).
+    pub fn class_weights(mut self, weights: [u32; 8]) -> Self {
+        self.class_weights = weights;
+        self
+    }
+
+    /// Sets [`lease`](Self::lease).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// [`Error::Incompatible`] naming the first field of `want` that this
+    /// (an existing object's) configuration does not have.
+    pub(crate) fn check_same(&self, want: &RegionConfig, what: &str) -> Result<()> {
+        let differs = |field, existing: String, requested: String| {
+            Err(Error::Incompatible { name: what.to_owned(), field, existing, requested })
+        };
+        if self.size != want.size {
+            return differs("size", self.size.to_string(), want.size.to_string());
+        }
+        if self.max_topics != want.max_topics {
+            return differs("max_topics", self.max_topics.to_string(), want.max_topics.to_string());
+        }
+        if self.ring_arena != want.ring_arena {
+            return differs("ring_arena", self.ring_arena.to_string(), want.ring_arena.to_string());
+        }
+        if self.class_weights != want.class_weights {
+            return differs(
+                "class_weights",
+                format!("{:?}", self.class_weights),
+                format!("{:?}", want.class_weights),
+            );
+        }
+        if self.lease != want.lease {
+            return differs("lease", format!("{:?}", self.lease), format!("{:?}", want.lease));
+        }
+        Ok(())
+    }
+
     /// Checks the values and that every weighted class gets a chunk.
     pub fn validate(&self) -> Result<()> {
         self.layout().map(|_| ())
@@ -250,23 +310,36 @@ pub struct ClassStats {
 /// published by a process that exited stay readable. [`Region::remove`]
 /// deletes it.
 ///
+/// `Region` is an owned, shared handle: `Clone` (a reference count, the
+/// same attachment), `Send` and `Sync`. Its [`Topic`]s, loans and messages
+/// keep the attachment alive, so a topic can outlive the `Region` value it
+/// came from, live in a struct or move into a thread or task.
+///
 /// ```
 /// use std::time::Duration;
-/// use tachyon::bus::{Region, RegionConfig, TopicConfig};
+/// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 /// # let name = format!("doc-region-{}", std::process::id());
-/// let config = RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() };
+/// let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
 /// let region = Region::create(&name, config)?;
 /// let topic = region.create_topic("prices", TopicConfig::default())?;
 /// let mut loan = topic.loan(5, None)?;
 /// loan.copy_from_slice(b"hello");
-/// loan.publish(5, 42, None)?;                       // key 42 -> one partition
-/// let msg = topic.receive(topic.partition_of(42), Some(Duration::from_secs(1)))?;
+/// loan.publish(Key(42), None)?;                     // key 42 -> one partition
+/// let msg = topic.receive(topic.partition_of(Key(42)), Some(Duration::from_secs(1)))?;
 /// assert_eq!(&*msg, b"hello");                      // a view into shared memory
 /// # drop(msg); drop(topic); drop(region);
 /// # Region::remove(&name)?;
 /// # Ok::<(), tachyon::Error>(())
 /// ```
+#[derive(Clone)]
 pub struct Region {
+    pub(crate) core: Arc<RegionCore>,
+}
+
+/// What every handle of one attachment shares: the mapping, the layout
+/// read from it and this process's bookkeeping. Dropped (and the region
+/// detached) with the last [`Region`], [`Topic`], loan or message.
+pub(crate) struct RegionCore {
     pub(crate) seg: Segment,
     layout: Layout,
     max_topics: usize,
@@ -278,10 +351,12 @@ pub struct Region {
     /// Loans and receives through this handle, to beat now and then.
     ops: std::sync::atomic::AtomicU32,
     /// What recovery reclaimed when this handle opened the region.
-    on_open: super::Recovered,
+    on_open: std::sync::OnceLock<super::Recovered>,
     /// Free chunks this handle keeps for its next loans, per class (see
     /// `ChunkCache`).
     cache: [ChunkCache; 8],
+    /// The configuration the region was created with.
+    config: RegionConfig,
 }
 
 /// A chunk kept by a process for its next loan is LOANED by it (so that it
@@ -292,8 +367,55 @@ pub(crate) const CACHED: u32 = u32::MAX;
 const CACHE_MIN_CHUNKS: usize = 256;
 
 impl Region {
+    /// Opens the region `name` if it exists, else creates it with
+    /// `config` (the C library's `ty_region_open` with a configuration).
+    /// An existing region must have been created with the same
+    /// configuration: [`Error::Incompatible`] names the field that differs.
+    /// Safe to call from several processes at once.
+    ///
+    /// ```
+    /// use tachyon::bus::{Region, RegionConfig};
+    /// # let name = format!("doc-region-coo-{}", std::process::id());
+    /// let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
+    /// let first = Region::create_or_open(&name, config.clone())?;  // creates
+    /// let second = Region::create_or_open(&name, config.clone())?; // opens
+    /// let err = Region::create_or_open(&name, config.size(16 << 20)).unwrap_err();
+    /// assert!(matches!(err, tachyon::Error::Incompatible { field: "size", .. }), "{err}");
+    /// # drop((first, second)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn create_or_open(name: &str, config: RegionConfig) -> Result<Region> {
+        config.validate()?;
+        for _ in 0..16 {
+            match Region::open(name) {
+                Ok(region) => {
+                    region.core.config.check_same(&config, &format!("region {name:?}"))?;
+                    return Ok(region);
+                }
+                Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match Region::create(name, config.clone()) {
+                Err(Error::AlreadyExists { .. }) => {}
+                other => return other,
+            }
+        }
+        Err(Error::timeout("a stable region to create or open (others kept creating and removing it)", None))
+    }
+
+    /// The region's name, as given to create or open.
+    pub fn name(&self) -> &str {
+        self.core.seg.name()
+    }
+
+    /// The configuration the region was created with.
+    pub fn config(&self) -> &RegionConfig {
+        &self.core.config
+    }
+
     /// Creates a region; [`Error::AlreadyExists`] if one of that name
-    /// exists (open it, or remove it first).
+    /// exists (open it, or remove it first, or use
+    /// [`create_or_open`](Self::create_or_open)).
     pub fn create(name: &str, config: RegionConfig) -> Result<Region> {
         let layout = config.layout()?;
         let seg = Segment::builder(name).kind(Kind::REGION).size(config.size).persistent(true).create_with(
@@ -336,9 +458,9 @@ impl Region {
                 Ok(())
             },
         )?;
-        let mut region = Region::new(seg, layout, config.max_topics, config.lease)?;
+        let region = Region::new(seg, layout, config)?;
         // Attaching is a good moment to reclaim what dead processes held.
-        region.on_open = region.recover().unwrap_or_default();
+        let _ = region.core.on_open.set(region.recover().unwrap_or_default());
         Ok(region)
     }
 
@@ -347,9 +469,9 @@ impl Region {
     /// says what).
     pub fn open(name: &str) -> Result<Region> {
         let seg = Segment::builder(name).kind(Kind::REGION).open()?;
-        let (layout, max_topics, lease) = Region::check(&seg)?;
-        let mut region = Region::new(seg, layout, max_topics, lease)?;
-        region.on_open = region.recover().unwrap_or_default();
+        let (layout, config) = Region::check(&seg)?;
+        let region = Region::new(seg, layout, config)?;
+        let _ = region.core.on_open.set(region.recover().unwrap_or_default());
         Ok(region)
     }
 
@@ -361,7 +483,7 @@ impl Region {
     /// ```
     /// # use tachyon::bus::{Region, RegionConfig, TopicConfig};
     /// # let name = format!("doc-inspect-name-{}", std::process::id());
-    /// let region = Region::create(&name, RegionConfig { size: 8 << 20, ring_arena: 1 << 20, ..Default::default() })?;
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
     /// region.create_topic("t", TopicConfig::default())?;
     /// let report = Region::inspect_name(&name)?;
     /// assert_eq!(report.topics[0].info.name, "t");
@@ -371,14 +493,14 @@ impl Region {
     /// ```
     pub fn inspect_name(name: &str) -> Result<super::RegionReport> {
         let seg = Segment::builder(name).kind(Kind::REGION).observe()?;
-        let (layout, max_topics, lease) = Region::check(&seg)?;
-        Region::with(seg, layout, max_topics, lease).inspect()
+        let (layout, config) = Region::check(&seg)?;
+        Region::with(seg, layout, config).inspect()
     }
 
     /// Validates a region segment's header: the recorded configuration as
     /// a caller's would be, and every stored offset against the layout
     /// recomputed from it.
-    fn check(seg: &Segment) -> Result<(Layout, usize, Duration)> {
+    fn check(seg: &Segment) -> Result<(Layout, RegionConfig)> {
         let get = |off: usize| -> Result<u64> { Ok(seg.get::<AtomicU64>(off)?.load(Ordering::Relaxed)) };
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         if get(OFF_VERSION)? != LAYOUT_VERSION {
@@ -416,30 +538,32 @@ impl Region {
         if recorded.iter().zip(&expected).any(|(&r, &e)| r != e as u64) {
             return Err(bad("region layout", seg.size() as u64));
         }
-        Ok((layout, config.max_topics, config.lease))
+        Ok((layout, config))
     }
 
-    fn with(seg: Segment, layout: Layout, max_topics: usize, lease: Duration) -> Region {
-        Region {
+    fn with(seg: Segment, layout: Layout, config: RegionConfig) -> Region {
+        let core = RegionCore {
             seg,
             layout,
-            max_topics,
+            max_topics: config.max_topics,
             last_recovery: AtomicU64::new(u64::MAX),
             opened: std::time::Instant::now(),
-            lease_ns: lease.as_nanos() as u64,
+            lease_ns: config.lease.as_nanos() as u64,
             ops: std::sync::atomic::AtomicU32::new(0),
-            on_open: super::Recovered::default(),
+            on_open: std::sync::OnceLock::new(),
             cache: std::array::from_fn(|_| ChunkCache::new()),
-        }
+            config,
+        };
+        Region { core: Arc::new(core) }
     }
 
-    fn new(seg: Segment, layout: Layout, max_topics: usize, lease: Duration) -> Result<Region> {
-        let region = Region::with(seg, layout, max_topics, lease);
+    fn new(seg: Segment, layout: Layout, config: RegionConfig) -> Result<Region> {
+        let region = Region::with(seg, layout, config);
         // A free-list operation the previous, dead, occupant of this attach
         // slot announced is completed in its name before the slot's journal
         // entry names this process.
         region.help_free_lists()?;
-        let journal = region.seg.get::<AtomicU32>(OFF_JOURNAL + 4 * region.seg.slot())?;
+        let journal = region.core.seg.get::<AtomicU32>(OFF_JOURNAL + 4 * region.core.seg.slot())?;
         journal.store(region.token(), Ordering::Release);
         region.heartbeat();
         Ok(region)
@@ -452,18 +576,18 @@ impl Region {
 
     /// The segment behind the region.
     pub fn segment(&self) -> &Segment {
-        &self.seg
+        &self.core.seg
     }
 
     /// What recovery reclaimed when this handle created or opened the
     /// region (chunks dead processes held, messages delivered again).
     pub fn recovered_on_open(&self) -> super::Recovered {
-        self.on_open
+        self.core.on_open.get().copied().unwrap_or_default()
     }
 
     /// The lease of [`RegionConfig::lease`].
     pub fn lease(&self) -> Duration {
-        Duration::from_nanos(self.lease_ns)
+        Duration::from_nanos(self.core.lease_ns)
     }
 
     /// Records that this process is alive now (its heartbeat in the
@@ -473,14 +597,14 @@ impl Region {
     /// for longer than the lease.
     pub fn heartbeat(&self) {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        if let Ok(hb) = self.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * self.seg.slot()) {
+        if let Ok(hb) = self.core.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * self.core.seg.slot()) {
             hb.store(now, Ordering::Relaxed);
         }
     }
 
     /// Beats now and then: every 256 calls (one relaxed add otherwise).
     pub(crate) fn beat_sometimes(&self) {
-        if self.ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+        if self.core.ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
             self.heartbeat();
         }
     }
@@ -488,56 +612,102 @@ impl Region {
     /// The last heartbeat of attach slot `slot` (ns since the epoch).
     pub fn heartbeat_of(&self, slot: usize) -> Option<u64> {
         (slot < MAX_SLOTS)
-            .then(|| self.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * slot).ok())
+            .then(|| self.core.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * slot).ok())
             .flatten()
             .map(|h| h.load(Ordering::Relaxed))
     }
 
-    /// Creates a topic. [`Error::AlreadyExists`] if one of that name
-    /// exists, [`Error::NoSpace`] if the directory or the ring arena is
+    /// Creates a topic: [`Error::TopicExists`] if the region has one of
+    /// that name, [`Error::NoSpace`] if the directory or the ring arena is
     /// full.
-    pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic<'_>> {
+    pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic> {
+        self.topic_with(name, Some(config), false)
+    }
+
+    /// Opens a topic: [`Error::TopicNotFound`] if the region has none of
+    /// that name.
+    pub fn topic(&self, name: &str) -> Result<Topic> {
+        super::topic::check_name(name)?;
+        match self.find(name)? {
+            Some(index) => Topic::attach(self, index),
+            None => {
+                Err(Error::TopicNotFound { topic: name.to_owned(), region: self.core.seg.name().to_owned() })
+            }
+        }
+    }
+
+    /// Opens the topic `name` if it exists, else creates it with `config`.
+    /// An existing topic must have been created with the same
+    /// configuration: [`Error::Incompatible`] names the field that differs.
+    /// Safe to call from several processes at once (one creates, the others
+    /// open).
+    ///
+    /// ```
+    /// use tachyon::bus::{Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-topic-coo-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let config = TopicConfig::default().partitions(4);
+    /// let a = region.create_or_open_topic("orders", config)?; // creates
+    /// let b = region.create_or_open_topic("orders", config)?; // opens
+    /// assert_eq!(a.partitions(), b.partitions());
+    /// let err = region.create_or_open_topic("orders", config.partitions(8)).unwrap_err();
+    /// assert!(err.to_string().contains("partitions = 4, not 8"), "{err}");
+    /// # drop((a, b)); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn create_or_open_topic(&self, name: &str, config: TopicConfig) -> Result<Topic> {
+        self.topic_with(name, Some(config), true)
+    }
+
+    /// Creates the topic `name` with `config`, or with `may_open` opens the
+    /// one there (checking that it has `config`).
+    fn topic_with(&self, name: &str, config: Option<TopicConfig>, may_open: bool) -> Result<Topic> {
+        let config = config.unwrap_or_default();
         config.validate()?;
         super::topic::check_name(name)?;
         let guard = self.control().lock(self, Some(Duration::from_secs(5)))?;
         // A previous holder that died mid-creation left at most an entry in
         // state CREATING, which is reused below (its arena bytes are lost).
         let _ = guard.owner_died();
-        if self.find(name)?.is_some() {
-            return Err(Error::AlreadyExists { name: name.to_owned() });
+        if let Some(index) = self.find(name)? {
+            drop(guard);
+            if !may_open {
+                return Err(Error::TopicExists {
+                    topic: name.to_owned(),
+                    region: self.core.seg.name().to_owned(),
+                });
+            }
+            let topic = Topic::attach(self, index)?;
+            topic.config().check_same(&config, &format!("topic {name:?}"))?;
+            return Ok(topic);
         }
         let entries = self.entries()?;
         let Some(index) = entries.iter().position(|e| e.is_free()) else {
             return Err(Error::NoSpace {
-                what: format!("the region's {} topic entries are all used", self.max_topics),
+                what: format!(
+                    "the region's {} topic entries are all used; create the region with a larger max_topics",
+                    self.core.max_topics
+                ),
             });
         };
         let bytes = config.ring_bytes();
-        let used = self.seg.get::<AtomicU64>(OFF_ARENA_USED)?;
+        let used = self.core.seg.get::<AtomicU64>(OFF_ARENA_USED)?;
         let start = used.load(Ordering::Relaxed) as usize;
-        if start.checked_add(bytes).is_none_or(|end| end > self.layout.arena_size) {
+        if start.checked_add(bytes).is_none_or(|end| end > self.core.layout.arena_size) {
             return Err(Error::NoSpace {
                 what: format!(
                     "the ring arena has {} of {} bytes left, topic needs {bytes}; create the region with a larger ring_arena",
-                    self.layout.arena_size.saturating_sub(start),
-                    self.layout.arena_size
+                    self.core.layout.arena_size.saturating_sub(start),
+                    self.core.layout.arena_size
                 ),
             });
         }
         used.store((start + bytes) as u64, Ordering::Relaxed);
-        let ring_off = self.layout.arena + start;
-        super::topic::init_rings(&self.seg, ring_off, &config)?;
+        let ring_off = self.core.layout.arena + start;
+        super::topic::init_rings(&self.core.seg, ring_off, &config)?;
         entries[index].publish(name, &config, ring_off as u64);
         drop(guard);
         Topic::attach(self, index)
-    }
-
-    /// Opens an existing topic.
-    pub fn topic(&self, name: &str) -> Result<Topic<'_>> {
-        match self.find(name)? {
-            Some(index) => Topic::attach(self, index),
-            None => Err(Error::NotFound { name: name.to_owned() }),
-        }
     }
 
     /// The topics of the region.
@@ -551,8 +721,8 @@ impl Region {
         let metas = self.metas()?;
         Ok(std::array::from_fn(|c| ClassStats {
             chunk_size: CLASS_SIZES[c],
-            chunks: self.layout.class_count[c],
-            free: self.layout.class_range(c).filter(|&i| is_free(&metas[i as usize])).count(),
+            chunks: self.core.layout.class_count[c],
+            free: self.core.layout.class_range(c).filter(|&i| is_free(&metas[i as usize])).count(),
         }))
     }
 
@@ -562,63 +732,65 @@ impl Region {
 
     /// Where the ring arena lies in the data area.
     pub(crate) fn arena(&self) -> std::ops::Range<usize> {
-        self.layout.arena..self.layout.arena + self.layout.arena_size
+        self.core.layout.arena..self.core.layout.arena + self.core.layout.arena_size
     }
 
     pub(crate) fn entries(&self) -> Result<&[TopicEntry]> {
-        self.seg.get_slice(OFF_TOPICS, self.max_topics)
+        self.core.seg.get_slice(OFF_TOPICS, self.core.max_topics)
     }
 
     fn control(&self) -> &Mutex {
-        self.seg.get(OFF_CONTROL).expect("fixed offset inside every region")
+        self.core.seg.get(OFF_CONTROL).expect("fixed offset inside every region")
     }
 
     pub(crate) fn free_lists(&self) -> Result<&[FreeList]> {
-        self.seg.get_slice(OFF_FREE_LISTS, 8)
+        self.core.free_lists()
     }
 
     /// The chunks and the journal the free lists work on.
     pub(crate) fn pool(&self) -> Result<Pool<'_>> {
-        Ok(Pool { metas: self.metas()?, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)? })
+        self.core.pool()
     }
 
     /// Completes the free-list operations announced now (see `pool`).
     pub(crate) fn help_free_lists(&self) -> Result<()> {
         let pool = self.pool()?;
         for (c, list) in self.free_lists()?.iter().enumerate() {
-            list.help(&pool, &self.layout.class_range(c)).map_err(|()| damaged_list(c))?;
+            list.help(&pool, &self.core.layout.class_range(c)).map_err(|()| damaged_list(c))?;
         }
         Ok(())
     }
 
     pub(crate) fn metas(&self) -> Result<&[ChunkMeta]> {
-        self.seg.get_slice(self.layout.metas, self.layout.total_chunks)
+        self.core.seg.get_slice(self.core.layout.metas, self.core.layout.total_chunks)
     }
 
     pub(crate) fn freed(&self) -> &WaitCell {
-        self.seg.get(OFF_FREED).expect("fixed offset inside every region")
+        self.core.freed()
     }
 
     /// The class of global chunk index `chunk`, if it is one.
     pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
         let chunk = chunk as usize;
         (0..8).find(|&c| {
-            chunk.checked_sub(self.layout.class_first[c]).is_some_and(|i| i < self.layout.class_count[c])
+            chunk
+                .checked_sub(self.core.layout.class_first[c])
+                .is_some_and(|i| i < self.core.layout.class_count[c])
         })
     }
 
     pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
-        self.layout.class_range(class)
+        self.core.layout.class_range(class)
     }
 
     /// Pointer to the data of chunk `chunk` of class `class` (checked by
     /// the caller with `class_of`).
     pub(crate) fn chunk_ptr(&self, class: usize, chunk: u32) -> *mut u8 {
-        let i = chunk as usize - self.layout.class_first[class];
-        debug_assert!(i < self.layout.class_count[class]);
+        let i = chunk as usize - self.core.layout.class_first[class];
+        debug_assert!(i < self.core.layout.class_count[class]);
         // SAFETY: `class_data[class] + (i + 1) * size <= seg.size()` (checked
         // at create/open), so the chunk lies inside the data area.
-        unsafe { self.seg.as_ptr().add(self.layout.class_data[class] + i * CLASS_SIZES[class]) }
+        unsafe { self.core.seg.as_ptr().add(self.core.layout.class_data[class] + i * CLASS_SIZES[class]) }
     }
 
     /// Takes a chunk for `size` bytes: the smallest class that fits and has
@@ -629,14 +801,14 @@ impl Region {
             max: MAX_MESSAGE,
             hint: super::topic::TOO_LARGE,
         })?;
-        if let Some(chunk) = self.cache[want].take() {
+        if let Some(chunk) = self.core.cache[want].take() {
             // Already LOANED by this process: a loan now.
             self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);
             return Ok((want, chunk));
         }
         let lists = self.free_lists()?;
         let pool = self.pool()?;
-        let me = self.seg.token();
+        let me = self.core.seg.token();
         let try_pop = || -> Option<Result<(usize, u32)>> {
             for (c, list) in lists.iter().enumerate().skip(want) {
                 match list.pop(&pool, &self.class_range(c), me) {
@@ -680,7 +852,7 @@ impl Region {
     /// Returns a chunk the caller holds: to this handle's cache if its
     /// class is cached and there is room, else to its class's free list.
     pub(crate) fn free(&self, class: usize, chunk: u32) {
-        if self.layout.class_count[class] >= CACHE_MIN_CHUNKS && self.keep(class, chunk) {
+        if self.core.layout.class_count[class] >= CACHE_MIN_CHUNKS && self.keep(class, chunk) {
             return;
         }
         self.free_shared(class, chunk);
@@ -704,33 +876,24 @@ impl Region {
             return false;
         }
         meta.route.store(CACHED, Ordering::Relaxed);
-        self.cache[class].put(chunk)
+        self.core.cache[class].put(chunk)
     }
 
     /// Returns a chunk the caller holds to its class's free list (what
     /// recovery reclaims goes there, not into the recoverer's cache).
     pub(crate) fn free_shared(&self, class: usize, chunk: u32) {
-        if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
-            pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
-            // The chunk stays attributed to the caller until the push's
-            // announcement, which turns it FREE in the same instant.
-            if lists[class].push(&pool, &self.class_range(class), chunk).is_ok() {
-                self.freed().notify_all();
-            }
-        }
+        self.core.free_shared(class, chunk);
     }
 
     /// The caller's token in this region.
     pub(crate) fn token(&self) -> u32 {
-        self.seg.token().raw()
+        self.core.seg.token().raw()
     }
 }
 
-/// A holder is dead when the kernel says so (see
-/// [`Segment::liveness_of`]); where the kernel cannot tell, when its slot's
-/// heartbeat is older than the region's lease.
-/// Gives back the chunks this handle kept for its next loans.
-impl Drop for Region {
+/// Gives back the chunks this attachment kept for its next loans, when
+/// its last handle goes.
+impl Drop for RegionCore {
     fn drop(&mut self) {
         for class in 0..8 {
             while let Some(chunk) = self.cache[class].take() {
@@ -740,19 +903,49 @@ impl Drop for Region {
     }
 }
 
+impl RegionCore {
+    fn free_lists(&self) -> Result<&[FreeList]> {
+        self.seg.get_slice(OFF_FREE_LISTS, 8)
+    }
+
+    fn pool(&self) -> Result<Pool<'_>> {
+        let metas = self.seg.get_slice(self.layout.metas, self.layout.total_chunks)?;
+        Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)? })
+    }
+
+    fn freed(&self) -> &WaitCell {
+        self.seg.get(OFF_FREED).expect("fixed offset inside every region")
+    }
+
+    /// Returns a chunk the caller holds to its class's free list.
+    fn free_shared(&self, class: usize, chunk: u32) {
+        if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
+            pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
+            // The chunk stays attributed to the caller until the push's
+            // announcement, which turns it FREE in the same instant.
+            if lists[class].push(&pool, &self.layout.class_range(class), chunk).is_ok() {
+                self.freed().notify_all();
+            }
+        }
+    }
+}
+
+/// A holder is dead when the kernel says so (see
+/// [`Segment::liveness_of`]); where the kernel cannot tell, when its slot's
+/// heartbeat is older than the region's lease.
 impl Liveness for Region {
     fn token(&self) -> Token {
-        self.seg.token()
+        self.core.seg.token()
     }
 
     fn is_dead(&self, token: Token) -> bool {
-        match self.seg.liveness_of(token) {
+        match self.core.seg.liveness_of(token) {
             Some(alive) => !alive,
             None => {
                 let now =
                     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
                 let beat = self.heartbeat_of(token.slot()).unwrap_or(0);
-                now.saturating_sub(u128::from(beat)) > u128::from(self.lease_ns)
+                now.saturating_sub(u128::from(beat)) > u128::from(self.core.lease_ns)
             }
         }
     }
@@ -761,9 +954,9 @@ impl Liveness for Region {
 impl std::fmt::Debug for Region {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Region")
-            .field("name", &self.seg.name())
-            .field("size", &self.seg.size())
-            .field("max_topics", &self.max_topics)
+            .field("name", &self.core.seg.name())
+            .field("size", &self.core.seg.size())
+            .field("max_topics", &self.core.max_topics)
             .finish()
     }
 }

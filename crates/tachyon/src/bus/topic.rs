@@ -11,13 +11,16 @@
 //! queued) before any payload byte is touched.
 
 use super::pool::{Descriptor, HELD, LOANED, QUEUED};
-use super::region::{Region, MAX_MESSAGE, RECOVERY_INTERVAL};
+use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::primitives::ring::{Cell, Cursors, Ring, Waits};
 use crate::segment::{Segment, ShmSafe};
 use crate::sync::{Liveness, WaitPolicy};
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes in front of each partition's cells: cursors and two wait cells.
@@ -54,11 +57,12 @@ pub enum Delivery {
 /// ```
 /// use tachyon::bus::TopicConfig;
 /// use tachyon::sync::WaitPolicy;
-/// let cfg = TopicConfig { partitions: 4, capacity: 256, wait: WaitPolicy::Spin, ..Default::default() };
+/// let cfg = TopicConfig::default().partitions(4).capacity(256).wait(WaitPolicy::Spin);
 /// assert!(cfg.validate().is_ok());
-/// assert!(TopicConfig { partitions: 3, ..cfg }.validate().is_err());
+/// assert!(cfg.partitions(3).validate().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TopicConfig {
     /// Partitions: a power of two, 1 to 256. A key always maps to the same
     /// partition, so messages with one key stay in order.
@@ -83,6 +87,51 @@ impl Default for TopicConfig {
 }
 
 impl TopicConfig {
+    /// Sets [`partitions`](Self::partitions).
+    pub fn partitions(mut self, n: u32) -> Self {
+        self.partitions = n;
+        self
+    }
+
+    /// Sets [`capacity`](Self::capacity).
+    pub fn capacity(mut self, n: u32) -> Self {
+        self.capacity = n;
+        self
+    }
+
+    /// Sets [`wait`](Self::wait).
+    pub fn wait(mut self, policy: WaitPolicy) -> Self {
+        self.wait = policy;
+        self
+    }
+
+    /// Sets [`delivery`](Self::delivery).
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// [`Error::Incompatible`] naming the first field of `want` that this
+    /// (an existing topic's) configuration does not have.
+    pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
+        let differs = |field, existing: String, requested: String| {
+            Err(Error::Incompatible { name: what.to_owned(), field, existing, requested })
+        };
+        if self.partitions != want.partitions {
+            return differs("partitions", self.partitions.to_string(), want.partitions.to_string());
+        }
+        if self.capacity != want.capacity {
+            return differs("capacity", self.capacity.to_string(), want.capacity.to_string());
+        }
+        if self.wait != want.wait {
+            return differs("wait", format!("{:?}", self.wait), format!("{:?}", want.wait));
+        }
+        if self.delivery != want.delivery {
+            return differs("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery));
+        }
+        Ok(())
+    }
+
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
         if !self.partitions.is_power_of_two() || self.partitions > MAX_PARTITIONS {
@@ -269,11 +318,70 @@ fn mix64(key: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The key of a message: messages with one key go to one partition and
+/// stay in the order they were published. A newtype, so that a key and a
+/// length cannot be swapped silently.
+///
+/// ```
+/// use tachyon::bus::Key;
+/// let k = Key(42);
+/// assert_eq!(k, Key::from(42u64));
+/// assert_eq!(u64::from(k), 42);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Key(pub u64);
+
+impl From<u64> for Key {
+    fn from(k: u64) -> Key {
+        Key(k)
+    }
+}
+
+impl From<Key> for u64 {
+    fn from(k: Key) -> u64 {
+        k.0
+    }
+}
+
 /// A topic of a [`Region`]: `loan` / `publish` to produce, `receive` to
 /// consume. See [`Region::create_topic`].
-pub struct Topic<'r> {
-    region: &'r Region,
-    entry: &'r TopicEntry,
+///
+/// A `Topic` is an owned handle: it keeps its region mapped, it is
+/// `Clone` (cheap: a reference count), `Send` and `Sync`, so it can live in
+/// a struct, move into a thread or a tokio task, and be shared by threads.
+/// [`Loan`]s and [`Message`]s are owned too (`'static + Send`).
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::bus::{Key, Region, RegionConfig, Topic, TopicConfig};
+/// # let name = format!("doc-topic-{}", std::process::id());
+///
+/// struct Publisher {
+///     topic: Topic, // no lifetime: the topic keeps its region alive
+/// }
+///
+/// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+/// let publisher = Publisher { topic: region.create_topic("ticks", TopicConfig::default())? };
+/// let consumer = publisher.topic.clone();
+/// let reader = std::thread::spawn(move || -> tachyon::Result<Vec<u8>> {
+///     Ok(consumer.receive(0, Some(Duration::from_secs(5)))?.to_vec())
+/// });
+/// publisher.topic.send(b"tick", Key(1), None)?;
+/// assert_eq!(reader.join().unwrap()?, b"tick");
+/// # drop(publisher); drop(region);
+/// # Region::remove(&name)?;
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Topic {
+    core: Arc<TopicCore>,
+}
+
+/// What the handles of one opened topic share.
+struct TopicCore {
+    region: Region,
+    /// The topic's directory entry, inside the mapping `region` keeps.
+    entry: NonNull<TopicEntry>,
     name: String,
     partitions: u32,
     capacity: usize,
@@ -284,8 +392,23 @@ pub struct Topic<'r> {
     delivery: Delivery,
 }
 
-impl<'r> Topic<'r> {
-    pub(crate) fn attach(region: &'r Region, index: usize) -> Result<Topic<'r>> {
+// SAFETY: `entry` points into the region's mapping, which `region` keeps
+// mapped for as long as this value lives; `TopicEntry` is atomics only
+// (`Sync`), so it may be reached from any thread. Every other field is
+// `Send + Sync`.
+unsafe impl Send for TopicCore {}
+// SAFETY: as for `Send`: only `&TopicEntry` is ever formed from `entry`.
+unsafe impl Sync for TopicCore {}
+
+/// A chunk taken from the pool for one message (no handle attached).
+#[derive(Debug, Clone, Copy)]
+struct Chunk {
+    class: usize,
+    index: u32,
+}
+
+impl Topic {
+    pub(crate) fn attach(region: &Region, index: usize) -> Result<Topic> {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         // `index` may come from shared memory (a chunk's route).
         let entry = region.entries()?.get(index).ok_or(bad("topic index", index as u64))?;
@@ -307,9 +430,9 @@ impl<'r> Topic<'r> {
         {
             return Err(bad("topic ring offset", raw_off));
         }
-        Ok(Topic {
-            region,
-            entry,
+        let core = TopicCore {
+            region: region.clone(),
+            entry: NonNull::from(entry),
             name: info.name,
             partitions: cfg.partitions,
             capacity: cfg.capacity as usize,
@@ -318,42 +441,68 @@ impl<'r> Topic<'r> {
             policy: cfg.wait,
             index,
             delivery: cfg.delivery,
-        })
+        };
+        Ok(Topic { core: Arc::new(core) })
+    }
+
+    fn entry(&self) -> &TopicEntry {
+        // SAFETY: `entry` was formed from a `&TopicEntry` inside the region's
+        // mapping, which `self.core.region` keeps mapped (see `TopicCore`).
+        unsafe { self.core.entry.as_ref() }
+    }
+
+    fn region(&self) -> &Region {
+        &self.core.region
+    }
+
+    /// The region the topic lives in.
+    pub fn region_handle(&self) -> Region {
+        self.core.region.clone()
+    }
+
+    /// The configuration the topic was created with.
+    pub fn config(&self) -> TopicConfig {
+        TopicConfig {
+            partitions: self.core.partitions,
+            capacity: self.core.capacity as u32,
+            wait: self.core.policy,
+            delivery: self.core.delivery,
+        }
     }
 
     /// What a consumer's death does to the message it held.
     pub fn delivery(&self) -> Delivery {
-        self.delivery
+        self.core.delivery
     }
 
     /// The topic's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     /// Number of partitions.
     pub fn partitions(&self) -> u32 {
-        self.partitions
+        self.core.partitions
     }
 
     /// Descriptors per partition.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.core.capacity
     }
 
     /// The partition messages with `key` go to.
-    pub fn partition_of(&self, key: u64) -> u32 {
-        (mix64(key) & u64::from(self.partitions - 1)) as u32
+    pub fn partition_of(&self, key: Key) -> u32 {
+        (mix64(key.0) & u64::from(self.core.partitions - 1)) as u32
     }
 
     /// Counters of the topic.
     pub fn info(&self) -> TopicInfo {
-        self.entry.info().unwrap_or_else(|| TopicInfo {
-            name: self.name.clone(),
-            partitions: self.partitions,
-            capacity: self.capacity as u32,
-            wait: Some(self.policy),
-            delivery: Some(self.delivery),
+        self.entry().info().unwrap_or_else(|| TopicInfo {
+            name: self.core.name.clone(),
+            partitions: self.core.partitions,
+            capacity: self.core.capacity as u32,
+            wait: Some(self.core.policy),
+            delivery: Some(self.core.delivery),
             published: 0,
             received: 0,
             corrupt: 0,
@@ -366,76 +515,239 @@ impl<'r> Topic<'r> {
         Ok(self.ring(partition)?.len() as usize)
     }
 
-    pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'r>> {
-        if partition >= self.partitions {
-            return Err(Error::invalid(format!("partition {partition} of a topic with {}", self.partitions)));
+    pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'_>> {
+        if partition >= self.core.partitions {
+            return Err(Error::invalid(format!(
+                "partition {partition} of topic {:?}, which has {} (0 to {})",
+                self.core.name,
+                self.core.partitions,
+                self.core.partitions - 1
+            )));
         }
-        let seg = self.region.segment();
-        let base = self.ring_off + partition as usize * self.block;
-        Ok(Ring { cursors: seg.get(base)?, cells: seg.get_slice(base + PARTITION_HEADER, self.capacity)? })
+        let seg = self.region().segment();
+        let base = self.core.ring_off + partition as usize * self.core.block;
+        Ok(Ring {
+            cursors: seg.get(base)?,
+            cells: seg.get_slice(base + PARTITION_HEADER, self.core.capacity)?,
+        })
     }
 
-    pub(crate) fn waits(&self, partition: u32) -> Result<Waits<'r>> {
-        let seg = self.region.segment();
-        let base = self.ring_off + partition as usize * self.block;
+    pub(crate) fn waits(&self, partition: u32) -> Result<Waits<'_>> {
+        let seg = self.region().segment();
+        let base = self.core.ring_off + partition as usize * self.core.block;
         Ok(Waits {
             not_empty: seg.get(base + NOT_EMPTY)?,
             not_full: seg.get(base + NOT_FULL)?,
-            policy: self.policy,
+            policy: self.core.policy,
         })
+    }
+
+    /// Takes a chunk for `size` bytes, LOANED to this process.
+    fn take_chunk(&self, size: usize, timeout: Option<Duration>) -> Result<Chunk> {
+        if size > MAX_MESSAGE {
+            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
+        }
+        // The pool hands the chunk over already LOANED to this process.
+        let (class, index) = self.region().alloc(size, timeout)?;
+        self.region().beat_sometimes();
+        Ok(Chunk { class, index })
     }
 
     /// Borrows a writable chunk of at least `size` bytes from the pool,
     /// waiting up to `timeout` (`None`: for ever) for one to be free.
     /// Fails with [`Error::MessageTooLarge`] above 1 MiB, and
     /// [`Error::PoolExhausted`] when the timeout passes. Dropping the loan
-    /// unpublished returns the chunk.
-    pub fn loan(&self, size: usize, timeout: Option<Duration>) -> Result<Loan<'_, 'r>> {
-        if size > MAX_MESSAGE {
-            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
-        }
-        // The pool hands the chunk over already LOANED to this process.
-        let (class, chunk) = self.region.alloc(size, timeout)?;
-        self.region.beat_sometimes();
-        Ok(Loan { topic: self, class, chunk, size, live: true })
+    /// unpublished returns the chunk. The loan's bytes start 64-byte
+    /// aligned.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-loan-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("log", TopicConfig::default())?;
+    ///
+    /// let mut loan = topic.loan(5, None)?;   // exactly 5 bytes
+    /// loan.copy_from_slice(b"hello");
+    /// loan.publish(Key(1), None)?;
+    ///
+    /// let mut loan = topic.loan(1024, None)?; // at most 1 KiB, written as a stream
+    /// write!(loan, "{} + {} = {}", 1, 2, 3)?;
+    /// loan.publish(Key(1), None)?;            // publishes what was written
+    ///
+    /// assert_eq!(&*topic.receive(0, None)?, b"hello");
+    /// assert_eq!(&*topic.receive(0, None)?, b"1 + 2 = 3");
+    /// # drop(topic); drop(region);
+    /// # Region::remove(&name)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn loan(&self, size: usize, timeout: Option<Duration>) -> Result<Loan> {
+        let chunk = self.take_chunk(size, timeout)?;
+        Ok(Loan { topic: self.clone(), chunk, size, written: None, live: true })
     }
 
-    /// [`loan`](Self::loan) without waiting.
-    pub fn try_loan(&self, size: usize) -> Result<Loan<'_, 'r>> {
+    /// [`loan`](Self::loan) without waiting: [`Error::PoolExhausted`] if no
+    /// chunk is free now.
+    pub fn try_loan(&self, size: usize) -> Result<Loan> {
         self.loan(size, Some(Duration::ZERO))
     }
 
-    /// Copies `data` into a loan and publishes it (the copy path).
-    pub fn send(&self, data: &[u8], key: u64, timeout: Option<Duration>) -> Result<()> {
+    /// Loans a chunk for one `T`, zeroed, to be filled in place and
+    /// published: the typed form of [`loan`](Self::loan).
+    ///
+    /// ```
+    /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-loan-value-{}", std::process::id());
+    /// #[derive(Clone, Copy, Debug, PartialEq, tachyon::bytemuck::Pod, tachyon::bytemuck::Zeroable)]
+    /// #[bytemuck(crate = "tachyon::bytemuck")]
+    /// #[repr(C)]
+    /// struct Quote { bid: f64, ask: f64, venue: u32, _pad: u32 }
+    ///
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("quotes", TopicConfig::default())?;
+    /// let mut quote = topic.loan_value::<Quote>(None)?;
+    /// quote.bid = 101.25;
+    /// quote.ask = 101.5;
+    /// quote.publish(Key(7), None)?;
+    ///
+    /// let msg = topic.receive(topic.partition_of(Key(7)), None)?;
+    /// assert_eq!(msg.value::<Quote>()?.ask, 101.5);
+    /// # drop(msg); drop(topic); drop(region);
+    /// # Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn loan_value<T: bytemuck::Pod>(&self, timeout: Option<Duration>) -> Result<ValueLoan<T>> {
+        check_alignment::<T>()?;
+        let mut loan = self.loan(std::mem::size_of::<T>(), timeout)?;
+        loan.fill(0);
+        Ok(ValueLoan { loan, _type: PhantomData })
+    }
+
+    /// Copies `data` into a chunk and publishes it with `key` (the copy
+    /// path), waiting up to `timeout` in all for a chunk and for room in
+    /// the key's partition.
+    pub fn send(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Result<()> {
         // The clock is read only if the loan has to wait: the timeout is a
         // deadline for the whole call.
-        let (mut loan, left) = match self.loan(data.len(), Some(Duration::ZERO)) {
-            Ok(loan) => (loan, timeout),
+        let (chunk, left) = match self.take_chunk(data.len(), Some(Duration::ZERO)) {
+            Ok(chunk) => (chunk, timeout),
             Err(Error::PoolExhausted { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
                 let start = Instant::now();
-                let loan = self.loan(data.len(), timeout)?;
-                (loan, timeout.map(|t| t.saturating_sub(start.elapsed())))
+                let chunk = self.take_chunk(data.len(), timeout)?;
+                (chunk, timeout.map(|t| t.saturating_sub(start.elapsed())))
             }
             Err(e) => return Err(e),
         };
-        loan.copy_from_slice(data);
-        loan.publish(data.len(), key, left)
+        // SAFETY: the chunk was just taken LOANED by this process and nobody
+        // else writes it; `data.len()` fits its class (take_chunk chose it).
+        unsafe { self.chunk_mut(chunk, data.len()) }.copy_from_slice(data);
+        self.publish_chunk(chunk, data.len(), key, left)
     }
 
-    /// [`send`](Self::send) without waiting (for a chunk or a free
-    /// descriptor).
-    pub fn try_send(&self, data: &[u8], key: u64) -> Result<()> {
-        self.send(data, key, Some(Duration::ZERO))
+    /// [`send`](Self::send) without waiting: [`Error::PoolExhausted`] if no
+    /// chunk is free, [`Error::Full`] if the key's partition is full.
+    pub fn try_send(&self, data: &[u8], key: Key) -> Result<()> {
+        self.send(data, key, Some(Duration::ZERO)).map_err(full_if_timeout)
+    }
+
+    /// Sends one `T` (its bytes) with `key`: the typed form of
+    /// [`send`](Self::send). Read it with [`Message::value`].
+    pub fn send_value<T: bytemuck::NoUninit>(
+        &self,
+        value: &T,
+        key: Key,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.send(bytemuck::bytes_of(value), key, timeout)
+    }
+
+    /// The first `len` bytes of `chunk`, writable.
+    ///
+    /// # Safety
+    /// The caller holds `chunk` LOANED and no other reference to its bytes
+    /// lives while the slice does (nobody else reads or writes it), and
+    /// `len` is at most its class's size.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn chunk_mut(&self, chunk: Chunk, len: usize) -> &mut [u8] {
+        assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
+        // SAFETY: the caller's contract; `chunk_ptr` points at the chunk's
+        // `CLASS_SIZES[class]` bytes inside the mapping `self` keeps.
+        unsafe { std::slice::from_raw_parts_mut(self.region().chunk_ptr(chunk.class, chunk.index), len) }
+    }
+
+    /// The first `len` bytes of `chunk`, read-only.
+    ///
+    /// # Safety
+    /// The caller holds `chunk` (LOANED or HELD) and nobody writes it while
+    /// the slice lives; `len` is at most its class's size.
+    unsafe fn chunk_ref(&self, chunk: Chunk, len: usize) -> &[u8] {
+        assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
+        // SAFETY: the caller's contract; as in `chunk_mut`.
+        unsafe { std::slice::from_raw_parts(self.region().chunk_ptr(chunk.class, chunk.index), len) }
+    }
+
+    /// Publishes the first `len` bytes of a chunk this process holds
+    /// LOANED: one descriptor goes into the key's partition, waiting up to
+    /// `timeout` if it is full. On failure the chunk goes back to the pool.
+    fn publish_chunk(&self, chunk: Chunk, len: usize, key: Key, timeout: Option<Duration>) -> Result<()> {
+        let partition = self.partition_of(key);
+        let result = (|| {
+            let ring = self.ring(partition)?;
+            let waits = self.waits(partition)?;
+            let seg = self.region().segment();
+            // QUEUED before the cell is claimed: a producer that dies from
+            // here until its commit leaves a QUEUED chunk no descriptor
+            // names, which recovery reclaims. The chunk keeps its producer as
+            // holder until a consumer takes it.
+            let route = ((self.core.index as u32 + 1) << 16) | partition;
+            let desc = self.region().enqueue(chunk.index, route, len as u32, LOANED)?;
+            crate::platform::fault::point("publish-queued");
+            let (pos, idx, _) = match self.claim(&ring, &waits, true, timeout) {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    self.region().unqueue(chunk.index);
+                    return Err(match e {
+                        Error::Timeout { .. } => Error::timeout("room in the topic's partition", timeout),
+                        e => e,
+                    });
+                }
+            };
+            let committed = ring.commit_write(pos, idx, desc.encode(), seg.token());
+            topic_wake(&waits, waits.not_empty);
+            if !committed {
+                return Ok(Err(Error::corrupt(Corruption::BadField {
+                    field: "ring claim (repaired by another process)",
+                    value: 0,
+                })));
+            }
+            self.entry().published.fetch_add(1, Ordering::Relaxed);
+            Ok(Ok(()))
+        })();
+        match result {
+            Ok(published) => published,
+            Err(e) => {
+                self.region().free(chunk.class, chunk.index);
+                Err(e)
+            }
+        }
     }
 
     /// Waits up to `timeout` for a message in `partition` and returns a
     /// read-only view of it in shared memory. Dropping the [`Message`]
     /// releases its chunk. A corrupt descriptor is dropped from the ring and
-    /// reported as [`Error::Corrupt`]; the next call goes on.
-    pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message<'_, 'r>> {
+    /// reported as [`Error::Corrupt`]; the next call goes on. A timeout of
+    /// `Some(Duration::ZERO)` looks once ([`Error::Timeout`] if empty; see
+    /// [`try_receive`](Self::try_receive) for `Ok(None)` instead).
+    pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message> {
+        let (chunk, len) = self.take_message(partition, timeout)?;
+        Ok(Message { topic: self.clone(), chunk, len })
+    }
+
+    /// Takes the next message of `partition` HELD by this process.
+    fn take_message(&self, partition: u32, timeout: Option<Duration>) -> Result<(Chunk, usize)> {
         let ring = self.ring(partition)?;
         let waits = self.waits(partition)?;
-        let seg = self.region.segment();
+        let seg = self.region().segment();
         let me = seg.token();
         let (pos, idx, word) = match self.claim(&ring, &waits, false, Some(Duration::ZERO)) {
             Err(Error::Timeout { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
@@ -450,13 +762,14 @@ impl<'r> Topic<'r> {
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
                     match self.claim(&ring, &waits, false, Some(slice)) {
                         Err(Error::Timeout { .. }) => {
-                            self.region.heartbeat();
-                            self.region.recover_now_and_then();
+                            self.region().heartbeat();
+                            self.region().recover_now_and_then();
                         }
                         other => break other?,
                     }
                 }
             }
+            Err(Error::Timeout { .. }) => return Err(Error::timeout(WAIT_MESSAGE, timeout)),
             other => other?,
         };
         crate::platform::fault::point("receive-claimed");
@@ -464,23 +777,23 @@ impl<'r> Topic<'r> {
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
         topic_wake(&waits, waits.not_full);
-        let (class, chunk, len) = match checked {
+        let (class, index, len) = match checked {
             Ok(c) => c,
             Err(e) => {
-                self.entry.corrupt.fetch_add(1, Ordering::Relaxed);
+                self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
                 return Err(e);
             }
         };
-        let msg = Message { topic: self, class, chunk, len };
         if !released {
+            self.region().free(class, index);
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             }));
         }
-        self.entry.received.fetch_add(1, Ordering::Relaxed);
-        self.region.beat_sometimes();
-        Ok(msg)
+        self.entry().received.fetch_add(1, Ordering::Relaxed);
+        self.region().beat_sometimes();
+        Ok((Chunk { class, index }, len))
     }
 
     /// Validates a descriptor (read from a cell this process has claimed)
@@ -489,7 +802,7 @@ impl<'r> Topic<'r> {
     /// a descriptor that names the chunk's current publication cannot lose
     /// it between the check and the CAS.
     fn check_descriptor(&self, word: u64, me: u32) -> Result<(usize, u32, usize)> {
-        let (class, desc, meta) = self.region.resolve(word)?;
+        let (class, desc, meta) = self.region().resolve(word)?;
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         let w = meta.word();
         if w.state() != QUEUED || !desc.is_current(meta) || !meta.cas(w, w.with(HELD, me)) {
@@ -500,23 +813,29 @@ impl<'r> Topic<'r> {
         Ok((class, desc.chunk, desc.len as usize))
     }
 
-    /// [`receive`](Self::receive) without waiting.
-    pub fn try_receive(&self, partition: u32) -> Result<Message<'_, 'r>> {
-        self.receive(partition, Some(Duration::ZERO))
+    /// [`receive`](Self::receive) without waiting: `Ok(None)` if the
+    /// partition is empty now.
+    pub fn try_receive(&self, partition: u32) -> Result<Option<Message>> {
+        none_if_empty(self.receive(partition, Some(Duration::ZERO)))
     }
 
     /// Receives a message into `buf` (replacing its contents) and releases
     /// it at once (the copy path); returns its length.
     pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
-        let msg = self.receive(partition, timeout)?;
+        let (chunk, len) = self.take_message(partition, timeout)?;
         buf.clear();
-        buf.extend_from_slice(&msg);
-        Ok(msg.len())
+        // SAFETY: the chunk is HELD by this process (taken by
+        // `take_message`, validated, `len` within its class) and is only
+        // read here before it is freed.
+        buf.extend_from_slice(unsafe { self.chunk_ref(chunk, len) });
+        self.region().free(chunk.class, chunk.index);
+        Ok(len)
     }
 
-    /// [`recv_into`](Self::recv_into) without waiting.
-    pub fn try_recv_into(&self, partition: u32, buf: &mut Vec<u8>) -> Result<usize> {
-        self.recv_into(partition, buf, Some(Duration::ZERO))
+    /// [`recv_into`](Self::recv_into) without waiting: `Ok(None)` if the
+    /// partition is empty now.
+    pub fn try_recv_into(&self, partition: u32, buf: &mut Vec<u8>) -> Result<Option<usize>> {
+        none_if_empty(self.recv_into(partition, buf, Some(Duration::ZERO)))
     }
 
     /// Claims a cell of one of this topic's rings for writing or reading,
@@ -531,9 +850,9 @@ impl<'r> Topic<'r> {
         writer: bool,
         timeout: Option<Duration>,
     ) -> Result<(u64, usize, u64)> {
-        let adopt = |word: u64, dead| self.region.adopt_dead_read(word, dead);
+        let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
         let max_len = if writer { 0 } else { u64::MAX };
-        ring.claim_blocking(self.region, waits, writer, max_len, timeout, &adopt)
+        ring.claim_blocking(self.region(), waits, writer, max_len, timeout, &adopt)
     }
 
     /// Publishes a raw descriptor, bypassing the pool. For tests of the
@@ -542,7 +861,7 @@ impl<'r> Topic<'r> {
     pub fn publish_raw_descriptor(&self, partition: u32, chunk: u32, len: u32) -> Result<()> {
         let ring = self.ring(partition)?;
         let waits = self.waits(partition)?;
-        let seg = self.region.segment();
+        let seg = self.region().segment();
         let (pos, idx, _) = self.claim(&ring, &waits, true, Some(Duration::from_secs(1)))?;
         ring.commit_write(pos, idx, Descriptor::new(chunk, 0, len).encode(), seg.token());
         topic_wake(&waits, waits.not_empty);
@@ -550,13 +869,46 @@ impl<'r> Topic<'r> {
     }
 }
 
-impl std::fmt::Debug for Topic<'_> {
+/// `Ok(None)` for the timeout of a one-look receive.
+fn none_if_empty<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`Error::Full`] for the timeout of a one-look publish.
+fn full_if_timeout(e: Error) -> Error {
+    match e {
+        Error::Timeout { .. } => Error::Full { what: "the key's partition of the topic" },
+        e => e,
+    }
+}
+
+/// Chunks start 64-byte aligned: a type that needs more cannot be viewed
+/// in place.
+fn check_alignment<T>() -> Result<()> {
+    if std::mem::align_of::<T>() > CHUNK_ALIGN {
+        return Err(Error::invalid(format!(
+            "{} needs {}-byte alignment; pool chunks are {CHUNK_ALIGN}-byte aligned",
+            std::any::type_name::<T>(),
+            std::mem::align_of::<T>()
+        )));
+    }
+    Ok(())
+}
+
+/// The alignment of every pool chunk's first byte.
+pub const CHUNK_ALIGN: usize = 64;
+
+impl std::fmt::Debug for Topic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Topic")
-            .field("name", &self.name)
-            .field("partitions", &self.partitions)
-            .field("capacity", &self.capacity)
-            .field("wait", &self.policy)
+            .field("name", &self.core.name)
+            .field("partitions", &self.core.partitions)
+            .field("capacity", &self.core.capacity)
+            .field("wait", &self.core.policy)
             .finish()
     }
 }
@@ -571,129 +923,231 @@ pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     }
 }
 
-/// A chunk of the pool lent for writing. Dereferences to `&mut [u8]` of
-/// the size asked for; [`publish`](Loan::publish) sends it; dropping it
-/// unpublished returns the chunk.
-pub struct Loan<'t, 'r> {
-    topic: &'t Topic<'r>,
-    class: usize,
-    chunk: u32,
+/// A chunk of the pool lent for writing (see [`Topic::loan`]).
+///
+/// It dereferences to `&mut [u8]` of the size asked for, or, once written
+/// through [`std::io::Write`], to the bytes written so far. [`publish`]
+/// sends exactly what it dereferences to; dropping it unpublished returns
+/// the chunk. Its first byte is 64-byte aligned ([`CHUNK_ALIGN`]).
+///
+/// [`publish`]: Loan::publish
+pub struct Loan {
+    topic: Topic,
+    chunk: Chunk,
     size: usize,
+    /// Bytes written through `io::Write`, once it was used.
+    written: Option<usize>,
     live: bool,
 }
 
-impl Loan<'_, '_> {
-    /// Publishes the first `len` bytes with `key`: one descriptor goes into
-    /// the key's partition, waiting up to `timeout` if it is full. If it
-    /// fails, the chunk goes back to the pool and the message is dropped.
-    pub fn publish(mut self, len: usize, key: u64, timeout: Option<Duration>) -> Result<()> {
-        if len > self.size {
-            return Err(Error::invalid(format!("publishing {len} bytes of a {}-byte loan", self.size)));
-        }
-        let topic = self.topic;
-        let partition = topic.partition_of(key);
-        let ring = topic.ring(partition)?;
-        let waits = topic.waits(partition)?;
-        let seg = topic.region.segment();
-        // QUEUED before the cell is claimed: a producer that dies from here
-        // until its commit leaves a QUEUED chunk no descriptor names, which
-        // recovery reclaims. The chunk keeps its producer as holder until a
-        // consumer takes it.
-        let route = ((topic.index as u32 + 1) << 16) | partition;
-        let desc = topic.region.enqueue(self.chunk, route, len as u32, LOANED)?;
-        crate::platform::fault::point("publish-queued");
-        let (pos, idx, _) = match topic.claim(&ring, &waits, true, timeout) {
-            Ok(claimed) => claimed,
-            Err(e) => {
-                topic.region.unqueue(self.chunk);
-                return Err(e); // the loan's drop frees the chunk
-            }
-        };
+impl Loan {
+    /// Publishes the loan's bytes ([`len`](Self::len) of them) with `key`:
+    /// one descriptor goes into the key's partition, waiting up to
+    /// `timeout` if it is full. If it fails, the chunk goes back to the pool
+    /// and the message is dropped.
+    pub fn publish(mut self, key: Key, timeout: Option<Duration>) -> Result<()> {
         self.live = false;
-        let committed = ring.commit_write(pos, idx, desc.encode(), seg.token());
-        topic_wake(&waits, waits.not_empty);
-        if !committed {
-            return Err(Error::corrupt(Corruption::BadField {
-                field: "ring claim (repaired by another process)",
-                value: 0,
-            }));
-        }
-        topic.entry.published.fetch_add(1, Ordering::Relaxed);
+        let len = self.len();
+        self.topic.publish_chunk(self.chunk, len, key, timeout)
+    }
+
+    /// [`publish`](Self::publish) without waiting: [`Error::Full`] if the
+    /// key's partition is full (the chunk goes back to the pool).
+    pub fn try_publish(self, key: Key) -> Result<()> {
+        self.publish(key, Some(Duration::ZERO)).map_err(full_if_timeout)
+    }
+
+    /// Bytes that [`publish`](Self::publish) sends: the size asked for, or
+    /// what was written through `io::Write`, or what
+    /// [`truncate`](Self::truncate) left.
+    #[allow(clippy::len_without_is_empty)] // `is_empty` comes from the slice
+    pub fn len(&self) -> usize {
+        self.written.unwrap_or(self.size)
+    }
+
+    /// The size asked for: the most the loan can hold.
+    pub fn capacity(&self) -> usize {
+        self.size
+    }
+
+    /// Shortens the message to `len` bytes (no effect if it is shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.written = Some(len.min(self.len()));
+    }
+
+    /// The topic the loan will be published on.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+}
+
+/// Appends to the message: the first write starts it at byte 0, and
+/// [`Loan::publish`] then sends what was written. A write past the loan's
+/// capacity writes what fits (`write_all` then fails with `WriteZero`).
+///
+/// ```
+/// use std::io::Write;
+/// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+/// # let name = format!("doc-loan-write-{}", std::process::id());
+/// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+/// let topic = region.create_topic("t", TopicConfig::default())?;
+/// let mut loan = topic.loan(4, None)?;
+/// loan.write_all(b"abc")?;
+/// assert_eq!(loan.len(), 3);
+/// assert!(loan.write_all(b"de").is_err()); // only one more byte fits
+/// # drop(loan); drop(topic); drop(region); Region::remove(&name)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl std::io::Write for Loan {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let at = self.written.unwrap_or(0);
+        let n = buf.len().min(self.size - at);
+        // SAFETY: the chunk is LOANED by this loan alone; `at + n <= size`,
+        // which fits the chunk's class.
+        let bytes = unsafe { self.topic.chunk_mut(self.chunk, self.size) };
+        bytes[at..at + n].copy_from_slice(&buf[..n]);
+        self.written = Some(at + n);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-
-    /// [`publish`](Self::publish) without waiting.
-    pub fn try_publish(self, len: usize, key: u64) -> Result<()> {
-        self.publish(len, key, Some(Duration::ZERO))
-    }
 }
 
-impl std::fmt::Debug for Loan<'_, '_> {
+impl std::fmt::Debug for Loan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loan").field("size", &self.size).field("chunk", &self.chunk).finish()
+        f.debug_struct("Loan").field("len", &self.len()).field("capacity", &self.size).finish()
     }
 }
 
-impl Deref for Loan<'_, '_> {
+impl Deref for Loan {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: the chunk was popped from the free list by this loan and
-        // is owned by it alone until published or dropped; `size` is at
-        // most its class's chunk size.
-        unsafe { std::slice::from_raw_parts(self.topic.region.chunk_ptr(self.class, self.chunk), self.size) }
+        // SAFETY: the chunk was popped from the free list for this loan and
+        // is LOANED by it alone until published or dropped; `len() <= size`,
+        // at most its class's chunk size.
+        unsafe { self.topic.chunk_ref(self.chunk, self.len()) }
     }
 }
 
-impl DerefMut for Loan<'_, '_> {
+impl DerefMut for Loan {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`; `&mut self` makes the view unique here.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.topic.region.chunk_ptr(self.class, self.chunk), self.size)
+        unsafe { self.topic.chunk_mut(self.chunk, self.len()) }
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        if self.live {
+            self.topic.region().free(self.chunk.class, self.chunk.index);
         }
     }
 }
 
-impl Drop for Loan<'_, '_> {
-    fn drop(&mut self) {
-        if self.live {
-            self.topic.region.free(self.class, self.chunk);
-        }
+/// A loan holding one `T`, built in place (see [`Topic::loan_value`]).
+/// Dereferences to `&mut T`.
+pub struct ValueLoan<T> {
+    loan: Loan,
+    _type: PhantomData<T>,
+}
+
+impl<T: bytemuck::Pod> ValueLoan<T> {
+    /// Publishes the value with `key` (see [`Loan::publish`]).
+    pub fn publish(self, key: Key, timeout: Option<Duration>) -> Result<()> {
+        self.loan.publish(key, timeout)
+    }
+
+    /// [`publish`](Self::publish) without waiting: [`Error::Full`] if the
+    /// key's partition is full.
+    pub fn try_publish(self, key: Key) -> Result<()> {
+        self.loan.try_publish(key)
+    }
+}
+
+impl<T: bytemuck::Pod> Deref for ValueLoan<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // Size and alignment were checked by `loan_value` (chunks are
+        // 64-byte aligned, `align_of::<T>() <= 64`).
+        bytemuck::from_bytes(&self.loan)
+    }
+}
+
+impl<T: bytemuck::Pod> DerefMut for ValueLoan<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        bytemuck::from_bytes_mut(&mut self.loan)
+    }
+}
+
+impl<T: bytemuck::Pod + std::fmt::Debug> std::fmt::Debug for ValueLoan<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ValueLoan").field(&**self).finish()
     }
 }
 
 /// A received message: a read-only view into shared memory. Dropping it
-/// (or [`release`](Message::release)) returns its chunk to the pool.
-pub struct Message<'t, 'r> {
-    topic: &'t Topic<'r>,
-    class: usize,
-    chunk: u32,
+/// (or [`release`](Message::release)) returns its chunk to the pool. Owned
+/// (`'static + Send + Sync`): it may outlive the `Topic` value it came from
+/// and move to another thread.
+pub struct Message {
+    topic: Topic,
+    chunk: Chunk,
     len: usize,
 }
 
-impl Message<'_, '_> {
+impl Message {
     /// Returns the chunk to the pool now.
     pub fn release(self) {}
+
+    /// The message as one `T`: [`Error::InvalidArgument`] if its length is
+    /// not `size_of::<T>()` (chunks are 64-byte aligned, so alignment up
+    /// to 64 always holds). Written by [`Topic::send_value`] or
+    /// [`Topic::loan_value`].
+    pub fn value<T: bytemuck::AnyBitPattern>(&self) -> Result<&T> {
+        check_alignment::<T>()?;
+        bytemuck::try_from_bytes(self).map_err(|_| {
+            Error::invalid(format!(
+                "a message of {} bytes is not a {} ({} bytes); check what the producer sends",
+                self.len,
+                std::any::type_name::<T>(),
+                std::mem::size_of::<T>()
+            ))
+        })
+    }
+
+    /// The topic it was received from.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
 }
 
-impl Deref for Message<'_, '_> {
+impl Deref for Message {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // SAFETY: the descriptor was validated (chunk in range, `len` within
         // its class) and the chunk taken from QUEUED to HELD by this
         // receiver alone; its producer no longer writes it.
-        unsafe { std::slice::from_raw_parts(self.topic.region.chunk_ptr(self.class, self.chunk), self.len) }
+        unsafe { self.topic.chunk_ref(self.chunk, self.len) }
     }
 }
 
-impl Drop for Message<'_, '_> {
+impl AsRef<[u8]> for Message {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Drop for Message {
     fn drop(&mut self) {
-        self.topic.region.free(self.class, self.chunk);
+        self.topic.region().free(self.chunk.class, self.chunk.index);
     }
 }
 
-impl std::fmt::Debug for Message<'_, '_> {
+impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Message").field("len", &self.len).field("chunk", &self.chunk).finish()
+        f.debug_struct("Message").field("len", &self.len).field("topic", &self.topic.core.name).finish()
     }
 }
 
