@@ -28,7 +28,7 @@ fn region(name: &str) -> Region {
     Region::create(name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap()
 }
 
-fn topic<'r>(region: &'r Region, delivery: Delivery, capacity: u32) -> Topic {
+fn topic(region: &Region, delivery: Delivery, capacity: u32) -> Topic {
     region
         .create_topic("t", TopicConfig::default().partitions(1).capacity(capacity).delivery(delivery))
         .unwrap()
