@@ -451,13 +451,9 @@ impl Topic {
         unsafe { self.core.entry.as_ref() }
     }
 
-    fn region(&self) -> &Region {
+    /// The region the topic lives in (clone it for a handle of your own).
+    pub fn region(&self) -> &Region {
         &self.core.region
-    }
-
-    /// The region the topic lives in.
-    pub fn region_handle(&self) -> Region {
-        self.core.region.clone()
     }
 
     /// The configuration the topic was created with.
