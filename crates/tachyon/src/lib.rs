@@ -40,6 +40,8 @@ pub use error::{Corruption, Error, Result};
 pub use primitives::{CircularBuffer, CircularBufferBuilder, RpcBuffer};
 #[cfg(not(tachyon_loom))]
 pub use primitives::{SharedArray, SharedBuffer};
+#[cfg(all(feature = "signals", not(tachyon_loom)))]
+pub use segment::cleanup_on_termination;
 pub use segment::Kind;
 #[cfg(not(tachyon_loom))]
 pub use segment::Segment;
