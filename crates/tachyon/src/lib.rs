@@ -81,4 +81,6 @@ doc_pages! {
     ToolsDoctests = "../../../docs/tools.md";
     /// docs/BENCHMARK.md
     BenchmarkDoctests = "../../../docs/BENCHMARK.md";
+    /// docs/operations.md
+    OperationsDoctests = "../../../docs/operations.md";
 }
