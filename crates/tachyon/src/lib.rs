@@ -12,6 +12,10 @@
 //! * [`primitives`]: [`CircularBuffer`] and friends;
 //! * [`bus`]: the zero-copy bus: regions, topics, loan / publish / receive.
 //!
+//! Cargo feature `signals` (off by default): `cleanup_on_termination()`
+//! removes this process's segments when SIGTERM, SIGINT or SIGHUP ends it
+//! (see `docs/operations.md`).
+//!
 //! ```
 //! use tachyon::Segment;
 //!

@@ -112,3 +112,21 @@ fn readme_quick_start_is_the_code_tested_here() {
 
     assert_eq!(shown, tested, "README.md's quick start and tests/readme.rs differ: keep them equal");
 }
+
+/// Every markdown page of docs/ (and the README) is compiled as doctests
+/// through an `include_str!` in lib.rs, so a page added later cannot have
+/// Rust blocks nobody compiles.
+#[test]
+fn every_doc_page_is_a_doctest() {
+    let lib = include_str!("../src/lib.rs");
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let mut pages: Vec<String> = std::fs::read_dir(&docs)
+        .expect("list docs/")
+        .map(|e| e.expect("docs/ entry").file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".md"))
+        .map(|f| format!("../../../docs/{f}"))
+        .collect();
+    pages.push("../../../README.md".into());
+    let missing: Vec<&String> = pages.iter().filter(|p| !lib.contains(&format!("\"{p}\""))).collect();
+    assert!(missing.is_empty(), "add these pages to doc_pages! in src/lib.rs: {missing:?}");
+}
