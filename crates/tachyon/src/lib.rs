@@ -12,6 +12,10 @@
 //! * [`primitives`]: [`CircularBuffer`] and friends;
 //! * [`bus`]: the zero-copy bus: regions, topics, loan / publish / receive.
 //!
+//! Cargo feature `signals` (off by default): `cleanup_on_termination()`
+//! removes this process's segments when SIGTERM, SIGINT or SIGHUP ends it
+//! (see `docs/operations.md`).
+//!
 //! ```
 //! use tachyon::Segment;
 //!
@@ -43,6 +47,47 @@ pub use error::{Corruption, Error, Result};
 pub use primitives::{CircularBuffer, CircularBufferBuilder, RpcBuffer};
 #[cfg(not(tachyon_loom))]
 pub use primitives::{SharedArray, SharedBuffer};
+#[cfg(all(feature = "signals", not(tachyon_loom)))]
+pub use segment::cleanup_on_termination;
 pub use segment::Kind;
 #[cfg(not(tachyon_loom))]
 pub use segment::Segment;
+
+// Every Rust block in the README and in docs/*.md is compiled (and, unless
+// marked `no_run`, run) by `cargo test --doc`, so the documentation cannot
+// drift from the code. Blocks that are not Rust are fenced as text/sh/json.
+macro_rules! doc_pages {
+    ($($(#[$attr:meta])* $name:ident = $path:literal;)*) => {
+        $(
+            #[cfg(doctest)]
+            #[doc = include_str!($path)]
+            $(#[$attr])*
+            pub struct $name;
+        )*
+    };
+}
+
+doc_pages! {
+    /// README.md
+    ReadmeDoctests = "../../../README.md";
+    /// docs/segments.md
+    SegmentsDoctests = "../../../docs/segments.md";
+    /// docs/sync.md
+    SyncDoctests = "../../../docs/sync.md";
+    /// docs/bus.md
+    BusDoctests = "../../../docs/bus.md";
+    /// docs/rings.md
+    RingsDoctests = "../../../docs/rings.md";
+    /// docs/rpc.md
+    RpcDoctests = "../../../docs/rpc.md";
+    /// docs/primitives-array-buffer.md
+    ArrayBufferDoctests = "../../../docs/primitives-array-buffer.md";
+    /// docs/CRASH-SAFETY.md
+    CrashSafetyDoctests = "../../../docs/CRASH-SAFETY.md";
+    /// docs/tools.md
+    ToolsDoctests = "../../../docs/tools.md";
+    /// docs/BENCHMARK.md
+    BenchmarkDoctests = "../../../docs/BENCHMARK.md";
+    /// docs/operations.md
+    OperationsDoctests = "../../../docs/operations.md";
+}

@@ -1025,3 +1025,27 @@ extern "C" fn detach_all_at_exit() {
         inner.detach(true);
     }
 }
+
+/// The exit-time cleanup of [`detach_all_at_exit`], for a process about to
+/// be ended by a signal (`crate::cleanup_on_termination`): runs on an
+/// ordinary thread while the others go on, so it may wait a little (at
+/// most `limit`) for a thread that is opening or dropping a segment.
+#[cfg(feature = "signals")]
+pub(crate) fn detach_all_before_termination(limit: Duration) {
+    let deadline = Instant::now() + limit;
+    let reg = loop {
+        match registry().try_lock() {
+            Ok(reg) => break reg,
+            Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
+    };
+    let open: Vec<Arc<Inner>> = reg.clone();
+    drop(reg);
+    for inner in open {
+        inner.detach(true);
+    }
+}

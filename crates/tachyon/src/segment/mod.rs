@@ -26,10 +26,15 @@ mod header;
 #[cfg(not(tachyon_loom))]
 mod list;
 
+#[cfg(all(feature = "signals", not(tachyon_loom)))]
+mod termination;
+
 #[cfg(not(tachyon_loom))]
 pub use handle::{reap, Segment, SegmentBuilder};
 #[cfg(not(tachyon_loom))]
 pub use list::{list, AttacherInfo, SegmentInfo, SegmentStatus};
+#[cfg(all(feature = "signals", not(tachyon_loom)))]
+pub use termination::cleanup_on_termination;
 
 /// Types that may be placed in shared memory and used through `&T` by
 /// several processes at once.
