@@ -49,6 +49,8 @@ macro_rules! owner_died {
 /// target `tachyon::ring`, level INFO, fields `slot`, `gen` (the dead
 /// claimant), `pos` (the ring position) and `writer_side` (whether a
 /// writer is the one blocked).
+// Under loom the ring is built only for its models (tests).
+#[cfg_attr(all(tachyon_loom, not(test)), allow(unused_macros))]
 macro_rules! ring_repair {
     ($holder:expr, $pos:expr, $writer_side:expr) => {
         $crate::platform::trace::event!(
@@ -64,4 +66,5 @@ macro_rules! ring_repair {
 }
 
 pub(crate) use owner_died;
+#[cfg_attr(all(tachyon_loom, not(test)), allow(unused_imports))]
 pub(crate) use ring_repair;
