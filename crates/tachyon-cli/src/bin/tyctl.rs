@@ -120,10 +120,15 @@ fn out(text: &str) -> Result<(), Failure> {
     }
 }
 
+/// `doc` as one line of JSON, newline included.
+fn json_line(doc: &impl Serialize) -> Result<String, Failure> {
+    let text = serde_json::to_string(doc).map_err(|e| Failure(format!("cannot write JSON: {e}")))?;
+    Ok(text + "\n")
+}
+
 /// Writes `doc` as one line of JSON.
 fn out_json(doc: &impl Serialize) -> Result<(), Failure> {
-    let text = serde_json::to_string(doc).map_err(|e| Failure(format!("cannot write JSON: {e}")))?;
-    out(&format!("{text}\n"))
+    out(&json_line(doc)?)
 }
 
 fn list() -> Result<Vec<SegmentInfo>, Failure> {
@@ -333,8 +338,7 @@ fn watch(name: &str, interval: Duration, count: Option<u64>, json: bool) -> Outc
         let snapshot = Snapshot::of(&report);
         let rates = previous.as_ref().map(|p| p.rates(&snapshot));
         let text = if json {
-            let doc = report_json(name, &report, Some(rates.as_ref()));
-            serde_json::to_string(&doc).map_err(|e| Failure(format!("cannot write JSON: {e}")))? + "\n"
+            json_line(&report_json(name, &report, Some(rates.as_ref())))?
         } else {
             let head = format!(
                 "every {} (snapshot {}{}), Ctrl-C to stop\n\n",
