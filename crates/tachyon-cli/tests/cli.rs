@@ -603,3 +603,32 @@ fn watch_refreshes_with_rates_and_stops_on_ctrl_c() {
     let r = sb.tyctl(&["rm", "md"]);
     assert!(r.status.success(), "{}", r.stderr);
 }
+
+/// The library's `serde` feature, as tyctl uses it: each type reads back
+/// as it was written, in the documented forms.
+#[test]
+fn library_types_round_trip_through_serde() {
+    fn round_trip<T>(value: &T) -> String
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let text = serde_json::to_string(value).expect("serialize");
+        let back: T = serde_json::from_str(&text).expect("deserialize");
+        assert_eq!(&back, value, "{text}");
+        text
+    }
+    use tachyon::bus::{ClassStats, Recovered};
+    use tachyon::primitives::rpc::RpcStats;
+    use tachyon::Kind;
+    assert_eq!(round_trip(&Kind::REGION), r#""region""#);
+    assert_eq!(round_trip(&Kind::from_raw(99)), "99", "an unknown kind is its number");
+    assert_eq!(round_trip(&WaitPolicy::Spin), r#""spin""#);
+    assert_eq!(round_trip(&Delivery::AtLeastOnce), r#""at-least-once""#);
+    let recovered = Recovered { loans: 2, held: 1, slots: 1, ..Default::default() };
+    assert!(round_trip(&recovered).contains(r#""loans":2"#));
+    round_trip(&ClassStats { chunk_size: 64, chunks: 10, free: 9 });
+    let mut stats = RpcStats { requests_sent: 3, ..Default::default() };
+    stats.latency.p99 = Duration::from_micros(1500);
+    assert!(round_trip(&stats).contains(r#""p99":{"secs":0,"nanos":1500000}"#));
+    assert!(serde_json::from_str::<Kind>(r#""no such kind""#).is_err());
+}
