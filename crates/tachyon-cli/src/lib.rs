@@ -7,13 +7,12 @@
 //!
 //! Both are described, with example output, in `docs/tools.md`. This crate
 //! is not published; its modules exist so that the two binaries share one
-//! implementation of the reaping pass ([`reaper`]), the JSON writer
-//! ([`json`]), the text helpers ([`text`]) and the signal handling
-//! ([`signal`]).
+//! implementation of the reaping pass ([`reaper`]), the text helpers
+//! ([`text`]) and the signal handling ([`signal`]). JSON is written by
+//! `serde_json` from the library's own types (its `serde` feature).
 
 #![cfg(target_os = "linux")]
 
-pub mod json;
 pub mod reaper;
 pub mod signal;
 pub mod text;

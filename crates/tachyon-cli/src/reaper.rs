@@ -14,9 +14,9 @@
 //! seen by the daemon's own `recover()`, whose counts it logs. A held region
 //! is let go when its name is removed or names another file.
 
-use crate::json::Json;
 use crate::text::{self, quoted};
 use crate::FileId;
+use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use tachyon::bus::{Recovered, Region};
@@ -24,10 +24,12 @@ use tachyon::platform::process::ProcessId;
 use tachyon::segment::{self, SegmentInfo, SegmentStatus};
 use tachyon::Kind;
 
-/// A dead process that held chunks of a region when recovery ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A dead process that held chunks of a region when recovery ran. In
+/// JSON: `pid`, `start_time`, `loans`, `held`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DeadHolder {
     /// The process.
+    #[serde(flatten)]
     pub process: ProcessId,
     /// Chunks it had loaned and not published.
     pub loans: usize,
@@ -35,8 +37,10 @@ pub struct DeadHolder {
     pub held: usize,
 }
 
-/// What a pass did or found, one item each.
-#[derive(Debug, Clone)]
+/// What a pass did or found, one item each. In JSON, an object whose
+/// `"event"` names the kind ([`Event::kind`]), with the variant's fields.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// A stale segment was removed.
     Removed {
@@ -49,6 +53,7 @@ pub enum Event {
         /// Size of the file.
         file_size: u64,
         /// The attachers it recorded, all dead.
+        #[serde(rename = "dead_attachers")]
         dead: Vec<ProcessId>,
     },
     /// A stale segment was not removed: a process attached to it meanwhile
@@ -69,6 +74,7 @@ pub enum Event {
         /// Its file.
         path: PathBuf,
         /// Attachers the listing showed dead just before it was opened.
+        #[serde(rename = "dead_attachers")]
         dead: Vec<ProcessId>,
     },
     /// Recovery ran on a region.
@@ -78,11 +84,14 @@ pub enum Event {
         /// Its file.
         path: PathBuf,
         /// What this pass's `recover()` returned to the pool.
+        #[serde(flatten)]
         recovered: Recovered,
         /// Dead processes that held chunks just before.
+        #[serde(rename = "dead_holders")]
         holders: Vec<DeadHolder>,
         /// Chunks held by dead attachments whose slot was reused since (the
         /// process is no longer known).
+        #[serde(rename = "orphaned_chunks")]
         orphaned: usize,
     },
     /// A held region's name was removed or now names another file; the
@@ -241,81 +250,6 @@ impl Event {
                 format!("ignoring {} ({}): {reason}", quoted(name), text::clean(&path.display().to_string()))
             }
             Event::Failed { name, doing, error, .. } => format!("{doing} {}: {error}", quoted(name)),
-        }
-    }
-
-    /// The event as JSON, with `"event"` naming its kind.
-    pub fn to_json(&self) -> Json {
-        let path = |p: &Path| Json::from(p.to_string_lossy().into_owned());
-        let procs = |dead: &[ProcessId]| {
-            Json::array(dead.iter().map(|p| {
-                Json::object([("pid", Json::from(p.pid)), ("start_time", Json::from(p.start_time))])
-            }))
-        };
-        match self {
-            Event::Removed { name, path: p, kind, file_size, dead } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-                ("kind", Json::from(kind.to_string())),
-                ("file_size", Json::from(*file_size)),
-                ("dead_attachers", procs(dead)),
-            ]),
-            Event::Kept { name, path: p, reason } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-                ("reason", Json::from(reason.as_str())),
-            ]),
-            Event::Opened { name, path: p, dead } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-                ("dead_attachers", procs(dead)),
-            ]),
-            Event::Recovered { name, path: p, recovered, holders, orphaned } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-                ("loans", Json::from(recovered.loans)),
-                ("cached", Json::from(recovered.cached)),
-                ("held", Json::from(recovered.held)),
-                ("unpublished", Json::from(recovered.unpublished)),
-                ("redelivered", Json::from(recovered.redelivered)),
-                ("deferred", Json::from(recovered.deferred)),
-                ("slots_freed", Json::from(recovered.slots)),
-                ("total", Json::from(recovered.total())),
-                (
-                    "dead_holders",
-                    Json::array(holders.iter().map(|h| {
-                        Json::object([
-                            ("pid", Json::from(h.process.pid)),
-                            ("start_time", Json::from(h.process.start_time)),
-                            ("loans", Json::from(h.loans)),
-                            ("held", Json::from(h.held)),
-                        ])
-                    })),
-                ),
-                ("orphaned_chunks", Json::from(*orphaned)),
-            ]),
-            Event::Released { name, path: p } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-            ]),
-            Event::Invalid { name, path: p, reason } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-                ("reason", Json::from(reason.as_str())),
-            ]),
-            Event::Failed { name, path: p, doing, error } => Json::object([
-                ("event", Json::from(self.kind())),
-                ("name", Json::from(name.as_str())),
-                ("path", path(p)),
-                ("doing", Json::from(*doing)),
-                ("error", Json::from(error.as_str())),
-            ]),
         }
     }
 }

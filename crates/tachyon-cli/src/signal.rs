@@ -1,36 +1,25 @@
-//! Stop requests from SIGTERM and SIGINT: the handler only sets a flag,
-//! which the main loop reads between steps, so a pass is never cut short.
-//! The handler is installed with `SA_RESETHAND`: a second signal is not
-//! caught and ends the process at once (Ctrl-C twice).
+//! Stop requests from SIGTERM and SIGINT, through `signal-hook`: the first
+//! of them sets a flag, which the main loop reads between steps, so a pass
+//! is never cut short; a second one, once the flag is set, ends the process
+//! at once with status 1 (Ctrl-C twice). Other signals (SIGHUP among them)
+//! keep their default action.
 
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-static STOP: AtomicBool = AtomicBool::new(false);
+static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 
-extern "C" fn on_signal(_signal: libc::c_int) {
-    // An atomic store is async-signal-safe.
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Catches SIGTERM and SIGINT: the first of them sets the stop flag.
+/// Catches SIGTERM and SIGINT: the first of them sets the stop flag, a
+/// second one exits.
 pub fn install() -> io::Result<()> {
-    for signal in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: `sigaction` is a plain C struct for which all zeros is a
-        // valid value (no handler, empty flags); every field we rely on is
-        // set below.
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
-        // SAFETY: `action.sa_mask` is a valid, writable `sigset_t`.
-        unsafe { libc::sigemptyset(&mut action.sa_mask) };
-        // SAFETY: `action` is fully initialised and its handler is an
-        // `extern "C" fn(c_int)` that only stores to an atomic; passing a
-        // null old-action pointer is allowed.
-        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    for signal in [SIGTERM, SIGINT] {
+        // Registered first, so it runs before the flag is set: it sees the
+        // flag set only from the second signal on.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&STOP))?;
+        signal_hook::flag::register(signal, Arc::clone(&STOP))?;
     }
     Ok(())
 }
@@ -43,48 +32,42 @@ pub fn stop_requested() -> bool {
 /// Sleeps for `d`, waking early (within 20 ms) when a stop is requested.
 /// Returns `false` if it woke for a stop.
 pub fn sleep(d: Duration) -> bool {
-    let deadline = Instant::now() + d;
+    let start = Instant::now();
     loop {
         if stop_requested() {
             return false;
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+        let Some(left) = d.checked_sub(start.elapsed()).filter(|l| !l.is_zero()) else { return true };
+        std::thread::sleep(left.min(Duration::from_millis(20)));
     }
 }
 
-/// Parses an interval: `500ms`, `2s`, `1.5s`, `1m`, `1h`; a bare number is
-/// milliseconds. Zero is refused.
+/// Parses an interval with `humantime`: `500ms`, `2s`, `1m`, `1h`,
+/// `1s 500ms`; a bare number is milliseconds. From 1 ms to about 30 years.
 ///
 /// ```
 /// use std::time::Duration;
 /// use tachyon_cli::signal::parse_interval;
 /// assert_eq!(parse_interval("250"), Ok(Duration::from_millis(250)));
-/// assert_eq!(parse_interval("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(parse_interval("1s 500ms"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(parse_interval("2m"), Ok(Duration::from_secs(120)));
 /// assert!(parse_interval("0").is_err());
+/// assert!(parse_interval("soon").is_err());
 /// ```
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration (try 500ms, 2s, 1m)"))?;
-    let scale = match unit.trim() {
-        "" | "ms" => 1e-3,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("unknown unit {other:?} (use ms, s, m or h)")),
+    let d = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let ms: u64 = text.parse().map_err(|e| format!("{text:?} is not a duration: {e}"))?;
+        Duration::from_millis(ms)
+    } else {
+        humantime::parse_duration(text)
+            .map_err(|e| format!("{text:?} is not a duration ({e}); try 500ms, 2s, 1m"))?
     };
-    let secs = value * scale;
-    if !(secs.is_finite() && secs > 0.0 && secs < 1e9) {
-        return Err(format!("{text:?} must be more than zero and less than 30 years"));
-    }
-    let d = Duration::from_secs_f64(secs);
     if d < Duration::from_millis(1) {
         return Err(format!("{text:?} is shorter than 1 ms"));
+    }
+    if d >= Duration::from_secs(1_000_000_000) {
+        return Err(format!("{text:?} is longer than 30 years"));
     }
     Ok(d)
 }

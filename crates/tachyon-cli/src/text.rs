@@ -1,4 +1,4 @@
-//! Text for people: sizes, ages, timestamps, aligned tables, and names made
+//! Text for people: sizes, ages, aligned tables, and names made
 //! safe to print on a terminal.
 
 use std::time::{Duration, SystemTime};
@@ -60,43 +60,6 @@ pub fn ago(now_ns: u64, then_ns: u64) -> String {
     } else {
         format!("{} ago", duration(Duration::from_nanos(now_ns - then_ns)))
     }
-}
-
-/// `time` as an RFC 3339 UTC timestamp with milliseconds,
-/// `2024-05-01T12:00:00.000Z`.
-///
-/// ```
-/// use std::time::{Duration, UNIX_EPOCH};
-/// let t = UNIX_EPOCH + Duration::from_millis(1_714_564_800_123);
-/// assert_eq!(tachyon_cli::text::rfc3339(t), "2024-05-01T12:00:00.123Z");
-/// ```
-pub fn rfc3339(time: SystemTime) -> String {
-    let since = time.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_millis()
-    )
-}
-
-/// Year, month, day of a count of days since 1970-01-01 (proleptic
-/// Gregorian; H. Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// `s` made safe for a terminal: control characters (which a segment's
@@ -219,15 +182,6 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates() {
-        let at = |secs: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
-        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(at(951_782_400), "2000-02-29T00:00:00.000Z");
-        assert_eq!(at(4_107_542_399), "2100-02-28T23:59:59.000Z");
-        assert_eq!(at(1_709_210_096), "2024-02-29T12:34:56.000Z");
-    }
 
     #[test]
     fn durations_and_ages() {

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Delivery, Key, Region, RegionConfig, RegionReport, TopicConfig};
+use tachyon::segment::SegmentInfo;
+use tachyon::sync::WaitPolicy;
 use tachyon::Segment;
 
 const ROLE_ENV: &str = "TACHYON_CLI_TEST_ROLE";
@@ -80,7 +82,10 @@ impl Sandbox {
 
     fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
-        cmd.env("TACHYON_SHM_DIR", &self.dir).env_remove("JOURNAL_STREAM").stdin(Stdio::null());
+        cmd.env("TACHYON_SHM_DIR", &self.dir)
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
         cmd
     }
 
@@ -130,7 +135,27 @@ impl Sandbox {
         assert!(r.status.success(), "tyctl ls failed: {}", r.stderr);
         let doc: Value = serde_json::from_str(&r.stdout).expect("ls --json is JSON");
         assert_eq!(doc["dir"].as_str().map(PathBuf::from), Some(self.dir.clone()));
-        doc["segments"].as_array().expect("segments").clone()
+        // Each entry is a `SegmentInfo` (plus `stale`), and reads back as one.
+        let typed: Vec<SegmentInfo> = serde_json::from_value(doc["segments"].clone()).expect("SegmentInfo");
+        let segments = doc["segments"].as_array().expect("segments").clone();
+        assert_eq!(typed.len(), segments.len());
+        for (info, s) in typed.iter().zip(&segments) {
+            assert_eq!(
+                (info.name.as_str(), info.is_stale()),
+                (s["name"].as_str().unwrap_or(""), s["stale"] == true)
+            );
+        }
+        segments
+    }
+
+    /// `tyctl info NAME --json`, read back as the library's `RegionReport`.
+    fn info(&self, name: &str) -> RegionReport {
+        let r = self.tyctl(&["info", name, "--json"]);
+        assert!(r.status.success(), "{}", r.stderr);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("info --json is JSON");
+        assert_eq!(doc["region"], name);
+        assert!(doc["unix_ns"].as_u64().is_some_and(|t| t > 0), "{doc}");
+        serde_json::from_value(doc).expect("info --json is a RegionReport")
     }
 }
 
@@ -260,6 +285,16 @@ fn find<'a>(segments: &'a [Value], name: &str) -> Option<&'a Value> {
     segments.iter().find(|s| s["name"] == name)
 }
 
+/// What the header of a listed segment says (`status.valid`).
+fn header(segment: &Value) -> &Value {
+    &segment["status"]["valid"]
+}
+
+/// Chunks in use in a region's pool.
+fn in_use(report: &RegionReport) -> usize {
+    report.pool.iter().map(|c| c.chunks - c.free).sum()
+}
+
 fn no_panic(r: &Run) {
     assert!(!r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"), "{}", r.stderr);
 }
@@ -273,19 +308,21 @@ fn ls_and_info_show_a_region_and_a_segment() {
     let segments = sb.ls();
     assert_eq!(segments.len(), 2, "{segments:?}");
     let md = find(&segments, "md").expect("md listed");
-    assert_eq!(md["valid"], true);
-    assert_eq!(md["kind"], "region");
-    assert_eq!(md["persistent"], true);
+    assert_eq!(header(md)["kind"], "region");
+    assert_eq!(header(md)["persistent"], true);
     assert_eq!(md["stale"], false);
-    assert_eq!(md["scope"], "user");
-    assert!(md["creator"]["pid"].as_u64().is_some_and(|p| p > 0));
+    assert!(md["scope"]["user"].is_u64(), "{md}");
+    assert!(header(md)["creator"]["pid"].as_u64().is_some_and(|p| p > 0));
     let seg = find(&segments, "seg").expect("seg listed");
-    assert_eq!(seg["kind"], "raw segment");
-    assert_eq!(seg["persistent"], false);
+    assert_eq!(header(seg)["kind"], "raw segment");
+    assert_eq!(header(seg)["persistent"], false);
     assert_eq!(seg["stale"], false);
-    assert!(seg["data_size"].as_u64().is_some_and(|s| s >= 4096));
-    let attachers = seg["attachers"].as_array().expect("attachers");
-    assert!(attachers.iter().any(|a| a["pid"] == holder.id() && a["alive"] == true), "{attachers:?}");
+    assert!(header(seg)["data_size"].as_u64().is_some_and(|s| s >= 4096));
+    let attachers = header(seg)["attachers"].as_array().expect("attachers");
+    assert!(
+        attachers.iter().any(|a| a["process"]["pid"] == holder.id() && a["alive"] == true),
+        "{attachers:?}"
+    );
 
     let r = sb.tyctl(&["ls"]);
     assert!(r.status.success(), "{}", r.stderr);
@@ -295,34 +332,31 @@ fn ls_and_info_show_a_region_and_a_segment() {
 
     let r = sb.tyctl(&["info", "md", "--json"]);
     assert!(r.status.success(), "{}", r.stderr);
-    let info: Value = serde_json::from_str(&r.stdout).expect("info --json is JSON");
-    assert_eq!(info["region"], "md");
-    let topic = &info["topics"][0];
-    assert_eq!(topic["name"], "quotes");
-    assert_eq!(topic["partition_count"], 2);
-    assert_eq!(topic["capacity"], 16);
-    assert_eq!(topic["published"], 3);
-    assert_eq!(topic["received"], 0);
-    assert_eq!(topic["corrupt"], 0);
-    assert_eq!(topic["lost"], 0);
-    assert_eq!(topic["depth"], 3);
-    assert_eq!(topic["wait"], "hybrid");
-    assert_eq!(topic["delivery"], "at-most-once");
-    assert_eq!(info["lease_ms"], 10_000);
-    let partitions = topic["partitions"].as_array().expect("partitions");
-    assert_eq!(partitions.len(), 2);
-    for p in partitions {
-        let (head, tail, depth) = (p["head"].as_u64(), p["tail"].as_u64(), p["depth"].as_u64());
-        assert_eq!(Some(tail.unwrap() - head.unwrap()), depth, "{p}");
+    let doc: Value = serde_json::from_str(&r.stdout).expect("info --json is JSON");
+    // Enumerations are written in kebab case, a duration as secs and nanos.
+    assert_eq!(doc["topics"][0]["info"]["wait"], "hybrid");
+    assert_eq!(doc["topics"][0]["info"]["delivery"], "at-most-once");
+    assert_eq!(doc["lease"], serde_json::json!({"secs": 10, "nanos": 0}));
+    let info = sb.info("md");
+    let topic = &info.topics[0];
+    assert_eq!(topic.info.name, "quotes");
+    assert_eq!((topic.info.partitions, topic.info.capacity), (2, 16));
+    assert_eq!(
+        (topic.info.published, topic.info.received, topic.info.corrupt, topic.info.lost),
+        (3, 0, 0, 0)
+    );
+    assert_eq!(topic.partitions.iter().map(|p| p.depth).sum::<u64>(), 3);
+    assert_eq!(topic.info.wait, Some(WaitPolicy::Hybrid));
+    assert_eq!(topic.info.delivery, Some(Delivery::AtMostOnce));
+    assert_eq!(info.lease, Duration::from_secs(10));
+    assert_eq!(topic.partitions.len(), 2);
+    for p in &topic.partitions {
+        assert_eq!(p.tail - p.head, p.depth, "{p:?}");
     }
-    let pool = info["pool"].as_array().expect("pool");
-    assert_eq!(pool.len(), 8);
-    assert_eq!(pool[0]["chunk_size"], 64);
-    let in_use: u64 = pool.iter().map(|c| c["in_use"].as_u64().unwrap()).sum();
-    assert_eq!(in_use, 3, "three queued messages hold three chunks");
-    let processes = info["processes"].as_array().expect("processes");
-    assert!(processes.iter().all(|p| p["pid"] != r.pid), "tyctl does not list itself: {processes:?}");
-    assert_eq!(info["orphaned_chunks"], 0);
+    assert_eq!(info.pool[0].chunk_size, 64);
+    assert_eq!(in_use(&info), 3, "three queued messages hold three chunks");
+    assert!(info.processes.iter().all(|p| p.process.pid != r.pid), "tyctl does not list itself: {info:?}");
+    assert_eq!(info.orphaned_chunks, 0);
 
     let r = sb.tyctl(&["info", "md"]);
     assert!(r.status.success(), "{}", r.stderr);
@@ -331,7 +365,7 @@ fn ls_and_info_show_a_region_and_a_segment() {
     }
     // Looking attached nothing: md still has no attacher, live or dead.
     let md = find(&sb.ls(), "md").expect("md listed").clone();
-    assert_eq!(md["attachers"].as_array().map(Vec::len), Some(0), "{md}");
+    assert_eq!(header(&md)["attachers"].as_array().map(Vec::len), Some(0), "{md}");
 
     drop(holder.stdin.take());
     assert!(wait_exit(&mut holder).success());
@@ -370,6 +404,55 @@ fn errors_are_messages_with_a_failing_status() {
 }
 
 #[test]
+fn a_misspelt_subcommand_gets_a_suggestion() {
+    let sb = Sandbox::new("suggest");
+    let r = sb.tyctl(&["lss"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("similar subcommand exists: 'ls'"), "{}", r.stderr);
+    let r = run(sb.tachyond(&["--onse"]));
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("'--once'"), "{}", r.stderr);
+}
+
+#[test]
+fn tachyond_logs_the_library_recovery_event() {
+    let sb = Sandbox::new("trace");
+    sb.run_role("make-region", "md");
+    let pid = kill(sb.start_role("die", "dead-seg,md", Stdio::null()));
+    let mut cmd = sb.tachyond(&["--once"]);
+    cmd.env("RUST_LOG", "info");
+    let r = run(cmd);
+    assert!(r.status.success(), "{}", r.stderr);
+    no_panic(&r);
+    // The library's own event (opening the region runs recovery), with
+    // what it reclaimed as fields...
+    let event = r.stderr.lines().find(|l| l.contains("INFO tachyon::recovery:")).unwrap_or_else(|| {
+        panic!("no recovery event:\n{}", r.stderr);
+    });
+    for field in ["loans=1", "held=1", "total=2", "slots=1", "region=", "md"] {
+        assert!(event.contains(field), "{field} missing: {event}");
+    }
+    // ... beside tachyond's own line, which names the dead holder.
+    let line = r.stderr.lines().find(|l| l.contains("INFO tachyond: region \"md\": reclaimed 2 chunks"));
+    assert!(line.is_some_and(|l| l.contains(&format!("pid {pid}"))), "{}", r.stderr);
+    // A healthy region is no corruption.
+    assert!(!r.stderr.contains("tachyon::corrupt"), "{}", r.stderr);
+
+    // RUST_LOG filters the library's events out.
+    sb.run_role("make-region", "md2");
+    kill(sb.start_role("die", "dead-seg2,md2", Stdio::null()));
+    let mut cmd = sb.tachyond(&["--once"]);
+    cmd.env("RUST_LOG", "info,tachyon::recovery=off");
+    let r = run(cmd);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(!r.stderr.contains("tachyon::recovery"), "{}", r.stderr);
+    assert!(r.stderr.contains("region \"md2\": reclaimed 2 chunks"), "{}", r.stderr);
+    for name in ["md", "md2"] {
+        assert!(sb.tyctl(&["rm", name]).status.success());
+    }
+}
+
+#[test]
 fn stale_segments_are_reaped_and_logged() {
     let sb = Sandbox::new("stale");
     let a = kill(sb.start_role("die", "left-a", Stdio::null()));
@@ -379,8 +462,8 @@ fn stale_segments_are_reaped_and_logged() {
     for (name, pid) in [("left-a", a), ("left-b", b)] {
         let s = find(&segments, name).expect("listed");
         assert_eq!(s["stale"], true, "{s}");
-        let attachers = s["attachers"].as_array().expect("attachers");
-        assert!(attachers.iter().any(|x| x["pid"] == pid && x["alive"] == false), "{s}");
+        let attachers = header(s)["attachers"].as_array().expect("attachers");
+        assert!(attachers.iter().any(|x| x["process"]["pid"] == pid && x["alive"] == false), "{s}");
     }
     let r = sb.tyctl(&["ls"]);
     assert!(r.stdout.contains("stale") && r.stdout.contains(&format!("{a} dead")), "{}", r.stdout);
@@ -418,28 +501,20 @@ fn info_only_looks_and_reap_reclaims_and_frees_the_dead_slot() {
     let sb = Sandbox::new("look");
     sb.run_role("make-region", "md");
     let pid = kill(sb.start_role("die", "dead-seg,md", Stdio::null()));
-    let dead_rows = || -> Vec<Value> {
-        let r = sb.tyctl(&["info", "md", "--json"]);
-        assert!(r.status.success(), "{}", r.stderr);
-        let info: Value = serde_json::from_str(&r.stdout).expect("JSON");
-        info["processes"].as_array().unwrap().iter().filter(|p| p["alive"] == false).cloned().collect()
-    };
+    let dead_rows = || sb.info("md").processes.into_iter().filter(|p| !p.alive).collect::<Vec<_>>();
     // `info` attaches nothing and recovers nothing: the dead process and
     // what it held stay visible, look after look.
     for _ in 0..2 {
         let dead = dead_rows();
         assert_eq!(dead.len(), 1, "{dead:?}");
-        assert_eq!(
-            (dead[0]["pid"].as_u64(), dead[0]["loans"].as_u64(), dead[0]["held"].as_u64()),
-            (Some(u64::from(pid)), Some(1), Some(1))
-        );
+        assert_eq!((dead[0].process.pid, dead[0].loans, dead[0].held), (pid, 1, 1));
     }
     let r = sb.tyctl(&["reap", "md", "--json"]);
     assert!(r.status.success(), "{}", r.stderr);
     let doc: Value = serde_json::from_str(&r.stdout).expect("JSON");
     let recovered = &doc["recovered"][0];
     assert_eq!((recovered["loans"].as_u64(), recovered["held"].as_u64()), (Some(1), Some(1)), "{doc}");
-    assert_eq!(recovered["slots_freed"], 1, "{doc}");
+    assert_eq!(recovered["slots"], 1, "{doc}");
     assert!(recovered["dead_holders"].as_array().unwrap().iter().any(|h| h["pid"] == pid), "{doc}");
     assert!(dead_rows().is_empty(), "the dead process's slot was freed");
     assert!(sb.tyctl(&["rm", "md"]).status.success());
@@ -474,13 +549,11 @@ fn daemon_recovers_a_dead_consumer_and_stops_on_sigterm() {
     assert!(line.contains(&format!("pid {pid}")), "{line}");
 
     // The pool is whole again: two queued messages left.
-    let r = sb.tyctl(&["info", "md", "--json"]);
-    let info: Value = serde_json::from_str(&r.stdout).expect("JSON");
-    let in_use: u64 = info["pool"].as_array().unwrap().iter().map(|c| c["in_use"].as_u64().unwrap()).sum();
-    assert_eq!(in_use, 2, "{info}");
-    assert_eq!(info["topics"][0]["lost"], 1, "the dead consumer's message is counted lost: {info}");
-    let daemon_row = info["processes"].as_array().unwrap().iter().find(|p| p["pid"] == daemon.id()).cloned();
-    assert!(daemon_row.is_some_and(|p| p["alive"] == true), "the daemon holds the region open: {info}");
+    let info = sb.info("md");
+    assert_eq!(in_use(&info), 2, "{info:?}");
+    assert_eq!(info.topics[0].info.lost, 1, "the dead consumer's message is counted lost: {info:?}");
+    let daemon_row = info.processes.iter().find(|p| p.process.pid == daemon.id());
+    assert!(daemon_row.is_some_and(|p| p.alive), "the daemon holds the region open: {info:?}");
 
     signal(daemon.id(), libc::SIGTERM);
     let status = wait_exit(&mut daemon);
@@ -500,9 +573,14 @@ fn watch_refreshes_with_rates_and_stops_on_ctrl_c() {
     assert!(r.status.success(), "{}", r.stderr);
     let docs: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
     assert_eq!(docs.len(), 2, "{}", r.stdout);
-    assert!(docs[0]["topics"][0]["published_per_sec"].is_null(), "no rate from one snapshot");
-    assert_eq!(docs[1]["topics"][0]["published_per_sec"].as_f64(), Some(0.0), "nothing published meanwhile");
-    assert_eq!(docs[1]["topics"][0]["received_per_sec"].as_f64(), Some(0.0));
+    assert!(docs[0]["rates"].is_null(), "no rate from one snapshot: {}", docs[0]);
+    let rate = &docs[1]["rates"]["quotes"];
+    assert_eq!(rate["published_per_sec"].as_f64(), Some(0.0), "nothing published meanwhile: {}", docs[1]);
+    assert_eq!(rate["received_per_sec"].as_f64(), Some(0.0));
+    for doc in docs {
+        let report: RegionReport = serde_json::from_value(doc).expect("each line is a RegionReport");
+        assert_eq!(report.topics[0].info.name, "quotes");
+    }
 
     let r = sb.tyctl(&["watch", "md", "--count", "2", "--interval", "50"]);
     assert!(r.status.success(), "{}", r.stderr);
@@ -524,4 +602,33 @@ fn watch_refreshes_with_rates_and_stops_on_ctrl_c() {
 
     let r = sb.tyctl(&["rm", "md"]);
     assert!(r.status.success(), "{}", r.stderr);
+}
+
+/// The library's `serde` feature, as tyctl uses it: each type reads back
+/// as it was written, in the documented forms.
+#[test]
+fn library_types_round_trip_through_serde() {
+    fn round_trip<T>(value: &T) -> String
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let text = serde_json::to_string(value).expect("serialize");
+        let back: T = serde_json::from_str(&text).expect("deserialize");
+        assert_eq!(&back, value, "{text}");
+        text
+    }
+    use tachyon::bus::{ClassStats, Recovered};
+    use tachyon::primitives::rpc::RpcStats;
+    use tachyon::Kind;
+    assert_eq!(round_trip(&Kind::REGION), r#""region""#);
+    assert_eq!(round_trip(&Kind::from_raw(99)), "99", "an unknown kind is its number");
+    assert_eq!(round_trip(&WaitPolicy::Spin), r#""spin""#);
+    assert_eq!(round_trip(&Delivery::AtLeastOnce), r#""at-least-once""#);
+    let recovered = Recovered { loans: 2, held: 1, slots: 1, ..Default::default() };
+    assert!(round_trip(&recovered).contains(r#""loans":2"#));
+    round_trip(&ClassStats { chunk_size: 64, chunks: 10, free: 9 });
+    let mut stats = RpcStats { requests_sent: 3, ..Default::default() };
+    stats.latency.p99 = Duration::from_micros(1500);
+    assert!(round_trip(&stats).contains(r#""p99":{"secs":0,"nanos":1500000}"#));
+    assert!(serde_json::from_str::<Kind>(r#""no such kind""#).is_err());
 }

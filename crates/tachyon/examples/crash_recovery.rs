@@ -97,8 +97,7 @@ impl Report {
 /// kills it, recovers and checks. Removes the region however it ends.
 pub fn run(command: impl Fn(&str) -> std::io::Result<Command>) -> Result<Report> {
     let name = format!("crash-recovery-{}", std::process::id());
-    let region =
-        Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20))?;
+    let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20))?;
     println!("created region {name:?}");
     let outcome = crash_and_recover(&region, &name, command);
     drop(region);
@@ -119,14 +118,10 @@ fn crash_and_recover(
     name: &str,
     command: impl Fn(&str) -> std::io::Result<Command>,
 ) -> Result<Report> {
-    let orders = region.create_topic(
-        "orders",
-        TopicConfig::default().partitions(2).delivery(Delivery::AtMostOnce),
-    )?;
-    let jobs = region.create_topic(
-        "jobs",
-        TopicConfig::default().partitions(1).delivery(Delivery::AtLeastOnce),
-    )?;
+    let orders =
+        region.create_topic("orders", TopicConfig::default().partitions(2).delivery(Delivery::AtMostOnce))?;
+    let jobs =
+        region.create_topic("jobs", TopicConfig::default().partitions(1).delivery(Delivery::AtLeastOnce))?;
 
     // The child: started, ready, killed.
     let mut cmd = command(name).map_err(|e| failed("cannot make the child's command", e))?;

@@ -309,6 +309,7 @@ impl Error {
     }
 
     pub(crate) fn corrupt(what: Corruption) -> Self {
+        crate::platform::trace::event!(warn, "tachyon::corrupt", what = %what, "shared memory is corrupt");
         Error::Corrupt { what }
     }
 

@@ -29,6 +29,36 @@
 //! assert_eq!(&buf, b"hello");
 //! # Ok::<(), tachyon::Error>(())
 //! ```
+//!
+//! # Features
+//!
+//! Both are off by default; the mandatory dependencies do not change.
+//!
+//! * **`serde`**: `Serialize` and `Deserialize` on the public info and
+//!   statistics types: [`bus::TopicInfo`], [`bus::Delivery`],
+//!   [`sync::WaitPolicy`], [`bus::ClassStats`], [`bus::Recovered`], the
+//!   inspection reports ([`bus::RegionReport`], [`bus::TopicReport`],
+//!   [`bus::PartitionReport`], [`bus::ProcessReport`]), the RPC counters
+//!   ([`primitives::rpc::RpcStats`] and its latency summary) and what
+//!   [`segment::list`] returns ([`segment::SegmentInfo`] and the types in
+//!   it, [`platform::process::ProcessId`] among them). Enumerations are
+//!   written in lower or kebab case (`"hybrid"`, `"at-most-once"`); a
+//!   [`Kind`] as its name (`"region"`, or its raw number if unknown); a
+//!   `Duration` in serde's own form, `{"secs": 10, "nanos": 0}`. `tyctl
+//!   --json` is written this way.
+//! * **`tracing`**: [`tracing`](https://docs.rs/tracing) events, for a
+//!   subscriber the application installs (`tachyond` does):
+//!
+//!   | target | level | when | fields |
+//!   | --- | --- | --- | --- |
+//!   | `tachyon::recovery` | INFO | [`Region::recover`](bus::Region::recover) (also run on open and while a loan or receive waits) reclaimed or deferred something | `region` (its file), `total`, `loans`, `cached`, `held`, `unpublished`, `redelivered`, `deferred`, `slots` (see [`bus::Recovered`]) |
+//!   | `tachyon::lock` | WARN | a robust lock (mutex, rw-lock write side) was taken over from, or cleared of, a holder that died | `slot`, `gen`: the dead holder's attach slot and generation |
+//!   | `tachyon::ring` | INFO | a ring cell left claimed by a dead claimant is being repaired | `slot`, `gen`, `pos`, `writer_side` |
+//!   | `tachyon::corrupt` | WARN | an [`Error::Corrupt`] is made | `what`: the [`Corruption`], displayed |
+//!
+//! ```toml
+//! tachyon-shm = { version = "0.1", features = ["serde", "tracing"] }
+//! ```
 
 #![cfg(target_os = "linux")]
 

@@ -8,19 +8,30 @@
 //! tachyond --once            # one pass, then exit (tests, cron)
 //! ```
 //!
+//! Logs go to stderr through `tracing-subscriber`, with the library's own
+//! `tracing` events (what recovery reclaimed, locks taken over from dead
+//! holders, corruption); `RUST_LOG` filters them (default `info`).
+//!
 //! Useful, never required: the library recovers by itself. See
 //! `docs/tools.md` and `docs/tachyond.service.example`.
 
 use clap::Parser;
 use std::collections::HashMap;
+use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 use tachyon_cli::reaper::{Event, Reaper};
 use tachyon_cli::{signal, text};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::FmtContext;
+use tracing_subscriber::registry::LookupSpan;
 
 /// Removes stale tachyon segments and returns the pool chunks of dead
-/// processes, logging each reclaim to stderr.
+/// processes, logging each reclaim to stderr (filtered by RUST_LOG,
+/// default `info`).
 #[derive(Debug, Parser)]
 #[command(name = "tachyond", version)]
 struct Args {
@@ -42,33 +53,74 @@ enum Level {
     Error,
 }
 
-/// Log lines on stderr: an RFC 3339 time stamp, or, under systemd (which
-/// stamps lines itself), a `<N>` priority prefix that the journal reads.
-struct Log {
-    journal: bool,
-}
+/// The `tracing` target of tachyond's own lines; the library's events have
+/// theirs (`tachyon::recovery`, `tachyon::lock`, ...).
+const TARGET: &str = "tachyond";
+
+/// Log lines on stderr, through a `tracing` subscriber that also shows the
+/// library's events: an RFC 3339 time stamp, the level and the target; or,
+/// under systemd (which stamps lines itself), a `<N>` priority prefix that
+/// the journal reads. `RUST_LOG` filters (default `info`).
+struct Log;
 
 impl Log {
     fn new() -> Log {
-        Log { journal: std::env::var_os("JOURNAL_STREAM").is_some() }
+        let filter = EnvFilter::builder().with_default_directive(LevelFilter::INFO.into()).from_env_lossy();
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        if std::env::var_os("JOURNAL_STREAM").is_some() {
+            builder.event_format(Journal).init();
+        } else {
+            builder.with_timer(Rfc3339Millis).init();
+        }
+        Log
     }
 
     fn line(&self, level: Level, message: &str) {
-        let tag = match level {
-            Level::Info => "",
-            Level::Warning => "warning: ",
-            Level::Error => "error: ",
-        };
-        if self.journal {
-            let priority = match level {
-                Level::Info => 6,
-                Level::Warning => 4,
-                Level::Error => 3,
-            };
-            eprintln!("<{priority}>{tag}{message}");
-        } else {
-            eprintln!("{} tachyond: {tag}{message}", text::rfc3339(SystemTime::now()));
+        match level {
+            Level::Info => tracing::info!(target: TARGET, "{message}"),
+            Level::Warning => tracing::warn!(target: TARGET, "{message}"),
+            Level::Error => tracing::error!(target: TARGET, "{message}"),
         }
+    }
+}
+
+/// Time stamps in RFC 3339, UTC, with milliseconds (by `humantime`).
+struct Rfc3339Millis;
+
+impl FormatTime for Rfc3339Millis {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        write!(w, "{}", humantime::format_rfc3339_millis(SystemTime::now()))
+    }
+}
+
+/// Lines for the journal: `<N>` (the syslog priority of the level), the
+/// target unless it is tachyond's own, the message and fields.
+struct Journal;
+
+impl<S, N> FormatEvent<S, N> for Journal
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        let priority = match *meta.level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            _ => 7,
+        };
+        write!(w, "<{priority}>")?;
+        if meta.target() != TARGET {
+            write!(w, "{}: ", meta.target())?;
+        }
+        ctx.field_format().format_fields(w.by_ref(), event)?;
+        writeln!(w)
     }
 }
 

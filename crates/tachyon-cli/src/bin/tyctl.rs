@@ -11,8 +11,10 @@
 //! See `docs/tools.md`.
 
 use clap::{Parser, Subcommand};
-use std::collections::HashMap;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, IsTerminal, Write};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tachyon::bus::{Delivery, Region, RegionReport};
@@ -20,7 +22,6 @@ use tachyon::segment::name::SegmentName;
 use tachyon::segment::{self, SegmentInfo, SegmentStatus};
 use tachyon::sync::WaitPolicy;
 use tachyon::Segment;
-use tachyon_cli::json::Json;
 use tachyon_cli::reaper::{Event, Reaper};
 use tachyon_cli::text::{self, clean, quoted, Align, Table};
 use tachyon_cli::{signal, FileId};
@@ -119,6 +120,17 @@ fn out(text: &str) -> Result<(), Failure> {
     }
 }
 
+/// `doc` as one line of JSON, newline included.
+fn json_line(doc: &impl Serialize) -> Result<String, Failure> {
+    let text = serde_json::to_string(doc).map_err(|e| Failure(format!("cannot write JSON: {e}")))?;
+    Ok(text + "\n")
+}
+
+/// Writes `doc` as one line of JSON.
+fn out_json(doc: &impl Serialize) -> Result<(), Failure> {
+    out(&json_line(doc)?)
+}
+
 fn list() -> Result<Vec<SegmentInfo>, Failure> {
     segment::list().map_err(|e| Failure(format!("cannot list segments: {e}")))
 }
@@ -135,11 +147,8 @@ fn ls(json: bool) -> Outcome {
     let now = text::now_unix_ns();
     let dir = segment::name::dir();
     if json {
-        let doc = Json::object([
-            ("dir", Json::from(dir.to_string_lossy().into_owned())),
-            ("segments", Json::array(infos.iter().map(segment_json))),
-        ]);
-        out(&format!("{doc}\n"))?;
+        let segments = infos.iter().map(|info| SegmentJson { info, stale: info.is_stale() }).collect();
+        out_json(&LsJson { dir: &dir, segments })?;
         return Ok(ExitCode::SUCCESS);
     }
     if infos.is_empty() {
@@ -219,63 +228,29 @@ fn ls(json: bool) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-fn segment_json(info: &SegmentInfo) -> Json {
-    let mut pairs = vec![
-        ("name", Json::from(info.name.as_str())),
-        ("path", Json::from(info.path.to_string_lossy().into_owned())),
-        (
-            "scope",
-            Json::from(match info.scope {
-                segment::name::Scope::Global => "global",
-                segment::name::Scope::User(_) => "user",
-            }),
-        ),
-        ("file_size", Json::from(info.file_size)),
-    ];
-    match &info.status {
-        SegmentStatus::Valid { kind, data_size, creator, created_unix_ns, attachers, persistent } => {
-            pairs.extend([
-                ("valid", Json::from(true)),
-                ("kind", Json::from(kind.to_string())),
-                ("kind_raw", Json::from(kind.raw())),
-                ("data_size", Json::from(*data_size)),
-                (
-                    "creator",
-                    Json::object([
-                        ("pid", Json::from(creator.pid)),
-                        ("start_time", Json::from(creator.start_time)),
-                    ]),
-                ),
-                ("created_unix_ns", Json::from(*created_unix_ns)),
-                ("persistent", Json::from(*persistent)),
-                ("stale", Json::from(info.is_stale())),
-                (
-                    "attachers",
-                    Json::array(attachers.iter().map(|a| {
-                        Json::object([
-                            ("slot", Json::from(a.slot)),
-                            ("pid", Json::from(a.process.pid)),
-                            ("start_time", Json::from(a.process.start_time)),
-                            ("attached_unix_ns", Json::from(a.attached_unix_ns)),
-                            ("alive", Json::from(a.alive)),
-                        ])
-                    })),
-                ),
-            ]);
-        }
-        SegmentStatus::Invalid(reason) => {
-            pairs.extend([("valid", Json::from(false)), ("error", Json::from(reason.as_str()))]);
-        }
-    }
-    Json::object(pairs)
+/// `tyctl ls --json`.
+#[derive(Serialize)]
+struct LsJson<'a> {
+    dir: &'a Path,
+    segments: Vec<SegmentJson<'a>>,
+}
+
+/// One segment: [`SegmentInfo`]'s fields, and whether it is stale.
+#[derive(Serialize)]
+struct SegmentJson<'a> {
+    #[serde(flatten)]
+    info: &'a SegmentInfo,
+    stale: bool,
 }
 
 // ---- info and watch ------------------------------------------------------------
 
 /// Messages per second of one topic, from two snapshots.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
 struct Rate {
+    #[serde(rename = "published_per_sec")]
     published: f64,
+    #[serde(rename = "received_per_sec")]
     received: f64,
 }
 
@@ -320,12 +295,11 @@ impl Snapshot {
 
 fn info(name: &str, json: bool) -> Outcome {
     let report = inspect(name)?;
-    let text = if json {
-        format!("{}\n", report_json(name, &report, None))
+    if json {
+        out_json(&report_json(name, &report, None))?;
     } else {
-        report_text(name, &report, None)
-    };
-    out(&text)?;
+        out(&report_text(name, &report, None))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -364,7 +338,7 @@ fn watch(name: &str, interval: Duration, count: Option<u64>, json: bool) -> Outc
         let snapshot = Snapshot::of(&report);
         let rates = previous.as_ref().map(|p| p.rates(&snapshot));
         let text = if json {
-            format!("{}\n", report_json(name, &report, Some(rates.as_ref())))
+            json_line(&report_json(name, &report, Some(rates.as_ref())))?
         } else {
             let head = format!(
                 "every {} (snapshot {}{}), Ctrl-C to stop\n\n",
@@ -556,70 +530,26 @@ fn percent(part: u64, whole: u64) -> String {
     }
 }
 
-fn report_json(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<String, Rate>>>) -> Json {
-    let topics = report.topics.iter().map(|t| {
-        let mut pairs = vec![
-            ("name", Json::from(t.info.name.as_str())),
-            ("partition_count", Json::from(t.info.partitions)),
-            ("capacity", Json::from(t.info.capacity)),
-            ("wait", Json::from(wait_name(t.info.wait))),
-            ("delivery", Json::from(delivery_name(t.info.delivery))),
-            ("published", Json::from(t.info.published)),
-            ("received", Json::from(t.info.received)),
-            ("lost", Json::from(t.info.lost)),
-            ("corrupt", Json::from(t.info.corrupt)),
-            ("depth", Json::from(t.partitions.iter().map(|p| p.depth).sum::<u64>())),
-            (
-                "partitions",
-                Json::array(t.partitions.iter().enumerate().map(|(i, p)| {
-                    Json::object([
-                        ("partition", Json::from(i)),
-                        ("head", Json::from(p.head)),
-                        ("tail", Json::from(p.tail)),
-                        ("depth", Json::from(p.depth)),
-                    ])
-                })),
-            ),
-        ];
-        if let Some(rates) = rates {
-            let rate = rates.and_then(|r| r.get(&t.info.name));
-            pairs.push(("published_per_sec", Json::from(rate.map(|r| r.published))));
-            pairs.push(("received_per_sec", Json::from(rate.map(|r| r.received))));
-        }
-        Json::object(pairs)
-    });
-    let pool = report.pool.iter().enumerate().map(|(class, c)| {
-        Json::object([
-            ("class", Json::from(class)),
-            ("chunk_size", Json::from(c.chunk_size)),
-            ("chunks", Json::from(c.chunks)),
-            ("free", Json::from(c.free)),
-            ("in_use", Json::from(c.chunks.saturating_sub(c.free))),
-        ])
-    });
-    let processes = report.processes.iter().map(|p| {
-        Json::object([
-            ("slot", Json::from(p.slot)),
-            ("pid", Json::from(p.process.pid)),
-            ("start_time", Json::from(p.process.start_time)),
-            ("alive", Json::from(p.alive)),
-            ("heartbeat_unix_ns", Json::from((p.heartbeat_unix_ns != 0).then_some(p.heartbeat_unix_ns))),
-            ("loans", Json::from(p.loans)),
-            ("held", Json::from(p.held)),
-        ])
-    });
-    Json::object([
-        ("region", Json::from(name)),
-        ("path", Json::from(report.path.to_string_lossy().into_owned())),
-        ("size", Json::from(report.size)),
-        ("creator", Json::object([("pid", Json::from(report.creator.pid))])),
-        ("lease_ms", Json::from(report.lease.as_millis() as u64)),
-        ("unix_ns", Json::from(text::now_unix_ns())),
-        ("topics", Json::array(topics)),
-        ("pool", Json::array(pool)),
-        ("processes", Json::array(processes)),
-        ("orphaned_chunks", Json::from(report.orphaned_chunks)),
-    ])
+/// `tyctl info --json` and each line of `tyctl watch --json`: the region's
+/// name, the time, [`RegionReport`]'s fields and, for `watch`, the rates
+/// per topic (`null` on the first refresh).
+#[derive(Serialize)]
+struct InfoJson<'a> {
+    region: &'a str,
+    unix_ns: u64,
+    #[serde(flatten)]
+    report: &'a RegionReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rates: Option<Option<BTreeMap<&'a str, Rate>>>,
+}
+
+fn report_json<'a>(
+    name: &'a str,
+    report: &'a RegionReport,
+    rates: Option<Option<&'a HashMap<String, Rate>>>,
+) -> InfoJson<'a> {
+    let rates = rates.map(|r| r.map(|r| r.iter().map(|(topic, rate)| (topic.as_str(), *rate)).collect()));
+    InfoJson { region: name, unix_ns: text::now_unix_ns(), report, rates }
 }
 
 // ---- rm -------------------------------------------------------------------------
@@ -672,20 +602,17 @@ fn reap(name: Option<&str>, json: bool) -> Outcome {
         .map_err(|e| Failure(format!("cannot list segments: {e}")))?;
     let failed = pass.events.iter().any(Event::is_failure);
     if json {
-        let of = |kind: &str| -> Json {
-            Json::array(pass.events.iter().filter(|e| e.kind() == kind).map(Event::to_json))
-        };
-        let doc = Json::object([
-            ("segments", Json::from(pass.segments)),
-            ("regions", Json::from(pass.regions)),
-            ("removed", of("removed")),
-            ("recovered", of("recovered")),
-            ("kept", of("kept")),
-            ("opened", of("opened")),
-            ("invalid", of("invalid")),
-            ("failed", of("failed")),
-        ]);
-        out(&format!("{doc}\n"))?;
+        let of = |kind: &str| pass.events.iter().filter(|e| e.kind() == kind).collect();
+        out_json(&ReapJson {
+            segments: pass.segments,
+            regions: pass.regions,
+            removed: of("removed"),
+            recovered: of("recovered"),
+            kept: of("kept"),
+            opened: of("opened"),
+            invalid: of("invalid"),
+            failed: of("failed"),
+        })?;
     } else {
         let mut s = String::new();
         for event in &pass.events {
@@ -716,4 +643,17 @@ fn reap(name: Option<&str>, json: bool) -> Outcome {
         out(&s)?;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// `tyctl reap --json`: counts, and the pass's events by kind.
+#[derive(Serialize)]
+struct ReapJson<'a> {
+    segments: usize,
+    regions: usize,
+    removed: Vec<&'a Event>,
+    recovered: Vec<&'a Event>,
+    kept: Vec<&'a Event>,
+    opened: Vec<&'a Event>,
+    invalid: Vec<&'a Event>,
+    failed: Vec<&'a Event>,
 }

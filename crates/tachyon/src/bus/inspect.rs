@@ -11,6 +11,7 @@ use crate::sync::Token;
 /// What [`Region::inspect`] saw. A snapshot: other processes go on while
 /// it is taken, so counts may be off by the operations in flight.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RegionReport {
     /// The region's backing file.
     pub path: std::path::PathBuf,
@@ -33,6 +34,7 @@ pub struct RegionReport {
 
 /// One topic of a [`RegionReport`].
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicReport {
     /// Name and counters.
     pub info: TopicInfo,
@@ -42,6 +44,7 @@ pub struct TopicReport {
 
 /// One partition's ring positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PartitionReport {
     /// Next position consumers read.
     pub head: u64,
@@ -53,6 +56,7 @@ pub struct PartitionReport {
 
 /// One attach slot of a [`RegionReport`].
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProcessReport {
     /// The attach slot.
     pub slot: usize,

@@ -41,6 +41,7 @@ use std::collections::HashSet;
 
 /// What one [`Region::recover`] reclaimed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Recovered {
     /// Chunks a dead producer had loaned and not published.
     pub loans: usize,
@@ -73,6 +74,28 @@ impl Recovered {
     /// Chunks returned to the pool in all.
     pub fn total(&self) -> usize {
         self.loans + self.cached + self.held + self.unpublished + self.redelivered
+    }
+
+    /// The `tachyon::recovery` event (`tracing` feature), when anything
+    /// was reclaimed or deferred.
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    fn trace(&self, region: &std::path::Path) {
+        if self.total() + self.deferred + self.slots > 0 {
+            crate::platform::trace::event!(
+                info,
+                "tachyon::recovery",
+                region = %region.display(),
+                total = self.total(),
+                loans = self.loans,
+                cached = self.cached,
+                held = self.held,
+                unpublished = self.unpublished,
+                redelivered = self.redelivered,
+                deferred = self.deferred,
+                slots = self.slots,
+                "reclaimed what dead processes held"
+            );
+        }
     }
 }
 
@@ -118,6 +141,7 @@ impl Region {
         let mut found = Recovered::default();
         if dead.is_empty() {
             found.slots = self.core.seg.release_dead_slots();
+            found.trace(self.core.seg.path());
             return Ok(found);
         }
         let named = if dead.iter().any(|(_, w)| w.state() == QUEUED) {
@@ -159,6 +183,7 @@ impl Region {
         // What the dead held is back (or deferred, still in their name,
         // and their tokens stay dead): their slots can go.
         found.slots = self.core.seg.release_dead_slots();
+        found.trace(self.core.seg.path());
         Ok(found)
     }
 
@@ -178,7 +203,8 @@ impl Region {
     pub(crate) fn resolve(&self, word: u64) -> Result<(usize, Descriptor, &ChunkMeta)> {
         let desc = Descriptor::decode(word);
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
-        let class = self.class_of(desc.chunk).ok_or(bad("descriptor chunk index", u64::from(desc.chunk)))?;
+        let class =
+            self.class_of(desc.chunk).ok_or_else(|| bad("descriptor chunk index", u64::from(desc.chunk)))?;
         if desc.len as usize > CLASS_SIZES[class] {
             return Err(bad("descriptor length", u64::from(desc.len)));
         }

@@ -296,6 +296,7 @@ impl RegionConfig {
 
 /// Free chunks of one class, as [`Region::pool_stats`] reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ClassStats {
     /// Bytes per chunk.
     pub chunk_size: usize,

@@ -41,6 +41,7 @@ pub const MAX_CAPACITY: u32 = 1 << 20;
 
 /// What happens to a message whose consumer dies before releasing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "kebab-case"))]
 pub enum Delivery {
     /// It is lost (and counted): each message is delivered at most once.
     #[default]
@@ -192,6 +193,7 @@ unsafe impl ShmSafe for TopicEntry {}
 
 /// A topic as listed by [`Region::topics`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TopicInfo {
     /// Its name.
     pub name: String,
@@ -411,15 +413,17 @@ impl Topic {
     pub(crate) fn attach(region: &Region, index: usize) -> Result<Topic> {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         // `index` may come from shared memory (a chunk's route).
-        let entry = region.entries()?.get(index).ok_or(bad("topic index", index as u64))?;
-        let info = entry.info().ok_or(bad("topic entry", index as u64))?;
+        let entry = region.entries()?.get(index).ok_or_else(|| bad("topic index", index as u64))?;
+        let info = entry.info().ok_or_else(|| bad("topic entry", index as u64))?;
         let cfg = TopicConfig {
             partitions: info.partitions,
             capacity: info.capacity,
-            wait: info.wait.ok_or(bad("topic wait policy", u64::from(entry.wait.load(Ordering::Relaxed))))?,
+            wait: info
+                .wait
+                .ok_or_else(|| bad("topic wait policy", u64::from(entry.wait.load(Ordering::Relaxed))))?,
             delivery: info
                 .delivery
-                .ok_or(bad("topic delivery", u64::from(entry.delivery.load(Ordering::Relaxed))))?,
+                .ok_or_else(|| bad("topic delivery", u64::from(entry.delivery.load(Ordering::Relaxed))))?,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = entry.ring_off.load(Ordering::Relaxed);

@@ -6,7 +6,8 @@
 //! * [`process`]: the identity of a process (pid and start time);
 //! * [`fs`]: files in the shared-memory directory, mappings and the OFD
 //!   byte-range locks that tell whether an attacher is alive;
-//! * `fault`: fault injection points for the crash tests (debug builds).
+//! * `fault`: fault injection points for the crash tests (debug builds);
+//! * `trace`: `tracing` events behind the `tracing` feature.
 
 pub mod atomic;
 pub(crate) mod fault;
@@ -14,3 +15,4 @@ pub(crate) mod fault;
 pub(crate) mod fs;
 pub mod futex;
 pub mod process;
+pub(crate) mod trace;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A process as tachyon records it in shared memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProcessId {
     /// The process id (in the pid namespace of whoever recorded it).
     pub pid: u32,

@@ -362,7 +362,7 @@ impl<T: Pod> SharedArray<T> {
             return Err(bad("array length", raw_len));
         }
         let (size, align) = (std::mem::size_of::<T>(), std::mem::align_of::<T>());
-        let (data_off, total) = layout(len, size, align).ok_or(bad("array length", raw_len))?;
+        let (data_off, total) = layout(len, size, align).ok_or_else(|| bad("array length", raw_len))?;
         if total != seg.size() {
             return Err(bad("array size", seg.size() as u64));
         }

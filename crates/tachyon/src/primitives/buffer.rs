@@ -213,7 +213,7 @@ impl SharedBuffer {
         if len == 0 {
             return Err(bad("buffer size", raw));
         }
-        let (data_off, total) = layout(len).ok_or(bad("buffer size", raw))?;
+        let (data_off, total) = layout(len).ok_or_else(|| bad("buffer size", raw))?;
         if total != seg.size() {
             return Err(bad("buffer size", raw));
         }

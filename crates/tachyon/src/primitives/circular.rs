@@ -194,7 +194,8 @@ impl CircularBuffer {
             return Err(bad("node_size", node_size));
         }
         let (nodes, node_size) = (nodes as usize, node_size as usize);
-        let (data_off, stride, total) = layout(nodes, node_size).ok_or(bad("node_count", nodes as u64))?;
+        let (data_off, stride, total) =
+            layout(nodes, node_size).ok_or_else(|| bad("node_count", nodes as u64))?;
         if total != seg.size() {
             return Err(bad("ring size", seg.size() as u64));
         }

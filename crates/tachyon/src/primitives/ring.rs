@@ -39,6 +39,7 @@
 //! and `n < 2^31`.
 
 use crate::platform::atomic::{fence, AtomicU64, Ordering};
+use crate::platform::trace;
 use crate::sync::{Liveness, Token};
 
 /// The tag of a cell whose writer died: readers skip it.
@@ -306,6 +307,7 @@ impl Ring<'_> {
         if !live.is_dead(holder) {
             return false;
         }
+        trace::ring_repair!(holder, pos, writer_side);
         if dist(seq, pos) == 0 || dist(seq, pos.wrapping_sub(self.n())) == 0 {
             // A writer died filling the cell (this lap or the last one):
             // leave a tombstone for readers to skip.

@@ -68,3 +68,43 @@ impl fmt::Debug for Kind {
         write!(f, "Kind({self})")
     }
 }
+
+/// With the `serde` feature, a known kind is written as its name
+/// (`"region"`), an unknown one as its raw number; both read back (from a
+/// self-describing format such as JSON).
+#[cfg(feature = "serde")]
+impl serde::Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.name() {
+            Some(name) => s.serialize_str(name),
+            None => s.serialize_u32(self.0),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        use serde::de::{Error, Unexpected, Visitor};
+        struct KindVisitor;
+        impl Visitor<'_> for KindVisitor {
+            type Value = Kind;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a segment kind's name (\"region\") or raw number")
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<Kind, E> {
+                u32::try_from(v).map(Kind).map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<Kind, E> {
+                u32::try_from(v).map(Kind).map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<Kind, E> {
+                (1..=Kind::REGION.0)
+                    .map(Kind)
+                    .find(|k| k.name() == Some(v))
+                    .ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(KindVisitor)
+    }
+}

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 /// One segment file, as [`list`] found it.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SegmentInfo {
     /// The file's path.
     pub path: PathBuf,
@@ -27,6 +28,7 @@ pub struct SegmentInfo {
 
 /// The state of a listed segment.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "snake_case"))]
 pub enum SegmentStatus {
     /// A valid header.
     Valid {
@@ -49,6 +51,7 @@ pub enum SegmentStatus {
 
 /// One attach slot of a listed segment.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AttacherInfo {
     /// Slot index.
     pub slot: usize,

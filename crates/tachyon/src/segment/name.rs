@@ -30,6 +30,7 @@ pub const MAX_ESCAPED: usize = 200;
 
 /// Who a name belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "snake_case"))]
 pub enum Scope {
     /// One user's private name space (unprefixed or `Local\`).
     User(u32),

@@ -18,6 +18,7 @@
 use super::wait::{sleep, wake, Deadline, Slices, SpinWait};
 use super::{Liveness, Token};
 use crate::platform::atomic::{AtomicU32, Ordering::*};
+use crate::platform::trace;
 use crate::{Corruption, Error, Result};
 use std::fmt;
 use std::marker::PhantomData;
@@ -169,6 +170,7 @@ impl Mutex {
             };
             if holder.raw() == last && live.is_dead(holder) {
                 if self.word.compare_exchange(w, me | DIED | CONTENDED, Acquire, Relaxed).is_ok() {
+                    trace::owner_died!(holder, "took over a lock whose holder died");
                     return Ok(true);
                 }
                 continue;
@@ -197,7 +199,10 @@ impl Mutex {
         loop {
             let new = match holder_of(w, "mutex holder")? {
                 None => me | (w & (DIED | CONTENDED)),
-                Some(holder) if live.is_dead(holder) => me | DIED | (w & CONTENDED),
+                Some(holder) if live.is_dead(holder) => {
+                    trace::owner_died!(holder, "taking over a lock whose holder died");
+                    me | DIED | (w & CONTENDED)
+                }
                 Some(_) => return Ok(None),
             };
             match self.word.compare_exchange(w, new, Acquire, Relaxed) {
@@ -236,6 +241,10 @@ impl Mutex {
         if self.word.compare_exchange(w, DIED, AcqRel, Relaxed).is_err() {
             return false;
         }
+        trace::owner_died!(
+            Token::from_raw(w & Token::MASK).unwrap_or(Token::NOBODY),
+            "cleared a lock whose holder died"
+        );
         if w & CONTENDED != 0 {
             wake(&self.word, 1);
         }

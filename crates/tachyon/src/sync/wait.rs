@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 /// assert_eq!(WaitPolicy::default(), WaitPolicy::Hybrid);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "lowercase"))]
 pub enum WaitPolicy {
     /// Busy-wait: never enters the kernel, burns a CPU, lowest latency.
     Spin,

@@ -8,6 +8,7 @@ use std::time::Duration;
 /// Counters of one [`RpcBuffer`](super::RpcBuffer) end, as returned by
 /// [`RpcBuffer::stats`](super::RpcBuffer::stats).
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RpcStats {
     /// Requests this end sent.
     pub requests_sent: u64,
@@ -44,6 +45,7 @@ pub struct RpcStats {
 
 /// Round-trip latency summary of completed requests.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Latency {
     /// Completed requests measured.
     pub count: u64,
