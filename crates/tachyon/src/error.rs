@@ -298,6 +298,21 @@ impl Error {
         Error::Timeout { what, waited }
     }
 
+    /// [`Error::Incompatible`] for the first of `fields` (name, existing
+    /// value, requested value) whose two values differ; `what` names the
+    /// object.
+    pub(crate) fn check_same<const N: usize>(
+        what: &str,
+        fields: [(&'static str, String, String); N],
+    ) -> Result<()> {
+        match fields.into_iter().find(|(_, existing, requested)| existing != requested) {
+            Some((field, existing, requested)) => {
+                Err(Error::Incompatible { name: what.to_owned(), field, existing, requested })
+            }
+            None => Ok(()),
+        }
+    }
+
     /// True for [`Error::Timeout`].
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout { .. })

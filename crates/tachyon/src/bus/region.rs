@@ -190,29 +190,16 @@ impl RegionConfig {
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing object's) configuration does not have.
     pub(crate) fn check_same(&self, want: &RegionConfig, what: &str) -> Result<()> {
-        let differs = |field, existing: String, requested: String| {
-            Err(Error::Incompatible { name: what.to_owned(), field, existing, requested })
-        };
-        if self.size != want.size {
-            return differs("size", self.size.to_string(), want.size.to_string());
-        }
-        if self.max_topics != want.max_topics {
-            return differs("max_topics", self.max_topics.to_string(), want.max_topics.to_string());
-        }
-        if self.ring_arena != want.ring_arena {
-            return differs("ring_arena", self.ring_arena.to_string(), want.ring_arena.to_string());
-        }
-        if self.class_weights != want.class_weights {
-            return differs(
-                "class_weights",
-                format!("{:?}", self.class_weights),
-                format!("{:?}", want.class_weights),
-            );
-        }
-        if self.lease != want.lease {
-            return differs("lease", format!("{:?}", self.lease), format!("{:?}", want.lease));
-        }
-        Ok(())
+        Error::check_same(
+            what,
+            [
+                ("size", self.size.to_string(), want.size.to_string()),
+                ("max_topics", self.max_topics.to_string(), want.max_topics.to_string()),
+                ("ring_arena", self.ring_arena.to_string(), want.ring_arena.to_string()),
+                ("class_weights", format!("{:?}", self.class_weights), format!("{:?}", want.class_weights)),
+                ("lease", format!("{:?}", self.lease), format!("{:?}", want.lease)),
+            ],
+        )
     }
 
     /// Checks the values and that every weighted class gets a chunk.

@@ -115,22 +115,15 @@ impl TopicConfig {
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing topic's) configuration does not have.
     pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
-        let differs = |field, existing: String, requested: String| {
-            Err(Error::Incompatible { name: what.to_owned(), field, existing, requested })
-        };
-        if self.partitions != want.partitions {
-            return differs("partitions", self.partitions.to_string(), want.partitions.to_string());
-        }
-        if self.capacity != want.capacity {
-            return differs("capacity", self.capacity.to_string(), want.capacity.to_string());
-        }
-        if self.wait != want.wait {
-            return differs("wait", format!("{:?}", self.wait), format!("{:?}", want.wait));
-        }
-        if self.delivery != want.delivery {
-            return differs("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery));
-        }
-        Ok(())
+        Error::check_same(
+            what,
+            [
+                ("partitions", self.partitions.to_string(), want.partitions.to_string()),
+                ("capacity", self.capacity.to_string(), want.capacity.to_string()),
+                ("wait", format!("{:?}", self.wait), format!("{:?}", want.wait)),
+                ("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery)),
+            ],
+        )
     }
 
     /// Checks the values.
