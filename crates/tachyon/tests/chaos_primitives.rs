@@ -988,7 +988,8 @@ const P_DIED: usize = 18;
 /// What each end is doing (diagnostics): `PH_*`.
 const P_PHASE: usize = 20;
 /// The last error a connect attempt got (diagnostics): 1 `AlreadyExists`,
-/// 2 `NotFound`, 3 `Closed`, 4 another.
+/// 2 `NotFound`, 3 `Closed`, 4 another, 5 `PeerDied`, 6 `ChannelBusy`,
+/// 7 `Timeout`.
 const P_CONNECT_ERR: usize = 22;
 /// Connect attempts (diagnostics).
 const P_CONNECT_TRIES: usize = 24;
@@ -1066,7 +1067,8 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 /// Creates (owner) or joins (opener) the channel, retrying what the
 /// documented recovery says to retry: the owner while the last channel's
 /// files are still held (`AlreadyExists`), the opener until a new channel
-/// exists (`NotFound`, `Closed`). `Ok(None)` if told to stop.
+/// exists or takes it (`NotFound`, `Closed`, `PeerDied`, `ChannelBusy`,
+/// `Timeout`). `Ok(None)` if told to stop.
 fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<RpcBuffer>, i32> {
     let role = usize::from(!owner);
     let started = Instant::now();
@@ -1098,13 +1100,24 @@ fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<
             Err(Error::AlreadyExists { .. }) => 1,
             Err(Error::NotFound { .. }) => 2,
             Err(Error::Closed) => 3,
+            Err(Error::PeerDied) => 5,
+            Err(Error::ChannelBusy { .. }) => 6,
+            Err(Error::Timeout { .. }) => 7,
             Err(_) => 4,
         };
         side.word(P_CONNECT_ERR + role).store(code, SeqCst);
         match r {
             Ok(rpc) => return Ok(Some(rpc)),
             Err(Error::AlreadyExists { .. }) if owner => {}
-            Err(Error::NotFound { .. } | Error::Closed) if !owner => {}
+            // No server now, or one that is closing or dead (its files
+            // not yet removed), or one still letting the last opener go.
+            Err(
+                Error::NotFound { .. }
+                | Error::Closed
+                | Error::PeerDied
+                | Error::ChannelBusy { .. }
+                | Error::Timeout { .. },
+            ) if !owner => {}
             Err(e) => {
                 report(side, P_ERRORS, who, &format!("{}: {e}", if owner { "create" } else { "open" }));
                 std::thread::sleep(Duration::from_millis(10));
@@ -1208,7 +1221,7 @@ fn rpc_state(side: &Side, fleet: &mut Fleet) -> String {
         fleet.report()
     ) + &format!(
         "  phases {:?} (1 connecting, 2 calling, 3 closing), connect attempts {:?}, last connect error {:?} \
-         (1 AlreadyExists, 2 NotFound, 3 Closed, 4 other)\n{}",
+         (1 AlreadyExists, 2 NotFound, 3 Closed, 4 other, 5 PeerDied, 6 ChannelBusy, 7 Timeout)\n{}",
         pair(P_PHASE),
         pair(P_CONNECT_TRIES),
         pair(P_CONNECT_ERR),
