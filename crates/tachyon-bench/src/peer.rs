@@ -77,7 +77,7 @@ impl Peer {
     pub fn expect(&mut self, word: &str, timeout: Duration) -> Result<String, String> {
         let line = match self.lines.recv_timeout(timeout) {
             Ok(line) => line,
-            Err(RecvTimeoutError::Timeout { .. }) => {
+            Err(RecvTimeoutError::Timeout) => {
                 return Err(format!("the peer did not say {word:?} within {timeout:?}"));
             }
             Err(RecvTimeoutError::Disconnected) => {
