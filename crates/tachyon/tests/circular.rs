@@ -298,6 +298,10 @@ fn try_forms_never_time_out_and_say_what_to_do() {
     assert!(matches!(small, Error::BufferTooSmall { item: 5, buffer: 2 }), "{small:?}");
     assert!(small.to_string().contains("at least the node size"), "{small}");
     assert_eq!(ring.try_read(&mut buf).unwrap(), Some(5));
+    // An item larger than a node: says the limit and what to do.
+    let big = ring.try_write(&[0; 9]).unwrap_err();
+    assert!(matches!(big, Error::MessageTooLarge { size: 9, max: 8, .. }), "{big:?}");
+    assert!(big.to_string().contains("create the ring with larger nodes, or split the item"), "{big}");
 }
 
 #[test]

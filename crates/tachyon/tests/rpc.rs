@@ -315,6 +315,7 @@ fn channel_errors_and_a_closed_peer() {
     let busy = RpcBuffer::open(&name).unwrap_err();
     assert!(matches!(&busy, Error::ChannelBusy { name: n } if *n == name), "{busy:?}");
     assert!(busy.to_string().contains("one client at a time"), "{busy}");
+    assert!(busy.to_string().contains("wait until it closes, or create another channel"), "{busy}");
     // A client asking for another geometry is told which field differs.
     let other = RpcBuffer::builder(&name).node_size(512).open().unwrap_err();
     assert!(matches!(other, Error::Incompatible { field: "node_size", .. }), "{other:?}");
@@ -326,6 +327,17 @@ fn channel_errors_and_a_closed_peer() {
     }
     assert!(matches!(owner.request(&[0; 100], Some(Duration::ZERO)), Err(Error::Timeout { .. }) | Ok(_)));
     drop(opener);
+    // Right after a client left, an open that will not wait is told what
+    // it would have waited for (unless the server noticed already).
+    match RpcBuffer::builder(&name).connect_timeout(Some(Duration::ZERO)).open() {
+        Err(e @ Error::Timeout { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("the RPC server to let its previous client go"), "{text}");
+            assert!(text.contains("wait longer"), "{text}");
+        }
+        Ok(quick) => drop(quick),
+        Err(other) => panic!("expected Timeout or a connection, got {other:?}"),
+    }
     // The server lets the client go and takes the next one.
     assert!(owner.closed().is_none(), "a client leaving does not close the server");
     let next = RpcBuffer::builder(&name).handler(|_, _: &[u8]| Ok::<_, String>(vec![2])).open().unwrap();

@@ -203,6 +203,15 @@ impl BroadcastBufferBuilder {
 
     /// Creates the buffer; [`Error::AlreadyExists`] if a live one has the
     /// name.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error};
+    /// # let name = format!("doc-bc-builder-create-{}", std::process::id());
+    /// let bus = BroadcastBuffer::builder(&name).node_count(4).node_size(32).create()?;
+    /// assert!(matches!(BroadcastBuffer::builder(&name).create(), Err(Error::AlreadyExists { .. })));
+    /// # drop(bus);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create(&self) -> Result<BroadcastBuffer> {
         let (count, size, overflow, total) = self.geometry()?;
         let seg = Segment::builder(&self.name)
@@ -214,6 +223,17 @@ impl BroadcastBufferBuilder {
 
     /// Opens an existing buffer, learning its geometry from it; options
     /// set on the builder must match ([`Error::Incompatible`]).
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error, Overflow};
+    /// # let name = format!("doc-bc-builder-open-{}", std::process::id());
+    /// assert!(matches!(BroadcastBuffer::builder(&name).open(), Err(Error::NotFound { .. })));
+    /// let bus = BroadcastBuffer::builder(&name).overflow(Overflow::Overwrite).create()?;
+    /// let peer = BroadcastBuffer::builder(&name).overflow(Overflow::Overwrite).open()?;
+    /// assert_eq!(peer.node_count(), 64); // the default, from the segment
+    /// # drop(bus);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn open(&self) -> Result<BroadcastBuffer> {
         let seg = Segment::builder(&self.name).kind(Kind::BROADCAST).open()?;
         self.check(BroadcastBuffer::from_segment(seg, self.policy)?)
@@ -222,6 +242,18 @@ impl BroadcastBufferBuilder {
     /// Opens the buffer, or creates it with these options if there is
     /// none. [`Error::Incompatible`] if it exists with another node count,
     /// node size or overflow policy than one set on this builder.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error, Overflow};
+    /// # let name = format!("doc-bc-builder-coo-{}", std::process::id());
+    /// // Every process runs the same line; the first one creates.
+    /// let open = || BroadcastBuffer::builder(&name).node_count(8).create_or_open();
+    /// let (a, b) = (open()?, open()?);
+    /// let other = BroadcastBuffer::builder(&name).overflow(Overflow::Overwrite).create_or_open();
+    /// assert!(matches!(other, Err(Error::Incompatible { field: "overflow", .. })));
+    /// # drop((a, b));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create_or_open(&self) -> Result<BroadcastBuffer> {
         let (count, size, overflow, total) = self.geometry()?;
         let seg = Segment::builder(&self.name)
@@ -278,6 +310,20 @@ fn init(seg: &Segment, node_count: usize, node_size: usize, overflow: Overflow) 
 impl BroadcastBuffer {
     /// A builder for the geometry, the overflow policy, the wait policy
     /// and `create_or_open`.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// use tachyon::sync::WaitPolicy;
+    /// # let name = format!("doc-bc-builder-fn-{}", std::process::id());
+    /// let bus = BroadcastBuffer::builder(&name)
+    ///     .node_count(32)
+    ///     .node_size(512)
+    ///     .overflow(Overflow::Block)
+    ///     .wait_policy(WaitPolicy::Futex)
+    ///     .create()?;
+    /// assert_eq!((bus.node_count(), bus.node_size()), (32, 512));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn builder(name: &str) -> BroadcastBufferBuilder {
         BroadcastBufferBuilder {
             name: name.to_owned(),
@@ -585,11 +631,30 @@ struct Cursor {
 
 impl BroadcastReader {
     /// The position of the next item this reader will get.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-position-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 4, 8, Overflow::Block)?;
+    /// let mut reader = bus.subscribe()?;
+    /// bus.write(b"a", None)?;
+    /// reader.try_read(&mut [0u8; 8])?;
+    /// assert_eq!(reader.position(), 1);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn position(&self) -> u64 {
         self.at.cursor
     }
 
-    /// The buffer this reader reads.
+    /// The buffer this reader reads (the handle it owns).
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-reader-buffer-{}", std::process::id());
+    /// let reader = BroadcastBuffer::create(&name, 4, 8, Overflow::Block)?.subscribe()?;
+    /// assert_eq!(reader.buffer().node_count(), 4); // the buffer lives on in the reader
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn buffer(&self) -> &BroadcastBuffer {
         &self.bus
     }

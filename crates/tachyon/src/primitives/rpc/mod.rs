@@ -69,8 +69,8 @@ const CTL_OPENER_MAX: usize = 88;
 /// uses; the rings are named after it (see `ring_name`).
 const CTL_SESSION: usize = 96;
 const CTL_SIZE: usize = 128;
-/// How long an `open` waits for the server to let the previous client go
-/// (it notices a departure within a tick) before it gives up.
+/// How long an `open` waits by default for the server to let the previous
+/// client go (it notices a departure within a tick) before it gives up.
 const CONNECT_WAIT: Duration = Duration::from_secs(2);
 
 const OPEN: u8 = 0;
@@ -103,6 +103,7 @@ pub struct RpcBuilder {
     max_message: usize,
     handler: Option<MakeHandler>,
     inline_handlers: bool,
+    connect_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for RpcBuilder {
@@ -184,6 +185,28 @@ impl RpcBuilder {
     /// ```
     pub fn inline_handlers(mut self, yes: bool) -> Self {
         self.inline_handlers = yes;
+        self
+    }
+
+    /// How long [`open`](Self::open) waits for the server to let its
+    /// previous client go, when that client has just left and the server
+    /// has not noticed yet (it does within about 20 ms): default 2 s;
+    /// `None` waits for ever, `Some(Duration::ZERO)` not at all. A client
+    /// that is still connected is not waited for: that is
+    /// [`Error::ChannelBusy`] at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-connect-timeout-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// drop(RpcBuffer::open(&name)?); // a client comes and goes
+    /// let next = RpcBuffer::builder(&name).connect_timeout(Some(Duration::from_secs(5))).open()?;
+    /// # drop((next, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -270,8 +293,9 @@ impl RpcBuilder {
     ///
     /// A channel serves one client at a time: while another client is
     /// connected this is [`Error::ChannelBusy`]. Right after the previous
-    /// client left, it waits (up to 2 s) for the server to notice and to
-    /// make fresh rings. Errors: [`Error::NotFound`] (no server),
+    /// client left, it waits (up to the
+    /// [`connect_timeout`](Self::connect_timeout), 2 s by default) for the
+    /// server to notice and to make fresh rings, then [`Error::Timeout`]. Errors: [`Error::NotFound`] (no server),
     /// [`Error::Closed`] (the server closed), [`Error::PeerDied`] (the
     /// server's process died), [`Error::Incompatible`] (a node count or
     /// node size set on this builder differs from the server's),
@@ -304,7 +328,7 @@ impl RpcBuilder {
         let me = ctl.token().raw();
         let opener = ctl.get::<AtomicU32>(CTL_OPENER)?;
         let opener_closed = ctl.get::<AtomicU32>(CTL_OPENER_CLOSED)?;
-        let deadline = Instant::now() + CONNECT_WAIT;
+        let deadline = self.connect_timeout.map(|t| Instant::now() + t);
         loop {
             if ctl.get::<AtomicU32>(CTL_OWNER_CLOSED)?.load(Ordering::SeqCst) != 0 {
                 return Err(Error::Closed);
@@ -326,10 +350,10 @@ impl RpcBuilder {
                 return Err(Error::ChannelBusy { name: self.name.clone() });
             }
             // The previous client left; the server has not noticed yet.
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::timeout(
                     "the RPC server to let its previous client go (it notices within a tick unless it is stuck)",
-                    Some(CONNECT_WAIT),
+                    self.connect_timeout,
                 ));
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -456,6 +480,12 @@ where
 /// `Send + Sync + 'static`; share it between threads by reference or in
 /// an `Arc`.
 ///
+/// Timeouts: [`request`](Self::request) takes its own. [`call`](Self::call),
+/// [`notify`](Self::notify), [`request_async`](Self::request_async) and the
+/// responses this end sends use the default timeout set on the builder
+/// ([`RpcBuilder::default_timeout`], 30 s) instead: the exception to the
+/// library's per-call timeouts, for the calls meant to be short to write.
+///
 /// ```
 /// use std::time::Duration;
 /// use tachyon::RpcBuffer;
@@ -558,6 +588,7 @@ impl RpcBuffer {
             max_message: 64 << 20,
             handler: None,
             inline_handlers: false,
+            connect_timeout: Some(CONNECT_WAIT),
         }
     }
 
@@ -857,6 +888,23 @@ impl RpcClient {
 
     /// See [`RpcBuffer::close`]: a handler can close its own end (a
     /// "shutdown" request). Does nothing once the `RpcBuffer` is gone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-client-close-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler_with_client(|me| move |_id, _msg: &[u8]| {
+    ///         me.close(); // a "shutdown" request
+    ///         Ok::<_, String>(Vec::new())
+    ///     })
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let _ = client.call(b"shutdown"); // the answer may not make it
+    /// server.wait_closed(Some(Duration::from_secs(5)))?;
+    /// client.wait_closed(Some(Duration::from_secs(5)))?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn close(&self) {
         if let Ok(inner) = self.inner() {
             inner.close();
