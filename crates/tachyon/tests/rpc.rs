@@ -476,3 +476,31 @@ fn message_limits_are_agreed_between_the_ends() {
         other => panic!("expected Remote, got {other:?}"),
     }
 }
+
+/// A server process that creates the channel, says so, and waits to be
+/// killed.
+#[test]
+fn server_entry() {
+    let Some((role, name)) = common::role() else { return };
+    assert_eq!(role, "server-killed");
+    let server = RpcBuffer::create(&name).unwrap();
+    println!("ready");
+    std::thread::sleep(LIMIT);
+    drop(server);
+    std::process::exit(4);
+}
+
+#[test]
+fn a_new_server_removes_what_a_sigkilled_one_left() {
+    let name = unique("rpc-server-killed");
+    let mut child = spawn("server_entry", "server-killed", &name);
+    assert!(wait_for(LIMIT, || RpcBuffer::open(&name).is_ok_and(|c| c.is_connected())), "server up");
+    kill(&mut child);
+    // Its control segment and the rings it made for the next client are
+    // left with a dead attacher; a new server of the name clears them.
+    let server = RpcBuffer::create(&name).unwrap();
+    let client = RpcBuffer::builder(&name).handler(|_, m: &[u8]| Ok::<_, String>(m.to_vec())).open().unwrap();
+    assert_eq!(server.request(b"fresh", LONG).unwrap(), b"fresh");
+    drop((client, server));
+    assert_no_files(&name);
+}

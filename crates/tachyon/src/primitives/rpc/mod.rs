@@ -274,6 +274,7 @@ impl RpcBuilder {
                 self.node_size
             )));
         }
+        remove_stale_rings(&self.name);
         let session = new_session(&self.name, self.node_count, self.node_size, self.policy)?;
         // The control segment comes last: once it exists, so do the rings.
         let ctl = Segment::builder(&self.name).kind(Kind::RPC).size(CTL_SIZE).create_with(|seg| {
@@ -387,6 +388,24 @@ impl RpcBuilder {
 /// The name of one direction's ring of session `id` of channel `name`.
 fn ring_name(name: &str, id: u64, dir: &str) -> String {
     format!("{name}.rpc{id:016x}.{dir}")
+}
+
+/// Removes the rings of earlier sessions of channel `name` that nobody
+/// holds any more: a server killed before its client came (or while it made
+/// a session's rings) leaves them, and their names are never opened again.
+/// Only files whose every attacher is dead are touched (checked again under
+/// the segment's own lock by `reap`).
+fn remove_stale_rings(name: &str) {
+    let prefix = format!("{name}.rpc");
+    let is_ring = |n: &str| {
+        n.strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".o2p").or_else(|| rest.strip_suffix(".p2o")))
+            .is_some_and(|id| id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let Ok(list) = crate::segment::list() else { return };
+    for info in list.iter().filter(|i| is_ring(&i.name) && i.is_stale()) {
+        let _ = crate::segment::reap(info);
+    }
 }
 
 /// A session id no earlier session of this name is likely to have had
