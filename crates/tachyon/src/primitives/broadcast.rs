@@ -175,7 +175,7 @@ pub struct BroadcastBufferBuilder {
 
 impl BroadcastBufferBuilder {
     /// Number of nodes: how far the slowest reader may fall behind (2 to
-    /// [`MAX_NODES`]; default 64).
+    /// 2^30; default 64).
     pub fn node_count(mut self, n: usize) -> Self {
         self.node_count = Some(n);
         self
