@@ -265,6 +265,15 @@ impl RpcBuilder {
     ///
     /// Errors: [`Error::AlreadyExists`] if a live channel has the name;
     /// [`Error::InvalidArgument`] for a node size of 32 bytes or less.
+    ///
+    /// ```
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-builder-create-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name).node_count(16).node_size(1024).create()?;
+    /// assert!(matches!(RpcBuffer::create(&name), Err(Error::AlreadyExists { .. })));
+    /// # drop(server);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create(self) -> Result<RpcBuffer> {
         if self.node_size <= HEADER || self.node_size > u32::MAX as usize {
             return Err(Error::invalid(format!(
@@ -296,11 +305,22 @@ impl RpcBuilder {
     /// connected this is [`Error::ChannelBusy`]. Right after the previous
     /// client left, it waits (up to the
     /// [`connect_timeout`](Self::connect_timeout), 2 s by default) for the
-    /// server to notice and to make fresh rings, then [`Error::Timeout`]. Errors: [`Error::NotFound`] (no server),
-    /// [`Error::Closed`] (the server closed), [`Error::PeerDied`] (the
-    /// server's process died), [`Error::Incompatible`] (a node count or
-    /// node size set on this builder differs from the server's),
-    /// [`Error::VersionMismatch`].
+    /// server to notice and to make fresh rings, then [`Error::Timeout`].
+    ///
+    /// Other errors: [`Error::NotFound`] (no server), [`Error::Closed`]
+    /// (the server closed), [`Error::PeerDied`] (the server's process
+    /// died), [`Error::Incompatible`] (a node count or node size set on
+    /// this builder differs from the server's), [`Error::VersionMismatch`].
+    ///
+    /// ```
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-builder-open-{}", std::process::id());
+    /// assert!(matches!(RpcBuffer::builder(&name).open(), Err(Error::NotFound { .. })));
+    /// let server = RpcBuffer::builder(&name).node_size(1024).create()?;
+    /// let client = RpcBuffer::builder(&name).node_size(1024).open()?;
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn open(self) -> Result<RpcBuffer> {
         let ctl = Segment::builder(&self.name).kind(Kind::RPC).open()?;
         let version = ctl.get::<AtomicU64>(CTL_VERSION)?.load(Ordering::Relaxed);
