@@ -222,6 +222,8 @@ fn try_forms_and_error_texts() {
     assert!(matches!(small, Error::BufferTooSmall { item: 2, buffer: 1 }), "{small:?}");
     assert!(small.to_string().contains("pass a buffer of at least"), "{small}");
     assert_eq!(r.try_read(&mut buf).unwrap(), Some(Received { len: 2, missed: 0 }));
+    let big = bus.try_write(&[0; 9]).unwrap_err();
+    assert!(big.to_string().contains("create the buffer with larger nodes, or split the item"), "{big}");
     let waited = r.read(&mut buf, SHORT).unwrap_err();
     let text = waited.to_string();
     assert!(text.contains("an item in the broadcast buffer") && text.contains("wait longer"), "{text}");

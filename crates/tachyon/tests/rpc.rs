@@ -229,7 +229,13 @@ fn eight_threads_with_requests_in_flight() {
 #[test]
 fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
     let (rpc, child) = channel("rpc-timeout");
-    assert!(matches!(rpc.request(b"slow:", Some(Duration::from_millis(100))), Err(Error::Timeout { .. })));
+    let late = rpc.request(b"slow:", Some(Duration::from_millis(100))).unwrap_err();
+    assert!(matches!(late, Error::Timeout { .. }), "{late:?}");
+    let text = late.to_string();
+    assert!(
+        text.contains("after 100ms waiting for the RPC response") && text.contains("wait longer"),
+        "{text}"
+    );
     assert_eq!(rpc.stats().timeouts, 1);
     assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the late response was counted");
     assert_eq!(rpc.request(b"echo:after", LONG).unwrap(), b"after");
