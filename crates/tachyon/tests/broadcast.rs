@@ -144,9 +144,11 @@ fn a_dead_reader_does_not_block_the_writer() {
     }
     // The child's reader is a whole ring behind and alive: the writer waits.
     assert!(matches!(bus.write(&item(4), SHORT), Err(Error::Timeout { .. })));
+    assert!(matches!(bus.try_write(&item(4)), Err(Error::Full { .. })));
     kill(&mut child);
-    // Dead now: the writer drops it and goes on.
-    for i in 4..20 {
+    // Dead now: the writer drops it and goes on; a try_write too.
+    bus.try_write(&item(4)).unwrap();
+    for i in 5..20 {
         bus.write(&item(i), LONG).unwrap();
     }
 }

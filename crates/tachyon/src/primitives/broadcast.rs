@@ -487,7 +487,8 @@ impl BroadcastBuffer {
         let n = self.inner.nodes as u64;
         if self.inner.overflow == Overflow::Block && pos >= n {
             let mut slice = Duration::from_millis(1);
-            let mut reap = false;
+            // A call that will not wait looks for dead readers at once.
+            let mut reap = timeout.is_some_and(|t| t.is_zero());
             loop {
                 let until = remaining().map_or(slice, |r| r.min(slice));
                 let room = self.wait_cell(true).wait_until(self.policy, Some(until), || {
@@ -527,8 +528,9 @@ impl BroadcastBuffer {
     }
 
     /// Writes one item if that needs no wait: [`Error::Full`] if the
-    /// slowest reader is a whole ring behind ([`Overflow::Block`]) or
-    /// another writer holds the writers' turn at this moment.
+    /// slowest live reader is a whole ring behind ([`Overflow::Block`]; a
+    /// dead reader in the way is dropped first) or another writer holds
+    /// the writers' turn at this moment.
     ///
     /// ```
     /// use tachyon::{BroadcastBuffer, Error, Overflow};
