@@ -35,20 +35,23 @@
 //! the pair works, sometimes while the restarted one is still creating or
 //! joining. Checks:
 //!
-//! * after each kill of a working pair, the survivor gets `PeerDied` or
-//!   `Closed` within a bound (never hangs; `docs/rpc.md` promises about
-//!   20 ms) — a `Timeout` (10 s) counts as a failure;
+//! * after each kill of a working pair, the survivor learns it within a
+//!   bound (never hangs; `docs/rpc.md` promises about 20 ms): a surviving
+//!   opener gets `PeerDied` or `Closed`; a surviving owner (the server)
+//!   sees its client gone (`is_connected`) — a `Timeout` (10 s) counts as
+//!   a failure;
 //! * every response a caller got is the right one for its request (each
 //!   response is a checksummed function of its request's unique payload),
 //!   and every request a handler got is intact;
-//! * the documented recovery works after every kill: `docs/rpc.md` says a
-//!   channel has one opener for its life, so the survivor drops its end,
-//!   and the owner (surviving or restarted) creates a new channel on the
-//!   same name (retrying while the old files are still held), and the
-//!   opener joins it (retrying on `NotFound` and `Closed`); the driver
-//!   requires, within the bound, a successful call in each direction
-//!   between the restarted end and the survivor (each response names the
-//!   incarnation that answered);
+//! * the documented recovery works after every kill: a surviving owner
+//!   serves the restarted opener on the same channel (fresh rings) or,
+//!   chosen at random per channel, closes it and creates a new one on the
+//!   same name (retrying while the old files are still held); an opener
+//!   whose owner died joins the new channel (retrying on `NotFound`,
+//!   `Closed`, `PeerDied`, `ChannelBusy`, `Timeout`); the driver requires,
+//!   within the bound, a successful call in each direction between the
+//!   restarted end and the survivor (each response names the incarnation
+//!   that answered);
 //! * at the end, after both ends closed: nothing of the channel left in
 //!   the segment directory (`/dev/shm`).
 //!
