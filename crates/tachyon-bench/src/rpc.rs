@@ -352,9 +352,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
             println!("ready");
             // The benchmark closes its end when it is done (noticed within
             // about 20 ms); if it dies, so do we (PR_SET_PDEATHSIG).
-            while rpc.closed().is_none() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            rpc.wait_closed(None).map_err(|e| format!("waiting for the RpcBuffer {name} to close: {e}"))?;
             println!("done");
             Ok(())
         }

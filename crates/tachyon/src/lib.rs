@@ -74,9 +74,14 @@ pub mod sync;
 pub use bytemuck;
 pub use error::{Corruption, Error, Result};
 #[cfg(not(tachyon_loom))]
-pub use primitives::{CircularBuffer, CircularBufferBuilder, RpcBuffer};
+pub use primitives::{
+    BroadcastBuffer, BroadcastBufferBuilder, BroadcastReader, Overflow, Received, RpcBuffer, RpcBuilder,
+    RpcClient,
+};
 #[cfg(not(tachyon_loom))]
-pub use primitives::{SharedArray, SharedBuffer};
+pub use primitives::{CircularBuffer, CircularBufferBuilder};
+#[cfg(not(tachyon_loom))]
+pub use primitives::{SharedArray, SharedArrayBuilder, SharedBuffer, SharedBufferBuilder};
 #[cfg(all(feature = "signals", not(tachyon_loom)))]
 pub use segment::cleanup_on_termination;
 pub use segment::Kind;

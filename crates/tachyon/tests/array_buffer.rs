@@ -410,8 +410,10 @@ fn buffer_open_without_create_is_not_found_and_create_twice_already_exists() {
     assert!(matches!(CircularBuffer::open(&name), Err(Error::KindMismatch { .. })));
     assert!(is_invalid(SharedBuffer::create(&unique("buffer-zero"), 0)));
     assert!(is_invalid(SharedBuffer::create(&unique("buffer-huge"), usize::MAX)));
-    let c = SharedBuffer::builder(&name).size(5).create_or_open().unwrap();
+    let c = SharedBuffer::builder(&name).create_or_open().unwrap();
     assert_eq!(c.len(), 100, "an existing buffer keeps its size");
+    let other = SharedBuffer::builder(&name).size(5).create_or_open();
+    assert!(matches!(other, Err(Error::Incompatible { field: "size", .. })), "{other:?}");
     drop((b, c));
     assert!(matches!(SharedBuffer::open(&name), Err(Error::NotFound { .. })));
 }
@@ -495,4 +497,68 @@ fn a_buffer_writer_killed_holding_the_lock_does_not_wedge_the_buffer() {
     assert_eq!(b.read::<u8>(0).unwrap(), 1);
     b.write(1, &2u8).unwrap();
     assert_eq!(b.with_bytes(|x| [x[0], x[1]]).unwrap(), [1, 2]);
+}
+
+/// The text of an `Incompatible` error names the object, the field and
+/// both values, and says what to do.
+fn assert_incompatible(err: Error, name: &str, field: &str, existing: &str, requested: &str) {
+    match &err {
+        Error::Incompatible { name: n, field: f, existing: e, requested: r } => {
+            assert_eq!((n.as_str(), *f, e.as_str(), r.as_str()), (name, field, existing, requested));
+        }
+        other => panic!("expected Incompatible, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(&format!("{name:?} exists with {field} = {existing}, not {requested}")), "{text}");
+    assert!(text.contains("open it as it is, or remove it and create it anew"), "{text}");
+}
+
+#[test]
+fn array_create_or_open_names_the_field_that_differs() {
+    let name = unique("array-compat");
+    let a = SharedArray::<u32>::builder(&name).len(8).create_or_open().unwrap();
+    a.set(3, 33).unwrap();
+    // The same length, or none asked for: the existing array.
+    let same = SharedArray::<u32>::builder(&name).len(8).create_or_open().unwrap();
+    assert_eq!(same.get(3).unwrap(), 33);
+    assert_eq!(SharedArray::<u32>::builder(&name).create_or_open().unwrap().len(), 8);
+    let builder = SharedArray::<u32>::builder(&name).len(9);
+    assert_incompatible(builder.create_or_open().unwrap_err(), &name, "len", "8", "9");
+    assert_incompatible(builder.open().unwrap_err(), &name, "len", "8", "9");
+    let err = SharedArray::<u64>::builder(&name).create_or_open().unwrap_err();
+    let field = match &err {
+        Error::Incompatible { field, existing, requested, .. } => {
+            assert!(existing.contains("u32") && requested.contains("u64"), "{err}");
+            *field
+        }
+        other => panic!("expected Incompatible, got {other:?}"),
+    };
+    assert_eq!(field, "element type");
+    assert!(err.to_string().contains("remove it and create it anew"), "{err}");
+    // Plain open keeps its own error for another type.
+    assert!(matches!(SharedArray::<u64>::open(&name), Err(Error::TypeMismatch { .. })));
+}
+
+#[test]
+fn buffer_create_or_open_names_the_field_that_differs() {
+    let name = unique("buffer-compat");
+    let b = SharedBuffer::builder(&name).size(100).create_or_open().unwrap();
+    b.write(10, &7u64).unwrap();
+    let same = SharedBuffer::builder(&name).size(100).create_or_open().unwrap();
+    assert_eq!(same.read::<u64>(10).unwrap(), 7);
+    assert_eq!(SharedBuffer::builder(&name).create_or_open().unwrap().len(), 100);
+    let builder = SharedBuffer::builder(&name).size(4096);
+    assert_incompatible(builder.create_or_open().unwrap_err(), &name, "size", "100", "4096");
+    assert_incompatible(builder.open().unwrap_err(), &name, "size", "100", "4096");
+    // A lock timeout says what it waited for and what to do.
+    let guard = b.segment().name().to_owned();
+    let held = SharedBuffer::builder(&guard).lock_timeout(Some(Duration::from_millis(20))).open().unwrap();
+    let text = held
+        .with_bytes_mut(|_| {
+            let e = same.read::<u64>(0).unwrap_err();
+            assert!(e.is_timeout(), "{e:?}");
+            e.to_string()
+        })
+        .unwrap();
+    assert!(text.contains("read lock") && text.contains("wait longer"), "{text}");
 }

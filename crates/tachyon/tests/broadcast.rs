@@ -144,9 +144,121 @@ fn a_dead_reader_does_not_block_the_writer() {
     }
     // The child's reader is a whole ring behind and alive: the writer waits.
     assert!(matches!(bus.write(&item(4), SHORT), Err(Error::Timeout { .. })));
+    assert!(matches!(bus.try_write(&item(4)), Err(Error::Full { .. })));
     kill(&mut child);
-    // Dead now: the writer drops it and goes on.
-    for i in 4..20 {
+    // Dead now: the writer drops it and goes on; a try_write too.
+    bus.try_write(&item(4)).unwrap();
+    for i in 5..20 {
         bus.write(&item(i), LONG).unwrap();
     }
+}
+
+/// Every handle of the primitives can be moved to (and, where it says so,
+/// shared with) other threads, and borrows nothing.
+#[test]
+fn handles_are_send_sync_and_static() {
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    fn send_static<T: Send + 'static>() {}
+    send_sync_static::<tachyon::CircularBuffer>();
+    send_sync_static::<tachyon::BroadcastBuffer>();
+    send_sync_static::<tachyon::BroadcastReader>();
+    send_static::<tachyon::BroadcastReader>();
+    send_sync_static::<tachyon::RpcBuffer>();
+    send_sync_static::<tachyon::RpcClient>();
+    send_sync_static::<tachyon::SharedArray<u64>>();
+    send_sync_static::<tachyon::SharedBuffer>();
+}
+
+#[test]
+fn a_reader_moves_into_a_thread_and_into_a_tokio_task() {
+    let bus = BroadcastBuffer::builder(&unique("bc-move")).node_count(4).node_size(16).create().unwrap();
+    let mut in_thread = bus.subscribe().unwrap();
+    let mut in_task = bus.subscribe().unwrap();
+    // Subscribed from a clone that is then dropped: the reader keeps the
+    // buffer alive on its own.
+    let mut from_clone = bus.clone().subscribe().unwrap();
+    let thread = std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        let got = in_thread.read(&mut buf, LONG).unwrap();
+        buf[..got.len].to_vec()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let got = rt.block_on(async {
+        let task = tokio::spawn(async move {
+            let mut buf = [0u8; 16];
+            // Poll without blocking the runtime; every wait is bounded.
+            for _ in 0..2000 {
+                if let Some(got) = in_task.try_read(&mut buf).unwrap() {
+                    return buf[..got.len].to_vec();
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("no item within 10 s");
+        });
+        tokio::task::yield_now().await;
+        bus.write(b"moved", LONG).unwrap();
+        task.await.unwrap()
+    });
+    assert_eq!(got, b"moved");
+    assert_eq!(thread.join().unwrap(), b"moved");
+    drop(bus);
+    let mut buf = [0u8; 16];
+    assert_eq!(from_clone.try_read(&mut buf).unwrap(), Some(Received { len: 5, missed: 0 }));
+}
+
+#[test]
+fn try_forms_and_error_texts() {
+    let bus = BroadcastBuffer::create(&unique("bc-try"), 2, 8, Overflow::Block).unwrap();
+    let mut r = bus.subscribe().unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(r.try_read(&mut buf).unwrap(), None, "empty is Ok(None), not a timeout");
+    bus.try_write(b"a").unwrap();
+    bus.try_write(b"bb").unwrap();
+    let full = bus.try_write(b"c").unwrap_err();
+    assert!(matches!(full, Error::Full { .. }), "{full:?}");
+    assert!(full.to_string().contains("the broadcast buffer is full"), "{full}");
+    let timeout = r.read(&mut [0u8; 8], Some(Duration::ZERO));
+    assert!(timeout.is_ok(), "an item is there: {timeout:?}");
+    // Too small a buffer: BufferTooSmall saying what to pass; the item stays.
+    let small = r.try_read(&mut buf[..1]).unwrap_err();
+    assert!(matches!(small, Error::BufferTooSmall { item: 2, buffer: 1 }), "{small:?}");
+    assert!(small.to_string().contains("pass a buffer of at least"), "{small}");
+    assert_eq!(r.try_read(&mut buf).unwrap(), Some(Received { len: 2, missed: 0 }));
+    let big = bus.try_write(&[0; 9]).unwrap_err();
+    assert!(big.to_string().contains("create the buffer with larger nodes, or split the item"), "{big}");
+    let waited = r.read(&mut buf, SHORT).unwrap_err();
+    let text = waited.to_string();
+    assert!(text.contains("an item in the broadcast buffer") && text.contains("wait longer"), "{text}");
+}
+
+#[test]
+fn create_or_open_checks_every_option_it_was_given() {
+    let name = unique("bc-compat");
+    let bus = BroadcastBuffer::builder(&name)
+        .node_count(4)
+        .node_size(32)
+        .overflow(Overflow::Overwrite)
+        .create_or_open()
+        .unwrap();
+    let same = BroadcastBuffer::builder(&name).node_count(4).overflow(Overflow::Overwrite).create_or_open();
+    assert_eq!(same.unwrap().node_size(), 32);
+    let any = BroadcastBuffer::builder(&name).create_or_open().unwrap();
+    assert_eq!((any.node_count(), any.node_size(), any.overflow()), (4, 32, Overflow::Overwrite));
+    assert!(matches!(BroadcastBuffer::builder(&name).create(), Err(Error::AlreadyExists { .. })));
+    for (builder, field, existing, requested) in [
+        (BroadcastBuffer::builder(&name).node_count(8), "node_count", "4", "8"),
+        (BroadcastBuffer::builder(&name).node_size(64), "node_size", "32", "64"),
+        (BroadcastBuffer::builder(&name).overflow(Overflow::Block), "overflow", "Overwrite", "Block"),
+    ] {
+        for err in [builder.create_or_open().unwrap_err(), builder.open().unwrap_err()] {
+            assert!(matches!(err, Error::Incompatible { field: f, .. } if f == field), "{err:?}");
+            let text = err.to_string();
+            assert!(text.contains(&format!("{field} = {existing}, not {requested}")), "{text}");
+            assert!(
+                text.contains(&format!("{name:?}")) && text.contains("remove it and create it anew"),
+                "{text}"
+            );
+        }
+    }
+    drop(bus);
 }

@@ -35,20 +35,23 @@
 //! the pair works, sometimes while the restarted one is still creating or
 //! joining. Checks:
 //!
-//! * after each kill of a working pair, the survivor gets `PeerDied` or
-//!   `Closed` within a bound (never hangs; `docs/rpc.md` promises about
-//!   20 ms) — a `Timeout` (10 s) counts as a failure;
+//! * after each kill of a working pair, the survivor learns it within a
+//!   bound (never hangs; `docs/rpc.md` promises about 20 ms): a surviving
+//!   opener gets `PeerDied` or `Closed`; a surviving owner (the server)
+//!   sees its client gone (`is_connected`) — a `Timeout` (10 s) counts as
+//!   a failure;
 //! * every response a caller got is the right one for its request (each
 //!   response is a checksummed function of its request's unique payload),
 //!   and every request a handler got is intact;
-//! * the documented recovery works after every kill: `docs/rpc.md` says a
-//!   channel has one opener for its life, so the survivor drops its end,
-//!   and the owner (surviving or restarted) creates a new channel on the
-//!   same name (retrying while the old files are still held), and the
-//!   opener joins it (retrying on `NotFound` and `Closed`); the driver
-//!   requires, within the bound, a successful call in each direction
-//!   between the restarted end and the survivor (each response names the
-//!   incarnation that answered);
+//! * the documented recovery works after every kill: a surviving owner
+//!   serves the restarted opener on the same channel (fresh rings) or,
+//!   chosen at random per channel, closes it and creates a new one on the
+//!   same name (retrying while the old files are still held); an opener
+//!   whose owner died joins the new channel (retrying on `NotFound`,
+//!   `Closed`, `PeerDied`, `ChannelBusy`, `Timeout`); the driver requires,
+//!   within the bound, a successful call in each direction between the
+//!   restarted end and the survivor (each response names the incarnation
+//!   that answered);
 //! * at the end, after both ends closed: nothing of the channel left in
 //!   the segment directory (`/dev/shm`).
 //!
@@ -85,7 +88,7 @@ use common::chaos::{env_u64, mix, orphaned, Args, Rng};
 use common::{unique, wait_for};
 use std::future::Future;
 use std::process::Child;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant, SystemTime};
@@ -974,7 +977,8 @@ const P_ERRORS: usize = 2;
 const P_TIMEOUTS: usize = 3;
 /// Successful calls made.
 const P_OK: usize = 8;
-/// `PeerDied` or `Closed` seen.
+/// `PeerDied` or `Closed` seen (opener); the client's departure seen
+/// (owner).
 const P_GONE: usize = 10;
 /// Channels joined or created.
 const P_CONNECTS: usize = 12;
@@ -988,7 +992,8 @@ const P_DIED: usize = 18;
 /// What each end is doing (diagnostics): `PH_*`.
 const P_PHASE: usize = 20;
 /// The last error a connect attempt got (diagnostics): 1 `AlreadyExists`,
-/// 2 `NotFound`, 3 `Closed`, 4 another.
+/// 2 `NotFound`, 3 `Closed`, 4 another, 5 `PeerDied`, 6 `ChannelBusy`,
+/// 7 `Timeout`.
 const P_CONNECT_ERR: usize = 22;
 /// Connect attempts (diagnostics).
 const P_CONNECT_TRIES: usize = 24;
@@ -1066,7 +1071,8 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 /// Creates (owner) or joins (opener) the channel, retrying what the
 /// documented recovery says to retry: the owner while the last channel's
 /// files are still held (`AlreadyExists`), the opener until a new channel
-/// exists (`NotFound`, `Closed`). `Ok(None)` if told to stop.
+/// exists or takes it (`NotFound`, `Closed`, `PeerDied`, `ChannelBusy`,
+/// `Timeout`). `Ok(None)` if told to stop.
 fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<RpcBuffer>, i32> {
     let role = usize::from(!owner);
     let started = Instant::now();
@@ -1098,13 +1104,24 @@ fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<
             Err(Error::AlreadyExists { .. }) => 1,
             Err(Error::NotFound { .. }) => 2,
             Err(Error::Closed) => 3,
+            Err(Error::PeerDied) => 5,
+            Err(Error::ChannelBusy { .. }) => 6,
+            Err(Error::Timeout { .. }) => 7,
             Err(_) => 4,
         };
         side.word(P_CONNECT_ERR + role).store(code, SeqCst);
         match r {
             Ok(rpc) => return Ok(Some(rpc)),
             Err(Error::AlreadyExists { .. }) if owner => {}
-            Err(Error::NotFound { .. } | Error::Closed) if !owner => {}
+            // No server now, or one that is closing or dead (its files
+            // not yet removed), or one still letting the last opener go.
+            Err(
+                Error::NotFound { .. }
+                | Error::Closed
+                | Error::PeerDied
+                | Error::ChannelBusy { .. }
+                | Error::Timeout { .. },
+            ) if !owner => {}
             Err(e) => {
                 report(side, P_ERRORS, who, &format!("{}: {e}", if owner { "create" } else { "open" }));
                 std::thread::sleep(Duration::from_millis(10));
@@ -1120,6 +1137,12 @@ fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<
 
 /// One end: connect, call and answer until the channel ends, connect
 /// again; until told to stop.
+///
+/// The owner is the channel's server: it outlives its clients. A watcher
+/// thread tells when its client left (the driver waits for that before it
+/// starts the next opener); the owner then either serves the next opener
+/// on the same channel or, chosen at random per channel, closes it and
+/// creates a new one, so both paths are exercised.
 fn rpc_end(owner: bool, side: Arc<Side>, a: &Args) -> i32 {
     let role = usize::from(!owner);
     let who = format!("{} gen {}", if owner { "owner" } else { "opener" }, a.gen);
@@ -1134,55 +1157,114 @@ fn rpc_end(owner: bool, side: Arc<Side>, a: &Args) -> i32 {
         };
         side.add(P_CONNECTS + role);
         side.word(P_PHASE + role).store(PH_CALLING, SeqCst);
-        loop {
-            if side.get(P_STOP) != 0 {
-                return EXIT_OK; // dropping `rpc` closes this end
+        let stay = owner && rng.below(2) == 0;
+        let watching = AtomicBool::new(owner);
+        let ended = std::thread::scope(|s| {
+            if owner {
+                s.spawn(|| watch_client(&rpc, &side, stay, &watching));
             }
-            if orphaned(a.parent) {
-                return EXIT_ORPHAN;
+            let ended = call_until_gone(&rpc, owner, &side, a, &who, &mut rng, &mut seq);
+            watching.store(false, SeqCst);
+            ended
+        });
+        if let Some(code) = ended {
+            return code; // dropping `rpc` closes this end
+        }
+        side.word(P_PHASE + role).store(PH_CLOSING, SeqCst);
+        // The channel is over: drop this end, make or join a new one.
+    }
+}
+
+/// The owner's watcher: counts each departure of its client (a SIGKILLed
+/// opener, in this test) and, unless the owner `stay`s, closes the
+/// channel then. Closes it too when the test stops, so that no request
+/// waits for a client that will not come.
+fn watch_client(rpc: &RpcBuffer, side: &Side, stay: bool, watching: &AtomicBool) {
+    let mut was = false;
+    while watching.load(SeqCst) {
+        if side.get(P_STOP) != 0 {
+            rpc.close();
+            return;
+        }
+        let now = rpc.is_connected();
+        if was && !now {
+            side.add(P_GONE);
+            if !stay {
+                rpc.close();
+                return;
             }
-            // One request, or a few in flight at once.
-            let batch = 1 + rng.below(3);
-            let requests: Vec<Vec<u8>> = (0..batch)
-                .map(|_| {
-                    seq += 1;
-                    make_request(role as u64, a.inc, seq)
-                })
-                .collect();
-            let results: Vec<tachyon::Result<Vec<u8>>> = if batch == 1 {
-                vec![rpc.request(&requests[0], Some(REQUEST_TIMEOUT))]
-            } else {
-                let futures: Vec<_> = requests.iter().map(|r| rpc.request_async(r)).collect();
-                futures.into_iter().map(block_on).collect()
-            };
-            let (mut gone, mut died) = (false, false);
-            for (request, result) in requests.iter().zip(results) {
-                match result {
-                    Ok(response) if check_response(request, &response).is_some() => {
-                        let peer = check_response(request, &response).unwrap_or_default();
-                        side.add(P_OK + role);
-                        side.word(P_LAST_OK + role).store(a.inc << 32 | peer, SeqCst);
-                    }
-                    Ok(response) => {
-                        let head: Vec<u64> = words_of(&request[..MSG_HEADER]).collect();
-                        let what = format!("request {head:?}: a wrong response of {} bytes", response.len());
-                        report(&side, P_BAD, &who, &what);
-                    }
-                    Err(Error::PeerDied) => (gone, died) = (true, true),
-                    Err(Error::Closed) => gone = true,
-                    Err(Error::Timeout { .. }) => report(&side, P_TIMEOUTS, &who, "a request timed out"),
-                    Err(e) => report(&side, P_ERRORS, &who, &format!("request: {e}")),
+        }
+        was = now;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Calls (and answers, on the handler threads) until the channel is over
+/// for this end: `Some(exit code)` to end the process, `None` to connect
+/// again.
+fn call_until_gone(
+    rpc: &RpcBuffer,
+    owner: bool,
+    side: &Side,
+    a: &Args,
+    who: &str,
+    rng: &mut Rng,
+    seq: &mut u64,
+) -> Option<i32> {
+    let role = usize::from(!owner);
+    loop {
+        if side.get(P_STOP) != 0 {
+            return Some(EXIT_OK);
+        }
+        if orphaned(a.parent) {
+            return Some(EXIT_ORPHAN);
+        }
+        // One request, or a few in flight at once.
+        let batch = 1 + rng.below(3);
+        let requests: Vec<Vec<u8>> = (0..batch)
+            .map(|_| {
+                *seq += 1;
+                make_request(role as u64, a.inc, *seq)
+            })
+            .collect();
+        let results: Vec<tachyon::Result<Vec<u8>>> = if batch == 1 {
+            vec![rpc.request(&requests[0], Some(REQUEST_TIMEOUT))]
+        } else {
+            let futures: Vec<_> = requests.iter().map(|r| rpc.request_async(r)).collect();
+            futures.into_iter().map(block_on).collect()
+        };
+        let (mut gone, mut died) = (false, false);
+        for (request, result) in requests.iter().zip(results) {
+            match result {
+                Ok(response) if check_response(request, &response).is_some() => {
+                    let peer = check_response(request, &response).unwrap_or_default();
+                    side.add(P_OK + role);
+                    side.word(P_LAST_OK + role).store(a.inc << 32 | peer, SeqCst);
                 }
-            }
-            if gone {
-                if died {
-                    side.add(P_DIED + role);
+                Ok(response) => {
+                    let head: Vec<u64> = words_of(&request[..MSG_HEADER]).collect();
+                    let what = format!("request {head:?}: a wrong response of {} bytes", response.len());
+                    report(side, P_BAD, who, &what);
                 }
-                side.add(P_GONE + role);
-                side.word(P_PHASE + role).store(PH_CLOSING, SeqCst);
-                // The channel is over: drop this end, make or join a new one.
-                break;
+                Err(Error::PeerDied) => (gone, died) = (true, true),
+                Err(Error::Closed) => gone = true,
+                Err(Error::Timeout { .. }) => report(side, P_TIMEOUTS, who, "a request timed out"),
+                Err(e) => report(side, P_ERRORS, who, &format!("request: {e}")),
             }
+        }
+        if owner {
+            // The server's requests to a client that left fail; the
+            // watcher counts the departure. The channel is over only once
+            // the watcher closed it.
+            if rpc.closed().is_some() {
+                return None;
+            }
+        } else if gone {
+            if died {
+                side.add(P_DIED + role);
+            }
+            side.add(P_GONE + role);
+            return None;
         }
     }
 }
@@ -1208,7 +1290,7 @@ fn rpc_state(side: &Side, fleet: &mut Fleet) -> String {
         fleet.report()
     ) + &format!(
         "  phases {:?} (1 connecting, 2 calling, 3 closing), connect attempts {:?}, last connect error {:?} \
-         (1 AlreadyExists, 2 NotFound, 3 Closed, 4 other)\n{}",
+         (1 AlreadyExists, 2 NotFound, 3 Closed, 4 other, 5 PeerDied, 6 ChannelBusy, 7 Timeout)\n{}",
         pair(P_PHASE),
         pair(P_CONNECT_TRIES),
         pair(P_CONNECT_ERR),

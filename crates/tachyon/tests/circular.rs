@@ -266,3 +266,69 @@ fn a_reader_killed_holding_a_node_does_not_wedge_the_ring() {
     }
     assert!(ring.is_empty());
 }
+
+#[test]
+fn try_forms_never_time_out_and_say_what_to_do() {
+    let ring = CircularBuffer::create(&unique("ring-try"), 2, 8).unwrap();
+    let mut buf = [0u8; 8];
+    // Empty: Ok(None), for both try reads; the closure is not called.
+    assert_eq!(ring.try_read(&mut buf).unwrap(), None);
+    assert_eq!(ring.try_read_with(|_| panic!("no item to lend")).unwrap(), None::<()>);
+    ring.try_write(b"one").unwrap();
+    ring.try_write_with(3, |node| node.copy_from_slice(b"two")).unwrap();
+    // Full: Error::Full, whose text says what to do.
+    let full = ring.try_write(b"three").unwrap_err();
+    assert!(matches!(full, Error::Full { what: "the ring" }), "{full:?}");
+    let text = full.to_string();
+    assert!(text.contains("the ring is full") && text.contains("retry"), "{text}");
+    assert!(matches!(ring.try_write_with(1, |_| panic!("no node to fill")), Err(Error::Full { .. })));
+    // A blocking call with a timeout says what it waited for, and how long.
+    let timeout = ring.write(b"x", SHORT).unwrap_err();
+    let text = timeout.to_string();
+    assert!(text.contains("in the ring") && text.contains("after") && text.contains("wait longer"), "{text}");
+    assert_eq!(ring.try_read(&mut buf).unwrap(), Some(3));
+    assert_eq!(&buf[..3], b"one");
+    assert_eq!(ring.try_read_with(|item| item.to_vec()).unwrap(), Some(b"two".to_vec()));
+    let timeout = ring.read(&mut buf, Some(Duration::ZERO)).unwrap_err();
+    assert!(timeout.to_string().contains("an item in the ring"), "{timeout}");
+    // A buffer too small: BufferTooSmall, from the try form too, saying
+    // what size to pass; the item stays.
+    ring.try_write(b"12345").unwrap();
+    let small = ring.try_read(&mut buf[..2]).unwrap_err();
+    assert!(matches!(small, Error::BufferTooSmall { item: 5, buffer: 2 }), "{small:?}");
+    assert!(small.to_string().contains("at least the node size"), "{small}");
+    assert_eq!(ring.try_read(&mut buf).unwrap(), Some(5));
+    // An item larger than a node: says the limit and what to do.
+    let big = ring.try_write(&[0; 9]).unwrap_err();
+    assert!(matches!(big, Error::MessageTooLarge { size: 9, max: 8, .. }), "{big:?}");
+    assert!(big.to_string().contains("create the ring with larger nodes, or split the item"), "{big}");
+}
+
+#[test]
+fn create_or_open_names_the_field_that_differs() {
+    let name = unique("ring-compat");
+    let ring = CircularBuffer::builder(&name).node_count(4).node_size(32).create_or_open().unwrap();
+    // The same geometry, or none asked for: the existing ring.
+    let same = CircularBuffer::builder(&name).node_count(4).node_size(32).create_or_open().unwrap();
+    assert_eq!((same.node_count(), same.node_size()), (4, 32));
+    let any = CircularBuffer::builder(&name).create_or_open().unwrap();
+    assert_eq!((any.node_count(), any.node_size()), (4, 32));
+    ring.write(b"shared", SHORT).unwrap();
+    assert_eq!(any.try_read_with(|i| i.to_vec()).unwrap(), Some(b"shared".to_vec()));
+    for (builder, field, existing, requested) in [
+        (CircularBuffer::builder(&name).node_count(8), "node_count", "4", "8"),
+        (CircularBuffer::builder(&name).node_size(64), "node_size", "32", "64"),
+    ] {
+        for err in [builder.create_or_open().unwrap_err(), builder.open().unwrap_err()] {
+            match &err {
+                Error::Incompatible { name: n, field: f, existing: e, requested: r } => {
+                    assert_eq!((n, *f, e.as_str(), r.as_str()), (&name, field, existing, requested));
+                }
+                other => panic!("expected Incompatible, got {other:?}"),
+            }
+            let text = err.to_string();
+            assert!(text.contains(&format!("{field} = {existing}, not {requested}")), "{text}");
+            assert!(text.contains("open it as it is, or remove it"), "{text}");
+        }
+    }
+}

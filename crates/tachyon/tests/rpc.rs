@@ -1,6 +1,8 @@
 //! RpcBuffer between real processes: both directions, sizes around the
 //! packet room and 4 MiB, nested calls, concurrency, handler errors and
-//! panics, timeouts, notifications, a SIGKILLed peer, async requests.
+//! panics, timeouts, notifications, a SIGKILLed peer, async requests; a
+//! server serving client processes one after another (one leaves, one
+//! exits, one is SIGKILLed mid-call), one at a time.
 #![cfg(not(tachyon_loom))]
 
 mod common;
@@ -101,11 +103,21 @@ fn finish(rpc: RpcBuffer, mut child: Child) {
     assert_eq!(wait_child(&mut child.0, LIMIT), Some(0), "the child saw the channel close");
     // Whichever end went last (this one closing, or the child exiting)
     // removed the files.
-    for suffix in ["", ".rpc-o2p", ".rpc-p2o"] {
-        let path =
-            tachyon::segment::name::SegmentName::parse(&format!("{}{suffix}", child.1)).unwrap().path();
-        assert!(!path.exists(), "{} was left behind", path.display());
-    }
+    assert_no_files(&child.1);
+}
+
+/// No segment of channel `name` (control or rings) is left, once the
+/// handlers still running (they hold the channel) have returned.
+fn assert_no_files(name: &str) {
+    let left = || -> Vec<String> {
+        tachyon::segment::list()
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .filter(|n| n == name || n.starts_with(&format!("{name}.")))
+            .collect()
+    };
+    assert!(wait_for(LIMIT, || left().is_empty()), "left behind: {:?}", left());
 }
 
 #[test]
@@ -217,7 +229,13 @@ fn eight_threads_with_requests_in_flight() {
 #[test]
 fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
     let (rpc, child) = channel("rpc-timeout");
-    assert!(matches!(rpc.request(b"slow:", Some(Duration::from_millis(100))), Err(Error::Timeout { .. })));
+    let late = rpc.request(b"slow:", Some(Duration::from_millis(100))).unwrap_err();
+    assert!(matches!(late, Error::Timeout { .. }), "{late:?}");
+    let text = late.to_string();
+    assert!(
+        text.contains("after 100ms waiting for the RPC response") && text.contains("wait longer"),
+        "{text}"
+    );
     assert_eq!(rpc.stats().timeouts, 1);
     assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the late response was counted");
     assert_eq!(rpc.request(b"echo:after", LONG).unwrap(), b"after");
@@ -225,7 +243,7 @@ fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
 }
 
 #[test]
-fn a_sigkilled_peer_fails_pending_and_new_requests_with_peer_died() {
+fn a_sigkilled_client_fails_pending_requests_with_peer_died_and_the_server_stays_open() {
     let (rpc, mut child) = channel("rpc-kill");
     assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up");
     std::thread::scope(|s| {
@@ -236,8 +254,21 @@ fn a_sigkilled_peer_fails_pending_and_new_requests_with_peer_died() {
         // A 30 s request ends with PeerDied, not Timeout.
         assert!(matches!(pending.join().unwrap(), Err(Error::PeerDied)));
     });
-    assert!(matches!(rpc.request(b"echo:again", LONG), Err(Error::PeerDied)));
-    assert!(matches!(rpc.closed(), Some(Error::PeerDied)));
+    // The server is still open, waiting for its next client: a request
+    // now waits for one (here, in vain).
+    // (A request sent before the server noticed the death goes to the
+    // dead client's session and fails with PeerDied too.)
+    assert!(wait_for(LIMIT, || !rpc.is_connected()));
+    assert!(rpc.closed().is_none());
+    assert!(wait_for(LIMIT, || {
+        match rpc.request(b"echo:again", Some(Duration::from_millis(50))) {
+            Err(Error::Timeout { .. }) => true,
+            Err(Error::PeerDied) => false,
+            other => panic!("expected Timeout (or PeerDied), got {other:?}"),
+        }
+    }));
+    drop(rpc);
+    assert_no_files(&child.1);
 }
 
 /// A minimal executor: polls on this thread, parks between wake-ups.
@@ -286,7 +317,15 @@ fn channel_errors_and_a_closed_peer() {
     let owner = RpcBuffer::create(&name).unwrap();
     assert!(matches!(RpcBuffer::create(&name), Err(Error::AlreadyExists { .. })));
     let opener = RpcBuffer::builder(&name).handler(|_, _: &[u8]| Ok::<_, String>(vec![1])).open().unwrap();
-    assert!(matches!(RpcBuffer::open(&name), Err(Error::AlreadyExists { .. })), "one opener at a time");
+    // One client at a time, and the error says so.
+    let busy = RpcBuffer::open(&name).unwrap_err();
+    assert!(matches!(&busy, Error::ChannelBusy { name: n } if *n == name), "{busy:?}");
+    assert!(busy.to_string().contains("one client at a time"), "{busy}");
+    assert!(busy.to_string().contains("wait until it closes, or create another channel"), "{busy}");
+    // A client asking for another geometry is told which field differs.
+    let other = RpcBuffer::builder(&name).node_size(512).open().unwrap_err();
+    assert!(matches!(other, Error::Incompatible { field: "node_size", .. }), "{other:?}");
+    assert!(other.to_string().contains("node_size = 4096, not 512"), "{other}");
     // No handler on the owner: the opener's request is refused, not lost.
     match opener.request(b"x", LONG) {
         Err(Error::Remote(text)) => assert!(text.contains("no handler"), "{text}"),
@@ -294,10 +333,115 @@ fn channel_errors_and_a_closed_peer() {
     }
     assert!(matches!(owner.request(&[0; 100], Some(Duration::ZERO)), Err(Error::Timeout { .. }) | Ok(_)));
     drop(opener);
-    // The owner notices the close promptly: pending and new requests fail.
-    assert!(wait_for(LIMIT, || owner.closed().is_some()));
+    // Right after a client left, an open that will not wait is told what
+    // it would have waited for (unless the server noticed already).
+    match RpcBuffer::builder(&name).connect_timeout(Some(Duration::ZERO)).open() {
+        Err(e @ Error::Timeout { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("the RPC server to let its previous client go"), "{text}");
+            assert!(text.contains("wait longer"), "{text}");
+        }
+        Ok(quick) => drop(quick),
+        Err(other) => panic!("expected Timeout or a connection, got {other:?}"),
+    }
+    // The server lets the client go and takes the next one.
+    assert!(owner.closed().is_none(), "a client leaving does not close the server");
+    let next = RpcBuffer::builder(&name).handler(|_, _: &[u8]| Ok::<_, String>(vec![2])).open().unwrap();
+    assert_eq!(owner.request(b"x", LONG).unwrap(), [2], "the new client answers, on fresh rings");
+    // Once the server closes, clients are told so.
+    owner.close();
     assert!(matches!(owner.request(b"x", LONG), Err(Error::Closed)));
-    assert!(matches!(RpcBuffer::open(&name), Err(Error::Closed)), "a channel has one opener for its life");
+    next.wait_closed(Some(LIMIT)).unwrap();
+    assert!(matches!(next.closed(), Some(Error::Closed)));
+    assert!(matches!(next.request(b"x", LONG), Err(Error::Closed)));
+    drop(next);
+    assert!(matches!(RpcBuffer::open(&name), Err(Error::Closed)), "a closed server takes no client");
+    drop(owner);
+    assert_no_files(&name);
+}
+
+/// A client process: connects to the server `name`, checks one call both
+/// ways, then leaves as its role says.
+#[test]
+fn client_entry() {
+    let Some((role, name)) = common::role() else { return };
+    let client = RpcBuffer::builder(&name)
+        .handler(|_id, msg: &[u8]| Ok::<_, String>([b"client:", msg].concat()))
+        .open()
+        .unwrap();
+    let me = std::process::id().to_string();
+    let answer = client.request(&[b"echo:", me.as_bytes()].concat(), LONG).unwrap();
+    assert_eq!(answer, [b"server:", me.as_bytes()].concat(), "this client's own answer, nothing stale");
+    match role.as_str() {
+        // Leaves by dropping its end.
+        "client-drop" => drop(client),
+        // Leaves by exiting without dropping it (no destructor runs).
+        "client-exit" => {}
+        // Waits in a slow call until it is SIGKILLed.
+        "client-killed" => {
+            let _ = client.request(b"slow:", LONG);
+            std::process::exit(3);
+        }
+        // Stays until the server closes.
+        "client-stay" => {
+            client.wait_closed(Some(LIMIT)).unwrap();
+            assert!(matches!(client.closed(), Some(Error::Closed)));
+        }
+        other => panic!("unknown role {other}"),
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn a_server_serves_clients_one_after_another() {
+    let name = unique("rpc-service");
+    let slow_calls = Arc::new(AtomicU64::new(0));
+    let slow = Arc::clone(&slow_calls);
+    let server = RpcBuffer::builder(&name)
+        .node_size(NODE)
+        .node_count(8)
+        .handler(move |_id, msg: &[u8]| match msg.split_at(5) {
+            (b"echo:", rest) => Ok([b"server:", rest].concat()),
+            (b"slow:", _) => {
+                slow.fetch_add(1, Ordering::SeqCst);
+                // Answers after its client was killed: the answer must go
+                // nowhere (least of all to the next client).
+                std::thread::sleep(Duration::from_millis(500));
+                Ok(b"stale".to_vec())
+            }
+            _ => Err("unknown".to_owned()),
+        })
+        .create()
+        .unwrap();
+    let client = |role: &str| spawn("client_entry", role, &name);
+    std::thread::scope(|s| {
+        let serving = s.spawn(|| server.serve());
+        // 1: calls and drops its end; 2: calls and exits without dropping.
+        for role in ["client-drop", "client-exit"] {
+            let mut c = client(role);
+            assert_eq!(wait_child(&mut c, LIMIT), Some(0), "{role}");
+        }
+        // 3: SIGKILLed while its call is in the server's handler.
+        let mut c = client("client-killed");
+        assert!(wait_for(LIMIT, || slow_calls.load(Ordering::SeqCst) == 1), "the slow call arrived");
+        kill(&mut c);
+        // 4: connects (the slow handler may still be running) and calls.
+        let mut c = client("client-stay");
+        assert!(wait_for(LIMIT, || server.is_connected()), "client 4 connected");
+        // The server calls it too, on the fresh rings.
+        assert_eq!(server.request(b"ping", LONG).unwrap(), b"client:ping");
+        // A second client meanwhile: refused, saying why.
+        let busy = RpcBuffer::open(&name).unwrap_err();
+        assert!(matches!(busy, Error::ChannelBusy { .. }), "{busy:?}");
+        assert!(busy.to_string().contains("one client at a time"), "{busy}");
+        // Closing the server ends `serve` and the client's wait.
+        server.close();
+        assert!(serving.join().unwrap().is_ok());
+        assert_eq!(wait_child(&mut c, LIMIT), Some(0), "client 4 saw the server close");
+    });
+    assert!(server.stats().requests_handled >= 4, "{:?}", server.stats());
+    drop(server);
+    assert_no_files(&name);
 }
 
 #[test]
@@ -337,4 +481,32 @@ fn message_limits_are_agreed_between_the_ends() {
         Err(Error::Remote(text)) => assert!(text.contains("8192"), "{text}"),
         other => panic!("expected Remote, got {other:?}"),
     }
+}
+
+/// A server process that creates the channel, says so, and waits to be
+/// killed.
+#[test]
+fn server_entry() {
+    let Some((role, name)) = common::role() else { return };
+    assert_eq!(role, "server-killed");
+    let server = RpcBuffer::create(&name).unwrap();
+    println!("ready");
+    std::thread::sleep(LIMIT);
+    drop(server);
+    std::process::exit(4);
+}
+
+#[test]
+fn a_new_server_removes_what_a_sigkilled_one_left() {
+    let name = unique("rpc-server-killed");
+    let mut child = spawn("server_entry", "server-killed", &name);
+    assert!(wait_for(LIMIT, || RpcBuffer::open(&name).is_ok_and(|c| c.is_connected())), "server up");
+    kill(&mut child);
+    // Its control segment and the rings it made for the next client are
+    // left with a dead attacher; a new server of the name clears them.
+    let server = RpcBuffer::create(&name).unwrap();
+    let client = RpcBuffer::builder(&name).handler(|_, m: &[u8]| Ok::<_, String>(m.to_vec())).open().unwrap();
+    assert_eq!(server.request(b"fresh", LONG).unwrap(), b"fresh");
+    drop((client, server));
+    assert_no_files(&name);
 }

@@ -143,7 +143,12 @@ fn recorded_type(seg: &Segment) -> Result<ElemType> {
 ///   segment guards the elements. [`get`](Self::get), [`set`](Self::set),
 ///   [`read`](Self::read) and [`write`](Self::write) take it for the copy,
 ///   waiting at most the handle's [lock timeout](Self::set_lock_timeout)
-///   (default 100 ms) and then failing with [`Error::Timeout`].
+///   (default 100 ms) and then failing with [`Error::Timeout`]. This is
+///   the one exception to the library's per-call timeouts: these short
+///   copies use the timeout configured on the handle
+///   ([`SharedArrayBuilder::lock_timeout`]); for a per-call timeout, use
+///   [`read_lock_timeout`](Self::read_lock_timeout) /
+///   [`write_lock_timeout`](Self::write_lock_timeout).
 ///   [`read_lock`](Self::read_lock) and [`write_lock`](Self::write_lock)
 ///   lend the whole array as `&[T]` / `&mut [T]` for the guard's life.
 /// * **Robust**: a process that dies holding the write lock does not wedge
@@ -202,6 +207,8 @@ pub struct SharedArray<T: Pod> {
 pub struct SharedArrayBuilder<T: Pod> {
     name: String,
     len: usize,
+    /// Whether the caller set `len`.
+    len_set: bool,
     timeout: Option<Duration>,
     check_type_name: bool,
     max_attachers: Option<usize>,
@@ -228,9 +235,13 @@ impl<T: Pod> fmt::Debug for SharedArrayBuilder<T> {
 }
 
 impl<T: Pod> SharedArrayBuilder<T> {
-    /// Number of elements (create only; at least 1, default 1).
+    /// Number of elements (at least 1, default 1). Fixed at create; on
+    /// [`open`](Self::open) and [`create_or_open`](Self::create_or_open),
+    /// a length set here must be the existing array's
+    /// ([`Error::Incompatible`]).
     pub fn len(mut self, len: usize) -> Self {
         self.len = len;
+        self.len_set = true;
         self
     }
 
@@ -283,14 +294,54 @@ impl<T: Pod> SharedArrayBuilder<T> {
     /// element type; [`Error::Corrupt`] if its header does not fit its size.
     pub fn open(&self) -> Result<SharedArray<T>> {
         let seg = Segment::builder(&self.name).kind(Kind::ARRAY).open()?;
-        SharedArray::from_segment(seg, self)
+        self.check_len(SharedArray::from_segment(seg, self)?)
     }
 
     /// Opens the array, or creates it with this length if there is none.
-    /// An existing array keeps its own length.
+    ///
+    /// An existing array must match what this builder asks for, or the
+    /// error is [`Error::Incompatible`] naming the field: `element type`
+    /// (another element type; [`open`](Self::open) calls this
+    /// [`Error::TypeMismatch`]), or `len` if a length was set and differs.
+    /// Without [`len`](Self::len), the existing array's length is taken.
+    ///
+    /// ```
+    /// use tachyon::{Error, SharedArray};
+    /// # let name = format!("doc-array-compat-{}", std::process::id());
+    /// let a = SharedArray::<u32>::builder(&name).len(8).create_or_open()?;
+    /// let b = SharedArray::<u32>::builder(&name).create_or_open()?; // any length
+    /// assert_eq!(b.len(), 8);
+    /// let err = SharedArray::<u32>::builder(&name).len(9).create_or_open().unwrap_err();
+    /// assert!(matches!(err, Error::Incompatible { field: "len", .. }));
+    /// let err = SharedArray::<u64>::builder(&name).create_or_open().unwrap_err();
+    /// assert!(matches!(err, Error::Incompatible { field: "element type", .. }));
+    /// # drop((a, b));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create_or_open(&self) -> Result<SharedArray<T>> {
         let seg = self.segment_builder()?.create_or_open_with(|seg| init::<T>(seg, self.len))?;
-        SharedArray::from_segment(seg, self)
+        match SharedArray::from_segment(seg, self) {
+            Err(Error::TypeMismatch { found, expected }) => Err(Error::Incompatible {
+                name: self.name.clone(),
+                field: "element type",
+                existing: found,
+                requested: expected,
+            }),
+            other => self.check_len(other?),
+        }
+    }
+
+    /// The array if its length is the one set on this builder (if any).
+    fn check_len(&self, array: SharedArray<T>) -> Result<SharedArray<T>> {
+        if self.len_set && array.len() != self.len {
+            return Err(Error::Incompatible {
+                name: self.name.clone(),
+                field: "len",
+                existing: array.len().to_string(),
+                requested: self.len.to_string(),
+            });
+        }
+        Ok(array)
     }
 
     fn segment_builder(&self) -> Result<crate::segment::SegmentBuilder> {
@@ -322,6 +373,7 @@ impl<T: Pod> SharedArray<T> {
         SharedArrayBuilder {
             name: name.to_owned(),
             len: 1,
+            len_set: false,
             timeout: DEFAULT_LOCK_TIMEOUT,
             check_type_name: true,
             max_attachers: None,

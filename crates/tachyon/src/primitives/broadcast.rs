@@ -28,6 +28,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{Liveness, Mutex, Token, WaitCell, WaitPolicy};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NODE_COUNT_OFF: usize = 0;
@@ -56,6 +57,15 @@ pub enum Overflow {
     Overwrite,
 }
 
+/// A timeout of a wait inside a call, renamed for what the call waited for
+/// (and the call's whole timeout); other errors as they are.
+fn waited(e: Error, what: &'static str, timeout: Option<Duration>) -> Error {
+    match e {
+        Error::Timeout { .. } => Error::timeout(what, timeout),
+        e => e,
+    }
+}
+
 /// One subscribed reader.
 #[repr(C)]
 struct ReaderEntry {
@@ -81,9 +91,12 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 /// already written (if any). See [`Overflow`] for what happens when a
 /// reader falls a whole ring behind.
 ///
+/// `BroadcastBuffer` is a cheap handle: clones share one mapping, and it
+/// is `Send + Sync + 'static`.
+///
 /// ```
 /// use std::time::Duration;
-/// use tachyon::primitives::{BroadcastBuffer, Overflow};
+/// use tachyon::{BroadcastBuffer, Overflow};
 /// # let name = format!("doc-broadcast-{}", std::process::id());
 /// let bus = BroadcastBuffer::create(&name, 8, 64, Overflow::Block)?;
 /// let mut a = bus.subscribe()?;
@@ -97,14 +110,21 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 /// # assert_eq!((&buf[..got.len], got.missed), (&b"tick"[..], 0));
 /// # Ok::<(), tachyon::Error>(())
 /// ```
+#[derive(Clone)]
 pub struct BroadcastBuffer {
+    inner: Arc<Inner>,
+    policy: WaitPolicy,
+}
+
+/// What every handle cloned from one [`BroadcastBuffer`] shares: the
+/// mapping and the geometry read (and checked) at open.
+struct Inner {
     seg: Segment,
     nodes: usize,
     node_size: usize,
     stride: usize,
     data_off: usize,
     overflow: Overflow,
-    policy: WaitPolicy,
 }
 
 /// What a [`BroadcastReader::read`] got.
@@ -117,9 +137,135 @@ pub struct Received {
     pub missed: u64,
 }
 
-impl BroadcastBuffer {
-    /// Creates a broadcast ring of `node_count` nodes of `node_size` bytes.
-    pub fn create(name: &str, node_count: usize, node_size: usize, overflow: Overflow) -> Result<Self> {
+/// Options for creating or opening a [`BroadcastBuffer`], from
+/// [`BroadcastBuffer::builder`].
+///
+/// Geometry and overflow policy are fixed at create. On
+/// [`create_or_open`](Self::create_or_open) and [`open`](Self::open), every
+/// option set on the builder is checked against the existing buffer
+/// ([`Error::Incompatible`] names the first that differs); options left
+/// unset are taken from it.
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::{BroadcastBuffer, Overflow};
+/// # let name = format!("doc-bc-builder-{}", std::process::id());
+/// let bus = BroadcastBuffer::builder(&name)
+///     .node_count(16)
+///     .node_size(128)
+///     .overflow(Overflow::Overwrite)
+///     .create_or_open()?;
+/// // Another process asks for the same thing and gets the same buffer.
+/// let peer = BroadcastBuffer::builder(&name).node_count(16).create_or_open()?;
+/// assert_eq!((peer.node_count(), peer.node_size()), (16, 128));
+/// // Asking for another geometry is refused, naming the field.
+/// let err = BroadcastBuffer::builder(&name).node_size(64).create_or_open().unwrap_err();
+/// assert!(matches!(err, tachyon::Error::Incompatible { field: "node_size", .. }));
+/// # drop((bus, peer));
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BroadcastBufferBuilder {
+    name: String,
+    node_count: Option<usize>,
+    node_size: Option<usize>,
+    overflow: Option<Overflow>,
+    policy: WaitPolicy,
+}
+
+impl BroadcastBufferBuilder {
+    /// Number of nodes: how far the slowest reader may fall behind (2 to
+    /// 2^30; default 64).
+    pub fn node_count(mut self, n: usize) -> Self {
+        self.node_count = Some(n);
+        self
+    }
+
+    /// Bytes per node: the largest item (at least 1; default 4096).
+    pub fn node_size(mut self, size: usize) -> Self {
+        self.node_size = Some(size);
+        self
+    }
+
+    /// What a writer does when the slowest reader is a whole ring behind
+    /// (default [`Overflow::Block`]).
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = Some(overflow);
+        self
+    }
+
+    /// How this handle (and the readers it subscribes) waits (default
+    /// [`WaitPolicy::Hybrid`]). Not shared: each handle chooses its own.
+    pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Creates the buffer; [`Error::AlreadyExists`] if a live one has the
+    /// name.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error};
+    /// # let name = format!("doc-bc-builder-create-{}", std::process::id());
+    /// let bus = BroadcastBuffer::builder(&name).node_count(4).node_size(32).create()?;
+    /// assert!(matches!(BroadcastBuffer::builder(&name).create(), Err(Error::AlreadyExists { .. })));
+    /// # drop(bus);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn create(&self) -> Result<BroadcastBuffer> {
+        let (count, size, overflow, total) = self.geometry()?;
+        let seg = Segment::builder(&self.name)
+            .kind(Kind::BROADCAST)
+            .size(total)
+            .create_with(|seg| init(seg, count, size, overflow))?;
+        self.check(BroadcastBuffer::from_segment(seg, self.policy)?)
+    }
+
+    /// Opens an existing buffer, learning its geometry from it; options
+    /// set on the builder must match ([`Error::Incompatible`]).
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error, Overflow};
+    /// # let name = format!("doc-bc-builder-open-{}", std::process::id());
+    /// assert!(matches!(BroadcastBuffer::builder(&name).open(), Err(Error::NotFound { .. })));
+    /// let bus = BroadcastBuffer::builder(&name).overflow(Overflow::Overwrite).create()?;
+    /// let peer = BroadcastBuffer::builder(&name).overflow(Overflow::Overwrite).open()?;
+    /// assert_eq!(peer.node_count(), 64); // the default, from the segment
+    /// # drop(bus);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn open(&self) -> Result<BroadcastBuffer> {
+        let seg = Segment::builder(&self.name).kind(Kind::BROADCAST).open()?;
+        self.check(BroadcastBuffer::from_segment(seg, self.policy)?)
+    }
+
+    /// Opens the buffer, or creates it with these options if there is
+    /// none. [`Error::Incompatible`] if it exists with another node count,
+    /// node size or overflow policy than one set on this builder.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error, Overflow};
+    /// # let name = format!("doc-bc-builder-coo-{}", std::process::id());
+    /// // Every process runs the same line; the first one creates.
+    /// let open = || BroadcastBuffer::builder(&name).node_count(8).create_or_open();
+    /// let (a, b) = (open()?, open()?);
+    /// let other = BroadcastBuffer::builder(&name).overflow(Overflow::Overwrite).create_or_open();
+    /// assert!(matches!(other, Err(Error::Incompatible { field: "overflow", .. })));
+    /// # drop((a, b));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn create_or_open(&self) -> Result<BroadcastBuffer> {
+        let (count, size, overflow, total) = self.geometry()?;
+        let seg = Segment::builder(&self.name)
+            .kind(Kind::BROADCAST)
+            .size(total)
+            .create_or_open_with(|seg| init(seg, count, size, overflow))?;
+        self.check(BroadcastBuffer::from_segment(seg, self.policy)?)
+    }
+
+    fn geometry(&self) -> Result<(usize, usize, Overflow, usize)> {
+        let node_count = self.node_count.unwrap_or(64);
+        let node_size = self.node_size.unwrap_or(4096);
         if !(2..=MAX_NODES).contains(&node_count) {
             return Err(Error::invalid(format!("node_count must be 2 to {MAX_NODES}, not {node_count}")));
         }
@@ -129,18 +275,92 @@ impl BroadcastBuffer {
         let (_, _, total) = layout(node_count, node_size).ok_or_else(|| {
             Error::invalid(format!("{node_count} nodes of {node_size} bytes do not fit in memory"))
         })?;
-        let seg = Segment::builder(name).kind(Kind::BROADCAST).size(total).create_with(|seg| {
-            seg.get::<AtomicU64>(NODE_COUNT_OFF)?.store(node_count as u64, Ordering::Relaxed);
-            seg.get::<AtomicU64>(NODE_SIZE_OFF)?.store(node_size as u64, Ordering::Relaxed);
-            seg.get::<AtomicU64>(OVERFLOW_OFF)?.store(overflow as u64, Ordering::Relaxed);
-            Ok(())
-        })?;
-        Self::from_segment(seg)
+        Ok((node_count, node_size, self.overflow.unwrap_or_default(), total))
+    }
+
+    /// The buffer if it matches every option set on this builder.
+    fn check(&self, bus: BroadcastBuffer) -> Result<BroadcastBuffer> {
+        let differs = |field: &'static str, existing: String, requested: String| Error::Incompatible {
+            name: self.name.clone(),
+            field,
+            existing,
+            requested,
+        };
+        if let Some(n) = self.node_count.filter(|&n| n != bus.node_count()) {
+            return Err(differs("node_count", bus.node_count().to_string(), n.to_string()));
+        }
+        if let Some(n) = self.node_size.filter(|&n| n != bus.node_size()) {
+            return Err(differs("node_size", bus.node_size().to_string(), n.to_string()));
+        }
+        if let Some(o) = self.overflow.filter(|&o| o != bus.overflow()) {
+            return Err(differs("overflow", format!("{:?}", bus.overflow()), format!("{o:?}")));
+        }
+        Ok(bus)
+    }
+}
+
+/// Writes the geometry; runs before the segment is visible to anyone.
+fn init(seg: &Segment, node_count: usize, node_size: usize, overflow: Overflow) -> Result<()> {
+    seg.get::<AtomicU64>(NODE_COUNT_OFF)?.store(node_count as u64, Ordering::Relaxed);
+    seg.get::<AtomicU64>(NODE_SIZE_OFF)?.store(node_size as u64, Ordering::Relaxed);
+    seg.get::<AtomicU64>(OVERFLOW_OFF)?.store(overflow as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+impl BroadcastBuffer {
+    /// A builder for the geometry, the overflow policy, the wait policy
+    /// and `create_or_open`.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// use tachyon::sync::WaitPolicy;
+    /// # let name = format!("doc-bc-builder-fn-{}", std::process::id());
+    /// let bus = BroadcastBuffer::builder(&name)
+    ///     .node_count(32)
+    ///     .node_size(512)
+    ///     .overflow(Overflow::Block)
+    ///     .wait_policy(WaitPolicy::Futex)
+    ///     .create()?;
+    /// assert_eq!((bus.node_count(), bus.node_size()), (32, 512));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn builder(name: &str) -> BroadcastBufferBuilder {
+        BroadcastBufferBuilder {
+            name: name.to_owned(),
+            node_count: None,
+            node_size: None,
+            overflow: None,
+            policy: WaitPolicy::default(),
+        }
+    }
+
+    /// Creates a broadcast ring of `node_count` nodes of `node_size` bytes
+    /// (shorthand for the [`builder`](Self::builder)).
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-create-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 8, 64, Overflow::Block)?;
+    /// assert_eq!(bus.node_count(), 8);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn create(name: &str, node_count: usize, node_size: usize, overflow: Overflow) -> Result<Self> {
+        Self::builder(name).node_count(node_count).node_size(node_size).overflow(overflow).create()
     }
 
     /// Opens an existing broadcast ring.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-open-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 8, 64, Overflow::Overwrite)?;
+    /// let peer = BroadcastBuffer::open(&name)?; // usually in another process
+    /// assert_eq!(peer.overflow(), Overflow::Overwrite);
+    /// # drop(bus);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn open(name: &str) -> Result<Self> {
-        Self::from_segment(Segment::builder(name).kind(Kind::BROADCAST).open()?)
+        Self::builder(name).open()
     }
 
     /// Sets how this handle waits (default [`WaitPolicy::Hybrid`]).
@@ -148,7 +368,7 @@ impl BroadcastBuffer {
         self.policy = policy;
     }
 
-    fn from_segment(seg: Segment) -> Result<Self> {
+    fn from_segment(seg: Segment, policy: WaitPolicy) -> Result<Self> {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         let nodes = seg.get::<AtomicU64>(NODE_COUNT_OFF)?.load(Ordering::Relaxed);
         let node_size = seg.get::<AtomicU64>(NODE_SIZE_OFF)?.load(Ordering::Relaxed);
@@ -170,29 +390,24 @@ impl BroadcastBuffer {
             return Err(bad("broadcast ring size", seg.size() as u64));
         }
         Ok(BroadcastBuffer {
-            seg,
-            nodes,
-            node_size,
-            stride,
-            data_off,
-            overflow,
-            policy: WaitPolicy::default(),
+            inner: Arc::new(Inner { seg, nodes, node_size, stride, data_off, overflow }),
+            policy,
         })
     }
 
     /// Number of nodes: how far a reader may fall behind.
     pub fn node_count(&self) -> usize {
-        self.nodes
+        self.inner.nodes
     }
 
     /// Bytes per node: the largest item.
     pub fn node_size(&self) -> usize {
-        self.node_size
+        self.inner.node_size
     }
 
     /// The overflow policy chosen at create.
     pub fn overflow(&self) -> Overflow {
-        self.overflow
+        self.inner.overflow
     }
 
     /// Items written so far (the next position).
@@ -204,24 +419,27 @@ impl BroadcastBuffer {
     // size was checked against `layout` in `from_segment`. `get` re-checks,
     // so the `expect`s cannot fire on a validated ring.
     fn tail(&self) -> &AtomicU64 {
-        self.seg.get(TAIL_OFF).expect("validated layout")
+        self.inner.seg.get(TAIL_OFF).expect("validated layout")
     }
     fn mutex(&self) -> &Mutex {
-        self.seg.get(MUTEX_OFF).expect("validated layout")
+        self.inner.seg.get(MUTEX_OFF).expect("validated layout")
     }
     fn wait_cell(&self, not_full: bool) -> &WaitCell {
-        self.seg.get(if not_full { NOT_FULL_OFF } else { NOT_EMPTY_OFF }).expect("validated layout")
+        self.inner.seg.get(if not_full { NOT_FULL_OFF } else { NOT_EMPTY_OFF }).expect("validated layout")
     }
     fn readers(&self) -> &[ReaderEntry] {
-        self.seg.get_slice(READERS_OFF, MAX_READERS).expect("validated layout")
+        self.inner.seg.get_slice(READERS_OFF, MAX_READERS).expect("validated layout")
     }
     fn cell(&self, pos: u64) -> &Cell {
-        let idx = (pos % self.nodes as u64) as usize;
-        &self.seg.get_slice::<Cell>(CELLS_OFF, self.nodes).expect("validated layout")[idx]
+        let idx = (pos % self.inner.nodes as u64) as usize;
+        &self.inner.seg.get_slice::<Cell>(CELLS_OFF, self.inner.nodes).expect("validated layout")[idx]
     }
     fn node(&self, pos: u64) -> &[AtomicU64] {
-        let idx = (pos % self.nodes as u64) as usize;
-        self.seg.get_slice(self.data_off + idx * self.stride, self.stride / 8).expect("validated layout")
+        let idx = (pos % self.inner.nodes as u64) as usize;
+        self.inner
+            .seg
+            .get_slice(self.inner.data_off + idx * self.inner.stride, self.inner.stride / 8)
+            .expect("validated layout")
     }
 
     /// The smallest cursor of a live reader, dropping dead readers when
@@ -234,7 +452,7 @@ impl BroadcastBuffer {
                 continue;
             }
             if reap
-                && Token::from_raw(owner).is_none_or(|t| self.seg.is_dead(t))
+                && Token::from_raw(owner).is_none_or(|t| self.inner.seg.is_dead(t))
                 && e.owner.compare_exchange(owner, 0, Ordering::SeqCst, Ordering::Relaxed).is_ok()
             {
                 continue; // a dead reader: dropped
@@ -246,12 +464,15 @@ impl BroadcastBuffer {
     }
 
     /// Writes one item to every reader. With [`Overflow::Block`], waits up
-    /// to `timeout` for the slowest reader to make room.
+    /// to `timeout` (`None`: for ever; `Some(Duration::ZERO)`: not at all)
+    /// for the slowest reader to make room, then fails with
+    /// [`Error::Timeout`]. An item longer than the node size is
+    /// [`Error::MessageTooLarge`].
     pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
-        if item.len() > self.node_size {
+        if item.len() > self.inner.node_size {
             return Err(Error::MessageTooLarge {
                 size: item.len(),
-                max: self.node_size,
+                max: self.inner.node_size,
                 hint: "create the buffer with larger nodes, or split the item",
             });
         }
@@ -259,12 +480,16 @@ impl BroadcastBuffer {
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // A previous writer that died mid-item left `tail` where it was; we
         // simply write that position again.
-        let _turn = self.mutex().lock(&self.seg, remaining())?;
+        let _turn = self
+            .mutex()
+            .lock(&self.inner.seg, remaining())
+            .map_err(|e| waited(e, "the broadcast buffer's writer turn (another writer has it)", timeout))?;
         let pos = self.tail().load(Ordering::SeqCst);
-        let n = self.nodes as u64;
-        if self.overflow == Overflow::Block && pos >= n {
+        let n = self.inner.nodes as u64;
+        if self.inner.overflow == Overflow::Block && pos >= n {
             let mut slice = Duration::from_millis(1);
-            let mut reap = false;
+            // A call that will not wait looks for dead readers at once.
+            let mut reap = timeout.is_some_and(|t| t.is_zero());
             loop {
                 let until = remaining().map_or(slice, |r| r.min(slice));
                 let room = self.wait_cell(true).wait_until(self.policy, Some(until), || {
@@ -278,7 +503,13 @@ impl BroadcastBuffer {
                         reap = true; // still blocked after a while: is that reader dead?
                         slice = (slice * 2).min(Duration::from_millis(50));
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        return Err(waited(
+                            e,
+                            "room in the broadcast buffer (its slowest reader is a whole ring behind)",
+                            timeout,
+                        ))
+                    }
                 }
             }
         }
@@ -297,15 +528,57 @@ impl BroadcastBuffer {
         Ok(())
     }
 
+    /// Writes one item if that needs no wait: [`Error::Full`] if the
+    /// slowest live reader is a whole ring behind ([`Overflow::Block`]; a
+    /// dead reader in the way is dropped first) or another writer holds
+    /// the writers' turn at this moment.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Error, Overflow};
+    /// # let name = format!("doc-bc-try-write-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 2, 16, Overflow::Block)?;
+    /// let _reader = bus.subscribe()?;
+    /// bus.try_write(b"a")?;
+    /// bus.try_write(b"b")?;
+    /// assert!(matches!(bus.try_write(b"c"), Err(Error::Full { .. })));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn try_write(&self, item: &[u8]) -> Result<()> {
+        match self.write(item, Some(Duration::ZERO)) {
+            Err(Error::Timeout { .. }) => Err(Error::Full { what: "the broadcast buffer" }),
+            other => other,
+        }
+    }
+
     /// Subscribes a reader. It starts at the newest item already written,
     /// or at the first one to come if none was. [`Error::NoSpace`] if
     /// [`MAX_READERS`] readers are subscribed.
-    pub fn subscribe(&self) -> Result<BroadcastReader<'_>> {
-        let me = self.seg.token().raw();
+    ///
+    /// The reader owns a handle to the buffer (it is `'static` and
+    /// `Send`): move it into a thread or a task.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-subscribe-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 8, 64, Overflow::Block)?;
+    /// let mut reader = bus.subscribe()?;
+    /// let t = std::thread::spawn(move || {
+    ///     let mut buf = [0u8; 64];
+    ///     let got = reader.read(&mut buf, Some(Duration::from_secs(5)))?;
+    ///     Ok::<_, tachyon::Error>(buf[..got.len].to_vec())
+    /// });
+    /// bus.write(b"hi", None)?;
+    /// assert_eq!(t.join().expect("reader thread")?, b"hi");
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn subscribe(&self) -> Result<BroadcastReader> {
+        let me = self.inner.seg.token().raw();
         for reap in [false, true] {
             for (i, e) in self.readers().iter().enumerate() {
                 let owner = e.owner.load(Ordering::SeqCst);
-                let free = owner == 0 || (reap && Token::from_raw(owner).is_none_or(|t| self.seg.is_dead(t)));
+                let free =
+                    owner == 0 || (reap && Token::from_raw(owner).is_none_or(|t| self.inner.seg.is_dead(t)));
                 if !free {
                     continue;
                 }
@@ -319,7 +592,10 @@ impl BroadcastBuffer {
                 let start = self.tail().load(Ordering::SeqCst).saturating_sub(1);
                 e.cursor.store(start, Ordering::SeqCst);
                 self.wait_cell(true).notify_all();
-                return Ok(BroadcastReader { bus: self, entry: i, cursor: start, missed: 0 });
+                return Ok(BroadcastReader {
+                    bus: self.clone(),
+                    at: Cursor { entry: i, cursor: start, missed: 0 },
+                });
             }
         }
         Err(Error::NoSpace { what: format!("all {MAX_READERS} reader entries are in use by live readers") })
@@ -329,46 +605,82 @@ impl BroadcastBuffer {
 impl std::fmt::Debug for BroadcastBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BroadcastBuffer")
-            .field("name", &self.seg.name())
-            .field("node_count", &self.nodes)
-            .field("node_size", &self.node_size)
-            .field("overflow", &self.overflow)
+            .field("name", &self.inner.seg.name())
+            .field("node_count", &self.inner.nodes)
+            .field("node_size", &self.inner.node_size)
+            .field("overflow", &self.inner.overflow)
             .finish()
     }
 }
 
 /// A subscribed reader of a [`BroadcastBuffer`], with its own cursor.
 /// Dropping it unsubscribes.
-pub struct BroadcastReader<'a> {
-    bus: &'a BroadcastBuffer,
+///
+/// It holds its own handle to the buffer: it is `'static` and `Send`, so
+/// it can be moved into a thread or an async task (a read blocks its
+/// thread; in async code, use [`try_read`](Self::try_read) or
+/// `spawn_blocking`).
+pub struct BroadcastReader {
+    bus: BroadcastBuffer,
+    at: Cursor,
+}
+
+/// Where a reader is.
+struct Cursor {
     entry: usize,
     cursor: u64,
     missed: u64,
 }
 
-impl BroadcastReader<'_> {
+impl BroadcastReader {
     /// The position of the next item this reader will get.
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-position-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 4, 8, Overflow::Block)?;
+    /// let mut reader = bus.subscribe()?;
+    /// bus.write(b"a", None)?;
+    /// reader.try_read(&mut [0u8; 8])?;
+    /// assert_eq!(reader.position(), 1);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn position(&self) -> u64 {
-        self.cursor
+        self.at.cursor
     }
 
-    /// Copies the next item into `buf`, waiting up to `timeout` for one.
-    /// If it is longer than `buf`, it stays next and the error is
-    /// [`Error::MessageTooLarge`].
+    /// The buffer this reader reads (the handle it owns).
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-reader-buffer-{}", std::process::id());
+    /// let reader = BroadcastBuffer::create(&name, 4, 8, Overflow::Block)?.subscribe()?;
+    /// assert_eq!(reader.buffer().node_count(), 4); // the buffer lives on in the reader
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn buffer(&self) -> &BroadcastBuffer {
+        &self.bus
+    }
+
+    /// Copies the next item into `buf`, waiting up to `timeout` (`None`:
+    /// for ever; `Some(Duration::ZERO)`: not at all) for one, then
+    /// [`Error::Timeout`]. If the item is longer than `buf`, it stays next
+    /// and the error is [`Error::BufferTooSmall`].
     pub fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Received> {
-        let bus = self.bus;
-        let n = bus.nodes as u64;
+        let (bus, at) = (&self.bus, &mut self.at);
+        let n = bus.inner.nodes as u64;
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            let c = self.cursor;
+            let c = at.cursor;
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let tail = bus.wait_cell(false).wait_until(bus.policy, remaining, || {
                 let t = bus.tail().load(Ordering::Acquire);
                 (t > c).then_some(t)
-            })?;
+            });
+            let tail = tail.map_err(|e| waited(e, "an item in the broadcast buffer", timeout))?;
             if tail.wrapping_sub(c) > n {
                 // Overwritten already: skip to the oldest item still there.
-                self.move_to(tail - n, false);
+                at.move_to(bus, tail - n, false);
                 continue;
             }
             let cell = bus.cell(c);
@@ -377,7 +689,7 @@ impl BroadcastReader<'_> {
             if before != want {
                 if before > want {
                     // The node already holds a later item: `c` is gone.
-                    self.move_to(c + 1, false);
+                    at.move_to(bus, c + 1, false);
                     continue;
                 }
                 if before + 1 == want {
@@ -404,10 +716,10 @@ impl BroadcastReader<'_> {
             fence(Ordering::Acquire);
             if cell.word.load(Ordering::Relaxed) != before {
                 // Overwritten while copying: `c` is gone.
-                self.move_to(c + 1, false);
+                at.move_to(bus, c + 1, false);
                 continue;
             }
-            if len as usize > bus.node_size {
+            if len as usize > bus.inner.node_size {
                 return Err(Error::corrupt(Corruption::BadField {
                     field: "broadcast item length",
                     value: len,
@@ -416,27 +728,60 @@ impl BroadcastReader<'_> {
             if !fits {
                 return Err(Error::BufferTooSmall { item: len as usize, buffer: buf.len() });
             }
-            self.move_to(c + 1, true);
-            return Ok(Received { len: len as usize, missed: std::mem::take(&mut self.missed) });
+            at.move_to(bus, c + 1, true);
+            return Ok(Received { len: len as usize, missed: std::mem::take(&mut at.missed) });
         }
     }
 
-    /// Moves the cursor to `pos`; items skipped on the way count as missed
-    /// unless `read_one` (the item at the old cursor was just read).
-    fn move_to(&mut self, pos: u64, read_one: bool) {
-        self.missed =
-            self.missed.saturating_add(pos.saturating_sub(self.cursor).saturating_sub(u64::from(read_one)));
-        self.cursor = pos;
-        self.bus.readers()[self.entry].cursor.store(pos, Ordering::SeqCst);
-        self.bus.wait_cell(true).notify_all();
+    /// Copies the next item into `buf` if there is one now: `Ok(None)` if
+    /// not (never [`Error::Timeout`]).
+    ///
+    /// ```
+    /// use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-try-read-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 4, 32, Overflow::Block)?;
+    /// let mut reader = bus.subscribe()?;
+    /// let mut buf = [0u8; 32];
+    /// assert_eq!(reader.try_read(&mut buf)?, None);
+    /// bus.write(b"x", None)?;
+    /// assert_eq!(reader.try_read(&mut buf)?.map(|got| got.len), Some(1));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn try_read(&mut self, buf: &mut [u8]) -> Result<Option<Received>> {
+        match self.read(buf, Some(Duration::ZERO)) {
+            Ok(got) => Ok(Some(got)),
+            Err(Error::Timeout { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
-impl Drop for BroadcastReader<'_> {
+impl Cursor {
+    /// Moves the cursor to `pos`; items skipped on the way count as missed
+    /// unless `read_one` (the item at the old cursor was just read).
+    fn move_to(&mut self, bus: &BroadcastBuffer, pos: u64, read_one: bool) {
+        self.missed =
+            self.missed.saturating_add(pos.saturating_sub(self.cursor).saturating_sub(u64::from(read_one)));
+        self.cursor = pos;
+        bus.readers()[self.entry].cursor.store(pos, Ordering::SeqCst);
+        bus.wait_cell(true).notify_all();
+    }
+}
+
+impl std::fmt::Debug for BroadcastReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BroadcastReader")
+            .field("name", &self.bus.inner.seg.name())
+            .field("position", &self.at.cursor)
+            .finish()
+    }
+}
+
+impl Drop for BroadcastReader {
     fn drop(&mut self) {
         // The next owner starts from cursor 0 (see `subscribe`).
-        self.bus.readers()[self.entry].cursor.store(0, Ordering::SeqCst);
-        self.bus.readers()[self.entry].owner.store(0, Ordering::SeqCst);
+        self.bus.readers()[self.at.entry].cursor.store(0, Ordering::SeqCst);
+        self.bus.readers()[self.at.entry].owner.store(0, Ordering::SeqCst);
         self.bus.wait_cell(true).notify_all();
     }
 }
@@ -444,7 +789,7 @@ impl Drop for BroadcastReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Barrier};
+    use std::sync::Barrier;
 
     fn unique(tag: &str) -> String {
         use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -464,7 +809,7 @@ mod tests {
         bus.write(&[11], None).unwrap();
         {
             let dying = BroadcastBuffer::open(&name).unwrap();
-            let turn = dying.mutex().lock(&dying.seg, None).unwrap();
+            let turn = dying.mutex().lock(&dying.inner.seg, None).unwrap();
             let pos = dying.tail().load(Ordering::SeqCst);
             dying.cell(pos).word.store(2 * pos + 1, Ordering::Relaxed);
             std::mem::forget(turn); // dies holding the writers' mutex
@@ -493,8 +838,8 @@ mod tests {
                         barrier.wait();
                         let r = bus.subscribe().unwrap();
                         barrier.wait();
-                        let shared = bus.readers()[r.entry].cursor.load(Ordering::SeqCst);
-                        assert_eq!(shared, r.cursor);
+                        let shared = bus.readers()[r.at.entry].cursor.load(Ordering::SeqCst);
+                        assert_eq!(shared, r.at.cursor);
                         barrier.wait();
                     }
                 })

@@ -50,7 +50,9 @@ fn layout(size: usize) -> Option<(usize, usize)> {
 ///   bytes. Each call holds it (shared to read, exclusive to write) for its
 ///   copy, waiting at most the handle's
 ///   [lock timeout](Self::set_lock_timeout) (default 100 ms) and then
-///   failing with [`Error::Timeout`]. For several accesses that must be
+///   failing with [`Error::Timeout`]. This is the one exception to the
+///   library's per-call timeouts: these short copies use the timeout
+///   configured on the handle ([`SharedBufferBuilder::lock_timeout`]). For several accesses that must be
 ///   consistent, [`with_bytes`](Self::with_bytes) and
 ///   [`with_bytes_mut`](Self::with_bytes_mut) lend the whole buffer under
 ///   one lock. A process that dies holding the write lock does not wedge
@@ -105,14 +107,20 @@ pub struct SharedBuffer {
 pub struct SharedBufferBuilder {
     name: String,
     size: usize,
+    /// Whether the caller set `size`.
+    size_set: bool,
     timeout: Option<Duration>,
     max_attachers: Option<usize>,
 }
 
 impl SharedBufferBuilder {
-    /// Size in bytes (create only; at least 1, default 4096).
+    /// Size in bytes (at least 1, default 4096). Fixed at create; on
+    /// [`open`](Self::open) and [`create_or_open`](Self::create_or_open),
+    /// a size set here must be the existing buffer's
+    /// ([`Error::Incompatible`]).
     pub fn size(mut self, size: usize) -> Self {
         self.size = size;
+        self.size_set = true;
         self
     }
 
@@ -147,14 +155,40 @@ impl SharedBufferBuilder {
     /// size.
     pub fn open(&self) -> Result<SharedBuffer> {
         let seg = Segment::builder(&self.name).kind(Kind::BUFFER).open()?;
-        SharedBuffer::from_segment(seg, self.timeout)
+        self.check_size(SharedBuffer::from_segment(seg, self.timeout)?)
     }
 
-    /// Opens the buffer, or creates it with this size if there is none. An
-    /// existing buffer keeps its own size.
+    /// Opens the buffer, or creates it with this size if there is none.
+    /// [`Error::Incompatible`] if a size was set and the existing buffer
+    /// has another; without [`size`](Self::size), its size is taken.
+    ///
+    /// ```
+    /// use tachyon::{Error, SharedBuffer};
+    /// # let name = format!("doc-buffer-compat-{}", std::process::id());
+    /// let a = SharedBuffer::builder(&name).size(100).create_or_open()?;
+    /// let b = SharedBuffer::builder(&name).create_or_open()?; // any size
+    /// assert_eq!(b.len(), 100);
+    /// let err = SharedBuffer::builder(&name).size(200).create_or_open().unwrap_err();
+    /// assert!(matches!(err, Error::Incompatible { field: "size", .. }));
+    /// # drop((a, b));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create_or_open(&self) -> Result<SharedBuffer> {
         let seg = self.segment_builder()?.create_or_open_with(|seg| init(seg, self.size))?;
-        SharedBuffer::from_segment(seg, self.timeout)
+        self.check_size(SharedBuffer::from_segment(seg, self.timeout)?)
+    }
+
+    /// The buffer if its size is the one set on this builder (if any).
+    fn check_size(&self, buffer: SharedBuffer) -> Result<SharedBuffer> {
+        if self.size_set && buffer.len() != self.size {
+            return Err(Error::Incompatible {
+                name: self.name.clone(),
+                field: "size",
+                existing: buffer.len().to_string(),
+                requested: self.size.to_string(),
+            });
+        }
+        Ok(buffer)
     }
 
     fn segment_builder(&self) -> Result<crate::segment::SegmentBuilder> {
@@ -185,6 +219,7 @@ impl SharedBuffer {
         SharedBufferBuilder {
             name: name.to_owned(),
             size: 4096,
+            size_set: false,
             timeout: DEFAULT_LOCK_TIMEOUT,
             max_attachers: None,
         }

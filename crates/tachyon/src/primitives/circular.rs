@@ -56,6 +56,7 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 /// let mut buf = [0u8; 64];
 /// let n = peer.read(&mut buf, Some(Duration::from_millis(100)))?;
 /// assert_eq!(&buf[..n], b"hello");
+/// assert_eq!(peer.try_read(&mut buf)?, None); // empty now
 /// assert!(matches!(peer.read(&mut buf, Some(Duration::ZERO)), Err(tachyon::Error::Timeout { .. })));
 /// # Ok::<(), tachyon::Error>(())
 /// ```
@@ -77,12 +78,31 @@ unsafe impl Send for CircularBuffer {}
 // SAFETY: as above.
 unsafe impl Sync for CircularBuffer {}
 
-/// Options for [`CircularBuffer`].
+/// Options for [`CircularBuffer`], from [`CircularBuffer::builder`].
+///
+/// On [`create_or_open`](Self::create_or_open) and [`open`](Self::open),
+/// the geometry set on the builder is checked against the existing ring
+/// ([`Error::Incompatible`] names the field that differs); what is left
+/// unset is taken from the ring.
+///
+/// ```
+/// use tachyon::{CircularBuffer, Error};
+/// # let name = format!("doc-circular-builder-{}", std::process::id());
+/// let ring = CircularBuffer::builder(&name).node_count(8).node_size(256).create_or_open()?;
+/// let same = CircularBuffer::builder(&name).node_count(8).create_or_open()?; // opens
+/// assert_eq!(same.node_size(), 256);
+/// let err = CircularBuffer::builder(&name).node_count(16).create_or_open().unwrap_err();
+/// assert!(matches!(err, Error::Incompatible { field: "node_count", .. }));
+/// # drop((ring, same));
+/// # Ok::<(), tachyon::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct CircularBufferBuilder {
     name: String,
     nodes: usize,
     node_size: usize,
+    /// Which of (node_count, node_size) the caller set.
+    set: (bool, bool),
     policy: WaitPolicy,
 }
 
@@ -90,12 +110,14 @@ impl CircularBufferBuilder {
     /// Number of nodes (at least 2; default 64).
     pub fn node_count(mut self, n: usize) -> Self {
         self.nodes = n;
+        self.set.0 = true;
         self
     }
 
     /// Bytes per node: the largest item (at least 1; default 4096).
     pub fn node_size(mut self, size: usize) -> Self {
         self.node_size = size;
+        self.set.1 = true;
         self
     }
 
@@ -115,20 +137,40 @@ impl CircularBufferBuilder {
         CircularBuffer::from_segment(seg, self.policy, Some((data_off, stride)))
     }
 
-    /// Opens an existing ring, learning its geometry from it.
+    /// Opens an existing ring, learning its geometry from it; geometry set
+    /// on the builder must match ([`Error::Incompatible`]).
     pub fn open(&self) -> Result<CircularBuffer> {
         let seg = Segment::builder(&self.name).kind(Kind::CIRCULAR).open()?;
-        CircularBuffer::from_segment(seg, self.policy, None)
+        self.check(CircularBuffer::from_segment(seg, self.policy, None)?)
     }
 
     /// Opens the ring, or creates it with this geometry if there is none.
+    /// [`Error::Incompatible`] if it exists with another node count or
+    /// node size than one set on this builder.
     pub fn create_or_open(&self) -> Result<CircularBuffer> {
-        self.geometry()?;
+        let (_, _, total) = self.geometry()?;
         let seg = Segment::builder(&self.name)
             .kind(Kind::CIRCULAR)
-            .size(self.geometry()?.2)
+            .size(total)
             .create_or_open_with(|seg| init(seg, self.nodes, self.node_size))?;
-        CircularBuffer::from_segment(seg, self.policy, None)
+        self.check(CircularBuffer::from_segment(seg, self.policy, None)?)
+    }
+
+    /// The ring if its geometry matches what was set on this builder.
+    fn check(&self, ring: CircularBuffer) -> Result<CircularBuffer> {
+        let differs = |field: &'static str, existing: usize, requested: usize| Error::Incompatible {
+            name: self.name.clone(),
+            field,
+            existing: existing.to_string(),
+            requested: requested.to_string(),
+        };
+        if self.set.0 && ring.nodes != self.nodes {
+            return Err(differs("node_count", ring.nodes, self.nodes));
+        }
+        if self.set.1 && ring.node_size != self.node_size {
+            return Err(differs("node_size", ring.node_size, self.node_size));
+        }
+        Ok(ring)
     }
 
     fn geometry(&self) -> Result<(usize, usize, usize)> {
@@ -168,6 +210,7 @@ impl CircularBuffer {
             name: name.to_owned(),
             nodes: 64,
             node_size: 4096,
+            set: (false, false),
             policy: WaitPolicy::default(),
         }
     }
@@ -271,11 +314,42 @@ impl CircularBuffer {
         self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout, &|_, _| {})
     }
 
-    /// Writes one item, waiting up to `timeout` (`None`: for ever) for a
-    /// free node. An item longer than `node_size` is
+    /// Writes one item, waiting up to `timeout` (`None`: for ever;
+    /// `Some(Duration::ZERO)`: not at all) for a free node, then
+    /// [`Error::Timeout`]. An item longer than `node_size` is
     /// [`Error::MessageTooLarge`]; nothing is cut.
     pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
         self.write_with(item.len(), timeout, |node| node.copy_from_slice(item))
+    }
+
+    /// Writes one item if a node is free now; [`Error::Full`] if not.
+    ///
+    /// ```
+    /// use tachyon::{CircularBuffer, Error};
+    /// # let name = format!("doc-try-write-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 2, 16)?;
+    /// ring.try_write(b"a")?;
+    /// ring.try_write(b"b")?;
+    /// assert!(matches!(ring.try_write(b"c"), Err(Error::Full { .. })));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn try_write(&self, item: &[u8]) -> Result<()> {
+        full_if_timeout(self.write(item, Some(Duration::ZERO)))
+    }
+
+    /// [`write_with`](Self::write_with) if a node is free now;
+    /// [`Error::Full`] if not (and `fill` is not called).
+    ///
+    /// ```
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-try-write-with-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 2, 16)?;
+    /// ring.try_write_with(2, |node| node.copy_from_slice(b"ok"))?;
+    /// assert_eq!(ring.try_read_with(|item| item.to_vec())?, Some(b"ok".to_vec()));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn try_write_with<R>(&self, len: usize, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        full_if_timeout(self.write_with(len, Some(Duration::ZERO), fill))
     }
 
     /// Claims a node for an item of `len` bytes and lets `fill` build it in
@@ -321,9 +395,11 @@ impl CircularBuffer {
         Ok(r)
     }
 
-    /// Reads one item into `buf`, waiting up to `timeout` for one; returns
-    /// its length. If the next item is longer than `buf`, it stays queued
-    /// and the error is [`Error::MessageTooLarge`].
+    /// Reads one item into `buf`, waiting up to `timeout` (`None`: for
+    /// ever; `Some(Duration::ZERO)`: not at all) for one, then
+    /// [`Error::Timeout`]; returns its length. If the next item is longer
+    /// than `buf`, it stays queued and the error is
+    /// [`Error::BufferTooSmall`].
     pub fn read(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
         self.read_impl(buf.len(), timeout, |item| {
             buf[..item.len()].copy_from_slice(item);
@@ -331,9 +407,43 @@ impl CircularBuffer {
         })
     }
 
-    /// Lends the next item to `f` in place (zero-copy), then frees its node.
+    /// Reads one item into `buf` if one is queued now: `Ok(Some(len))`, or
+    /// `Ok(None)` if the ring is empty (never [`Error::Timeout`]).
+    ///
+    /// ```
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-try-read-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 2, 16)?;
+    /// let mut buf = [0u8; 16];
+    /// assert_eq!(ring.try_read(&mut buf)?, None);
+    /// ring.write(b"abc", None)?;
+    /// assert_eq!(ring.try_read(&mut buf)?, Some(3));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn try_read(&self, buf: &mut [u8]) -> Result<Option<usize>> {
+        none_if_timeout(self.read(buf, Some(Duration::ZERO)))
+    }
+
+    /// Lends the next item to `f` in place (zero-copy), then frees its
+    /// node; waits as [`read`](Self::read) does.
     pub fn read_with<R>(&self, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         self.read_impl(self.node_size, timeout, f)
+    }
+
+    /// [`read_with`](Self::read_with) if an item is queued now; `Ok(None)`
+    /// if the ring is empty (and `f` is not called).
+    ///
+    /// ```
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-try-read-with-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 2, 16)?;
+    /// assert_eq!(ring.try_read_with(|item| item.len())?, None);
+    /// ring.write(b"abcd", None)?;
+    /// assert_eq!(ring.try_read_with(|item| item.len())?, Some(4));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn try_read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        none_if_timeout(self.read_with(Some(Duration::ZERO), f))
     }
 
     fn read_impl<R>(&self, max: usize, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
@@ -364,7 +474,7 @@ impl CircularBuffer {
 
     /// Reads one item as a `T`. An item of another size is consumed and
     /// reported as [`Error::InvalidArgument`] (a longer one stays queued:
-    /// [`Error::MessageTooLarge`]).
+    /// [`Error::BufferTooSmall`]).
     pub fn read_value<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
         &self,
         timeout: Option<Duration>,
@@ -441,6 +551,23 @@ impl Drop for Unfinished<'_> {
             ring.finish_read(self.pos, self.idx, me);
             self.ring.wait_cell(true).notify_all();
         }
+    }
+}
+
+/// A `try_*` read: an empty ring is `Ok(None)`, not a timeout.
+fn none_if_timeout<R>(r: Result<R>) -> Result<Option<R>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A `try_*` write: a full ring is [`Error::Full`], not a timeout.
+fn full_if_timeout<R>(r: Result<R>) -> Result<R> {
+    match r {
+        Err(Error::Timeout { .. }) => Err(Error::Full { what: "the ring" }),
+        other => other,
     }
 }
 

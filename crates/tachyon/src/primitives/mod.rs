@@ -22,7 +22,9 @@ pub use array::{
     SharedArray, SharedArrayBuilder, SharedArrayIter, SharedArrayReadGuard, SharedArrayWriteGuard,
 };
 #[cfg(not(tachyon_loom))]
-pub use broadcast::{BroadcastBuffer, BroadcastReader, Overflow, Received, MAX_READERS};
+pub use broadcast::{
+    BroadcastBuffer, BroadcastBufferBuilder, BroadcastReader, Overflow, Received, MAX_READERS,
+};
 #[cfg(not(tachyon_loom))]
 pub use buffer::{SharedBuffer, SharedBufferBuilder};
 #[cfg(not(tachyon_loom))]

@@ -1,14 +1,16 @@
 //! `RpcBuffer`: request/response between two processes over two
 //! [`CircularBuffer`]s, one per direction.
 //!
-//! The *owner* creates the channel ([`RpcBuffer::create`]); one *opener*
-//! joins it ([`RpcBuffer::open`]), learning the geometry from the owner.
-//! Both ends may send requests and both may handle the other's. Each end
-//! runs one reader thread, which reassembles packets and completes pending
-//! requests, and a pool of handler threads, so a slow handler never stops
-//! responses from flowing and a handler may itself call the other side.
+//! The *server* (owner) creates the channel ([`RpcBuilder::create`]) and
+//! serves one *client* (opener) at a time ([`RpcBuilder::open`]); when a
+//! client leaves or dies, the server makes a fresh pair of rings (a new
+//! *session*) and takes the next client. Both ends may send requests and
+//! both may handle the other's. Each end runs one reader thread, which
+//! reassembles packets and completes pending requests, and a pool of
+//! handler threads, so a slow handler never stops responses from flowing
+//! and a handler may itself call the other side.
 //!
-//! The wire format is in `docs/rpc.md`.
+//! The wire format and the session protocol are in `docs/rpc.md`.
 
 mod packet;
 mod stats;
@@ -63,7 +65,13 @@ const CTL_OWNER_CLOSED: usize = 72;
 const CTL_OPENER_CLOSED: usize = 76;
 const CTL_OWNER_MAX: usize = 80;
 const CTL_OPENER_MAX: usize = 88;
+/// The id of the session whose rings the next (or the current) client
+/// uses; the rings are named after it (see `ring_name`).
+const CTL_SESSION: usize = 96;
 const CTL_SIZE: usize = 128;
+/// How long an `open` waits by default for the server to let the previous
+/// client go (it notices a departure within a tick) before it gives up.
+const CONNECT_WAIT: Duration = Duration::from_secs(2);
 
 const OPEN: u8 = 0;
 const CLOSED: u8 = 1;
@@ -76,17 +84,26 @@ type Job = Box<dyn FnOnce() + Send>;
 /// What to do about an RPC message above the agreed maximum.
 const RPC_TOO_LARGE: &str = "raise max_message on both ends (RpcBuilder::max_message), or send less";
 
-/// Options of an [`RpcBuffer`]: geometry (owner only), threads, limits.
+/// Options of an [`RpcBuffer`]: geometry (the server's choice), threads,
+/// limits, the handler.
+///
+/// There is no `create_or_open`: which end creates decides which end is
+/// the server, and a channel's server must be known, not left to a race.
+/// Start the server with [`create`](Self::create) and clients with
+/// [`open`](Self::open).
 pub struct RpcBuilder {
     name: String,
     node_count: usize,
     node_size: usize,
+    /// Which of (node_count, node_size) the caller set.
+    set: (bool, bool),
     policy: WaitPolicy,
     handler_threads: usize,
     default_timeout: Duration,
     max_message: usize,
     handler: Option<MakeHandler>,
     inline_handlers: bool,
+    connect_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for RpcBuilder {
@@ -101,16 +118,22 @@ impl std::fmt::Debug for RpcBuilder {
 }
 
 impl RpcBuilder {
-    /// Nodes per direction (owner only; default 64).
+    /// Nodes per direction (default 64). The server chooses; a client
+    /// that sets it is refused ([`Error::Incompatible`]) by a server that
+    /// chose otherwise.
     pub fn node_count(mut self, n: usize) -> Self {
         self.node_count = n;
+        self.set.0 = true;
         self
     }
 
-    /// Bytes per node, header included (owner only; default 4096, so 4064
-    /// payload bytes per packet). At least 33.
+    /// Bytes per node, header included (default 4096, so 4064 payload
+    /// bytes per packet). At least 33. The server chooses; a client that
+    /// sets it is refused ([`Error::Incompatible`]) by a server that chose
+    /// otherwise.
     pub fn node_size(mut self, n: usize) -> Self {
         self.node_size = n;
+        self.set.1 = true;
         self
     }
 
@@ -165,6 +188,28 @@ impl RpcBuilder {
         self
     }
 
+    /// How long [`open`](Self::open) waits for the server to let its
+    /// previous client go, when that client has just left and the server
+    /// has not noticed yet (it does within about 20 ms): default 2 s;
+    /// `None` waits for ever, `Some(Duration::ZERO)` not at all. A client
+    /// that is still connected is not waited for: that is
+    /// [`Error::ChannelBusy`] at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-connect-timeout-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// drop(RpcBuffer::open(&name)?); // a client comes and goes
+    /// let next = RpcBuffer::builder(&name).connect_timeout(Some(Duration::from_secs(5))).open()?;
+    /// # drop((next, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
     /// The largest message accepted from the peer or sent (default 64 MiB).
     pub fn max_message(mut self, bytes: usize) -> Self {
         self.max_message = bytes.min(u32::MAX as usize);
@@ -212,7 +257,23 @@ impl RpcBuilder {
         self
     }
 
-    /// Creates the channel (this end is the owner).
+    /// Creates the channel: this end is its **server** (the owner). The
+    /// server outlives its clients: it serves one client at a time, and
+    /// once that client leaves (drops its end, or its process dies) the
+    /// next [`open`](Self::open) connects, on fresh rings. The channel
+    /// ends when the server closes ([`RpcBuffer::close`] or drop).
+    ///
+    /// Errors: [`Error::AlreadyExists`] if a live channel has the name;
+    /// [`Error::InvalidArgument`] for a node size of 32 bytes or less.
+    ///
+    /// ```
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-builder-create-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name).node_count(16).node_size(1024).create()?;
+    /// assert!(matches!(RpcBuffer::create(&name), Err(Error::AlreadyExists { .. })));
+    /// # drop(server);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create(self) -> Result<RpcBuffer> {
         if self.node_size <= HEADER || self.node_size > u32::MAX as usize {
             return Err(Error::invalid(format!(
@@ -222,15 +283,8 @@ impl RpcBuilder {
                 self.node_size
             )));
         }
-        let ring = |suffix: &str| {
-            CircularBuffer::builder(&format!("{}{suffix}", self.name))
-                .node_count(self.node_count)
-                .node_size(self.node_size)
-                .wait_policy(self.policy)
-                .create()
-        };
-        let o2p = ring(".rpc-o2p")?;
-        let p2o = ring(".rpc-p2o")?;
+        remove_stale_rings(&self.name);
+        let session = new_session(&self.name, self.node_count, self.node_size, self.policy)?;
         // The control segment comes last: once it exists, so do the rings.
         let ctl = Segment::builder(&self.name).kind(Kind::RPC).size(CTL_SIZE).create_with(|seg| {
             seg.get::<AtomicU64>(CTL_NODE_COUNT)?.store(self.node_count as u64, Ordering::Relaxed);
@@ -238,14 +292,35 @@ impl RpcBuilder {
             seg.get::<AtomicU64>(CTL_VERSION)?.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
             seg.get::<AtomicU32>(CTL_OWNER)?.store(seg.token().raw(), Ordering::Relaxed);
             seg.get::<AtomicU64>(CTL_OWNER_MAX)?.store(self.max_message as u64, Ordering::Relaxed);
+            seg.get::<AtomicU64>(CTL_SESSION)?.store(session.id, Ordering::Relaxed);
             Ok(())
         })?;
-        RpcBuffer::start(self, ctl, o2p, p2o, true)
+        RpcBuffer::start(self, ctl, session, true)
     }
 
-    /// Joins the channel (this end is the opener). A channel has one
-    /// opener: a second one is [`Error::AlreadyExists`], and one that joins
-    /// after the first opener left is [`Error::Closed`].
+    /// Connects to the channel as its **client** (the opener), learning
+    /// the geometry from the server.
+    ///
+    /// A channel serves one client at a time: while another client is
+    /// connected this is [`Error::ChannelBusy`]. Right after the previous
+    /// client left, it waits (up to the
+    /// [`connect_timeout`](Self::connect_timeout), 2 s by default) for the
+    /// server to notice and to make fresh rings, then [`Error::Timeout`].
+    ///
+    /// Other errors: [`Error::NotFound`] (no server), [`Error::Closed`]
+    /// (the server closed), [`Error::PeerDied`] (the server's process
+    /// died), [`Error::Incompatible`] (a node count or node size set on
+    /// this builder differs from the server's), [`Error::VersionMismatch`].
+    ///
+    /// ```
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-builder-open-{}", std::process::id());
+    /// assert!(matches!(RpcBuffer::builder(&name).open(), Err(Error::NotFound { .. })));
+    /// let server = RpcBuffer::builder(&name).node_size(1024).create()?;
+    /// let client = RpcBuffer::builder(&name).node_size(1024).open()?;
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn open(self) -> Result<RpcBuffer> {
         let ctl = Segment::builder(&self.name).kind(Kind::RPC).open()?;
         let version = ctl.get::<AtomicU64>(CTL_VERSION)?.load(Ordering::Relaxed);
@@ -255,36 +330,162 @@ impl RpcBuilder {
                 expected: u32::from(PROTOCOL_VERSION),
             });
         }
-        let o2p =
-            CircularBuffer::builder(&format!("{}.rpc-o2p", self.name)).wait_policy(self.policy).open()?;
-        let p2o =
-            CircularBuffer::builder(&format!("{}.rpc-p2o", self.name)).wait_policy(self.policy).open()?;
         let geometry = (
             ctl.get::<AtomicU64>(CTL_NODE_COUNT)?.load(Ordering::Relaxed),
             ctl.get::<AtomicU64>(CTL_NODE_SIZE)?.load(Ordering::Relaxed),
         );
-        for ring in [&o2p, &p2o] {
-            if (ring.node_count() as u64, ring.node_size() as u64) != geometry || ring.node_size() <= HEADER {
-                return Err(Error::corrupt(Corruption::BadField {
-                    field: "rpc ring geometry",
-                    value: ring.node_size() as u64,
-                }));
-            }
+        let differs = |field: &'static str, existing: u64, requested: usize| Error::Incompatible {
+            name: self.name.clone(),
+            field,
+            existing: existing.to_string(),
+            requested: requested.to_string(),
+        };
+        if self.set.0 && geometry.0 != self.node_count as u64 {
+            return Err(differs("node_count", geometry.0, self.node_count));
+        }
+        if self.set.1 && geometry.1 != self.node_size as u64 {
+            return Err(differs("node_size", geometry.1, self.node_size));
         }
         let me = ctl.token().raw();
-        if ctl.get::<AtomicU32>(CTL_OPENER_CLOSED)?.load(Ordering::SeqCst) != 0 {
-            return Err(Error::Closed);
-        }
-        match ctl.get::<AtomicU32>(CTL_OPENER)?.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => {}
-            Err(other) if Token::from_raw(other).is_some_and(|t| !ctl.is_dead(t)) => {
-                return Err(Error::AlreadyExists { name: self.name.clone() });
+        let opener = ctl.get::<AtomicU32>(CTL_OPENER)?;
+        let opener_closed = ctl.get::<AtomicU32>(CTL_OPENER_CLOSED)?;
+        let deadline = self.connect_timeout.map(|t| Instant::now() + t);
+        loop {
+            if ctl.get::<AtomicU32>(CTL_OWNER_CLOSED)?.load(Ordering::SeqCst) != 0 {
+                return Err(Error::Closed);
             }
-            Err(_) => return Err(Error::Closed),
+            let owner = ctl.get::<AtomicU32>(CTL_OWNER)?.load(Ordering::SeqCst);
+            if Token::from_raw(owner).is_none_or(|t| ctl.is_dead(t)) {
+                return Err(Error::PeerDied);
+            }
+            let current = opener.load(Ordering::SeqCst);
+            if current == 0 {
+                if opener.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                    break;
+                }
+                continue;
+            }
+            let left = opener_closed.load(Ordering::SeqCst) == current
+                || Token::from_raw(current).is_none_or(|t| ctl.is_dead(t));
+            if !left {
+                return Err(Error::ChannelBusy { name: self.name.clone() });
+            }
+            // The previous client left; the server has not noticed yet.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::timeout(
+                    "the RPC server to let its previous client go (it notices within a tick unless it is stuck)",
+                    self.connect_timeout,
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        ctl.get::<AtomicU64>(CTL_OPENER_MAX)?.store(self.max_message as u64, Ordering::SeqCst);
+        // The channel is ours now; whatever goes wrong below, leave it so
+        // that the server makes fresh rings for the next client.
+        let leave = |e: Error| {
+            opener_closed.store(me, Ordering::SeqCst);
+            e
+        };
+        let id = ctl.get::<AtomicU64>(CTL_SESSION).map_err(leave)?.load(Ordering::SeqCst);
+        let ring = |dir: &str| {
+            CircularBuffer::builder(&ring_name(&self.name, id, dir)).wait_policy(self.policy).open()
+        };
+        let o2p = ring("o2p").map_err(leave)?;
+        let p2o = ring("p2o").map_err(leave)?;
+        for ring in [&o2p, &p2o] {
+            if (ring.node_count() as u64, ring.node_size() as u64) != geometry || ring.node_size() <= HEADER {
+                return Err(leave(Error::corrupt(Corruption::BadField {
+                    field: "rpc ring geometry",
+                    value: ring.node_size() as u64,
+                })));
+            }
+        }
+        ctl.get::<AtomicU64>(CTL_OPENER_MAX).map_err(leave)?.store(self.max_message as u64, Ordering::SeqCst);
         let b = RpcBuilder { node_size: o2p.node_size(), ..self };
-        RpcBuffer::start(b, ctl, p2o, o2p, false)
+        RpcBuffer::start(b, ctl, Session::new(id, p2o, o2p), false)
+    }
+}
+
+/// The name of one direction's ring of session `id` of channel `name`.
+fn ring_name(name: &str, id: u64, dir: &str) -> String {
+    format!("{name}.rpc{id:016x}.{dir}")
+}
+
+/// Removes the rings of earlier sessions of channel `name` that nobody
+/// holds any more: a server killed before its client came (or while it made
+/// a session's rings) leaves them, and their names are never opened again.
+/// Only files whose every attacher is dead are touched (checked again under
+/// the segment's own lock by `reap`).
+fn remove_stale_rings(name: &str) {
+    let prefix = format!("{name}.rpc");
+    let is_ring = |n: &str| {
+        n.strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".o2p").or_else(|| rest.strip_suffix(".p2o")))
+            .is_some_and(|id| id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let Ok(list) = crate::segment::list() else { return };
+    for info in list.iter().filter(|i| is_ring(&i.name) && i.is_stale()) {
+        let _ = crate::segment::reap(info);
+    }
+}
+
+/// A session id no earlier session of this name is likely to have had
+/// (rings of an earlier server of the same name may still be held by its
+/// last client).
+fn session_id() -> u64 {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos ^ (u64::from(std::process::id()) << 40) ^ COUNT.fetch_add(1, Ordering::Relaxed) << 20;
+    // splitmix64's finaliser: spread the bits.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Makes the two fresh rings of a new session (the server does, for each
+/// client).
+fn new_session(name: &str, node_count: usize, node_size: usize, policy: WaitPolicy) -> Result<Arc<Session>> {
+    let mut tries = 0;
+    loop {
+        let id = session_id();
+        let ring = |dir: &str| {
+            CircularBuffer::builder(&ring_name(name, id, dir))
+                .node_count(node_count)
+                .node_size(node_size)
+                .wait_policy(policy)
+                .create()
+        };
+        match ring("o2p").and_then(|o2p| Ok((o2p, ring("p2o")?))) {
+            Ok((o2p, p2o)) => return Ok(Session::new(id, o2p, p2o)),
+            // A name still held by someone (improbable): another id.
+            Err(Error::AlreadyExists { .. }) if tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One client's connection: the two rings it and the server share. The
+/// server makes fresh ones for each client, so nothing a previous client
+/// left in the rings (or was sent) reaches the next.
+struct Session {
+    id: u64,
+    tx: CircularBuffer,
+    rx: CircularBuffer,
+    /// `OPEN`, or why the session is over (its sends stop then).
+    over: AtomicU8,
+}
+
+impl Session {
+    fn new(id: u64, tx: CircularBuffer, rx: CircularBuffer) -> Arc<Session> {
+        Arc::new(Session { id, tx, rx, over: AtomicU8::new(OPEN) })
+    }
+
+    fn check_open(&self) -> Result<()> {
+        match self.over.load(Ordering::SeqCst) {
+            OPEN => Ok(()),
+            PEER_DIED => Err(Error::PeerDied),
+            _ => Err(Error::Closed),
+        }
     }
 }
 
@@ -298,18 +499,45 @@ where
 
 /// One end of a bi-directional RPC channel between two processes.
 ///
+/// * The end that **creates** the channel is its **server** (also called
+///   the owner). It lives as long as it is not closed, and serves one
+///   client at a time, any number of clients one after another: when its
+///   client drops its end or its process dies, the server notices within
+///   about 20 ms, fails the requests it had sent to that client with
+///   [`Error::Closed`] or [`Error::PeerDied`], and makes fresh rings for
+///   the next client, so nothing of the old client (a packet, a late
+///   response) reaches the new one. Requests the server sends while no
+///   client is connected wait for the next one (up to their timeout).
+/// * The end that **opens** it is a **client** (the opener). While one is
+///   connected, another `open` is [`Error::ChannelBusy`]. A client's
+///   channel ends when the server closes or dies: its calls then fail with
+///   [`Error::Closed`] / [`Error::PeerDied`], and
+///   [`wait_closed`](Self::wait_closed) returns; open again to reconnect
+///   to a new server.
+///
+/// Both ends can call and both can handle calls. The handle is
+/// `Send + Sync + 'static`; share it between threads by reference or in
+/// an `Arc`.
+///
+/// Timeouts: [`request`](Self::request) takes its own. [`call`](Self::call),
+/// [`notify`](Self::notify), [`request_async`](Self::request_async) and the
+/// responses this end sends use the default timeout set on the builder
+/// ([`RpcBuilder::default_timeout`], 30 s) instead: the exception to the
+/// library's per-call timeouts, for the calls meant to be short to write.
+///
 /// ```
 /// use std::time::Duration;
-/// use tachyon::primitives::RpcBuffer;
+/// use tachyon::RpcBuffer;
 /// # let name = format!("doc-rpc-{}", std::process::id());
-/// let owner = RpcBuffer::create(&name)?;
-/// // Usually in another process:
-/// let opener = RpcBuffer::builder(&name)
+/// let server = RpcBuffer::builder(&name)
 ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(vec![msg[0] + msg[1]]))
-///     .open()?;
-/// let answer = owner.request(&[123, 10], Some(Duration::from_secs(5)))?;
-/// assert_eq!(answer, [133]);
-/// # drop(opener);
+///     .create()?;
+/// // Usually in other processes, one after another:
+/// for _ in 0..2 {
+///     let client = RpcBuffer::open(&name)?;
+///     assert_eq!(client.request(&[123, 10], Some(Duration::from_secs(5)))?, [133]);
+/// } // each client leaves here; the server takes the next one
+/// # drop(server);
 /// # Ok::<(), tachyon::Error>(())
 /// ```
 pub struct RpcBuffer {
@@ -326,11 +554,18 @@ pub struct RpcClient {
 }
 
 struct Inner {
+    name: String,
     ctl: Segment,
-    tx: CircularBuffer,
-    rx: CircularBuffer,
+    /// The current session: the server swaps in a fresh one when its
+    /// client leaves; a client has one for its life.
+    session: RwLock<Arc<Session>>,
+    /// The server's geometry, for the next session's rings.
+    geometry: (usize, usize),
     owner: bool,
     state: AtomicU8,
+    /// Signalled when `state` leaves `OPEN` (for `wait_closed`).
+    closed_lock: Mutex<()>,
+    closed_cond: Condvar,
     stop: AtomicBool,
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, Arc<Slot>>>,
@@ -352,6 +587,8 @@ struct Slot {
     cond: Condvar,
     deadline: Option<Instant>,
     started: Instant,
+    /// The session the request went out in: it fails when that ends.
+    session: u64,
 }
 
 #[derive(Default)]
@@ -383,39 +620,60 @@ impl RpcBuffer {
             name: name.to_owned(),
             node_count: 64,
             node_size: 4096,
+            set: (false, false),
             policy: WaitPolicy::default(),
             handler_threads: 2,
             default_timeout: DEFAULT_TIMEOUT,
             max_message: 64 << 20,
             handler: None,
             inline_handlers: false,
+            connect_timeout: Some(CONNECT_WAIT),
         }
     }
 
     /// Creates a channel with the default geometry (64 nodes of 4 KiB per
-    /// direction); this end is the owner.
+    /// direction); this end is its server. See [`RpcBuilder::create`].
+    ///
+    /// ```
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-create-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// assert!(server.is_owner());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn create(name: &str) -> Result<RpcBuffer> {
         Self::builder(name).create()
     }
 
-    /// Joins a channel as its opener.
+    /// Connects to a channel as its client. See [`RpcBuilder::open`].
+    ///
+    /// ```
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-open-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// assert!(!client.is_owner());
+    /// // One client at a time.
+    /// assert!(matches!(RpcBuffer::open(&name), Err(Error::ChannelBusy { .. })));
+    /// drop(client);
+    /// let next = RpcBuffer::open(&name)?; // the server takes the next one
+    /// # drop((next, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn open(name: &str) -> Result<RpcBuffer> {
         Self::builder(name).open()
     }
 
-    fn start(
-        b: RpcBuilder,
-        ctl: Segment,
-        tx: CircularBuffer,
-        rx: CircularBuffer,
-        owner: bool,
-    ) -> Result<Self> {
+    fn start(b: RpcBuilder, ctl: Segment, session: Arc<Session>, owner: bool) -> Result<Self> {
         let inner = Arc::new(Inner {
+            name: b.name.clone(),
             ctl,
-            tx,
-            rx,
+            session: RwLock::new(session),
+            geometry: (b.node_count, b.node_size),
             owner,
             state: AtomicU8::new(OPEN),
+            closed_lock: Mutex::new(()),
+            closed_cond: Condvar::new(),
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
@@ -439,29 +697,135 @@ impl RpcBuffer {
         let reader = match reader {
             Ok(r) => r,
             Err(e) => {
-                if !owner {
-                    // Not serving after all: let another opener come.
-                    if let Ok(t) = inner.ctl.get::<AtomicU32>(CTL_OPENER) {
-                        let me = inner.ctl.token().raw();
-                        let _ = t.compare_exchange(me, 0, Ordering::SeqCst, Ordering::SeqCst);
-                    }
-                }
+                // Not serving after all: close this end (a client's leaving
+                // lets the server take the next one).
+                inner.close();
                 return Err(Error::io("start the rpc reader thread", e));
             }
         };
         Ok(RpcBuffer { inner, reader: Some(reader) })
     }
 
-    /// Whether this end created the channel.
+    /// Whether this end created the channel: it is the server.
     pub fn is_owner(&self) -> bool {
         self.inner.owner
     }
 
-    /// Why the channel can no longer be used, if it cannot:
-    /// [`Error::Closed`] (the peer closed its end) or [`Error::PeerDied`].
-    /// Noticed within about 20 ms of the event.
+    /// On the server: whether a client is connected now. On a client:
+    /// whether its channel is still open.
+    ///
+    /// ```
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-connected-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// assert!(!server.is_connected());
+    /// let client = RpcBuffer::open(&name)?;
+    /// assert!(server.is_connected() && client.is_connected());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn is_connected(&self) -> bool {
+        let inner = &self.inner;
+        if inner.check_open().is_err() {
+            return false;
+        }
+        if !inner.owner {
+            return true;
+        }
+        let Ok(opener) = inner.ctl.get::<AtomicU32>(CTL_OPENER) else { return false };
+        let opener = opener.load(Ordering::SeqCst);
+        opener != 0
+            && inner.ctl.get::<AtomicU32>(CTL_OPENER_CLOSED).is_ok_and(|c| c.load(Ordering::SeqCst) != opener)
+            && Token::from_raw(opener).is_some_and(|t| !inner.ctl.is_dead(t))
+    }
+
+    /// Why this end can no longer be used, if it cannot: [`Error::Closed`]
+    /// (it was closed, or, on a client, the server closed) or
+    /// [`Error::PeerDied`] (on a client: the server's process died).
+    /// Noticed within about 20 ms of the event. A server stays open when
+    /// its client leaves: it waits for the next one.
     pub fn closed(&self) -> Option<Error> {
         self.inner.check_open().err()
+    }
+
+    /// Closes this end now, from any thread (also from a handler, through
+    /// [`RpcClient::close`]): pending and later calls fail with
+    /// [`Error::Closed`], [`serve`](Self::serve) and
+    /// [`wait_closed`](Self::wait_closed) return, and the peer notices
+    /// within about 20 ms. Closing the server ends the channel for its
+    /// client; closing a client lets the server take the next one.
+    /// Dropping the handle closes it too.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-close-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// server.close();
+    /// client.wait_closed(Some(Duration::from_secs(5)))?;
+    /// assert!(matches!(client.closed(), Some(tachyon::Error::Closed)));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Blocks the calling thread while this end serves, until it is
+    /// closed: on the server, by [`close`](Self::close) (from another
+    /// thread, or from a handler through [`RpcClient::close`]); on a
+    /// client, also when the server closes or dies. Requests are handled
+    /// on the handler threads all along; `serve` only waits. Clients come
+    /// and go meanwhile, one at a time.
+    ///
+    /// ```
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-serve-{}", std::process::id());
+    /// // A server whose "quit" request closes it.
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler_with_client(|me| {
+    ///         move |_id, msg: &[u8]| {
+    ///             if msg == b"quit" {
+    ///                 me.close();
+    ///             }
+    ///             Ok::<_, String>(msg.to_vec())
+    ///         }
+    ///     })
+    ///     .create()?;
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         // Usually another process.
+    ///         let client = RpcBuffer::open(&name)?;
+    ///         assert_eq!(client.call(b"hello")?, b"hello");
+    ///         let _ = client.call(b"quit"); // the answer may not make it
+    ///         Ok::<(), tachyon::Error>(())
+    ///     });
+    ///     server.serve()
+    /// })?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn serve(&self) -> Result<()> {
+        self.inner.wait_closed(None)
+    }
+
+    /// Waits up to `timeout` (`None`: for ever) until this end is closed:
+    /// on a client, typically until the server closes or dies (then
+    /// [`closed`](Self::closed) says which). [`Error::Timeout`] if it is
+    /// still open then.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-wait-closed-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let still_open = client.wait_closed(Some(Duration::from_millis(10)));
+    /// assert!(matches!(still_open, Err(Error::Timeout { .. })));
+    /// drop(server);
+    /// client.wait_closed(Some(Duration::from_secs(5)))?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn wait_closed(&self, timeout: Option<Duration>) -> Result<()> {
+        self.inner.wait_closed(timeout)
     }
 
     /// Sets (or replaces) the handler of the peer's requests and
@@ -560,20 +924,39 @@ impl RpcClient {
     pub fn notify(&self, msg: &[u8]) -> Result<()> {
         self.inner()?.notify(msg)
     }
+
+    /// See [`RpcBuffer::close`]: a handler can close its own end (a
+    /// "shutdown" request). Does nothing once the `RpcBuffer` is gone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-client-close-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler_with_client(|me| move |_id, _msg: &[u8]| {
+    ///         me.close(); // a "shutdown" request
+    ///         Ok::<_, String>(Vec::new())
+    ///     })
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let _ = client.call(b"shutdown"); // the answer may not make it
+    /// server.wait_closed(Some(Duration::from_secs(5)))?;
+    /// client.wait_closed(Some(Duration::from_secs(5)))?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        if let Ok(inner) = self.inner() {
+            inner.close();
+        }
+    }
 }
 
 impl Drop for RpcBuffer {
     fn drop(&mut self) {
-        let inner = &self.inner;
-        let flag = if inner.owner { CTL_OWNER_CLOSED } else { CTL_OPENER_CLOSED };
-        if let Ok(f) = inner.ctl.get::<AtomicU32>(flag) {
-            f.store(1, Ordering::SeqCst);
-        }
-        inner.stop.store(true, Ordering::SeqCst);
+        self.inner.close();
         if let Some(r) = self.reader.take() {
             let _ = r.join();
         }
-        inner.fail_all(CLOSED);
     }
 }
 
@@ -582,12 +965,49 @@ impl std::fmt::Debug for RpcBuffer {
         f.debug_struct("RpcBuffer")
             .field("name", &self.inner.ctl.name())
             .field("owner", &self.inner.owner)
-            .field("node_size", &self.inner.tx.node_size())
+            .field("node_size", &self.inner.geometry.1)
             .finish()
     }
 }
 
 impl Inner {
+    fn session(&self) -> Arc<Session> {
+        Arc::clone(&self.session.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Closes this end (see [`RpcBuffer::close`]); the reader thread stops
+    /// at its next look.
+    fn close(&self) {
+        if let Ok(f) =
+            self.ctl.get::<AtomicU32>(if self.owner { CTL_OWNER_CLOSED } else { CTL_OPENER_CLOSED })
+        {
+            // A client leaves its own token: the server tells it from a
+            // flag left by an earlier client.
+            f.store(if self.owner { 1 } else { self.ctl.token().raw() }, Ordering::SeqCst);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        self.fail_all(CLOSED);
+    }
+
+    fn wait_closed(&self, timeout: Option<Duration>) -> Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.state.load(Ordering::SeqCst) == OPEN {
+            let wait = match deadline {
+                None => TICK,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::timeout("the RPC channel to close", timeout));
+                    }
+                    left.min(TICK)
+                }
+            };
+            guard = self.closed_cond.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        Ok(())
+    }
+
     fn check_open(&self) -> Result<()> {
         match self.state.load(Ordering::SeqCst) {
             OPEN => Ok(()),
@@ -596,7 +1016,7 @@ impl Inner {
         }
     }
 
-    fn register(&self, deadline: Option<Instant>) -> (u64, Arc<Slot>) {
+    fn register(&self, deadline: Option<Instant>, session: u64) -> (u64, Arc<Slot>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
             ready: AtomicBool::new(false),
@@ -604,6 +1024,7 @@ impl Inner {
             cond: Condvar::new(),
             deadline,
             started: Instant::now(),
+            session,
         });
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(&slot));
         (id, slot)
@@ -630,8 +1051,9 @@ impl Inner {
         self.check_open()?;
         self.check_not_inline()?;
         let deadline = timeout.map(|t| Instant::now() + t);
-        let (id, slot) = self.register(deadline);
-        if let Err(e) = self.send(MsgType::Request, id, 0, msg, deadline) {
+        let session = self.session();
+        let (id, slot) = self.register(deadline, session.id);
+        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, deadline) {
             self.unregister(id);
             return Err(e);
         }
@@ -672,11 +1094,12 @@ impl Inner {
 
     fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
         let deadline = Some(Instant::now() + self.default_timeout);
-        let (id, slot) = self.register(deadline);
+        let session = self.session();
+        let (id, slot) = self.register(deadline, session.id);
         let sent = self
             .check_open()
             .and_then(|()| self.check_not_inline())
-            .and_then(|()| self.send(MsgType::Request, id, 0, msg, deadline));
+            .and_then(|()| self.send(&session, MsgType::Request, id, 0, msg, deadline));
         let error = match sent {
             Ok(()) => {
                 Stats::add(&self.stats.c.requests_sent, 1);
@@ -693,7 +1116,7 @@ impl Inner {
     fn notify(&self, msg: &[u8]) -> Result<()> {
         self.check_open()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.send(MsgType::Notify, id, 0, msg, Some(Instant::now() + self.default_timeout))?;
+        self.send(&self.session(), MsgType::Notify, id, 0, msg, Some(Instant::now() + self.default_timeout))?;
         Stats::add(&self.stats.c.notifications_sent, 1);
         Ok(())
     }
@@ -702,6 +1125,7 @@ impl Inner {
     /// promptly if the peer goes away.
     fn send(
         &self,
+        session: &Session,
         kind: MsgType,
         id: u64,
         response_to: u64,
@@ -716,7 +1140,7 @@ impl Inner {
             return Err(Error::MessageTooLarge { size: msg.len(), max, hint: RPC_TOO_LARGE });
         }
         let started = Instant::now();
-        let room = self.tx.node_size() - HEADER;
+        let room = session.tx.node_size() - HEADER;
         let count = packet_count(msg.len(), room);
         for (index, chunk) in
             (0..count).map(|i| (i, &msg[(i * room).min(msg.len())..((i + 1) * room).min(msg.len())]))
@@ -731,6 +1155,7 @@ impl Inner {
             };
             loop {
                 self.check_open()?;
+                session.check_open()?;
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 if left.is_some_and(|l| l.is_zero()) {
                     Stats::add(&self.stats.c.timeouts, 1);
@@ -740,7 +1165,7 @@ impl Inner {
                     ));
                 }
                 let slice = left.map_or(TICK, |l| l.min(TICK));
-                match self.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
+                match session.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
                     header.encode(&mut node[..HEADER]);
                     node[HEADER..].copy_from_slice(chunk);
                 }) {
@@ -758,24 +1183,25 @@ impl Inner {
     /// The reader thread: packets in, messages dispatched; every tick, the
     /// peer is checked and overdue requests expire.
     fn read_loop(self: Arc<Self>, max_message: usize) {
-        let mut asm = Reassembler::new(self.rx.node_size(), max_message);
+        let mut session = self.session();
+        let mut asm = Reassembler::new(session.rx.node_size(), max_message);
         let mut last_tick = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
-            let got = self.rx.read_with(Some(TICK), |packet| {
+            let got = session.rx.read_with(Some(TICK), |packet| {
                 Stats::add(&self.stats.c.packets_received, 1);
                 Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
                 asm.push(packet)
             });
             match got {
                 Ok(Assembled::Complete(h, payload)) => {
-                    if self.dispatch(h, payload) && self.policy != WaitPolicy::Futex {
+                    if self.dispatch(&session, h, payload) && self.policy != WaitPolicy::Futex {
                         // Someone was woken (a requester, a handler thread),
                         // likely on this core, and this thread would go on
                         // spinning on the ring: let it run now.
                         std::thread::yield_now();
                     }
                 }
-                Ok(Assembled::TooLarge(h)) => self.refuse(h, max_message),
+                Ok(Assembled::TooLarge(h)) => self.refuse(&session, h, max_message),
                 Ok(Assembled::Incomplete) | Err(Error::Timeout { .. }) => {}
                 Ok(Assembled::Dropped(_)) => Stats::add(&self.stats.c.corrupt_packets, 1),
                 Err(_) => {
@@ -788,7 +1214,12 @@ impl Inner {
             Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
-                self.tick();
+                if let Some(next) = self.tick(&session) {
+                    // A new client comes on fresh rings: nothing half-read
+                    // of the last one is kept.
+                    asm = Reassembler::new(next.rx.node_size(), max_message);
+                    session = next;
+                }
                 let stale = asm.expire(self.default_timeout * 2);
                 Stats::add(&self.stats.c.corrupt_packets, stale as u64);
             }
@@ -797,17 +1228,18 @@ impl Inner {
 
     /// A message longer than this end accepts: a request is answered with
     /// an error, a response fails its request; never silently dropped.
-    fn refuse(self: &Arc<Self>, h: Header, max: usize) {
+    fn refuse(self: &Arc<Self>, session: &Arc<Session>, h: Header, max: usize) {
         Stats::add(&self.stats.c.errors, 1);
         let too_large = Error::MessageTooLarge { size: h.total_len as usize, max, hint: RPC_TOO_LARGE };
         match h.kind {
             MsgType::Request => {
                 let inner = Arc::clone(self);
+                let session = Arc::clone(session);
                 let text = format!("request refused: {too_large}");
                 self.pool.submit(Box::new(move || {
                     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
                     let deadline = Some(Instant::now() + inner.default_timeout);
-                    let _ = inner.send(MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
+                    let _ = inner.send(&session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
                 }));
             }
             MsgType::Response | MsgType::Error => {
@@ -822,18 +1254,19 @@ impl Inner {
 
     /// Hands a message to its handler or its requester; true if that woke
     /// another thread.
-    fn dispatch(self: &Arc<Self>, h: Header, payload: Vec<u8>) -> bool {
+    fn dispatch(self: &Arc<Self>, session: &Arc<Session>, h: Header, payload: Vec<u8>) -> bool {
         match h.kind {
             MsgType::Request | MsgType::Notify if self.inline_handlers => {
                 let me = Arc::as_ptr(self) as usize;
                 let outer = INLINE_HANDLER_OF.with(|c| c.replace(me));
-                self.handle(h, payload);
+                self.handle(session, h, payload);
                 INLINE_HANDLER_OF.with(|c| c.set(outer));
                 false
             }
             MsgType::Request | MsgType::Notify => {
                 let inner = Arc::clone(self);
-                self.pool.submit(Box::new(move || inner.handle(h, payload)));
+                let session = Arc::clone(session);
+                self.pool.submit(Box::new(move || inner.handle(&session, h, payload)));
                 true
             }
             MsgType::Response | MsgType::Error => {
@@ -857,8 +1290,9 @@ impl Inner {
     }
 
     /// Runs the handler for a request or notification (on a pool thread)
-    /// and sends the response.
-    fn handle(&self, h: Header, payload: Vec<u8>) {
+    /// and sends the response, in the session the request came in: if
+    /// that client has left meanwhile, the response goes nowhere.
+    fn handle(&self, session: &Session, h: Header, payload: Vec<u8>) {
         let handler = self.handler.read().unwrap_or_else(|p| p.into_inner()).clone();
         let result = match handler {
             None => Err("no handler: the other end has not set one".to_owned()),
@@ -885,29 +1319,22 @@ impl Inner {
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let deadline = Some(Instant::now() + self.default_timeout);
-        match self.send(kind, id, h.msg_id, &body, deadline) {
+        match self.send(session, kind, id, h.msg_id, &body, deadline) {
             Ok(()) => Stats::add(&self.stats.c.responses_sent, 1),
             Err(Error::MessageTooLarge { size, max, .. }) => {
                 // Tell the caller rather than leave it waiting.
                 let text = format!("response of {size} bytes exceeds the maximum message size {max}");
-                let _ = self.send(MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
+                let _ = self.send(session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
             }
             Err(_) => {}
         }
     }
 
-    /// Checks the peer and expires overdue requests.
-    fn tick(&self) {
-        let (token, closed) =
-            if self.owner { (CTL_OPENER, CTL_OPENER_CLOSED) } else { (CTL_OWNER, CTL_OWNER_CLOSED) };
-        if self.ctl.get::<AtomicU32>(closed).is_ok_and(|f| f.load(Ordering::SeqCst) != 0) {
-            self.fail_all(CLOSED);
-        } else if let Ok(t) = self.ctl.get::<AtomicU32>(token) {
-            let raw = t.load(Ordering::SeqCst);
-            if raw != 0 && Token::from_raw(raw).is_none_or(|t| self.ctl.is_dead(t)) {
-                self.fail_all(PEER_DIED);
-            }
-        }
+    /// Checks the peer and expires overdue requests. On the server, when
+    /// the client has left, ends its session and returns the fresh one
+    /// for the next client.
+    fn tick(&self, session: &Arc<Session>) -> Option<Arc<Session>> {
+        let next = if self.owner { self.check_client(session) } else { self.check_server() };
         let now = Instant::now();
         let overdue: Vec<Arc<Slot>> = {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -925,19 +1352,93 @@ impl Inner {
                 slot.deadline.map(|d| d.saturating_duration_since(slot.started)),
             )));
         }
+        next
     }
 
-    /// Marks the channel closed (or its peer dead) and fails every pending
+    /// A client's check of its server: closed, dead, or no longer ours.
+    fn check_server(&self) -> Option<Arc<Session>> {
+        let word = |off| self.ctl.get::<AtomicU32>(off).map_or(0, |w| w.load(Ordering::SeqCst));
+        if word(CTL_OWNER_CLOSED) != 0 || word(CTL_OPENER) != self.ctl.token().raw() {
+            self.fail_all(CLOSED);
+        } else if Token::from_raw(word(CTL_OWNER)).is_none_or(|t| self.ctl.is_dead(t)) {
+            self.fail_all(PEER_DIED);
+        }
+        None
+    }
+
+    /// The server's check of its client: once it left (closed its end, or
+    /// its process died), its session ends (its requests fail, its late
+    /// responses go nowhere) and fresh rings wait for the next client.
+    fn check_client(&self, session: &Arc<Session>) -> Option<Arc<Session>> {
+        let (Ok(opener), Ok(opener_closed)) =
+            (self.ctl.get::<AtomicU32>(CTL_OPENER), self.ctl.get::<AtomicU32>(CTL_OPENER_CLOSED))
+        else {
+            return None;
+        };
+        let client = opener.load(Ordering::SeqCst);
+        if client == 0 {
+            return None;
+        }
+        let why = if opener_closed.load(Ordering::SeqCst) == client {
+            CLOSED
+        } else if Token::from_raw(client).is_none_or(|t| self.ctl.is_dead(t)) {
+            PEER_DIED
+        } else {
+            return None;
+        };
+        // The session is over: sends into it stop, its requests fail.
+        let _ = session.over.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
+        self.fail_session(session.id, why);
+        let (count, size) = self.geometry;
+        let next = match new_session(&self.name, count, size, self.policy) {
+            Ok(next) => next,
+            // No room for new rings now (the client stays "connected", so
+            // no one else can come): try again at the next tick.
+            Err(_) => {
+                Stats::add(&self.stats.c.errors, 1);
+                return None;
+            }
+        };
+        *self.session.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&next);
+        // SYNC: the next client reads the session id after it took the
+        // opener word, which is cleared last.
+        if let Ok(id) = self.ctl.get::<AtomicU64>(CTL_SESSION) {
+            id.store(next.id, Ordering::SeqCst);
+        }
+        if let Ok(max) = self.ctl.get::<AtomicU64>(CTL_OPENER_MAX) {
+            max.store(0, Ordering::SeqCst);
+        }
+        opener_closed.store(0, Ordering::SeqCst);
+        opener.store(0, Ordering::SeqCst);
+        Some(next)
+    }
+
+    /// Fails the requests sent in session `id` (its client left).
+    fn fail_session(&self, id: u64, why: u8) {
+        let gone: Vec<Arc<Slot>> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let ids: Vec<u64> = pending.iter().filter(|(_, s)| s.session == id).map(|(id, _)| *id).collect();
+            ids.iter().filter_map(|id| pending.remove(id)).collect()
+        };
+        for slot in gone {
+            slot.complete(Err(if why == PEER_DIED { Error::PeerDied } else { Error::Closed }));
+        }
+    }
+
+    /// Marks this end closed (or its server dead) and fails every pending
     /// request with that.
     fn fail_all(&self, why: u8) {
         let _ = self.state.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
-        let err =
-            || if self.state.load(Ordering::SeqCst) == PEER_DIED { Error::PeerDied } else { Error::Closed };
+        let why = self.state.load(Ordering::SeqCst);
+        let _ = self.session().over.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
+        let err = || if why == PEER_DIED { Error::PeerDied } else { Error::Closed };
         let all: Vec<Arc<Slot>> =
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, s)| s).collect();
         for slot in all {
             slot.complete(Err(err()));
         }
+        let _guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.closed_cond.notify_all();
     }
 }
 

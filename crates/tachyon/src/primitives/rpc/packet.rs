@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Bytes of header in front of every packet.
 pub const HEADER: usize = 32;
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
