@@ -4,7 +4,7 @@
 //!   `loom`'s under `--cfg tachyon_loom`);
 //! * [`futex`]: process-shared futex wait and wake;
 //! * [`process`]: the identity of a process (pid and start time);
-//! * [`fs`]: files in the shared-memory directory, mappings and the OFD
+//! * `fs`: files in the shared-memory directory, mappings and the OFD
 //!   byte-range locks that tell whether an attacher is alive;
 //! * `fault`: fault injection points for the crash tests (debug builds);
 //! * `trace`: `tracing` events behind the `tracing` feature.
