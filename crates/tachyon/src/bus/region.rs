@@ -592,7 +592,13 @@ impl Region {
 
     /// Beats now and then: every 256 calls (one relaxed add otherwise).
     pub(crate) fn beat_sometimes(&self) {
-        if self.core.ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+        // A load and a store, not a read-modify-write: this is on every
+        // loan and receive, and an increment lost to another thread of this
+        // process only moves the next beat a little (waits beat anyway).
+        let ops = &self.core.ops;
+        let n = ops.load(std::sync::atomic::Ordering::Relaxed);
+        ops.store(n.wrapping_add(1), std::sync::atomic::Ordering::Relaxed);
+        if n % 256 == 0 {
             self.heartbeat();
         }
     }
@@ -774,10 +780,15 @@ impl Region {
     /// Pointer to the data of chunk `chunk` of class `class` (checked by
     /// the caller with `class_of`).
     pub(crate) fn chunk_ptr(&self, class: usize, chunk: u32) -> *mut u8 {
-        let i = chunk as usize - self.core.layout.class_first[class];
-        debug_assert!(i < self.core.layout.class_count[class]);
-        // SAFETY: `class_data[class] + (i + 1) * size <= seg.size()` (checked
-        // at create/open), so the chunk lies inside the data area.
+        // The callers pass indices the pool handed out or `class_of`
+        // checked; a wrong one is a bug here, stopped before any access.
+        let i = (chunk as usize)
+            .checked_sub(self.core.layout.class_first[class])
+            .filter(|&i| i < self.core.layout.class_count[class])
+            .expect("chunk index inside its class");
+        // SAFETY: `i < class_count[class]` (just checked) and
+        // `class_data[class] + class_count[class] * size <= seg.size()`
+        // (checked at create/open), so the chunk lies inside the data area.
         unsafe { self.core.seg.as_ptr().add(self.core.layout.class_data[class] + i * CLASS_SIZES[class]) }
     }
 

@@ -400,6 +400,8 @@ unsafe impl Sync for TopicCore {}
 struct Chunk {
     class: usize,
     index: u32,
+    /// Its first byte, inside the region's mapping.
+    data: NonNull<u8>,
 }
 
 impl Topic {
@@ -543,7 +545,7 @@ impl Topic {
         // The pool hands the chunk over already LOANED to this process.
         let (class, index) = self.region().alloc(size, timeout)?;
         self.region().beat_sometimes();
-        Ok(Chunk { class, index })
+        Ok(self.chunk(class, index))
     }
 
     /// Borrows a writable chunk of at least `size` bytes from the pool,
@@ -654,6 +656,13 @@ impl Topic {
         self.send(bytemuck::bytes_of(value), key, timeout)
     }
 
+    /// Chunk `index` of class `class` (checked by the pool or by the
+    /// descriptor's validation).
+    fn chunk(&self, class: usize, index: u32) -> Chunk {
+        let data = NonNull::new(self.region().chunk_ptr(class, index)).expect("a chunk inside the mapping");
+        Chunk { class, index, data }
+    }
+
     /// The first `len` bytes of `chunk`, writable.
     ///
     /// # Safety
@@ -663,9 +672,9 @@ impl Topic {
     #[allow(clippy::mut_from_ref)]
     unsafe fn chunk_mut(&self, chunk: Chunk, len: usize) -> &mut [u8] {
         assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
-        // SAFETY: the caller's contract; `chunk_ptr` points at the chunk's
+        // SAFETY: the caller's contract; `chunk.data` points at the chunk's
         // `CLASS_SIZES[class]` bytes inside the mapping `self` keeps.
-        unsafe { std::slice::from_raw_parts_mut(self.region().chunk_ptr(chunk.class, chunk.index), len) }
+        unsafe { std::slice::from_raw_parts_mut(chunk.data.as_ptr(), len) }
     }
 
     /// The first `len` bytes of `chunk`, read-only.
@@ -676,7 +685,7 @@ impl Topic {
     unsafe fn chunk_ref(&self, chunk: Chunk, len: usize) -> &[u8] {
         assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
         // SAFETY: the caller's contract; as in `chunk_mut`.
-        unsafe { std::slice::from_raw_parts(self.region().chunk_ptr(chunk.class, chunk.index), len) }
+        unsafe { std::slice::from_raw_parts(chunk.data.as_ptr(), len) }
     }
 
     /// Publishes the first `len` bytes of a chunk this process holds
@@ -786,7 +795,7 @@ impl Topic {
         }
         self.entry().received.fetch_add(1, Ordering::Relaxed);
         self.region().beat_sometimes();
-        Ok((Chunk { class, index }, len))
+        Ok((self.chunk(class, index), len))
     }
 
     /// Validates a descriptor (read from a cell this process has claimed)
@@ -1039,6 +1048,14 @@ impl Drop for Loan {
     }
 }
 
+// SAFETY: a loan's chunk is LOANED by this process to this value alone
+// (nobody else reads or writes its bytes until it is published or
+// dropped), and `topic` keeps the mapping `chunk.data` points into alive;
+// moving it to another thread moves that exclusive access with it.
+unsafe impl Send for Loan {}
+// SAFETY: `&Loan` gives only `&[u8]` of the chunk (writing needs `&mut`).
+unsafe impl Sync for Loan {}
+
 /// A loan holding one `T`, built in place (see [`Topic::loan_value`]).
 /// Dereferences to `&mut T`.
 pub struct ValueLoan<T> {
@@ -1115,6 +1132,13 @@ impl Message {
         &self.topic
     }
 }
+
+// SAFETY: a message's chunk is HELD by this process for this value alone
+// and nobody writes it until it is released; `topic` keeps the mapping
+// `chunk.data` points into alive. Only `&[u8]` is ever handed out.
+unsafe impl Send for Message {}
+// SAFETY: as for `Send`: shared access is read-only.
+unsafe impl Sync for Message {}
 
 impl Deref for Message {
     type Target = [u8];
