@@ -3,7 +3,7 @@
 //!
 //! Call sites write one line, with no `#[cfg]`:
 //!
-//! ```ignore
+//! ```text
 //! trace::event!(warn, "tachyon::corrupt", what = %what, "shared memory is corrupt");
 //! ```
 //!
