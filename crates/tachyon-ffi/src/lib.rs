@@ -30,3 +30,12 @@ pub use error::{ty_last_error, ty_status_t, ty_strerror};
 pub extern "C" fn ty_version() -> *const std::ffi::c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
+
+/// Panics inside the boundary and returns what the boundary made of it
+/// (`TY_EINTERNAL`): for the library's own tests of panic catching. Not in
+/// the header.
+#[doc(hidden)]
+#[no_mangle]
+pub extern "C" fn ty__test_panic() -> std::ffi::c_int {
+    error::guard(|| panic!("ty__test_panic: a panic inside the library, as a test asked"))
+}

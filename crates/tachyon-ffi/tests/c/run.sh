@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The C tests of libtachyon: build the library (debug) and the Rust peer,
+# compile every C test and example with -std=c11 -Wall -Wextra -Werror,
+# run them (each bounded by a timeout), then again the C tests built with
+# -fsanitize=address,undefined. Prints one line per test and a closing
+# "N passed, M failed"; exits non-zero if anything failed. Nothing is
+# skipped: a missing compiler is a failure.
+#
+#   bash crates/tachyon-ffi/tests/c/run.sh        (from anywhere; .ci/test runs it)
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../../.." && pwd)"
+cd "$root"
+target="${CARGO_TARGET_DIR:-$root/target}"
+lib="$target/debug"
+out="$target/c-tests"
+mkdir -p "$out/plain" "$out/asan"
+export RUST_BACKTRACE=0
+# Unique names per run, so that runs (and other users of /dev/shm) never meet.
+tag="ct$$"
+
+passed=0
+failed=0
+failures=()
+ok() { passed=$((passed + 1)); echo "ok    $1"; }
+bad() {
+    failed=$((failed + 1)); failures+=("$1"); echo "FAIL  $1"
+    [ -f "$2" ] && sed 's/^/      | /' "$2" | tail -40
+}
+
+echo "-- building libtachyon and the Rust peer (cargo build -p tachyon-ffi, debug)"
+if ! cargo build -q -p tachyon-ffi --lib --example rust_peer; then
+    bad "cargo build -p tachyon-ffi" /dev/null
+    echo "$passed passed, $failed failed"; exit 1
+fi
+peer="$lib/examples/rust_peer"
+
+# compile VARIANT NAME SOURCE [extra cc flags...]
+compile() {
+    local variant=$1 name=$2 src=$3; shift 3
+    local log="$out/$variant/$name.build.log"
+    if ${CC:-cc} -std=c11 -Wall -Wextra -Werror -O1 -g -I "$root/include" -I "$here" "$@" \
+        -o "$out/$variant/$name" "$src" -L "$lib" -ltachyon -lpthread -lm -Wl,-rpath,"$lib" >"$log" 2>&1; then
+        return 0
+    fi
+    bad "compile $variant/$name" "$log"; return 1
+}
+
+# run LABEL CMD... : one process, bounded.
+run() {
+    local label=$1; shift
+    local log="$out/${label//[^a-zA-Z0-9_.-]/_}.log"
+    if timeout 120 "$@" >"$log" 2>&1; then ok "$label"; else bad "$label (exit $?)" "$log"; fi
+}
+
+# pair LABEL "CMD1" "CMD2" : two processes at once, both must succeed.
+pair() {
+    local label=$1 log="$out/${1//[^a-zA-Z0-9_.-]/_}.log"
+    ( timeout 120 $2 & a=$!; timeout 120 $3; b=$?; wait $a; a=$?; [ $a -eq 0 ] && [ $b -eq 0 ] ) >"$log" 2>&1 \
+        && ok "$label" || bad "$label" "$log"
+}
+
+# suite VARIANT: the C tests of one build.
+suite() {
+    local v=$1 d="$out/$1"
+    [ -x "$d/api" ] && run "$v: api (NULL is TY_EINVAL, panics caught, every form)" "$d/api"
+    [ -x "$d/fork" ] && run "$v: fork (producer child, SIGKILLed loan holder and consumers, recovery)" "$d/fork"
+    if [ -x "$d/readme" ]; then
+        local n="$tag-$v-seq"
+        run "$v: README snippet, producer exits first (2000 orders)" \
+            sh -c "'$d/readme' produce $n 2000 && '$d/readme' consume $n 2000 && '$d/readme' remove $n"
+        n="$tag-$v-conc"
+        pair "$v: README snippet, producer and consumer at once (100000 orders, rings hold 8192)" \
+            "$d/readme consume $n 100000" "$d/readme produce $n 100000"
+        run "$v: ty_region_remove leaves nothing in /dev/shm" "$d/readme" remove "$n"
+    fi
+}
+
+tests=(api fork readme)
+examples=(hello_ipc pingpong multi_partition key_ordering crash_recovery ring rpc)
+
+echo "-- C tests and examples (cc -std=c11 -Wall -Wextra -Werror)"
+for t in "${tests[@]}"; do compile plain "$t" "$here/$t.c"; done
+for e in "${examples[@]}"; do
+    [ -f "$root/examples/c/$e.c" ] && compile plain "$e" "$root/examples/c/$e.c"
+done
+suite plain
+
+echo "-- C <-> Rust on one region"
+d="$out/plain"
+if [ -x "$d/readme" ]; then
+    n="$tag-c2r"
+    pair "C producer -> Rust consumer (50000 orders, at once)" "$peer consume $n 50000" "$d/readme produce $n 50000"
+    run "  region removed" "$d/readme" remove "$n"
+    n="$tag-r2c"
+    run "Rust producer -> C consumer (5000 orders, producer exits first)" \
+        sh -c "'$peer' produce $n 5000 && '$d/readme' consume $n 5000"
+    run "  region removed" "$d/readme" remove "$n"
+fi
+
+echo "-- C examples"
+for e in "${examples[@]}"; do
+    if [ ! -f "$root/examples/c/$e.c" ]; then bad "example $e.c is missing" /dev/null; continue; fi
+    [ -x "$d/$e" ] || continue
+    case $e in
+        pingpong) run "example pingpong 256 2000" "$d/pingpong" 256 2000 ;;
+        *) run "example $e" "$d/$e" ;;
+    esac
+done
+
+echo "-- the C tests again, with -fsanitize=address,undefined"
+for t in "${tests[@]}"; do
+    compile asan "$t" "$here/$t.c" -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+done
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86:fast_unwind_on_malloc=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+suite asan
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+echo
+for f in "${failures[@]}"; do echo "failed: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
