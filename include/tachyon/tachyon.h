@@ -45,6 +45,9 @@
 /* The handles are opaque. */
 typedef struct ty_region_t ty_region_t;
 typedef struct ty_topic_t ty_topic_t;
+typedef struct ty_ring_t ty_ring_t;
+typedef struct ty_buffer_t ty_buffer_t;
+typedef struct ty_rpc_t ty_rpc_t;
 
 
 // Size classes of the payload pool (64 B, 256 B, 1 KiB, 4 KiB, 16 KiB,
@@ -136,6 +139,9 @@ typedef enum ty_status_t {
   // version of the C library does not know; `ty_last_error` says more.
   TY_EINTERNAL = -20,
 } ty_status_t;
+
+// The response a handler builds (opaque): set it with `ty_rpc_reply`.
+typedef struct ty_rpc_reply_t ty_rpc_reply_t;
 
 // How a region is built: a plain value. Start from a copy of
 // `ty_region_conf_default` and change fields:
@@ -266,6 +272,19 @@ typedef struct ty_msg_t {
   // Opaque: the library's reference to the message. 0 once released.
   uint64_t handle;
 } ty_msg_t;
+
+// A handler of the peer's requests: gets `user` (as given to
+// `ty_rpc_create` / `ty_rpc_open`), the request's `len` bytes at `req`
+// (valid during the call only) and a reply to fill with `ty_rpc_reply`
+// (left empty: an empty response). Returns 0, or any other value to fail
+// the request: the caller's `ty_rpc_request` then returns `TY_EREMOTE`.
+//
+// It runs on the library's handler threads, possibly on several at once:
+// it must be thread-safe, and so must what `user` points to.
+typedef int (*ty_rpc_handler_fn)(void *user,
+                                 const void *req,
+                                 size_t len,
+                                 struct ty_rpc_reply_t *reply);
 
 #ifdef __cplusplus
 extern "C" {
@@ -585,6 +604,191 @@ const char *ty_strerror(int code);
 // failing call on the same thread; copy it to keep it. Successful calls
 // leave it unchanged. Thread-safe (one message per thread).
 const char *ty_last_error(void);
+
+// Creates the ring `name` of `node_count` nodes (a power of two, 2 or
+// more) of `node_size` bytes each (the largest item). The ring is removed
+// when the last process closes it.
+//
+// On success `*out` is a new handle, for `ty_ring_close`; NULL on failure.
+// Errors: `TY_EINVAL` (NULL, bad name or geometry), `TY_EEXIST`,
+// `TY_ENOSPC`, `TY_EPERM`, `TY_EIO`. Thread-safe.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `out` NULL or writable.
+int ty_ring_create(const char *name, size_t node_count, size_t node_size, ty_ring_t **out);
+
+// Opens the existing ring `name`.
+//
+// Errors: `TY_EINVAL`, `TY_ENOENT`, `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`.
+// Otherwise as `ty_ring_create`.
+//
+// # Safety
+// As `ty_ring_create`.
+int ty_ring_open(const char *name, ty_ring_t **out);
+
+// Writes one item of `len` bytes (at most the node size) into the ring,
+// waiting at most `timeout_ns` for a free node (-1 for ever, 0 not at
+// all).
+//
+// Errors: `TY_EINVAL`, `TY_EMSGSIZE` (longer than a node; nothing is
+// cut), `TY_ETIMEDOUT` (the ring stayed full). Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle; `data` NULL (with `len` 0) or
+// readable for `len` bytes.
+int ty_ring_write(const ty_ring_t *ring, const void *data, size_t len, int64_t timeout_ns);
+
+// Reads the next item into `buf` (of `cap` bytes), waiting at most
+// `timeout_ns` for one (-1 for ever, 0 not at all); `*len` gets its
+// length. Each item goes to one reader.
+//
+// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty),
+// `TY_EMSGSIZE` / `TY_ENOBUFS` (the item is longer than `cap`; it stays
+// in the ring: pass a buffer of `ty_ring_node_size` bytes). Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle; `buf` NULL (with `cap` 0) or
+// writable for `cap` bytes; `len` NULL or writable.
+int ty_ring_read(const ty_ring_t *ring, void *buf, size_t cap, size_t *len, int64_t timeout_ns);
+
+// The ring's node size (the largest item), or 0 for an invalid handle.
+// Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle.
+size_t ty_ring_node_size(const ty_ring_t *ring);
+
+// Closes a ring handle; the last close in any process removes the ring.
+// NULL is ignored. Must be the last call on `ring`.
+//
+// # Safety
+// `ring` is NULL or a live ring handle, not used afterwards.
+void ty_ring_close(ty_ring_t *ring);
+
+// Creates the byte buffer `name` of `size` bytes, zeroed. It is removed
+// when the last process closes it.
+//
+// On success `*out` is a new handle, for `ty_buffer_close`; NULL on
+// failure. Errors: `TY_EINVAL`, `TY_EEXIST`, `TY_ENOSPC`, `TY_EPERM`,
+// `TY_EIO`. Thread-safe.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `out` NULL or writable.
+int ty_buffer_create(const char *name, size_t size, ty_buffer_t **out);
+
+// Opens the existing byte buffer `name`. Errors: `TY_EINVAL`, `TY_ENOENT`,
+// `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`. Otherwise as `ty_buffer_create`.
+//
+// # Safety
+// As `ty_buffer_create`.
+int ty_buffer_open(const char *name, ty_buffer_t **out);
+
+// Copies `len` bytes from `data` into the buffer at `offset`, under the
+// buffer's write lock (readers see all of it or none).
+//
+// Errors: `TY_EINVAL` (NULL, or the range does not fit: nothing written),
+// `TY_ETIMEDOUT` (the lock stayed taken). Thread-safe.
+//
+// # Safety
+// `buf` is NULL or a live buffer handle; `data` NULL (with `len` 0) or
+// readable for `len` bytes.
+int ty_buffer_write(const ty_buffer_t *buf, size_t offset, const void *data, size_t len);
+
+// Copies `len` bytes of the buffer at `offset` into `out`, under the
+// buffer's read lock.
+//
+// Errors: `TY_EINVAL` (NULL, or the range does not fit), `TY_ETIMEDOUT`.
+// Thread-safe.
+//
+// # Safety
+// `buf` is NULL or a live buffer handle; `out` NULL (with `len` 0) or
+// writable for `len` bytes.
+int ty_buffer_read(const ty_buffer_t *buf, size_t offset, void *out, size_t len);
+
+// The buffer's size in bytes, or 0 for an invalid handle. Thread-safe.
+//
+// # Safety
+// `buf` is NULL or a live buffer handle.
+size_t ty_buffer_size(const ty_buffer_t *buf);
+
+// Closes a buffer handle; the last close in any process removes the
+// buffer. NULL is ignored. Must be the last call on `buf`.
+//
+// # Safety
+// `buf` is NULL or a live buffer handle, not used afterwards.
+void ty_buffer_close(ty_buffer_t *buf);
+
+// Creates the RPC channel `name`; this end is its owner. `handler` (may be
+// NULL: this end then answers no requests, they fail with `TY_EREMOTE`)
+// answers the requests of the other end, with `user` passed through. The
+// channel is removed when both ends have closed.
+//
+// On success `*out` is a new handle, for `ty_rpc_close`; NULL on failure.
+// Errors: `TY_EINVAL`, `TY_EEXIST`, `TY_ENOSPC`, `TY_EPERM`, `TY_EIO`.
+// Thread-safe.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `handler` NULL or a function
+// as `ty_rpc_handler_fn` says, valid (with `user`) until `ty_rpc_close`
+// returns; `out` NULL or writable.
+int ty_rpc_create(const char *name, ty_rpc_handler_fn handler, void *user, ty_rpc_t **out);
+
+// Joins the RPC channel `name` as its client (one at a time: `TY_EBUSY`
+// if another is connected). Otherwise as `ty_rpc_create`; `TY_ENOENT` if
+// no such channel exists.
+//
+// # Safety
+// As `ty_rpc_create`.
+int ty_rpc_open(const char *name, ty_rpc_handler_fn handler, void *user, ty_rpc_t **out);
+
+// Sets the response a handler returns to `len` bytes copied from `data`
+// (replacing any set before). Only valid inside the handler, on the reply
+// it was given.
+//
+// Errors: `TY_EINVAL` (NULL). Thread-safe (each reply is the handler's
+// own).
+//
+// # Safety
+// `reply` is NULL or the reply the running handler was given; `data` NULL
+// (with `len` 0) or readable for `len` bytes.
+int ty_rpc_reply(struct ty_rpc_reply_t *reply, const void *data, size_t len);
+
+// Sends a request of `len` bytes to the other end and waits at most
+// `timeout_ns` (-1 for ever) for its handler's response. On success
+// `*resp` points to the `*resp_len` response bytes, allocated by the
+// library: free them with `ty_rpc_free(*resp, *resp_len)` (a response of
+// 0 bytes is NULL and needs no free).
+//
+// Errors: `TY_EINVAL`, `TY_ETIMEDOUT`, `TY_EREMOTE` (the handler failed
+// or there is none; `ty_last_error` has its text), `TY_ECLOSED`,
+// `TY_EPEERDIED`, `TY_EMSGSIZE`. Thread-safe: several threads may have
+// requests in flight on one handle.
+//
+// # Safety
+// `rpc` is NULL or a live handle; `req` NULL (with `len` 0) or readable
+// for `len` bytes; `resp` and `resp_len` NULL or writable.
+int ty_rpc_request(const ty_rpc_t *rpc,
+                   const void *req,
+                   size_t len,
+                   void **resp,
+                   size_t *resp_len,
+                   int64_t timeout_ns);
+
+// Frees a response from `ty_rpc_request`: `resp` and the `len` it gave.
+// NULL is ignored. Thread-safe.
+//
+// # Safety
+// `resp` is NULL or a response from `ty_rpc_request` with its length,
+// not freed before.
+void ty_rpc_free(void *resp, size_t len);
+
+// Closes an RPC end: waits for its handler calls to finish; requests in
+// flight fail with `TY_ECLOSED`; the other end sees `TY_ECLOSED`. NULL is
+// ignored. Must be the last call on `rpc`, and not made from its handler.
+//
+// # Safety
+// `rpc` is NULL or a live handle, not used afterwards.
+void ty_rpc_close(ty_rpc_t *rpc);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -64,6 +64,7 @@ pair() {
 suite() {
     local v=$1 d="$out/$1"
     [ -x "$d/api" ] && run "$v: api (NULL is TY_EINVAL, panics caught, every form)" "$d/api"
+    [ -x "$d/prim" ] && run "$v: prim (ring, buffer, rpc with a C handler)" "$d/prim"
     [ -x "$d/fork" ] && run "$v: fork (producer child, SIGKILLed loan holder and consumers, recovery)" "$d/fork"
     if [ -x "$d/readme" ]; then
         local n="$tag-$v-seq"
@@ -76,7 +77,7 @@ suite() {
     fi
 }
 
-tests=(api fork readme)
+tests=(api prim fork readme)
 examples=(hello_ipc pingpong multi_partition key_ordering crash_recovery ring rpc)
 
 echo "-- C tests and examples (cc -std=c11 -Wall -Wextra -Werror)"
