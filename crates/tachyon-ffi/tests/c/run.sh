@@ -135,6 +135,32 @@ examples_run() {
 echo "-- C examples"
 examples_run plain
 
+echo "-- built and installed like a C library (cmake, pkg-config, find_package)"
+if ! command -v cmake >/dev/null 2>&1; then
+    bad "cmake is not installed (.ci/test installs it: apt-get install cmake)" /dev/null
+else
+    prefix="$out/prefix"
+    rm -rf "$out/cmake" "$out/consumer" "$prefix"
+    run "cmake -B build && cmake --build build (libtachyon + the C examples) && cmake --install build" sh -c "
+        cmake -S '$root' -B '$out/cmake' -DCMAKE_BUILD_TYPE=Debug -DCMAKE_INSTALL_PREFIX='$prefix' &&
+        cmake --build '$out/cmake' -j 2 && cmake --install '$out/cmake' &&
+        '$out/cmake/hello_ipc' &&
+        for f in include/tachyon/tachyon.h lib/libtachyon.so lib/libtachyon.a lib/pkgconfig/tachyon.pc \
+                 lib/cmake/tachyon/tachyonConfig.cmake lib/cmake/tachyon/tachyonConfigVersion.cmake; do
+            test -f '$prefix'/\$f || { echo \"not installed: \$f\"; exit 1; }
+        done"
+    pc="env PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config"
+    run "pkg-config tachyon: a program built against the installed libtachyon.so and libtachyon.a" sh -c "
+        cc -std=c11 -Wall -Wextra -Werror -o '$out/consumer-pc' '$here/consumer/main.c' \$($pc --cflags --libs tachyon) \
+            -Wl,-rpath,'$prefix/lib' && '$out/consumer-pc' &&
+        cc -std=c11 -Wall -Wextra -Werror -o '$out/consumer-pc-static' '$here/consumer/main.c' \$($pc --cflags tachyon) \
+            '$prefix/lib/libtachyon.a' \$($pc --static --libs-only-l tachyon | sed 's/-ltachyon//') &&
+        '$out/consumer-pc-static'"
+    run "find_package(tachyon): tachyon::tachyon and tachyon::tachyon_static" sh -c "
+        cmake -S '$here/consumer' -B '$out/consumer' -DCMAKE_PREFIX_PATH='$prefix' &&
+        cmake --build '$out/consumer' && '$out/consumer/consumer_shared' && '$out/consumer/consumer_static'"
+fi
+
 echo "-- the C tests and examples again, with -fsanitize=address,undefined"
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 for t in "${tests[@]}"; do compile asan "$t" "$here/$t.c" "${san[@]}"; done
