@@ -30,11 +30,17 @@
  * - Threads: every function may be called from any thread, concurrently
  *   with others on the same handle, except ty_*_close, which must be the
  *   last call on its handle.
+ * - fork: handles are not inherited. A child opens the region (ring,
+ *   buffer, ...) again by name and uses only its own handles; fork before
+ *   creating RPC ends (they run threads).
+ * - Signals do not interrupt a waiting call: wait with a timeout in a loop
+ *   that checks your own stop flag.
  * - Persistence: bus regions outlive the processes that use them
  *   (ty_region_remove deletes one); rings, buffers and RPC channels are
  *   removed when the last process closes them.
- * - Link with -ltachyon (libtachyon.so or libtachyon.a; the static library
- *   needs -lpthread -ldl -lm too, see tachyon.pc).
+ * - Link with -ltachyon (libtachyon.so), or libtachyon.a plus
+ *   -lgcc_s -lutil -lrt -lpthread -lm -ldl (`pkg-config --static --libs
+ *   tachyon`). docs/c-api.md is the guide.
  */
 
 #ifndef TACHYON_H
