@@ -87,6 +87,10 @@ typedef struct ty_rpc_t ty_rpc_t;
 // `ty_loan_opts_t.flags`: zero the loaned bytes.
 #define TY_LOAN_ZERO 1
 
+// Bytes of `ty_topic_info_t.name`: a topic name (1 to 64 bytes) and its
+// NUL.
+#define TY_TOPIC_NAME_LEN 65
+
 // The result codes: `TY_OK` (0) or a negative error, one per kind of
 // failure a C caller can act on. Functions return them as `int`.
 typedef enum ty_status_t {
@@ -248,6 +252,14 @@ typedef struct ty_topic_stats_t {
   // Messages lost with a consumer that died holding them (at most once).
   uint64_t lost;
 } ty_topic_stats_t;
+
+// One topic of a region, as `ty_region_topics` lists it.
+typedef struct ty_topic_info_t {
+  // Its name, NUL-terminated.
+  char name[TY_TOPIC_NAME_LEN];
+  // Its configuration and counters.
+  struct ty_topic_stats_t stats;
+} ty_topic_info_t;
 
 // Options of `ty_loan`; NULL means `ty_loan_opts_default`.
 typedef struct ty_loan_opts_t {
@@ -463,6 +475,17 @@ int ty_topic_partitions(const ty_topic_t *topic);
 // # Safety
 // `topic` is NULL or a live topic handle; `out` NULL or writable.
 int ty_topic_stats(const ty_topic_t *topic, struct ty_topic_stats_t *out);
+
+// Lists the region's topics: fills `out[0]` to `out[cap - 1]` (as many as
+// there are) and returns how many topics the region has, which may be more
+// than `cap` (call again with a larger array; `out` may be NULL when `cap`
+// is 0, to count). The order is the region's directory order. Negative on
+// error: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe (a snapshot).
+//
+// # Safety
+// `reg` is NULL or a live region handle; `out` NULL (with `cap` 0) or
+// writable for `cap` entries.
+int ty_region_topics(const ty_region_t *reg, struct ty_topic_info_t *out, size_t cap);
 
 // The number of messages waiting in `partition` now (a snapshot), or a
 // negative error: `TY_EINVAL` (bad handle or partition), `TY_ECORRUPT`.

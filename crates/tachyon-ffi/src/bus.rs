@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Key, Loan, Message, Recovered, Region, RegionConfig, Topic, TopicConfig,
+    ClassStats, Delivery, Key, Loan, Message, Recovered, Region, RegionConfig, Topic, TopicConfig, TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
 
@@ -191,6 +191,20 @@ pub struct ty_topic_stats_t {
     pub corrupt: u64,
     /// Messages lost with a consumer that died holding them (at most once).
     pub lost: u64,
+}
+
+/// Bytes of `ty_topic_info_t.name`: a topic name (1 to 64 bytes) and its
+/// NUL.
+pub const TY_TOPIC_NAME_LEN: usize = 65;
+
+/// One topic of a region, as `ty_region_topics` lists it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_topic_info_t {
+    /// Its name, NUL-terminated.
+    pub name: [c_char; TY_TOPIC_NAME_LEN],
+    /// Its configuration and counters.
+    pub stats: ty_topic_stats_t,
 }
 
 /// What one `ty_region_recover` reclaimed from processes that died.
@@ -734,24 +748,61 @@ pub unsafe extern "C" fn ty_topic_stats(topic: *const ty_topic_t, out: *mut ty_t
         // SAFETY: per this function's contract.
         let t = unsafe { self::topic(topic)? };
         let out = arg_out(out, "out")?;
-        let i = t.topic.info();
-        let stats = ty_topic_stats_t {
-            partitions: i.partitions,
-            capacity: i.capacity,
-            notify: i.wait.map_or(-1, notify_code),
-            delivery: match i.delivery {
-                Some(Delivery::AtLeastOnce) => TY_DELIVERY_AT_LEAST_ONCE,
-                Some(_) => TY_DELIVERY_AT_MOST_ONCE,
-                None => -1,
-            },
-            published: i.published,
-            received: i.received,
-            corrupt: i.corrupt,
-            lost: i.lost,
-        };
         // SAFETY: not NULL, writable per the contract.
-        unsafe { out.write(stats) };
+        unsafe { out.write(topic_stats(&t.topic.info())) };
         Ok(TY_OK)
+    })
+}
+
+fn topic_stats(i: &TopicInfo) -> ty_topic_stats_t {
+    ty_topic_stats_t {
+        partitions: i.partitions,
+        capacity: i.capacity,
+        notify: i.wait.map_or(-1, notify_code),
+        delivery: match i.delivery {
+            Some(Delivery::AtLeastOnce) => TY_DELIVERY_AT_LEAST_ONCE,
+            Some(_) => TY_DELIVERY_AT_MOST_ONCE,
+            None => -1,
+        },
+        published: i.published,
+        received: i.received,
+        corrupt: i.corrupt,
+        lost: i.lost,
+    }
+}
+
+/// Lists the region's topics: fills `out[0]` to `out[cap - 1]` (as many as
+/// there are) and returns how many topics the region has, which may be more
+/// than `cap` (call again with a larger array; `out` may be NULL when `cap`
+/// is 0, to count). The order is the region's directory order. Negative on
+/// error: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe (a snapshot).
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `out` NULL (with `cap` 0) or
+/// writable for `cap` entries.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_topics(
+    reg: *const ty_region_t,
+    out: *mut ty_topic_info_t,
+    cap: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        if cap > 0 && out.is_null() {
+            return Err(invalid("out is NULL"));
+        }
+        let topics = r.region.topics()?;
+        for (i, info) in topics.iter().take(cap).enumerate() {
+            let mut name = [0 as c_char; TY_TOPIC_NAME_LEN];
+            for (d, &b) in name.iter_mut().zip(info.name.as_bytes().iter().take(TY_TOPIC_NAME_LEN - 1)) {
+                *d = b as c_char;
+            }
+            // SAFETY: `i < cap`; `out` is writable for `cap` entries per the
+            // contract.
+            unsafe { out.add(i).write(ty_topic_info_t { name, stats: topic_stats(info) }) };
+        }
+        Ok(c_int::try_from(topics.len()).unwrap_or(c_int::MAX))
     })
 }
 

@@ -162,6 +162,14 @@ int main(void) {
     EXPECT(m.len == 0);
     CHECK(ty_release(topic, &m));
 
+    /* The region's topics. */
+    EXPECT(ty_region_topics(reg, NULL, 0) == 1);
+    EXPECT_RC(TY_EINVAL, ty_region_topics(reg, NULL, 1));
+    EXPECT_RC(TY_EINVAL, ty_region_topics(NULL, NULL, 0));
+    ty_topic_info_t infos[4];
+    EXPECT(ty_region_topics(reg, infos, 4) == 1);
+    EXPECT(strcmp(infos[0].name, "t") == 0 && infos[0].stats.partitions == 4 && infos[0].stats.published == 6);
+
     /* Statistics and recovery. */
     ty_topic_stats_t st;
     CHECK(ty_topic_stats(topic, &st));
