@@ -39,3 +39,14 @@ pub extern "C" fn ty_version() -> *const std::ffi::c_char {
 pub extern "C" fn ty__test_panic() -> std::ffi::c_int {
     error::guard(|| panic!("ty__test_panic: a panic inside the library, as a test asked"))
 }
+
+/// The header promises that every handle may be used from any thread at
+/// once: the compiler checks that each is `Send + Sync`.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<bus::ty_region_t>();
+    send_sync::<bus::ty_topic_t>();
+    send_sync::<prim::ty_ring_t>();
+    send_sync::<prim::ty_buffer_t>();
+    send_sync::<prim::ty_rpc_t>();
+};
