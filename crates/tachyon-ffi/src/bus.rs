@@ -464,8 +464,10 @@ unsafe fn put_handle<T>(out: *mut *mut T, what: &str, make: impl FnOnce() -> Res
 ///
 /// Opening reclaims what processes that died had held (see
 /// `ty_region_recover`). Regions persist: closing does not delete one,
-/// `ty_region_remove` does. Names: 1 to 200 bytes of letters, digits and
-/// `-_.`, no `/`.
+/// `ty_region_remove` does. Names: any non-empty UTF-8 string; one user's
+/// (`"demo"`, `"Local\\demo"`) or machine-wide (`"Global\\demo"`). The file
+/// is `/dev/shm/tachyon.u<uid>.<name>` (`/`, `%`, `\` escaped as `%XX`), or
+/// under `$TACHYON_SHM_DIR`.
 ///
 /// On success `*out` is a new handle, to be given to `ty_region_close`; on
 /// failure it is NULL. Errors: `TY_EINVAL` (NULL `name` or `out`, bad name,
