@@ -33,8 +33,11 @@
  * - fork: handles are not inherited. A child opens the region (ring,
  *   buffer, ...) again by name and uses only its own handles; fork before
  *   creating RPC ends (they run threads).
- * - Signals do not interrupt a waiting call: wait with a timeout in a loop
- *   that checks your own stop flag.
+ * - Signals: a waiting call is not interrupted by a signal itself; a
+ *   handler calls ty_interrupt() (async-signal-safe), and from then on
+ *   (until ty_interrupt_clear) calls that have to wait in ty_subscribe,
+ *   ty_loan, ty_send, ty_ring_read and ty_ring_write return TY_EINTR
+ *   within about 10 ms.
  * - Persistence: bus regions outlive the processes that use them
  *   (ty_region_remove deletes one); rings, buffers and RPC channels are
  *   removed when the last process closes them.
@@ -148,6 +151,9 @@ typedef enum ty_status_t {
   // A bug in tachyon (a panic, caught at the boundary) or an error this
   // version of the C library does not know; `ty_last_error` says more.
   TY_EINTERNAL = -20,
+  // `ty_interrupt` was called while the call waited (a signal handler's
+  // way to stop a blocked consumer); nothing was taken.
+  TY_EINTR = -21,
 } ty_status_t;
 
 // The response a handler builds (opaque): set it with `ty_rpc_reply`.
@@ -505,8 +511,8 @@ int64_t ty_topic_depth(const ty_topic_t *topic, uint32_t partition);
 //
 // Errors (`*buf` is then NULL): `TY_EINVAL` (NULL, bad options),
 // `TY_EMSGSIZE` (more than 1 MiB), `TY_EPOOL` (no chunk of that size came
-// free in time), `TY_ETIMEDOUT`. Thread-safe: several threads may loan
-// through one handle.
+// free in time), `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`). Thread-safe:
+// several threads may loan through one handle.
 //
 // # Safety
 // `topic` is NULL or a live topic handle; `buf` NULL or writable; `opts`
@@ -572,7 +578,8 @@ int ty_unloan(const ty_topic_t *topic, const void *buf);
 // `timeout_ns` in all (-1 for ever, 0 not at all).
 //
 // Errors: `TY_EINVAL`, `TY_EMSGSIZE`, `TY_EPOOL`, `TY_ETIMEDOUT`,
-// `TY_ECORRUPT`; with a timeout of 0, a full partition is `TY_EAGAIN`.
+// `TY_EINTR` (`ty_interrupt`), `TY_ECORRUPT`; with a timeout of 0, a full
+// partition is `TY_EAGAIN`.
 // Thread-safe.
 //
 // # Safety
@@ -592,7 +599,8 @@ int ty_send(const ty_topic_t *topic,
 // memory, read-only, valid until `ty_release(topic, m)`, which must
 // follow (on this same topic handle) for its chunk to go back to the pool.
 // On failure `*m` is zeroed. Errors: `TY_EINVAL` (NULL, bad partition),
-// `TY_ETIMEDOUT`, `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+// `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt` was called, e.g. from a
+// SIGINT handler), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
 // again). Thread-safe: several threads may subscribe through one handle.
 //
 // # Safety
@@ -636,6 +644,23 @@ const char *ty_strerror(int code);
 // leave it unchanged. Thread-safe (one message per thread).
 const char *ty_last_error(void);
 
+// Interrupts waiting: from now until `ty_interrupt_clear`, every call of
+// this process that has to wait (`ty_subscribe`, `ty_loan`, `ty_send`,
+// `ty_ring_read`, `ty_ring_write`) returns `TY_EINTR` within about 10 ms,
+// having taken nothing; calls that need not wait still succeed (a consumer
+// can drain what is there). The flag stays set, so a call that starts
+// just after the signal cannot miss it. `ty_publish` and `ty_rpc_request`
+// are not interrupted (a publish waits only while a partition is full;
+// give both a timeout).
+//
+// Async-signal-safe (one atomic store): call it from a SIGINT or SIGTERM
+// handler to stop consumers blocked with a timeout of -1. Thread-safe.
+void ty_interrupt(void);
+
+// Ends what `ty_interrupt` started: calls wait as usual again.
+// Async-signal-safe, thread-safe.
+void ty_interrupt_clear(void);
+
 // Creates the ring `name` of `node_count` nodes (a power of two, 2 or
 // more) of `node_size` bytes each (the largest item). The ring is removed
 // when the last process closes it.
@@ -662,7 +687,8 @@ int ty_ring_open(const char *name, ty_ring_t **out);
 // all).
 //
 // Errors: `TY_EINVAL`, `TY_EMSGSIZE` (longer than a node; nothing is
-// cut), `TY_ETIMEDOUT` (the ring stayed full). Thread-safe.
+// cut), `TY_ETIMEDOUT` (the ring stayed full), `TY_EINTR`
+// (`ty_interrupt`). Thread-safe.
 //
 // # Safety
 // `ring` is NULL or a live ring handle; `data` NULL (with `len` 0) or
@@ -673,7 +699,7 @@ int ty_ring_write(const ty_ring_t *ring, const void *data, size_t len, int64_t t
 // `timeout_ns` for one (-1 for ever, 0 not at all); `*len` gets its
 // length. Each item goes to one reader.
 //
-// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty),
+// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty), `TY_EINTR`,
 // `TY_EMSGSIZE` / `TY_ENOBUFS` (the item is longer than `cap`; it stays
 // in the ring: pass a buffer of `ty_ring_node_size` bytes). Thread-safe.
 //

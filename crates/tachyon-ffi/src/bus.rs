@@ -838,8 +838,8 @@ pub unsafe extern "C" fn ty_topic_depth(topic: *const ty_topic_t, partition: u32
 ///
 /// Errors (`*buf` is then NULL): `TY_EINVAL` (NULL, bad options),
 /// `TY_EMSGSIZE` (more than 1 MiB), `TY_EPOOL` (no chunk of that size came
-/// free in time), `TY_ETIMEDOUT`. Thread-safe: several threads may loan
-/// through one handle.
+/// free in time), `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`). Thread-safe:
+/// several threads may loan through one handle.
 ///
 /// # Safety
 /// `topic` is NULL or a live topic handle; `buf` NULL or writable; `opts`
@@ -895,7 +895,7 @@ unsafe fn loan(topic: *const ty_topic_t, size: usize, buf: *mut *mut c_void, opt
         if opts.flags & !TY_LOAN_ZERO != 0 {
             return Err(invalid(format!("unknown loan flags {:#x}", opts.flags)));
         }
-        let mut loan = t.topic.loan(size, arg_timeout(opts.timeout_ns)?)?;
+        let mut loan = interruptible(arg_timeout(opts.timeout_ns)?, |w| t.topic.loan(size, w))?;
         if opts.flags & TY_LOAN_ZERO != 0 {
             loan.fill(0);
         }
@@ -1024,7 +1024,8 @@ pub unsafe extern "C" fn ty_unloan(topic: *const ty_topic_t, buf: *const c_void)
 /// `timeout_ns` in all (-1 for ever, 0 not at all).
 ///
 /// Errors: `TY_EINVAL`, `TY_EMSGSIZE`, `TY_EPOOL`, `TY_ETIMEDOUT`,
-/// `TY_ECORRUPT`; with a timeout of 0, a full partition is `TY_EAGAIN`.
+/// `TY_EINTR` (`ty_interrupt`), `TY_ECORRUPT`; with a timeout of 0, a full
+/// partition is `TY_EAGAIN`.
 /// Thread-safe.
 ///
 /// # Safety
@@ -1051,7 +1052,7 @@ pub unsafe extern "C" fn ty_send(
         };
         match arg_timeout(timeout_ns)? {
             Some(d) if d.is_zero() => t.topic.try_send(bytes, Key(key))?,
-            timeout => t.topic.send(bytes, Key(key), timeout)?,
+            timeout => interruptible(timeout, |w| t.topic.send(bytes, Key(key), w))?,
         }
         Ok(TY_OK)
     })
@@ -1065,7 +1066,8 @@ pub unsafe extern "C" fn ty_send(
 /// memory, read-only, valid until `ty_release(topic, m)`, which must
 /// follow (on this same topic handle) for its chunk to go back to the pool.
 /// On failure `*m` is zeroed. Errors: `TY_EINVAL` (NULL, bad partition),
-/// `TY_ETIMEDOUT`, `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+/// `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt` was called, e.g. from a
+/// SIGINT handler), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
 /// again). Thread-safe: several threads may subscribe through one handle.
 ///
 /// # Safety
@@ -1080,7 +1082,9 @@ pub unsafe extern "C" fn ty_subscribe(
     guard(|| {
         let timeout = arg_timeout(timeout_ns)?;
         // SAFETY: per this function's contract.
-        unsafe { receive(topic, partition, m, |t| Ok(Some(t.receive(partition, timeout)?))) }
+        unsafe {
+            receive(topic, partition, m, |t| Ok(Some(interruptible(timeout, |w| t.receive(partition, w))?)))
+        }
     })
 }
 

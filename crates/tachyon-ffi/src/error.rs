@@ -4,7 +4,8 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use tachyon_core::Error;
 
 /// The result codes: `TY_OK` (0) or a negative error, one per kind of
@@ -66,6 +67,9 @@ pub enum ty_status_t {
     /// A bug in tachyon (a panic, caught at the boundary) or an error this
     /// version of the C library does not know; `ty_last_error` says more.
     TY_EINTERNAL = -20,
+    /// `ty_interrupt` was called while the call waited (a signal handler's
+    /// way to stop a blocked consumer); nothing was taken.
+    TY_EINTR = -21,
 }
 
 // The codes as the `int`s the functions return.
@@ -90,6 +94,7 @@ pub(crate) const TY_EIO: c_int = ty_status_t::TY_EIO as c_int;
 pub(crate) const TY_EINCOMPAT: c_int = ty_status_t::TY_EINCOMPAT as c_int;
 pub(crate) const TY_EBUSY: c_int = ty_status_t::TY_EBUSY as c_int;
 pub(crate) const TY_EINTERNAL: c_int = ty_status_t::TY_EINTERNAL as c_int;
+pub(crate) const TY_EINTR: c_int = ty_status_t::TY_EINTR as c_int;
 
 /// The code of a Rust error. One code per kind of error that C can act on.
 pub(crate) fn code_of(e: &Error) -> c_int {
@@ -241,6 +246,7 @@ pub extern "C" fn ty_strerror(code: c_int) -> *const c_char {
         TY_EINCOMPAT => c"exists with another configuration",
         TY_EBUSY => c"busy",
         TY_EINTERNAL => c"internal error",
+        TY_EINTR => c"interrupted",
         _ => c"unknown error",
     };
     s.as_ptr()
@@ -257,4 +263,74 @@ pub extern "C" fn ty_strerror(code: c_int) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn ty_last_error() -> *const c_char {
     LAST.try_with(|last| last.borrow().as_ptr()).unwrap_or(c"".as_ptr())
+}
+
+/// Set by `ty_interrupt`, cleared by `ty_interrupt_clear`.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The longest a waiting call goes without looking for `ty_interrupt`.
+const SLICE: Duration = Duration::from_millis(10);
+
+/// Interrupts waiting: from now until `ty_interrupt_clear`, every call of
+/// this process that has to wait (`ty_subscribe`, `ty_loan`, `ty_send`,
+/// `ty_ring_read`, `ty_ring_write`) returns `TY_EINTR` within about 10 ms,
+/// having taken nothing; calls that need not wait still succeed (a consumer
+/// can drain what is there). The flag stays set, so a call that starts
+/// just after the signal cannot miss it. `ty_publish` and `ty_rpc_request`
+/// are not interrupted (a publish waits only while a partition is full;
+/// give both a timeout).
+///
+/// Async-signal-safe (one atomic store): call it from a SIGINT or SIGTERM
+/// handler to stop consumers blocked with a timeout of -1. Thread-safe.
+#[no_mangle]
+pub extern "C" fn ty_interrupt() {
+    INTERRUPTED.store(true, Ordering::Release);
+}
+
+/// Ends what `ty_interrupt` started: calls wait as usual again.
+/// Async-signal-safe, thread-safe.
+#[no_mangle]
+pub extern "C" fn ty_interrupt_clear() {
+    INTERRUPTED.store(false, Ordering::Release);
+}
+
+/// Runs a waiting call `call(timeout)` so that `ty_interrupt` can stop it:
+/// in slices of at most [`SLICE`] while it times out, until it returns
+/// anything else, the whole `timeout` has passed (`None`: never), or
+/// `ty_interrupt` is in force. A call that need not wait runs once,
+/// unchanged, and reads no clock.
+pub(crate) fn interruptible<T>(
+    timeout: Option<Duration>,
+    mut call: impl FnMut(Option<Duration>) -> tachyon_core::Result<T>,
+) -> Res<T> {
+    use tachyon_core::Error;
+    if timeout.is_some_and(|t| t <= SLICE) {
+        return Ok(call(timeout)?);
+    }
+    // The first slice reads no clock: the deadline is set once it passed.
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let left = match (timeout, deadline) {
+            (Some(_), Some(d)) => Some(d.saturating_duration_since(Instant::now())),
+            (Some(t), None) => Some(t),
+            (None, _) => None,
+        };
+        let slice = left.map_or(SLICE, |l| l.min(SLICE));
+        match call(Some(slice)) {
+            Err(Error::Timeout { what, .. }) => {
+                if left.is_some_and(|l| l <= SLICE) {
+                    return Err(Error::Timeout { what, waited: timeout }.into());
+                }
+                if INTERRUPTED.load(Ordering::Acquire) {
+                    return Err(Fail {
+                        code: TY_EINTR,
+                        message: format!("interrupted (ty_interrupt) while waiting for {what}"),
+                    });
+                }
+                if let (Some(t), None) = (timeout, deadline) {
+                    deadline = Some(Instant::now() + t.saturating_sub(SLICE));
+                }
+            }
+            other => return Ok(other?),
+        }
+    }
 }

@@ -182,7 +182,8 @@ pub unsafe extern "C" fn ty_ring_open(name: *const c_char, out: *mut *mut ty_rin
 /// all).
 ///
 /// Errors: `TY_EINVAL`, `TY_EMSGSIZE` (longer than a node; nothing is
-/// cut), `TY_ETIMEDOUT` (the ring stayed full). Thread-safe.
+/// cut), `TY_ETIMEDOUT` (the ring stayed full), `TY_EINTR`
+/// (`ty_interrupt`). Thread-safe.
 ///
 /// # Safety
 /// `ring` is NULL or a live ring handle; `data` NULL (with `len` 0) or
@@ -199,7 +200,7 @@ pub unsafe extern "C" fn ty_ring_write(
         let r = unsafe { self::ring(ring)? };
         // SAFETY: per this function's contract.
         let item = unsafe { bytes(data, len, "data")? };
-        r.ring.write(item, arg_timeout(timeout_ns)?)?;
+        interruptible(arg_timeout(timeout_ns)?, |w| r.ring.write(item, w))?;
         Ok(TY_OK)
     })
 }
@@ -208,7 +209,7 @@ pub unsafe extern "C" fn ty_ring_write(
 /// `timeout_ns` for one (-1 for ever, 0 not at all); `*len` gets its
 /// length. Each item goes to one reader.
 ///
-/// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty),
+/// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty), `TY_EINTR`,
 /// `TY_EMSGSIZE` / `TY_ENOBUFS` (the item is longer than `cap`; it stays
 /// in the ring: pass a buffer of `ty_ring_node_size` bytes). Thread-safe.
 ///
@@ -229,7 +230,7 @@ pub unsafe extern "C" fn ty_ring_read(
         let len = arg_out(len, "len")?;
         // SAFETY: per this function's contract.
         let buf = unsafe { bytes_mut(buf, cap, "buf")? };
-        let n = r.ring.read(buf, arg_timeout(timeout_ns)?)?;
+        let n = interruptible(arg_timeout(timeout_ns)?, |w| r.ring.read(buf, w))?;
         // SAFETY: not NULL, writable per the contract.
         unsafe { len.write(n) };
         Ok(TY_OK)

@@ -66,6 +66,7 @@ suite() {
     [ -x "$d/api" ] && run "$v: api (NULL is TY_EINVAL, panics caught, every form)" "$d/api"
     [ -x "$d/prim" ] && run "$v: prim (ring, buffer, rpc with a C handler)" "$d/prim"
     [ -x "$d/threads" ] && run "$v: threads (8 threads on one topic handle, 8 on one ring handle)" "$d/threads"
+    [ -x "$d/interrupt" ] && run "$v: interrupt (a signal handler's ty_interrupt stops blocked calls)" "$d/interrupt"
     [ -x "$d/fork" ] && run "$v: fork (producer child, SIGKILLed loan holder and consumers, recovery)" "$d/fork"
     if [ -x "$d/readme" ]; then
         local n="$tag-$v-seq"
@@ -98,7 +99,7 @@ suite() {
     fi
 }
 
-tests=(api prim threads fork readme snippet)
+tests=(api prim threads interrupt fork readme snippet)
 examples=(hello_ipc pingpong multi_partition key_ordering crash_recovery ring rpc)
 
 echo "-- C tests and examples (cc -std=c11 -Wall -Wextra -Werror)"
