@@ -294,10 +294,12 @@ pub extern "C" fn ty_interrupt_clear() {
 }
 
 /// Runs a waiting call `call(timeout)` so that `ty_interrupt` can stop it:
-/// in slices of at most [`SLICE`] while it times out, until it returns
-/// anything else, the whole `timeout` has passed (`None`: never), or
-/// `ty_interrupt` is in force. A call that need not wait runs once,
-/// unchanged, and reads no clock.
+/// in slices of at most [`SLICE`] while it gives up for want of time
+/// (`Timeout`, or `PoolExhausted` for a loan), until it returns anything
+/// else, the whole `timeout` has passed (`None`: never), or `ty_interrupt`
+/// is in force. A call that need not wait runs once, unchanged, and reads
+/// no clock. When the whole timeout passed, the last error is returned as
+/// the call made it (a timeout then says how long it waited in all).
 pub(crate) fn interruptible<T>(
     timeout: Option<Duration>,
     mut call: impl FnMut(Option<Duration>) -> tachyon_core::Result<T>,
@@ -315,22 +317,29 @@ pub(crate) fn interruptible<T>(
             (None, _) => None,
         };
         let slice = left.map_or(SLICE, |l| l.min(SLICE));
-        match call(Some(slice)) {
-            Err(Error::Timeout { what, .. }) => {
-                if left.is_some_and(|l| l <= SLICE) {
-                    return Err(Error::Timeout { what, waited: timeout }.into());
-                }
-                if INTERRUPTED.load(Ordering::Acquire) {
-                    return Err(Fail {
-                        code: TY_EINTR,
-                        message: format!("interrupted (ty_interrupt) while waiting for {what}"),
-                    });
-                }
-                if let (Some(t), None) = (timeout, deadline) {
-                    deadline = Some(Instant::now() + t.saturating_sub(SLICE));
-                }
-            }
+        let e = match call(Some(slice)) {
+            Err(e @ (Error::Timeout { .. } | Error::PoolExhausted { .. })) => e,
             other => return Ok(other?),
+        };
+        if left.is_some_and(|l| l <= SLICE) {
+            return Err(match e {
+                Error::Timeout { what, .. } => Error::Timeout { what, waited: timeout },
+                e => e,
+            }
+            .into());
+        }
+        if INTERRUPTED.load(Ordering::Acquire) {
+            let what = match e {
+                Error::Timeout { what, .. } => what,
+                _ => "a free chunk of the pool",
+            };
+            return Err(Fail {
+                code: TY_EINTR,
+                message: format!("interrupted (ty_interrupt) while waiting for {what}"),
+            });
+        }
+        if let (Some(t), None) = (timeout, deadline) {
+            deadline = Some(Instant::now() + t.saturating_sub(SLICE));
         }
     }
 }

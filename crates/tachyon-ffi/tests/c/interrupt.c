@@ -30,6 +30,23 @@ static void* subscriber(void* arg) {
     return (void*)(intptr_t)rc;
 }
 
+static ty_topic_t* big;
+static void* loans[16];
+static void* extra;
+
+static void* unloan_later(void* arg) {
+    usleep(50000);
+    CHECK(ty_unloan(big, *(void**)arg));
+    return NULL;
+}
+
+static void* interrupt_later(void* arg) {
+    (void)arg;
+    usleep(50000);
+    ty_interrupt();
+    return NULL;
+}
+
 static void* reader(void* arg) {
     (void)arg;
     char b[16];
@@ -88,7 +105,38 @@ int main(void) {
     EXPECT(strstr(ty_last_error(), "30ms") != NULL);
     CHECK(ty_topic_stats(topic, &st));
     EXPECT(st.published == 2 && st.received == 2);
-    printf("interrupt: a subscriber and a ring reader blocked for ever returned TY_EINTR\n");
+    /* A loan waits for ever for a chunk, beyond the 10 ms slices, until
+     * another thread returns one; a timed loan gives up with TY_EPOOL; a
+     * loan waiting when ty_interrupt comes returns TY_EINTR. */
+    ty_region_t* small;
+    char small_name[80];
+    snprintf(small_name, sizeof small_name, "%s-small", name);
+    rc = ty_region_conf_default;
+    rc.size = 4 << 20;
+    rc.ring_arena = 1 << 20;
+    for (int c = 0; c < TY_CLASSES; c++) rc.class_weights[c] = c == TY_CLASSES - 1; /* 1 MiB chunks only */
+    CHECK(ty_region_create(small_name, &rc, &small));
+    CHECK(ty_topic_create(small, "big", NULL, &big));
+    int held = 0;
+    for (; held < 16 && ty_try_loan(big, 100, &loans[held]) == TY_OK; held++) {
+    }
+    EXPECT(held > 0 && held < 16);
+    EXPECT_RC(TY_EPOOL, ty_try_loan(big, 100, &extra));
+    EXPECT_RC(TY_EPOOL, ty_loan_timed(big, 100, &extra, 30000000));
+    pthread_t u;
+    EXPECT(pthread_create(&u, NULL, unloan_later, &loans[held - 1]) == 0);
+    CHECK(ty_loan(big, 100, &extra, NULL)); /* waits ~50 ms: five slices */
+    pthread_join(u, NULL);
+    EXPECT(pthread_create(&u, NULL, interrupt_later, NULL) == 0);
+    void* none;
+    EXPECT_RC(TY_EINTR, ty_loan(big, 100, &none, NULL));
+    pthread_join(u, NULL);
+    ty_interrupt_clear();
+    ty_topic_close(big); /* returns its loans */
+    ty_region_close(small);
+    CHECK(ty_region_remove(small_name));
+
+    printf("interrupt: a subscriber, a ring reader and a loan blocked for ever returned TY_EINTR\n");
     ty_ring_close(ring);
     ty_topic_close(topic);
     ty_region_close(reg);
