@@ -437,7 +437,8 @@ fn new_topic(topic: Topic) -> *mut ty_topic_t {
     }))
 }
 
-/// Writes `v` to the out-pointer `out`, NULL on failure.
+/// Runs `make` and writes the handle it returns to the out-pointer `out`
+/// (NULL on failure).
 ///
 /// # Safety
 /// `out` is NULL or valid for a write of one `*mut T`.
