@@ -401,6 +401,15 @@ int ty_region_remove(const char *name);
 // `reg` is NULL or a live region handle; `out` is NULL or writable.
 int ty_region_recover(const ty_region_t *reg, struct ty_recovered_t *out);
 
+// Fills `*out` with what recovery reclaimed when this handle opened (or
+// created) the region: what processes that had died held then.
+//
+// Errors: `TY_EINVAL`. Thread-safe.
+//
+// # Safety
+// `reg` is NULL or a live region handle; `out` is NULL or writable.
+int ty_region_recovered_on_open(const ty_region_t *reg, struct ty_recovered_t *out);
+
 // Fills `*out` with the free chunks of each size class of the pool.
 //
 // Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.

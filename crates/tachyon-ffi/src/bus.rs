@@ -589,6 +589,28 @@ pub unsafe extern "C" fn ty_region_recover(reg: *const ty_region_t, out: *mut ty
     })
 }
 
+/// Fills `*out` with what recovery reclaimed when this handle opened (or
+/// created) the region: what processes that had died held then.
+///
+/// Errors: `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_recovered_on_open(
+    reg: *const ty_region_t,
+    out: *mut ty_recovered_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        let out = arg_out(out, "out")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(r.region.recovered_on_open().into()) };
+        Ok(TY_OK)
+    })
+}
+
 /// Fills `*out` with the free chunks of each size class of the pool.
 ///
 /// Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.

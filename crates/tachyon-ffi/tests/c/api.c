@@ -25,6 +25,7 @@ int main(void) {
     EXPECT_RC(TY_EINVAL, ty_region_remove(NULL));
     EXPECT_RC(TY_EINVAL, ty_region_recover(NULL, NULL));
     EXPECT_RC(TY_EINVAL, ty_region_pool_stats(NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_region_recovered_on_open(NULL, NULL));
     EXPECT_RC(TY_EINVAL, ty_region_heartbeat(NULL));
     EXPECT_RC(TY_EINVAL, ty_topic_create(NULL, "t", NULL, &topic));
     EXPECT(topic == NULL);
