@@ -1,0 +1,1181 @@
+//! The bus: regions, topics, loans, messages (`ty_region_*`, `ty_topic_*`,
+//! `ty_loan`, `ty_publish`, `ty_subscribe`, `ty_release`, ...).
+//!
+//! A C pointer handed out by `ty_loan` is mapped back to its Rust [`Loan`]
+//! through a small mutex-protected table in the topic handle (keyed by the
+//! chunk's address); a received [`Message`] lives in a slot table of the
+//! topic handle, and `ty_msg_t.handle` names its slot (index and
+//! generation), so that a wrong or repeated `ty_release` is `TY_EINVAL`,
+//! not a double free.
+
+use crate::error::*;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+use tachyon_core::bus::{
+    ClassStats, Delivery, Key, Loan, Message, Recovered, Region, RegionConfig, Topic, TopicConfig, TopicInfo,
+};
+use tachyon_core::sync::WaitPolicy;
+
+/// Size classes of the payload pool (64 B, 256 B, 1 KiB, 4 KiB, 16 KiB,
+/// 64 KiB, 256 KiB, 1 MiB).
+pub const TY_CLASSES: usize = 8;
+/// The largest message: 1 MiB.
+pub const TY_MAX_MESSAGE: usize = 1 << 20;
+
+/// `ty_topic_conf_t.notify`: spin for a few microseconds, then sleep in the
+/// kernel (the default).
+pub const TY_NOTIFY_HYBRID: c_int = 0;
+/// `ty_topic_conf_t.notify`: busy-wait; never enters the kernel, burns a
+/// CPU per waiter, lowest latency.
+pub const TY_NOTIFY_SPIN: c_int = 1;
+/// `ty_topic_conf_t.notify`: sleep in the kernel (futex) at once.
+pub const TY_NOTIFY_FUTEX: c_int = 2;
+
+/// `ty_topic_conf_t.delivery`: a message whose consumer dies before
+/// releasing it is lost (and counted in `ty_topic_stats_t.lost`): at most
+/// once (the default).
+pub const TY_DELIVERY_AT_MOST_ONCE: c_int = 0;
+/// `ty_topic_conf_t.delivery`: a message whose consumer dies before
+/// releasing it is delivered again to another consumer of its partition:
+/// at least once (consumers must tolerate duplicates).
+pub const TY_DELIVERY_AT_LEAST_ONCE: c_int = 1;
+
+/// `ty_loan_opts_t.flags`: zero the loaned bytes.
+pub const TY_LOAN_ZERO: u32 = 1;
+
+/// How a region is built: a plain value. Start from a copy of
+/// `ty_region_conf_default` and change fields:
+///
+/// ```c
+/// ty_region_conf_t rc = ty_region_conf_default;
+/// rc.size = 64 << 20;
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_region_conf_t {
+    /// Bytes of the whole region (at least 4 MiB). Default 64 MiB.
+    pub size: usize,
+    /// Topics the region can hold (1 to 1024). Default 64.
+    pub max_topics: u32,
+    /// Bytes reserved for the descriptor rings of all topics: each
+    /// partition takes 192 bytes plus 16 per ring slot. Default 4 MiB.
+    pub ring_arena: usize,
+    /// The share of the pool's bytes each size class gets (64 B ... 1 MiB).
+    /// A weight of 0 leaves that class empty: its loans take a chunk of the
+    /// next larger class. Default all 1.
+    pub class_weights: [u32; TY_CLASSES],
+    /// How long a process may go without a heartbeat before it may be
+    /// declared dead, where the kernel cannot tell (10 ms to 1 day).
+    /// Default 10 s.
+    pub lease_ns: u64,
+}
+
+/// How a topic is built: a plain value. Start from a copy of
+/// `ty_topic_conf_default` and change fields.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_topic_conf_t {
+    /// Partitions: a power of two, 1 to 256. A key always maps to the same
+    /// partition (`ty_partition_of`), so messages of one key stay in order.
+    /// Default 1.
+    pub partitions: u32,
+    /// Message slots per partition: a power of two, 2 to 2^20. Default 1024.
+    pub capacity: u32,
+    /// How producers and consumers wait: `TY_NOTIFY_HYBRID` (default),
+    /// `TY_NOTIFY_SPIN` or `TY_NOTIFY_FUTEX`.
+    pub notify: c_int,
+    /// `TY_DELIVERY_AT_MOST_ONCE` (default) or `TY_DELIVERY_AT_LEAST_ONCE`.
+    pub delivery: c_int,
+}
+
+/// The defaults of a region: 64 MiB, 64 topics, 4 MiB of rings, the pool
+/// split evenly across the size classes, a 10 s lease. Copy it (`rc =
+/// ty_region_conf_default;`), never write it.
+#[no_mangle]
+pub static ty_region_conf_default: ty_region_conf_t = ty_region_conf_t {
+    size: 64 << 20,
+    max_topics: 64,
+    ring_arena: 4 << 20,
+    class_weights: [1; TY_CLASSES],
+    lease_ns: 10_000_000_000,
+};
+
+/// The defaults of a topic: 1 partition of 1024 slots, hybrid waiting,
+/// at-most-once delivery. Copy it, never write it.
+#[no_mangle]
+pub static ty_topic_conf_default: ty_topic_conf_t = ty_topic_conf_t {
+    partitions: 1,
+    capacity: 1024,
+    notify: TY_NOTIFY_HYBRID,
+    delivery: TY_DELIVERY_AT_MOST_ONCE,
+};
+
+/// Options of `ty_loan`; NULL means `ty_loan_opts_default`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_loan_opts_t {
+    /// How long to wait for a free chunk: -1 for ever (the default; waiting
+    /// as the topic's `notify` policy says), 0 not at all, else nanoseconds.
+    pub timeout_ns: i64,
+    /// `TY_LOAN_ZERO` or 0 (the default: the bytes are whatever the chunk
+    /// held before).
+    pub flags: u32,
+}
+
+/// The defaults of `ty_loan_opts_t`: wait for ever, no flags.
+#[no_mangle]
+pub static ty_loan_opts_default: ty_loan_opts_t = ty_loan_opts_t { timeout_ns: -1, flags: 0 };
+
+/// A received message: a value filled by `ty_subscribe`, valid until
+/// `ty_release` (which must be given the same topic handle).
+///
+/// The message's key is not part of it: tachyon's descriptors carry the
+/// chunk and the length only. A consumer that needs the key puts it in the
+/// payload.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_msg_t {
+    /// The message's bytes, in shared memory (64-byte aligned). Read-only;
+    /// valid until `ty_release` (or `ty_topic_close`).
+    pub data: *const c_void,
+    /// Its length in bytes.
+    pub len: usize,
+    /// The partition it was received from.
+    pub partition: u32,
+    /// Reserved (0).
+    pub reserved: u32,
+    /// Opaque: the library's reference to the message. 0 once released.
+    pub handle: u64,
+}
+
+/// The free chunks of one size class of the pool.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_class_stats_t {
+    /// Bytes per chunk.
+    pub chunk_size: usize,
+    /// Chunks in the class.
+    pub chunks: usize,
+    /// Chunks free now.
+    pub free: usize,
+}
+
+/// The region's payload pool, per size class.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_pool_stats_t {
+    /// Class 0 (64 B) to 7 (1 MiB).
+    pub classes: [ty_class_stats_t; TY_CLASSES],
+}
+
+/// A topic's configuration and counters (since it was created, all
+/// processes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_topic_stats_t {
+    /// Partitions.
+    pub partitions: u32,
+    /// Slots per partition.
+    pub capacity: u32,
+    /// `TY_NOTIFY_*`.
+    pub notify: c_int,
+    /// `TY_DELIVERY_*`.
+    pub delivery: c_int,
+    /// Messages published.
+    pub published: u64,
+    /// Messages received.
+    pub received: u64,
+    /// Corrupt descriptors dropped.
+    pub corrupt: u64,
+    /// Messages lost with a consumer that died holding them (at most once).
+    pub lost: u64,
+}
+
+/// Bytes of `ty_topic_info_t.name`: a topic name (1 to 64 bytes) and its
+/// NUL.
+pub const TY_TOPIC_NAME_LEN: usize = 65;
+
+/// One topic of a region, as `ty_region_topics` lists it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_topic_info_t {
+    /// Its name, NUL-terminated.
+    pub name: [c_char; TY_TOPIC_NAME_LEN],
+    /// Its configuration and counters.
+    pub stats: ty_topic_stats_t,
+}
+
+/// What one `ty_region_recover` reclaimed from processes that died.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ty_recovered_t {
+    /// Chunks a dead producer had loaned and not published.
+    pub loans: usize,
+    /// Free chunks a dead process kept for its next loans.
+    pub cached: usize,
+    /// Messages a dead consumer had received and not released (lost).
+    pub held: usize,
+    /// Chunks a dead producer was publishing when it died (lost).
+    pub unpublished: usize,
+    /// Messages a dead consumer had received on an at-least-once topic,
+    /// published again.
+    pub redelivered: usize,
+    /// Such messages whose partition was full: left for a later recovery
+    /// (not in `total`).
+    pub deferred: usize,
+    /// Attach slots of dead processes freed (not in `total`).
+    pub slots: usize,
+    /// Chunks returned to the pool in all.
+    pub total: usize,
+}
+
+impl From<Recovered> for ty_recovered_t {
+    fn from(r: Recovered) -> Self {
+        ty_recovered_t {
+            loans: r.loans,
+            cached: r.cached,
+            held: r.held,
+            unpublished: r.unpublished,
+            redelivered: r.redelivered,
+            deferred: r.deferred,
+            slots: r.slots,
+            total: r.total(),
+        }
+    }
+}
+
+const REGION_MAGIC: u64 = 0x7479_5f72_6567_696f; // "ty_regio"
+const TOPIC_MAGIC: u64 = 0x7479_5f74_6f70_6963; // "ty_topic"
+const DEAD: u64 = 0xdead_dead_dead_dead;
+
+/// An attached region (opaque). From `ty_region_open` / `ty_region_create`,
+/// to `ty_region_close`. Its topics keep the region mapped: a topic stays
+/// usable after its region handle is closed.
+// `repr(C)` so that `magic` is the first word, which the C allocator
+// overwrites when the handle is freed: a use after close is then caught
+// (best effort, see the header's notes). The header declares the type
+// opaque (cbindgen.toml).
+#[repr(C)]
+pub struct ty_region_t {
+    magic: u64,
+    region: Region,
+}
+
+/// An open topic (opaque). From `ty_topic_create` / `ty_topic_open`, to
+/// `ty_topic_close`. It owns the loans taken and the messages received
+/// through it.
+#[repr(C)]
+pub struct ty_topic_t {
+    magic: u64,
+    topic: Topic,
+    /// Loans handed to C, by the address of their first byte.
+    loans: Mutex<HashMap<usize, Loan, PtrHash>>,
+    /// Messages handed to C.
+    held: Mutex<Slots>,
+}
+
+/// Received messages handed to C: a slot per message, reused; a handle is
+/// `generation << 32 | (index + 1)`, so a stale handle never matches.
+#[derive(Default)]
+struct Slots {
+    slots: Vec<(u32, Option<Message>)>,
+    free: Vec<u32>,
+}
+
+impl Slots {
+    fn insert(&mut self, msg: Message) -> u64 {
+        let index = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.slots.push((0, None));
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut self.slots[index];
+        slot.0 = slot.0.wrapping_add(1);
+        slot.1 = Some(msg);
+        (u64::from(slot.0) << 32) | (index as u64 + 1)
+    }
+
+    fn remove(&mut self, handle: u64) -> Option<Message> {
+        let index = ((handle & 0xffff_ffff) as usize).checked_sub(1)?;
+        let slot = self.slots.get_mut(index)?;
+        if u64::from(slot.0) != handle >> 32 {
+            return None;
+        }
+        let msg = slot.1.take()?;
+        self.free.push(index as u32);
+        Some(msg)
+    }
+}
+
+/// Hashes a chunk's address with one multiplication (Fibonacci hashing of
+/// the address without its 64-byte alignment bits): the loan table's keys
+/// are distinct chunk addresses, so SipHash's defence against chosen keys
+/// is not needed, and its cost would be paid on every loan and publish.
+#[derive(Clone, Copy, Default)]
+struct PtrHash;
+
+/// The hasher of [`PtrHash`].
+#[derive(Default)]
+struct PtrHasher(u64);
+
+impl std::hash::BuildHasher for PtrHash {
+    type Hasher = PtrHasher;
+    fn build_hasher(&self) -> PtrHasher {
+        PtrHasher(0)
+    }
+}
+
+impl std::hash::Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The region behind a C handle.
+///
+/// # Safety
+/// `p` is NULL or a pointer `ty_region_open` returned (a closed handle is
+/// caught only while its memory was not reused).
+unsafe fn region<'a>(p: *const ty_region_t) -> Res<&'a ty_region_t> {
+    if p.is_null() || !p.is_aligned() {
+        return Err(invalid("region handle is NULL or misaligned"));
+    }
+    // SAFETY: the caller passes a live handle from `ty_region_open`, which
+    // is a `Box<ty_region_t>` not yet freed.
+    let r = unsafe { &*p };
+    if r.magic != REGION_MAGIC {
+        return Err(invalid("not a region handle (closed already?)"));
+    }
+    Ok(r)
+}
+
+/// The topic behind a C handle.
+///
+/// # Safety
+/// `p` is NULL or a pointer `ty_topic_create` / `ty_topic_open` returned.
+unsafe fn topic<'a>(p: *const ty_topic_t) -> Res<&'a ty_topic_t> {
+    if p.is_null() || !p.is_aligned() {
+        return Err(invalid("topic handle is NULL or misaligned"));
+    }
+    // SAFETY: as in `region`: a live `Box<ty_topic_t>` by the contract.
+    let t = unsafe { &*p };
+    if t.magic != TOPIC_MAGIC {
+        return Err(invalid("not a topic handle (closed already?)"));
+    }
+    Ok(t)
+}
+
+fn region_config(c: &ty_region_conf_t) -> RegionConfig {
+    RegionConfig::default()
+        .size(c.size)
+        .max_topics(c.max_topics as usize)
+        .ring_arena(c.ring_arena)
+        .class_weights(c.class_weights)
+        .lease(Duration::from_nanos(c.lease_ns))
+}
+
+fn notify_policy(n: c_int) -> Res<WaitPolicy> {
+    match n {
+        TY_NOTIFY_HYBRID => Ok(WaitPolicy::Hybrid),
+        TY_NOTIFY_SPIN => Ok(WaitPolicy::Spin),
+        TY_NOTIFY_FUTEX => Ok(WaitPolicy::Futex),
+        _ => Err(invalid(format!("notify must be TY_NOTIFY_HYBRID, _SPIN or _FUTEX, not {n}"))),
+    }
+}
+
+fn notify_code(p: WaitPolicy) -> c_int {
+    match p {
+        WaitPolicy::Spin => TY_NOTIFY_SPIN,
+        WaitPolicy::Futex => TY_NOTIFY_FUTEX,
+        _ => TY_NOTIFY_HYBRID,
+    }
+}
+
+fn topic_config(c: &ty_topic_conf_t) -> Res<TopicConfig> {
+    let delivery = match c.delivery {
+        TY_DELIVERY_AT_MOST_ONCE => Delivery::AtMostOnce,
+        TY_DELIVERY_AT_LEAST_ONCE => Delivery::AtLeastOnce,
+        d => {
+            return Err(invalid(format!(
+                "delivery must be TY_DELIVERY_AT_MOST_ONCE or _AT_LEAST_ONCE, not {d}"
+            )))
+        }
+    };
+    Ok(TopicConfig::default()
+        .partitions(c.partitions)
+        .capacity(c.capacity)
+        .wait(notify_policy(c.notify)?)
+        .delivery(delivery))
+}
+
+fn new_region(region: Region) -> *mut ty_region_t {
+    Box::into_raw(Box::new(ty_region_t { magic: REGION_MAGIC, region }))
+}
+
+fn new_topic(topic: Topic) -> *mut ty_topic_t {
+    Box::into_raw(Box::new(ty_topic_t {
+        magic: TOPIC_MAGIC,
+        topic,
+        loans: Mutex::new(HashMap::default()),
+        held: Mutex::new(Slots::default()),
+    }))
+}
+
+/// Runs `make` and writes the handle it returns to the out-pointer `out`
+/// (NULL on failure).
+///
+/// # Safety
+/// `out` is NULL or valid for a write of one `*mut T`.
+unsafe fn put_handle<T>(out: *mut *mut T, what: &str, make: impl FnOnce() -> Res<*mut T>) -> c_int {
+    guard(|| {
+        let out = arg_out(out, what)?;
+        // SAFETY: `out` is not NULL and, by the contract, writable.
+        unsafe { out.write(std::ptr::null_mut()) };
+        let handle = make()?;
+        // SAFETY: as above.
+        unsafe { out.write(handle) };
+        Ok(TY_OK)
+    })
+}
+
+/// Attaches the region `name`, creating it if needed.
+///
+/// * `conf` not NULL: opens the region if it exists, else creates it with
+///   `*conf` (several processes may race; one creates, the others open).
+///   An existing region must have that same configuration, else
+///   `TY_EINCOMPAT` (`ty_last_error` names the field).
+/// * `conf` NULL: opens an existing region with the configuration it was
+///   created with; `TY_ENOENT` if there is none.
+///
+/// Opening reclaims what processes that died had held (see
+/// `ty_region_recover`). Regions persist: closing does not delete one,
+/// `ty_region_remove` does. Names: any non-empty UTF-8 string; one user's
+/// (`"demo"`, `"Local\\demo"`) or machine-wide (`"Global\\demo"`). The file
+/// is `/dev/shm/tachyon.u<uid>.<name>` (`/`, `%`, `\` escaped as `%XX`), or
+/// under `$TACHYON_SHM_DIR`.
+///
+/// On success `*out` is a new handle, to be given to `ty_region_close`; on
+/// failure it is NULL. Errors: `TY_EINVAL` (NULL `name` or `out`, bad name,
+/// bad configuration), `TY_ENOENT`, `TY_EINCOMPAT`, `TY_EPERM`,
+/// `TY_ENOSPC`, `TY_EKIND` (the name holds another kind of object),
+/// `TY_EVERSION`, `TY_ECORRUPT`, `TY_EIO`. Thread-safe.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `conf` is NULL or points to a
+/// `ty_region_conf_t`; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_open(
+    name: *const c_char,
+    conf: *const ty_region_conf_t,
+    out: *mut *mut ty_region_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: `conf` is NULL or points to a conf, per the contract.
+        let region = match unsafe { conf.as_ref() } {
+            Some(c) => Region::create_or_open(name, region_config(c))?,
+            None => Region::open(name)?,
+        };
+        Ok(new_region(region))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the region handle's address)", make) }
+}
+
+/// Creates the region `name` with `*conf` (NULL: `ty_region_conf_default`);
+/// `TY_EEXIST` if it exists. Otherwise as `ty_region_open`.
+///
+/// # Safety
+/// As `ty_region_open`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_create(
+    name: *const c_char,
+    conf: *const ty_region_conf_t,
+    out: *mut *mut ty_region_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: `conf` is NULL or points to a conf, per the contract.
+        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_region_conf_default);
+        Ok(new_region(Region::create(name, region_config(conf))?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the region handle's address)", make) }
+}
+
+/// Closes a region handle. Topics opened through it stay usable (they keep
+/// the region attached until they are closed too). The region itself
+/// persists (see `ty_region_remove`). NULL is ignored.
+///
+/// Not thread-safe for one handle: no other call may use `reg` during or
+/// after this one. A second close of the same handle is caught while its
+/// memory was not reused, and then ignored.
+///
+/// # Safety
+/// `reg` is NULL or a handle from `ty_region_open` / `ty_region_create`,
+/// not used again afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_close(reg: *mut ty_region_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { region(reg) }.is_ok() {
+            // SAFETY: a live handle made by `Box::into_raw` in `new_region`;
+            // nobody uses it any more, per the contract.
+            let mut b = unsafe { Box::from_raw(reg) };
+            b.magic = DEAD;
+            drop(b);
+        }
+    })
+}
+
+/// Deletes the region `name` from /dev/shm. Processes attached keep their
+/// memory until they close; nobody can open the name any more, and a new
+/// region of that name may be created.
+///
+/// Errors: `TY_EINVAL` (NULL or bad name), `TY_ENOENT`, `TY_EPERM`,
+/// `TY_EIO`. Thread-safe.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_remove(name: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        Region::remove(name)?;
+        Ok(TY_OK)
+    })
+}
+
+/// Returns to the pool every chunk held by a process that died (its loans,
+/// the messages it had received and not released); on at-least-once topics
+/// publishes those messages again. Safe to run from several processes at
+/// once; the library also runs it when a region is opened and while a loan
+/// or a subscribe waits. `out` (may be NULL) gets what was reclaimed.
+///
+/// Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_recover(reg: *const ty_region_t, out: *mut ty_recovered_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        let got = r.region.recover()?;
+        if !out.is_null() {
+            // SAFETY: not NULL, writable per the contract.
+            unsafe { out.write(got.into()) };
+        }
+        Ok(TY_OK)
+    })
+}
+
+/// Fills `*out` with what recovery reclaimed when this handle opened (or
+/// created) the region: what processes that had died held then.
+///
+/// Errors: `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_recovered_on_open(
+    reg: *const ty_region_t,
+    out: *mut ty_recovered_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        let out = arg_out(out, "out")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(r.region.recovered_on_open().into()) };
+        Ok(TY_OK)
+    })
+}
+
+/// Fills `*out` with the free chunks of each size class of the pool.
+///
+/// Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_pool_stats(reg: *const ty_region_t, out: *mut ty_pool_stats_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        let out = arg_out(out, "out")?;
+        let stats: [ClassStats; TY_CLASSES] = r.region.pool_stats()?;
+        let classes =
+            stats.map(|c| ty_class_stats_t { chunk_size: c.chunk_size, chunks: c.chunks, free: c.free });
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(ty_pool_stats_t { classes }) };
+        Ok(TY_OK)
+    })
+}
+
+/// Tells other processes this one is alive. The library beats by itself
+/// when it attaches, every 256 loans or receives and while it waits; a
+/// process that holds chunks and stays away from the region for longer than
+/// the lease should call this.
+///
+/// Errors: `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_heartbeat(reg: *const ty_region_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { region(reg)? }.region.heartbeat();
+        Ok(TY_OK)
+    })
+}
+
+/// Creates the topic `name` in the region with `*conf` (NULL:
+/// `ty_topic_conf_default`), or opens it if it exists with that same
+/// configuration (`TY_EINCOMPAT` if not; `ty_last_error` names the field).
+/// Like `ty_region_open` with a configuration, so that a producer can be
+/// started again on a persistent region.
+///
+/// On success `*out` is a new handle, for `ty_topic_close`; NULL on
+/// failure. Errors: `TY_EINVAL` (NULL, bad name: 1 to 63 bytes; bad
+/// configuration), `TY_EINCOMPAT`, `TY_ENOSPC` (too many topics, or the
+/// ring arena is used up), `TY_ECORRUPT`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `name` NULL or a NUL-terminated
+/// string; `conf` NULL or pointing to a `ty_topic_conf_t`; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_create(
+    reg: *const ty_region_t,
+    name: *const c_char,
+    conf: *const ty_topic_conf_t,
+    out: *mut *mut ty_topic_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: NULL or a conf, per the contract.
+        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_topic_conf_default);
+        Ok(new_topic(r.region.create_or_open_topic(name, topic_config(conf)?)?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the topic handle's address)", make) }
+}
+
+/// Opens the existing topic `name` of the region, with the configuration it
+/// was created with.
+///
+/// On success `*out` is a new handle, for `ty_topic_close`; NULL on
+/// failure. Errors: `TY_EINVAL`, `TY_ENOENT`, `TY_ECORRUPT`. Thread-safe.
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `name` NULL or a NUL-terminated
+/// string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_open(
+    reg: *const ty_region_t,
+    name: *const c_char,
+    out: *mut *mut ty_topic_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        Ok(new_topic(r.region.topic(name)?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the topic handle's address)", make) }
+}
+
+/// Closes a topic handle. Loans taken through it and not published go back
+/// to the pool; messages received through it and not released are released
+/// (their `data` pointers become invalid). NULL is ignored.
+///
+/// Not thread-safe for one handle: no other call may use `topic` during or
+/// after this one (a blocked `ty_subscribe` on it must have returned).
+///
+/// # Safety
+/// `topic` is NULL or a handle from `ty_topic_create` / `ty_topic_open`,
+/// not used again afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_close(topic: *mut ty_topic_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { self::topic(topic) }.is_ok() {
+            // SAFETY: a live handle made by `Box::into_raw` in `new_topic`;
+            // nobody uses it any more, per the contract.
+            let mut b = unsafe { Box::from_raw(topic) };
+            b.magic = DEAD;
+            drop(b);
+        }
+    })
+}
+
+/// The partition messages of `key` go to (0 to partitions - 1), or
+/// `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_partition_of(topic: *const ty_topic_t, key: u64) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        Ok(t.topic.partition_of(Key(key)) as c_int)
+    })
+}
+
+/// The topic's number of partitions, or `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_partitions(topic: *const ty_topic_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        Ok(unsafe { self::topic(topic)? }.topic.partitions() as c_int)
+    })
+}
+
+/// Fills `*out` with the topic's configuration and counters.
+///
+/// Errors: `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_stats(topic: *const ty_topic_t, out: *mut ty_topic_stats_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        let out = arg_out(out, "out")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(topic_stats(&t.topic.info())) };
+        Ok(TY_OK)
+    })
+}
+
+fn topic_stats(i: &TopicInfo) -> ty_topic_stats_t {
+    ty_topic_stats_t {
+        partitions: i.partitions,
+        capacity: i.capacity,
+        notify: i.wait.map_or(-1, notify_code),
+        delivery: match i.delivery {
+            Some(Delivery::AtLeastOnce) => TY_DELIVERY_AT_LEAST_ONCE,
+            Some(_) => TY_DELIVERY_AT_MOST_ONCE,
+            None => -1,
+        },
+        published: i.published,
+        received: i.received,
+        corrupt: i.corrupt,
+        lost: i.lost,
+    }
+}
+
+/// Lists the region's topics: fills `out[0]` to `out[cap - 1]` (as many as
+/// there are) and returns how many topics the region has, which may be more
+/// than `cap` (call again with a larger array; `out` may be NULL when `cap`
+/// is 0, to count). The order is the region's directory order. Negative on
+/// error: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe (a snapshot).
+///
+/// # Safety
+/// `reg` is NULL or a live region handle; `out` NULL (with `cap` 0) or
+/// writable for `cap` entries.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_topics(
+    reg: *const ty_region_t,
+    out: *mut ty_topic_info_t,
+    cap: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        if cap > 0 && out.is_null() {
+            return Err(invalid("out is NULL"));
+        }
+        let topics = r.region.topics()?;
+        for (i, info) in topics.iter().take(cap).enumerate() {
+            let mut name = [0 as c_char; TY_TOPIC_NAME_LEN];
+            for (d, &b) in name.iter_mut().zip(info.name.as_bytes().iter().take(TY_TOPIC_NAME_LEN - 1)) {
+                *d = b as c_char;
+            }
+            // SAFETY: `i < cap`; `out` is writable for `cap` entries per the
+            // contract.
+            unsafe { out.add(i).write(ty_topic_info_t { name, stats: topic_stats(info) }) };
+        }
+        Ok(c_int::try_from(topics.len()).unwrap_or(c_int::MAX))
+    })
+}
+
+/// The number of messages waiting in `partition` now (a snapshot), or a
+/// negative error: `TY_EINVAL` (bad handle or partition), `TY_ECORRUPT`.
+/// Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_depth(topic: *const ty_topic_t, partition: u32) -> i64 {
+    let mut depth = 0i64;
+    let rc = guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        depth = t.topic.depth(partition)? as i64;
+        Ok(TY_OK)
+    });
+    if rc == TY_OK {
+        depth
+    } else {
+        i64::from(rc)
+    }
+}
+
+/// Loans a chunk of `size` bytes from the pool for one message, to be
+/// written in place and given to `ty_publish` (or `ty_unloan`). `*buf` gets
+/// its first byte (64-byte aligned), writable by the caller alone until
+/// then. `opts` NULL: `ty_loan_opts_default` (wait for a free chunk for
+/// ever, as the topic's notify policy says).
+///
+/// Errors (`*buf` is then NULL): `TY_EINVAL` (NULL, bad options),
+/// `TY_EMSGSIZE` (more than 1 MiB), `TY_EPOOL` (no chunk of that size came
+/// free in time), `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`). Thread-safe:
+/// several threads may loan through one handle.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `buf` NULL or writable; `opts`
+/// NULL or pointing to a `ty_loan_opts_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_loan(
+    topic: *const ty_topic_t,
+    size: usize,
+    buf: *mut *mut c_void,
+    opts: *const ty_loan_opts_t,
+) -> c_int {
+    // SAFETY: NULL or a `ty_loan_opts_t`, per the contract.
+    let opts = unsafe { opts.as_ref() }.copied().unwrap_or(ty_loan_opts_default);
+    // SAFETY: per this function's contract.
+    unsafe { loan(topic, size, buf, opts) }
+}
+
+/// `ty_loan` waiting at most `timeout_ns` (-1 for ever, 0 not at all).
+///
+/// # Safety
+/// As `ty_loan`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_loan_timed(
+    topic: *const ty_topic_t,
+    size: usize,
+    buf: *mut *mut c_void,
+    timeout_ns: i64,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { loan(topic, size, buf, ty_loan_opts_t { timeout_ns, flags: 0 }) }
+}
+
+/// `ty_loan` without waiting: `TY_EPOOL` if no chunk of that size is free
+/// now.
+///
+/// # Safety
+/// As `ty_loan`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_try_loan(topic: *const ty_topic_t, size: usize, buf: *mut *mut c_void) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { loan(topic, size, buf, ty_loan_opts_t { timeout_ns: 0, flags: 0 }) }
+}
+
+/// # Safety
+/// As `ty_loan`.
+unsafe fn loan(topic: *const ty_topic_t, size: usize, buf: *mut *mut c_void, opts: ty_loan_opts_t) -> c_int {
+    guard(|| {
+        let buf = arg_out(buf, "buf (where the loan's address goes)")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { buf.write(std::ptr::null_mut()) };
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        if opts.flags & !TY_LOAN_ZERO != 0 {
+            return Err(invalid(format!("unknown loan flags {:#x}", opts.flags)));
+        }
+        let mut loan = interruptible(arg_timeout(opts.timeout_ns)?, |w| t.topic.loan(size, w))?;
+        if opts.flags & TY_LOAN_ZERO != 0 {
+            loan.fill(0);
+        }
+        let ptr = loan.as_mut_ptr();
+        lock(&t.loans).insert(ptr as usize, loan);
+        // SAFETY: as above.
+        unsafe { buf.write(ptr.cast()) };
+        Ok(TY_OK)
+    })
+}
+
+/// The loan `buf` of this topic handle, taken out of its table.
+fn take_loan(t: &ty_topic_t, buf: *const c_void, len: usize) -> Res<Loan> {
+    let mut loans = lock(&t.loans);
+    let mut loan = loans.remove(&(buf as usize)).ok_or_else(|| {
+        invalid("buf is not a loan of this topic handle (loaned through another handle, already published or returned?)")
+    })?;
+    if len > loan.len() {
+        let size = loan.len();
+        loans.insert(buf as usize, loan);
+        return Err(invalid(format!("len {len} is more than the {size} bytes loaned")));
+    }
+    loan.truncate(len);
+    Ok(loan)
+}
+
+/// Publishes the first `len` bytes of the loan `buf` (from `ty_loan` on
+/// this same topic handle) with `key`: its descriptor goes into the key's
+/// partition, waiting for room for ever, as the topic's notify policy says.
+/// Messages of one key are received in the order they were published.
+///
+/// Unless the call fails with `TY_EINVAL` (`buf` not a loan of this handle,
+/// or `len` more than was loaned: nothing happened), the loan is used up
+/// whatever the result: on an error the chunk goes back to the pool and the
+/// message is dropped. Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `buf` any pointer (only compared).
+#[no_mangle]
+pub unsafe extern "C" fn ty_publish(
+    topic: *const ty_topic_t,
+    buf: *const c_void,
+    len: usize,
+    key: u64,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { publish(topic, buf, len, key, Some(-1)) }
+}
+
+/// `ty_publish` waiting at most `timeout_ns` for room (-1 for ever, 0 not
+/// at all): `TY_ETIMEDOUT` when it passed (the message is dropped).
+///
+/// # Safety
+/// As `ty_publish`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_publish_timed(
+    topic: *const ty_topic_t,
+    buf: *const c_void,
+    len: usize,
+    key: u64,
+    timeout_ns: i64,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { publish(topic, buf, len, key, Some(timeout_ns)) }
+}
+
+/// `ty_publish` without waiting: `TY_EAGAIN` if the key's partition is full
+/// (the message is dropped and its chunk returned; loan again to retry).
+///
+/// # Safety
+/// As `ty_publish`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_try_publish(
+    topic: *const ty_topic_t,
+    buf: *const c_void,
+    len: usize,
+    key: u64,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { publish(topic, buf, len, key, None) }
+}
+
+/// `timeout_ns`: `Some(ns)` waits per `ns`, `None` is the non-blocking form.
+///
+/// # Safety
+/// As `ty_publish`.
+unsafe fn publish(
+    topic: *const ty_topic_t,
+    buf: *const c_void,
+    len: usize,
+    key: u64,
+    timeout_ns: Option<i64>,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        let timeout = timeout_ns.map(arg_timeout).transpose()?;
+        let loan = take_loan(t, buf, len)?;
+        match timeout {
+            Some(timeout) => loan.publish(Key(key), timeout)?,
+            None => loan.try_publish(Key(key))?,
+        }
+        Ok(TY_OK)
+    })
+}
+
+/// Returns the loan `buf` (from `ty_loan` on this topic handle) to the pool
+/// unpublished.
+///
+/// Errors: `TY_EINVAL` (not a loan of this handle). Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `buf` any pointer (only compared).
+#[no_mangle]
+pub unsafe extern "C" fn ty_unloan(topic: *const ty_topic_t, buf: *const c_void) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        drop(take_loan(t, buf, 0)?);
+        Ok(TY_OK)
+    })
+}
+
+/// Copies `len` bytes from `data` into a chunk and publishes them with
+/// `key` (the copy path: loan, copy, publish in one call), waiting at most
+/// `timeout_ns` in all (-1 for ever, 0 not at all).
+///
+/// Errors: `TY_EINVAL`, `TY_EMSGSIZE`, `TY_EPOOL`, `TY_ETIMEDOUT`,
+/// `TY_EINTR` (`ty_interrupt`), `TY_ECORRUPT`; with a timeout of 0, a full
+/// partition is `TY_EAGAIN`.
+/// Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `data` is NULL (only with `len`
+/// 0) or readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ty_send(
+    topic: *const ty_topic_t,
+    data: *const c_void,
+    len: usize,
+    key: u64,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        let bytes: &[u8] = if len == 0 {
+            &[]
+        } else if data.is_null() {
+            return Err(invalid("data is NULL"));
+        } else {
+            // SAFETY: not NULL, readable for `len` bytes per the contract.
+            unsafe { std::slice::from_raw_parts(data.cast(), len) }
+        };
+        match arg_timeout(timeout_ns)? {
+            Some(d) if d.is_zero() => t.topic.try_send(bytes, Key(key))?,
+            timeout => interruptible(timeout, |w| t.topic.send(bytes, Key(key), w))?,
+        }
+        Ok(TY_OK)
+    })
+}
+
+/// Receives the next message of `partition`, waiting at most `timeout_ns`
+/// (-1 for ever, as the topic's notify policy says; 0 looks once). Each
+/// message goes to exactly one of the consumers of its partition.
+///
+/// On success `*m` describes the message: `m->data` points into shared
+/// memory, read-only, valid until `ty_release(topic, m)`, which must
+/// follow (on this same topic handle) for its chunk to go back to the pool.
+/// On failure `*m` is zeroed. Errors: `TY_EINVAL` (NULL, bad partition),
+/// `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt` was called, e.g. from a
+/// SIGINT handler), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+/// again). Thread-safe: several threads may subscribe through one handle.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `m` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscribe(
+    topic: *const ty_topic_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: per this function's contract.
+        unsafe {
+            receive(topic, partition, m, |t| Ok(Some(interruptible(timeout, |w| t.receive(partition, w))?)))
+        }
+    })
+}
+
+/// `ty_subscribe` without waiting: `TY_EAGAIN` if the partition is empty.
+///
+/// # Safety
+/// As `ty_subscribe`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_try_subscribe(
+    topic: *const ty_topic_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { receive(topic, partition, m, |t| Ok(t.try_receive(partition)?)) }
+    })
+}
+
+const NO_MSG: ty_msg_t = ty_msg_t { data: std::ptr::null(), len: 0, partition: 0, reserved: 0, handle: 0 };
+
+/// # Safety
+/// As `ty_subscribe`.
+unsafe fn receive(
+    topic: *const ty_topic_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+    take: impl FnOnce(&Topic) -> Res<Option<Message>>,
+) -> Res {
+    let m = arg_out(m, "m")?;
+    // SAFETY: not NULL, writable per the contract.
+    unsafe { m.write(NO_MSG) };
+    // SAFETY: per this function's contract.
+    let t = unsafe { self::topic(topic)? };
+    let Some(msg) = take(&t.topic)? else {
+        return Err(Fail { code: TY_EAGAIN, message: "the partition is empty".into() });
+    };
+    let (data, len) = (msg.as_ptr().cast(), msg.len());
+    let handle = lock(&t.held).insert(msg);
+    // SAFETY: as above.
+    unsafe { m.write(ty_msg_t { data, len, partition, reserved: 0, handle }) };
+    Ok(TY_OK)
+}
+
+/// Releases a message from `ty_subscribe` on this same topic handle: its
+/// chunk goes back to the pool and `m->data` becomes invalid. `*m` is
+/// zeroed, so a second release is `TY_EINVAL`, not a double free.
+///
+/// Errors: `TY_EINVAL` (NULL, released already, or received through
+/// another handle). Thread-safe (each message is released once).
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `m` NULL or pointing to a
+/// `ty_msg_t` (writable).
+#[no_mangle]
+pub unsafe extern "C" fn ty_release(topic: *const ty_topic_t, m: *mut ty_msg_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        let m = arg_out(m, "m")?;
+        // SAFETY: not NULL, a `ty_msg_t` per the contract.
+        let handle = unsafe { (*m).handle };
+        let msg = lock(&t.held).remove(handle).ok_or_else(|| {
+            invalid("m is not a message held through this topic handle (released already, or received through another handle?)")
+        })?;
+        drop(msg);
+        // SAFETY: as above.
+        unsafe { m.write(NO_MSG) };
+        Ok(TY_OK)
+    })
+}

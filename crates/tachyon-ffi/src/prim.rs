@@ -1,0 +1,600 @@
+//! The shared-memory primitives: the ring (`ty_ring_*`, over
+//! `CircularBuffer`), the byte buffer (`ty_buffer_*`, over `SharedBuffer`)
+//! and RPC with a C callback handler (`ty_rpc_*`, over `RpcBuffer`). Only
+//! their basic create / open / write / read / request calls are wrapped.
+
+use crate::error::*;
+use std::ffi::{c_char, c_int, c_void};
+use tachyon_core::{CircularBuffer, RpcBuffer, SharedBuffer};
+
+const RING_MAGIC: u64 = 0x7479_5f72_696e_6721; // "ty_ring!"
+const BUFFER_MAGIC: u64 = 0x7479_5f62_7566_6621; // "ty_buff!"
+const RPC_MAGIC: u64 = 0x7479_5f72_7063_2121; // "ty_rpc!!"
+const DEAD: u64 = 0xdead_dead_dead_dead;
+
+/// A ring of fixed-size nodes shared between processes (opaque): any
+/// number of writers and readers, each item read by one reader. From
+/// `ty_ring_create` / `ty_ring_open`, to `ty_ring_close`.
+// `repr(C)`, magic first: see `ty_region_t`.
+#[repr(C)]
+pub struct ty_ring_t {
+    magic: u64,
+    ring: CircularBuffer,
+}
+
+/// A fixed-size byte buffer shared between processes (opaque), read and
+/// written at offsets under a robust reader-writer lock. From
+/// `ty_buffer_create` / `ty_buffer_open`, to `ty_buffer_close`.
+#[repr(C)]
+pub struct ty_buffer_t {
+    magic: u64,
+    buffer: SharedBuffer,
+}
+
+/// One end of a request/response channel between two processes (opaque).
+/// From `ty_rpc_create` (the owner) / `ty_rpc_open` (the one client), to
+/// `ty_rpc_close`.
+#[repr(C)]
+pub struct ty_rpc_t {
+    magic: u64,
+    rpc: RpcBuffer,
+}
+
+/// The response a handler builds (opaque): set it with `ty_rpc_reply`.
+pub struct ty_rpc_reply_t {
+    bytes: Vec<u8>,
+}
+
+/// A handler of the peer's requests: gets `user` (as given to
+/// `ty_rpc_create` / `ty_rpc_open`), the request's `len` bytes at `req`
+/// (valid during the call only) and a reply to fill with `ty_rpc_reply`
+/// (left empty: an empty response). Returns 0, or any other value to fail
+/// the request: the caller's `ty_rpc_request` then returns `TY_EREMOTE`.
+///
+/// It runs on the library's handler threads, possibly on several at once:
+/// it must be thread-safe, and so must what `user` points to.
+pub type ty_rpc_handler_fn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        req: *const c_void,
+        len: usize,
+        reply: *mut ty_rpc_reply_t,
+    ) -> c_int,
+>;
+
+macro_rules! handle_of {
+    ($fn:ident, $ty:ty, $magic:expr, $what:literal) => {
+        /// The handle behind a C pointer.
+        ///
+        /// # Safety
+        /// `p` is NULL or a pointer its `create` / `open` returned, not closed.
+        unsafe fn $fn<'a>(p: *const $ty) -> Res<&'a $ty> {
+            if p.is_null() || !p.is_aligned() {
+                return Err(invalid(concat!($what, " handle is NULL or misaligned")));
+            }
+            // SAFETY: a live `Box<$ty>` by the caller's contract.
+            let h = unsafe { &*p };
+            if h.magic != $magic {
+                return Err(invalid(concat!("not a ", $what, " handle (closed already?)")));
+            }
+            Ok(h)
+        }
+    };
+}
+handle_of!(ring, ty_ring_t, RING_MAGIC, "ring");
+handle_of!(buffer, ty_buffer_t, BUFFER_MAGIC, "buffer");
+handle_of!(rpc, ty_rpc_t, RPC_MAGIC, "rpc");
+
+/// Runs `make` and writes the handle it returns to `out` (NULL on failure).
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn put<T>(out: *mut *mut T, make: impl FnOnce() -> Res<T>) -> c_int {
+    guard(|| {
+        let out = arg_out(out, "out (the handle's address)")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+        let handle = Box::into_raw(Box::new(make()?));
+        // SAFETY: as above.
+        unsafe { out.write(handle) };
+        Ok(TY_OK)
+    })
+}
+
+/// `len` bytes at `p` (NULL allowed when `len` is 0).
+///
+/// # Safety
+/// `p` is NULL or readable for `len` bytes for `'a`.
+unsafe fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> Res<&'a [u8]> {
+    if len == 0 {
+        Ok(&[])
+    } else if p.is_null() {
+        Err(invalid(format!("{what} is NULL")))
+    } else {
+        // SAFETY: not NULL, readable for `len` bytes per the contract.
+        Ok(unsafe { std::slice::from_raw_parts(p.cast(), len) })
+    }
+}
+
+/// `len` writable bytes at `p` (NULL allowed when `len` is 0).
+///
+/// # Safety
+/// `p` is NULL or writable for `len` bytes for `'a`, and nothing else
+/// accesses them meanwhile.
+unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize, what: &str) -> Res<&'a mut [u8]> {
+    if len == 0 {
+        Ok(&mut [])
+    } else if p.is_null() {
+        Err(invalid(format!("{what} is NULL")))
+    } else {
+        // SAFETY: not NULL, writable and exclusive for `len` bytes per the
+        // contract.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p.cast(), len) })
+    }
+}
+
+/// Creates the ring `name` of `node_count` nodes (a power of two, 2 or
+/// more) of `node_size` bytes each (the largest item). The ring is removed
+/// when the last process closes it.
+///
+/// On success `*out` is a new handle, for `ty_ring_close`; NULL on failure.
+/// Errors: `TY_EINVAL` (NULL, bad name or geometry), `TY_EEXIST`,
+/// `TY_ENOSPC`, `TY_EPERM`, `TY_EIO`. Thread-safe.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_create(
+    name: *const c_char,
+    node_count: usize,
+    node_size: usize,
+    out: *mut *mut ty_ring_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        Ok(ty_ring_t { magic: RING_MAGIC, ring: CircularBuffer::create(name, node_count, node_size)? })
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put(out, make) }
+}
+
+/// Opens the existing ring `name`.
+///
+/// Errors: `TY_EINVAL`, `TY_ENOENT`, `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`.
+/// Otherwise as `ty_ring_create`.
+///
+/// # Safety
+/// As `ty_ring_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_open(name: *const c_char, out: *mut *mut ty_ring_t) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        Ok(ty_ring_t { magic: RING_MAGIC, ring: CircularBuffer::open(name)? })
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put(out, make) }
+}
+
+/// Writes one item of `len` bytes (at most the node size) into the ring,
+/// waiting at most `timeout_ns` for a free node (-1 for ever, 0 not at
+/// all).
+///
+/// Errors: `TY_EINVAL`, `TY_EMSGSIZE` (longer than a node; nothing is
+/// cut), `TY_ETIMEDOUT` (the ring stayed full), `TY_EINTR`
+/// (`ty_interrupt`). Thread-safe.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle; `data` NULL (with `len` 0) or
+/// readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_write(
+    ring: *const ty_ring_t,
+    data: *const c_void,
+    len: usize,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { self::ring(ring)? };
+        // SAFETY: per this function's contract.
+        let item = unsafe { bytes(data, len, "data")? };
+        interruptible(arg_timeout(timeout_ns)?, |w| r.ring.write(item, w))?;
+        Ok(TY_OK)
+    })
+}
+
+/// Reads the next item into `buf` (of `cap` bytes), waiting at most
+/// `timeout_ns` for one (-1 for ever, 0 not at all); `*len` gets its
+/// length. Each item goes to one reader.
+///
+/// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty), `TY_EINTR`,
+/// `TY_EMSGSIZE` / `TY_ENOBUFS` (the item is longer than `cap`; it stays
+/// in the ring: pass a buffer of `ty_ring_node_size` bytes). Thread-safe.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle; `buf` NULL (with `cap` 0) or
+/// writable for `cap` bytes; `len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_read(
+    ring: *const ty_ring_t,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { self::ring(ring)? };
+        let len = arg_out(len, "len")?;
+        // SAFETY: per this function's contract.
+        let buf = unsafe { bytes_mut(buf, cap, "buf")? };
+        let n = interruptible(arg_timeout(timeout_ns)?, |w| r.ring.read(buf, w))?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { len.write(n) };
+        Ok(TY_OK)
+    })
+}
+
+/// The ring's node size (the largest item), or 0 for an invalid handle.
+/// Thread-safe.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_node_size(ring: *const ty_ring_t) -> usize {
+    let mut size = 0;
+    guard(|| {
+        // SAFETY: per this function's contract.
+        size = unsafe { self::ring(ring)? }.ring.node_size();
+        Ok(TY_OK)
+    });
+    size
+}
+
+/// Closes a ring handle; the last close in any process removes the ring.
+/// NULL is ignored. Must be the last call on `ring`.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_close(ring: *mut ty_ring_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { self::ring(ring) }.is_ok() {
+            // SAFETY: a live handle made by `Box::into_raw` in `put`, not
+            // used any more per the contract.
+            let mut b = unsafe { Box::from_raw(ring) };
+            b.magic = DEAD;
+        }
+    })
+}
+
+/// Creates the byte buffer `name` of `size` bytes, zeroed. It is removed
+/// when the last process closes it.
+///
+/// On success `*out` is a new handle, for `ty_buffer_close`; NULL on
+/// failure. Errors: `TY_EINVAL`, `TY_EEXIST`, `TY_ENOSPC`, `TY_EPERM`,
+/// `TY_EIO`. Thread-safe.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_buffer_create(
+    name: *const c_char,
+    size: usize,
+    out: *mut *mut ty_buffer_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        Ok(ty_buffer_t { magic: BUFFER_MAGIC, buffer: SharedBuffer::create(name, size)? })
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put(out, make) }
+}
+
+/// Opens the existing byte buffer `name`. Errors: `TY_EINVAL`, `TY_ENOENT`,
+/// `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`. Otherwise as `ty_buffer_create`.
+///
+/// # Safety
+/// As `ty_buffer_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_buffer_open(name: *const c_char, out: *mut *mut ty_buffer_t) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        Ok(ty_buffer_t { magic: BUFFER_MAGIC, buffer: SharedBuffer::open(name)? })
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put(out, make) }
+}
+
+/// Copies `len` bytes from `data` into the buffer at `offset`, under the
+/// buffer's write lock (readers see all of it or none).
+///
+/// Errors: `TY_EINVAL` (NULL, or the range does not fit: nothing written),
+/// `TY_ETIMEDOUT` (the lock stayed taken). Thread-safe.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer handle; `data` NULL (with `len` 0) or
+/// readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ty_buffer_write(
+    buf: *const ty_buffer_t,
+    offset: usize,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let b = unsafe { buffer(buf)? };
+        // SAFETY: per this function's contract.
+        let data = unsafe { bytes(data, len, "data")? };
+        b.buffer.write_bytes(offset, data)?;
+        Ok(TY_OK)
+    })
+}
+
+/// Copies `len` bytes of the buffer at `offset` into `out`, under the
+/// buffer's read lock.
+///
+/// Errors: `TY_EINVAL` (NULL, or the range does not fit), `TY_ETIMEDOUT`.
+/// Thread-safe.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer handle; `out` NULL (with `len` 0) or
+/// writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ty_buffer_read(
+    buf: *const ty_buffer_t,
+    offset: usize,
+    out: *mut c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let b = unsafe { buffer(buf)? };
+        // SAFETY: per this function's contract.
+        let out = unsafe { bytes_mut(out, len, "out")? };
+        b.buffer.read_bytes(offset, out)?;
+        Ok(TY_OK)
+    })
+}
+
+/// The buffer's size in bytes, or 0 for an invalid handle. Thread-safe.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_buffer_size(buf: *const ty_buffer_t) -> usize {
+    let mut size = 0;
+    guard(|| {
+        // SAFETY: per this function's contract.
+        size = unsafe { buffer(buf)? }.buffer.len();
+        Ok(TY_OK)
+    });
+    size
+}
+
+/// Closes a buffer handle; the last close in any process removes the
+/// buffer. NULL is ignored. Must be the last call on `buf`.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_buffer_close(buf: *mut ty_buffer_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { buffer(buf) }.is_ok() {
+            // SAFETY: a live handle made by `Box::into_raw` in `put`, not
+            // used any more per the contract.
+            let mut b = unsafe { Box::from_raw(buf) };
+            b.magic = DEAD;
+        }
+    })
+}
+
+/// The C handler and its `user` pointer, callable from the library's
+/// threads.
+#[derive(Clone, Copy)]
+struct CHandler {
+    f: unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut ty_rpc_reply_t) -> c_int,
+    user: *mut c_void,
+}
+
+// SAFETY: the C caller promises (see `ty_rpc_handler_fn`) that the handler
+// and what `user` points to may be used from any thread at once.
+unsafe impl Send for CHandler {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CHandler {}
+
+impl CHandler {
+    fn call(&self, req: &[u8]) -> Result<Vec<u8>, String> {
+        let mut reply = ty_rpc_reply_t { bytes: Vec::new() };
+        // SAFETY: the handler's contract (`ty_rpc_handler_fn`): `req` is
+        // readable for its length during the call, `reply` a valid reply
+        // it may fill with `ty_rpc_reply`.
+        let rc = unsafe { (self.f)(self.user, req.as_ptr().cast(), req.len(), &mut reply) };
+        if rc == 0 {
+            Ok(reply.bytes)
+        } else {
+            Err(format!("the C handler returned {rc}"))
+        }
+    }
+}
+
+/// # Safety
+/// As `ty_rpc_create`.
+unsafe fn rpc_start(
+    name: *const c_char,
+    handler: ty_rpc_handler_fn,
+    user: *mut c_void,
+    out: *mut *mut ty_rpc_t,
+    create: bool,
+) -> c_int {
+    let make = || {
+        // SAFETY: per the caller's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        let mut b = RpcBuffer::builder(name);
+        if let Some(f) = handler {
+            let h = CHandler { f, user };
+            b = b.handler(move |_id, req: &[u8]| h.call(req));
+        }
+        let rpc = if create { b.create()? } else { b.open()? };
+        Ok(ty_rpc_t { magic: RPC_MAGIC, rpc })
+    };
+    // SAFETY: `out` per the caller's contract.
+    unsafe { put(out, make) }
+}
+
+/// Creates the RPC channel `name`; this end is its owner. `handler` (may be
+/// NULL: this end then answers no requests, they fail with `TY_EREMOTE`)
+/// answers the requests of the other end, with `user` passed through. The
+/// channel is removed when both ends have closed.
+///
+/// On success `*out` is a new handle, for `ty_rpc_close`; NULL on failure.
+/// Errors: `TY_EINVAL`, `TY_EEXIST`, `TY_ENOSPC`, `TY_EPERM`, `TY_EIO`.
+/// Thread-safe.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `handler` NULL or a function
+/// as `ty_rpc_handler_fn` says, valid (with `user`) until `ty_rpc_close`
+/// returns; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_create(
+    name: *const c_char,
+    handler: ty_rpc_handler_fn,
+    user: *mut c_void,
+    out: *mut *mut ty_rpc_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { rpc_start(name, handler, user, out, true) }
+}
+
+/// Joins the RPC channel `name` as its client (one at a time: `TY_EBUSY`
+/// if another is connected). Otherwise as `ty_rpc_create`; `TY_ENOENT` if
+/// no such channel exists.
+///
+/// # Safety
+/// As `ty_rpc_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_open(
+    name: *const c_char,
+    handler: ty_rpc_handler_fn,
+    user: *mut c_void,
+    out: *mut *mut ty_rpc_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { rpc_start(name, handler, user, out, false) }
+}
+
+/// Sets the response a handler returns to `len` bytes copied from `data`
+/// (replacing any set before). Only valid inside the handler, on the reply
+/// it was given.
+///
+/// Errors: `TY_EINVAL` (NULL). Thread-safe (each reply is the handler's
+/// own).
+///
+/// # Safety
+/// `reply` is NULL or the reply the running handler was given; `data` NULL
+/// (with `len` 0) or readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_reply(reply: *mut ty_rpc_reply_t, data: *const c_void, len: usize) -> c_int {
+    guard(|| {
+        let reply = arg_out(reply, "reply")?;
+        // SAFETY: per this function's contract.
+        let data = unsafe { bytes(data, len, "data")? };
+        // SAFETY: not NULL; the live reply of a running handler, used by it
+        // alone, per the contract.
+        let reply = unsafe { &mut *reply };
+        reply.bytes.clear();
+        reply.bytes.extend_from_slice(data);
+        Ok(TY_OK)
+    })
+}
+
+/// Sends a request of `len` bytes to the other end and waits at most
+/// `timeout_ns` (-1 for ever) for its handler's response. On success
+/// `*resp` points to the `*resp_len` response bytes, allocated by the
+/// library: free them with `ty_rpc_free(*resp, *resp_len)` (a response of
+/// 0 bytes is NULL and needs no free).
+///
+/// Errors: `TY_EINVAL`, `TY_ETIMEDOUT`, `TY_EREMOTE` (the handler failed
+/// or there is none; `ty_last_error` has its text), `TY_ECLOSED`,
+/// `TY_EPEERDIED`, `TY_EMSGSIZE`. Thread-safe: several threads may have
+/// requests in flight on one handle.
+///
+/// # Safety
+/// `rpc` is NULL or a live handle; `req` NULL (with `len` 0) or readable
+/// for `len` bytes; `resp` and `resp_len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_request(
+    rpc: *const ty_rpc_t,
+    req: *const c_void,
+    len: usize,
+    resp: *mut *mut c_void,
+    resp_len: *mut usize,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        let resp = arg_out(resp, "resp")?;
+        let resp_len = arg_out(resp_len, "resp_len")?;
+        // SAFETY: both not NULL, writable per the contract.
+        unsafe {
+            resp.write(std::ptr::null_mut());
+            resp_len.write(0);
+        }
+        // SAFETY: per this function's contract.
+        let r = unsafe { self::rpc(rpc)? };
+        // SAFETY: per this function's contract.
+        let req = unsafe { bytes(req, len, "req")? };
+        let answer = r.rpc.request(req, arg_timeout(timeout_ns)?)?;
+        let n = answer.len();
+        let ptr = if n == 0 { std::ptr::null_mut() } else { Box::into_raw(answer.into_boxed_slice()).cast() };
+        // SAFETY: as above.
+        unsafe {
+            resp.write(ptr);
+            resp_len.write(n);
+        }
+        Ok(TY_OK)
+    })
+}
+
+/// Frees a response from `ty_rpc_request`: `resp` and the `len` it gave.
+/// NULL is ignored. Thread-safe.
+///
+/// # Safety
+/// `resp` is NULL or a response from `ty_rpc_request` with its length,
+/// not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_free(resp: *mut c_void, len: usize) {
+    guard_void(|| {
+        if !resp.is_null() && len > 0 {
+            let slice = std::ptr::slice_from_raw_parts_mut(resp.cast::<u8>(), len);
+            // SAFETY: made by `Box::into_raw` of a boxed slice of `len`
+            // bytes in `ty_rpc_request`, freed once, per the contract.
+            drop(unsafe { Box::from_raw(slice) });
+        }
+    })
+}
+
+/// Closes an RPC end: waits for its handler calls to finish; requests in
+/// flight fail with `TY_ECLOSED`; the other end sees `TY_ECLOSED`. NULL is
+/// ignored. Must be the last call on `rpc`, and not made from its handler.
+///
+/// # Safety
+/// `rpc` is NULL or a live handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_close(rpc: *mut ty_rpc_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { self::rpc(rpc) }.is_ok() {
+            // SAFETY: a live handle made by `Box::into_raw` in `put`, not
+            // used any more per the contract.
+            let mut b = unsafe { Box::from_raw(rpc) };
+            b.magic = DEAD;
+        }
+    })
+}

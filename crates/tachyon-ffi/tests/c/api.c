@@ -1,0 +1,202 @@
+/* The boundary, in one process: NULL and invalid arguments are TY_EINVAL
+ * (never a crash), a panic inside the library is TY_EINTERNAL, a wrong or
+ * repeated release is caught, the non-blocking and timed forms report
+ * what they should, statistics add up. */
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+int ty__test_panic(void); /* the library's own test hook, not in the header */
+
+int main(void) {
+    char name[64];
+    snprintf(name, sizeof name, "c-api-%d", (int)getpid());
+    ty_region_t* reg = (ty_region_t*)1;
+    ty_topic_t* topic = (ty_topic_t*)1;
+    ty_msg_t m;
+    void* buf = (void*)1;
+
+    /* NULL everywhere: TY_EINVAL, out-pointers cleared. */
+    EXPECT_RC(TY_EINVAL, ty_region_open(NULL, NULL, &reg));
+    EXPECT(reg == NULL);
+    EXPECT_RC(TY_EINVAL, ty_region_open(name, NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_region_create(NULL, NULL, &reg));
+    EXPECT_RC(TY_EINVAL, ty_region_remove(NULL));
+    EXPECT_RC(TY_EINVAL, ty_region_recover(NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_region_pool_stats(NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_region_recovered_on_open(NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_region_heartbeat(NULL));
+    EXPECT_RC(TY_EINVAL, ty_topic_create(NULL, "t", NULL, &topic));
+    EXPECT(topic == NULL);
+    EXPECT_RC(TY_EINVAL, ty_topic_open(NULL, "t", &topic));
+    EXPECT_RC(TY_EINVAL, ty_partition_of(NULL, 1));
+    EXPECT_RC(TY_EINVAL, ty_topic_partitions(NULL));
+    EXPECT_RC(TY_EINVAL, ty_topic_stats(NULL, NULL));
+    EXPECT(ty_topic_depth(NULL, 0) == TY_EINVAL);
+    EXPECT_RC(TY_EINVAL, ty_loan(NULL, 8, &buf, NULL));
+    EXPECT(buf == NULL);
+    EXPECT_RC(TY_EINVAL, ty_try_loan(NULL, 8, NULL));
+    EXPECT_RC(TY_EINVAL, ty_loan_timed(NULL, 8, &buf, 0));
+    EXPECT_RC(TY_EINVAL, ty_publish(NULL, NULL, 0, 0));
+    EXPECT_RC(TY_EINVAL, ty_try_publish(NULL, NULL, 0, 0));
+    EXPECT_RC(TY_EINVAL, ty_publish_timed(NULL, NULL, 0, 0, 0));
+    EXPECT_RC(TY_EINVAL, ty_unloan(NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_send(NULL, NULL, 0, 0, 0));
+    EXPECT_RC(TY_EINVAL, ty_subscribe(NULL, 0, &m, 0));
+    EXPECT(m.data == NULL && m.len == 0 && m.handle == 0);
+    EXPECT_RC(TY_EINVAL, ty_try_subscribe(NULL, 0, NULL));
+    EXPECT_RC(TY_EINVAL, ty_release(NULL, NULL));
+    ty_region_close(NULL);
+    ty_topic_close(NULL);
+    EXPECT(strlen(ty_last_error()) > 0);
+
+    /* Codes and texts. */
+    EXPECT(strcmp(ty_strerror(TY_OK), "success") == 0);
+    EXPECT(strcmp(ty_strerror(TY_EINVAL), "invalid argument") == 0);
+    EXPECT(strcmp(ty_strerror(12345), "unknown error") == 0);
+    for (int c = TY_EINTERNAL; c < 0; c++) EXPECT(strcmp(ty_strerror(c), "unknown error") != 0);
+    EXPECT(strlen(ty_version()) > 0);
+
+    /* A panic inside the library does not cross into C. */
+    EXPECT_RC(TY_EINTERNAL, ty__test_panic());
+    EXPECT(strstr(ty_last_error(), "internal error") != NULL);
+
+    /* Opening what does not exist; bad names and configurations. */
+    EXPECT_RC(TY_ENOENT, ty_region_open(name, NULL, &reg));
+    EXPECT(strstr(ty_last_error(), name) != NULL);
+    EXPECT_RC(TY_EINVAL, ty_region_create("", NULL, &reg));
+    EXPECT_RC(TY_EINVAL, ty_region_open("", NULL, &reg));
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 1000;
+    EXPECT_RC(TY_EINVAL, ty_region_open(name, &rc, &reg));
+    rc = ty_region_conf_default;
+    rc.size = 8 << 20;
+    rc.ring_arena = 1 << 20;
+    CHECK(ty_region_create(name, &rc, &reg));
+    ty_region_t* other;
+    EXPECT_RC(TY_EEXIST, ty_region_create(name, &rc, &other));
+    EXPECT(other == NULL);
+    CHECK(ty_region_open(name, &rc, &other)); /* compatible: opens */
+    ty_region_close(other);
+    rc.size = 16 << 20;
+    EXPECT_RC(TY_EINCOMPAT, ty_region_open(name, &rc, &other));
+    EXPECT(strstr(ty_last_error(), "size") != NULL);
+
+    /* Topics. */
+    ty_topic_conf_t tc = ty_topic_conf_default;
+    tc.partitions = 3;
+    EXPECT_RC(TY_EINVAL, ty_topic_create(reg, "t", &tc, &topic));
+    tc.partitions = 4;
+    tc.capacity = 4;
+    tc.notify = 7;
+    EXPECT_RC(TY_EINVAL, ty_topic_create(reg, "t", &tc, &topic));
+    tc.notify = TY_NOTIFY_SPIN;
+    EXPECT_RC(TY_ENOENT, ty_topic_open(reg, "t", &topic));
+    CHECK(ty_topic_create(reg, "t", &tc, &topic));
+    ty_topic_t* again;
+    CHECK(ty_topic_create(reg, "t", &tc, &again)); /* same configuration: opens */
+    tc.capacity = 8;
+    ty_topic_t* third = (ty_topic_t*)1;
+    EXPECT_RC(TY_EINCOMPAT, ty_topic_create(reg, "t", &tc, &third));
+    EXPECT(third == NULL);
+    /* A handle of another kind is caught. */
+    EXPECT_RC(TY_EINVAL, ty_topic_partitions((ty_topic_t*)reg));
+    EXPECT_RC(TY_EINVAL, ty_region_heartbeat((ty_region_t*)topic));
+    EXPECT(ty_topic_partitions(topic) == 4);
+    int p = ty_partition_of(topic, 42);
+    EXPECT(p >= 0 && p < 4);
+
+    /* Loans: the pointer is checked, len is checked, unloan returns it. */
+    EXPECT_RC(TY_EMSGSIZE, ty_loan(topic, (2 << 20), &buf, NULL));
+    ty_loan_opts_t lo = ty_loan_opts_default;
+    lo.flags = TY_LOAN_ZERO;
+    CHECK(ty_loan(topic, 100, &buf, &lo));
+    EXPECT(((uintptr_t)buf & 63) == 0);
+    for (int i = 0; i < 100; i++) EXPECT(((unsigned char*)buf)[i] == 0);
+    EXPECT_RC(TY_EINVAL, ty_publish(topic, (char*)buf + 1, 1, 42));
+    EXPECT_RC(TY_EINVAL, ty_publish(topic, buf, 101, 42));
+    EXPECT_RC(TY_EINVAL, ty_publish(again, buf, 10, 42)); /* another handle's loan */
+    CHECK(ty_unloan(topic, buf));
+    EXPECT_RC(TY_EINVAL, ty_unloan(topic, buf));
+    lo.flags = 2;
+    EXPECT_RC(TY_EINVAL, ty_loan(topic, 100, &buf, &lo));
+
+    /* Publish and receive, every form; a full partition; an empty one. */
+    EXPECT_RC(TY_EAGAIN, ty_try_subscribe(topic, (uint32_t)p, &m));
+    EXPECT_RC(TY_ETIMEDOUT, ty_subscribe(topic, (uint32_t)p, &m, 0));
+    EXPECT_RC(TY_ETIMEDOUT, ty_subscribe(topic, (uint32_t)p, &m, 1000000));
+    EXPECT_RC(TY_EINVAL, ty_subscribe(topic, (uint32_t)p, &m, -2));
+    EXPECT_RC(TY_EINVAL, ty_subscribe(topic, 4, &m, 0));
+    for (int i = 0; i < 4; i++) {
+        char* b;
+        CHECK(ty_try_loan(topic, 8, (void**)&b));
+        memcpy(b, "message", 8);
+        b[7] = (char)('0' + i);
+        if (i % 2) CHECK(ty_try_publish(topic, b, 8, 42));
+        else CHECK(ty_publish_timed(topic, b, 8, 42, 1000000000));
+    }
+    EXPECT(ty_topic_depth(topic, (uint32_t)p) == 4);
+    EXPECT_RC(TY_EAGAIN, ty_send(topic, "full", 4, 42, 0));
+    EXPECT_RC(TY_ETIMEDOUT, ty_send(topic, "full", 4, 42, 1000000));
+    char* b;
+    CHECK(ty_loan_timed(topic, 8, (void**)&b, -1));
+    EXPECT_RC(TY_EAGAIN, ty_try_publish(topic, b, 8, 42));
+    EXPECT_RC(TY_EINVAL, ty_unloan(topic, b)); /* used up by the failed publish */
+    for (int i = 0; i < 4; i++) {
+        CHECK(i % 2 ? ty_try_subscribe(topic, (uint32_t)p, &m) : ty_subscribe(topic, (uint32_t)p, &m, -1));
+        EXPECT(m.len == 8 && m.partition == (uint32_t)p && memcmp(m.data, "message", 7) == 0);
+        EXPECT(((const char*)m.data)[7] == '0' + i);
+        ty_msg_t copy = m;
+        EXPECT_RC(TY_EINVAL, ty_release(again, &m)); /* another handle's message */
+        CHECK(ty_release(topic, &m));
+        EXPECT(m.data == NULL && m.handle == 0);
+        EXPECT_RC(TY_EINVAL, ty_release(topic, &m));
+        EXPECT_RC(TY_EINVAL, ty_release(topic, &copy)); /* a stale copy */
+    }
+    CHECK(ty_send(topic, "copied", 6, 42, -1));
+    CHECK(ty_subscribe(topic, (uint32_t)p, &m, 1000000000));
+    EXPECT(m.len == 6 && memcmp(m.data, "copied", 6) == 0);
+    CHECK(ty_release(topic, &m));
+    CHECK(ty_send(topic, NULL, 0, 42, 0));
+    CHECK(ty_subscribe(topic, (uint32_t)p, &m, 0));
+    EXPECT(m.len == 0);
+    CHECK(ty_release(topic, &m));
+
+    /* The region's topics. */
+    EXPECT(ty_region_topics(reg, NULL, 0) == 1);
+    EXPECT_RC(TY_EINVAL, ty_region_topics(reg, NULL, 1));
+    EXPECT_RC(TY_EINVAL, ty_region_topics(NULL, NULL, 0));
+    ty_topic_info_t infos[4];
+    EXPECT(ty_region_topics(reg, infos, 4) == 1);
+    EXPECT(strcmp(infos[0].name, "t") == 0 && infos[0].stats.partitions == 4 && infos[0].stats.published == 6);
+
+    /* Statistics and recovery. */
+    ty_topic_stats_t st;
+    CHECK(ty_topic_stats(topic, &st));
+    EXPECT(st.partitions == 4 && st.capacity == 4 && st.notify == TY_NOTIFY_SPIN);
+    EXPECT(st.delivery == TY_DELIVERY_AT_MOST_ONCE);
+    EXPECT(st.published == 6 && st.received == 6 && st.lost == 0 && st.corrupt == 0);
+    ty_pool_stats_t ps;
+    CHECK(ty_region_pool_stats(reg, &ps));
+    EXPECT(ps.classes[0].chunk_size == 64 && ps.classes[7].chunk_size == (1 << 20));
+    for (int c = 0; c < TY_CLASSES; c++) EXPECT(ps.classes[c].free <= ps.classes[c].chunks);
+    ty_recovered_t rec;
+    CHECK(ty_region_recover(reg, &rec));
+    EXPECT(rec.total == 0);
+    CHECK(ty_region_recover(reg, NULL));
+    CHECK(ty_region_heartbeat(reg));
+
+    /* Closing: a topic outlives its region handle; loans and messages held
+     * by a closed topic handle go back to the pool. */
+    CHECK(ty_loan(again, 8, &buf, NULL));
+    CHECK(ty_send(again, "held", 4, 42, 0));
+    CHECK(ty_subscribe(again, (uint32_t)p, &m, 0));
+    ty_region_close(reg);
+    CHECK(ty_send(topic, "after", 5, 1, 0));
+    ty_topic_close(again);
+    ty_topic_close(topic);
+    CHECK(ty_region_remove(name));
+    printf("api: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,182 @@
+/* Across processes with fork: a producer child and a consumer parent
+ * (far more messages than the ring holds, order checked), then children
+ * SIGKILLed while holding loans and while holding a received message, and
+ * recovery: the chunks come back, the at-least-once message is delivered
+ * again, the at-most-once one is counted lost. Children open the region
+ * themselves (handles are not shared across fork). */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define WAIT_NS 10000000000LL /* 10 s: a stuck peer fails the test */
+#define N 20000
+
+static char name[64];
+
+static void wait_ok(pid_t pid) {
+    int status;
+    EXPECT(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void kill_and_reap(pid_t pid) {
+    int status;
+    EXPECT(kill(pid, SIGKILL) == 0);
+    EXPECT(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/* Child: opens the region and topic by name. */
+static ty_topic_t* child_open(const char* topic_name) {
+    ty_region_t* reg;
+    ty_topic_t* topic;
+    CHECK(ty_region_open(name, NULL, &reg));
+    CHECK(ty_topic_open(reg, topic_name, &topic));
+    ty_region_close(reg);
+    return topic;
+}
+
+/* Tells the parent (through a pipe) that the child is ready to be killed,
+ * then waits for the signal. */
+static void ready_and_wait(int fd) {
+    EXPECT(write(fd, "r", 1) == 1);
+    for (;;) pause();
+}
+
+static size_t free_chunks(ty_region_t* reg, int class) {
+    ty_pool_stats_t ps;
+    CHECK(ty_region_pool_stats(reg, &ps));
+    return ps.classes[class].free;
+}
+
+int main(void) {
+    snprintf(name, sizeof name, "c-fork-%d", (int)getpid());
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 16 << 20;
+    rc.ring_arena = 1 << 20;
+    ty_region_t* reg;
+    CHECK(ty_region_create(name, &rc, &reg));
+    ty_topic_conf_t tc = ty_topic_conf_default;
+    tc.capacity = 16;
+    ty_topic_t* work;
+    CHECK(ty_topic_create(reg, "work", &tc, &work));
+    tc.delivery = TY_DELIVERY_AT_LEAST_ONCE;
+    ty_topic_t* alo;
+    CHECK(ty_topic_create(reg, "alo", &tc, &alo));
+
+    /* 1. A producer child, this process the consumer. */
+    fflush(stdout);
+    pid_t pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_topic_t* t = child_open("work");
+        for (uint64_t i = 0; i < N; i++) {
+            uint64_t* b;
+            CHECK(ty_loan_timed(t, sizeof *b, (void**)&b, WAIT_NS));
+            *b = i;
+            CHECK(ty_publish_timed(t, b, sizeof *b, 7, WAIT_NS));
+        }
+        ty_topic_close(t);
+        _exit(0);
+    }
+    for (uint64_t i = 0; i < N; i++) {
+        ty_msg_t m;
+        CHECK(ty_subscribe(work, 0, &m, WAIT_NS));
+        uint64_t v;
+        EXPECT(m.len == sizeof v);
+        memcpy(&v, m.data, sizeof v);
+        EXPECT(v == i);
+        CHECK(ty_release(work, &m));
+    }
+    wait_ok(pid);
+    printf("fork: %d messages from a child producer through a ring of 16, in order\n", N);
+
+    /* 2. A child SIGKILLed while it holds loans: recovery returns them. */
+    size_t before = free_chunks(reg, 0);
+    int fds[2];
+    EXPECT(pipe(fds) == 0);
+    fflush(stdout);
+    pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_topic_t* t = child_open("work");
+        for (int i = 0; i < 10; i++) {
+            void* b;
+            CHECK(ty_loan(t, 64, &b, NULL));
+            memset(b, 0xab, 64);
+        }
+        ready_and_wait(fds[1]);
+    }
+    char c;
+    EXPECT(read(fds[0], &c, 1) == 1);
+    EXPECT(free_chunks(reg, 0) + 10 <= before);
+    kill_and_reap(pid);
+    /* Opening the region reclaims them (and says so); a recovery after
+     * that finds nothing more. */
+    ty_region_t* again;
+    CHECK(ty_region_open(name, NULL, &again));
+    ty_recovered_t on_open, rec;
+    CHECK(ty_region_recovered_on_open(again, &on_open));
+    ty_region_close(again);
+    CHECK(ty_region_recover(reg, &rec));
+    EXPECT(on_open.loans + on_open.cached + rec.loans + rec.cached >= 10);
+    EXPECT(free_chunks(reg, 0) == before);
+    printf("fork: a child killed holding 10 loans; opening the region returned %zu chunks, recovery %zu more\n",
+           on_open.total, rec.total);
+
+    /* 3. A consumer SIGKILLed holding a message of an at-least-once topic:
+     * delivered again. */
+    CHECK(ty_send(alo, "precious", 8, 1, 0));
+    fflush(stdout);
+    pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_topic_t* t = child_open("alo");
+        ty_msg_t m;
+        CHECK(ty_subscribe(t, 0, &m, WAIT_NS));
+        EXPECT(m.len == 8 && memcmp(m.data, "precious", 8) == 0);
+        ready_and_wait(fds[1]);
+    }
+    EXPECT(read(fds[0], &c, 1) == 1);
+    ty_msg_t m;
+    EXPECT_RC(TY_EAGAIN, ty_try_subscribe(alo, 0, &m));
+    kill_and_reap(pid);
+    CHECK(ty_region_recover(reg, &rec));
+    EXPECT(rec.redelivered == 1);
+    CHECK(ty_subscribe(alo, 0, &m, WAIT_NS));
+    EXPECT(m.len == 8 && memcmp(m.data, "precious", 8) == 0);
+    CHECK(ty_release(alo, &m));
+    printf("fork: a consumer killed holding an at-least-once message; delivered again\n");
+
+    /* 4. The same on an at-most-once topic: the message is lost, counted. */
+    CHECK(ty_send(work, "fleeting", 8, 1, 0));
+    fflush(stdout);
+    pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_topic_t* t = child_open("work");
+        CHECK(ty_subscribe(t, 0, &m, WAIT_NS));
+        ready_and_wait(fds[1]);
+    }
+    EXPECT(read(fds[0], &c, 1) == 1);
+    kill_and_reap(pid);
+    CHECK(ty_region_recover(reg, &rec));
+    EXPECT(rec.held == 1);
+    ty_topic_stats_t st;
+    CHECK(ty_topic_stats(work, &st));
+    EXPECT(st.lost == 1);
+    EXPECT_RC(TY_EAGAIN, ty_try_subscribe(work, 0, &m));
+    EXPECT(free_chunks(reg, 0) == before);
+    printf("fork: a consumer killed holding an at-most-once message; lost and counted, chunk returned\n");
+
+    ty_topic_close(work);
+    ty_topic_close(alo);
+    ty_region_close(reg);
+    CHECK(ty_region_remove(name));
+    return 0;
+}

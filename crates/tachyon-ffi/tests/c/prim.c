@@ -1,0 +1,105 @@
+/* The primitives' C API in one process: NULL is TY_EINVAL, sizes and
+ * ranges are checked, timeouts report, both RPC ends in one process with
+ * a C handler. */
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static int echo(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
+    (void)user;
+    if (len == 3 && memcmp(req, "bad", 3) == 0) return 7;
+    return ty_rpc_reply(reply, req, len);
+}
+
+int main(void) {
+    char name[64];
+    snprintf(name, sizeof name, "c-prim-%d", (int)getpid());
+    ty_ring_t* ring = (ty_ring_t*)1;
+    ty_buffer_t* buf = (ty_buffer_t*)1;
+    ty_rpc_t* rpc = (ty_rpc_t*)1;
+    size_t len;
+    char bytes[64];
+    void* resp;
+
+    EXPECT_RC(TY_EINVAL, ty_ring_create(NULL, 4, 8, &ring));
+    EXPECT(ring == NULL);
+    EXPECT_RC(TY_EINVAL, ty_ring_open(name, NULL));
+    EXPECT_RC(TY_EINVAL, ty_ring_write(NULL, "x", 1, 0));
+    EXPECT_RC(TY_EINVAL, ty_ring_read(NULL, bytes, 1, &len, 0));
+    EXPECT(ty_ring_node_size(NULL) == 0);
+    ty_ring_close(NULL);
+    EXPECT_RC(TY_EINVAL, ty_buffer_create(NULL, 8, &buf));
+    EXPECT_RC(TY_EINVAL, ty_buffer_open(name, NULL));
+    EXPECT_RC(TY_EINVAL, ty_buffer_write(NULL, 0, "x", 1));
+    EXPECT_RC(TY_EINVAL, ty_buffer_read(NULL, 0, bytes, 1));
+    EXPECT(ty_buffer_size(NULL) == 0);
+    ty_buffer_close(NULL);
+    EXPECT_RC(TY_EINVAL, ty_rpc_create(NULL, NULL, NULL, &rpc));
+    EXPECT_RC(TY_EINVAL, ty_rpc_open(name, NULL, NULL, NULL));
+    EXPECT_RC(TY_EINVAL, ty_rpc_request(NULL, "x", 1, &resp, &len, 0));
+    EXPECT_RC(TY_EINVAL, ty_rpc_reply(NULL, "x", 1));
+    ty_rpc_free(NULL, 0);
+    ty_rpc_close(NULL);
+
+    /* Ring. */
+    EXPECT_RC(TY_ENOENT, ty_ring_open(name, &ring));
+    CHECK(ty_ring_create(name, 4, 8, &ring));
+    ty_ring_t* other;
+    EXPECT_RC(TY_EEXIST, ty_ring_create(name, 4, 8, &other));
+    CHECK(ty_ring_open(name, &other));
+    EXPECT(ty_ring_node_size(other) == 8);
+    EXPECT_RC(TY_EMSGSIZE, ty_ring_write(ring, "123456789", 9, 0));
+    EXPECT_RC(TY_EINVAL, ty_ring_write(ring, NULL, 1, 0));
+    EXPECT_RC(TY_EINVAL, ty_ring_write(ring, "x", 1, -5));
+    EXPECT_RC(TY_ETIMEDOUT, ty_ring_read(other, bytes, sizeof bytes, &len, 0));
+    EXPECT_RC(TY_ETIMEDOUT, ty_ring_read(other, bytes, sizeof bytes, &len, 1000000));
+    for (int i = 0; i < 4; i++) CHECK(ty_ring_write(ring, "abcdefgh", 8, 0));
+    EXPECT_RC(TY_ETIMEDOUT, ty_ring_write(ring, "x", 1, 0));
+    int rc = ty_ring_read(other, bytes, 4, &len, 0);
+    EXPECT(rc == TY_EMSGSIZE || rc == TY_ENOBUFS);
+    for (int i = 0; i < 4; i++) {
+        CHECK(ty_ring_read(other, bytes, sizeof bytes, &len, -1));
+        EXPECT(len == 8 && memcmp(bytes, "abcdefgh", 8) == 0);
+    }
+    CHECK(ty_ring_write(ring, NULL, 0, 0));
+    CHECK(ty_ring_read(other, NULL, 0, &len, 0));
+    EXPECT(len == 0);
+    EXPECT(ty_buffer_size((ty_buffer_t*)ring) == 0); /* a handle of another kind */
+    ty_ring_close(other);
+    ty_ring_close(ring);
+
+    /* Buffer. */
+    CHECK(ty_buffer_create(name, 32, &buf));
+    EXPECT(ty_buffer_size(buf) == 32);
+    ty_buffer_t* view;
+    CHECK(ty_buffer_open(name, &view));
+    CHECK(ty_buffer_write(buf, 30, "hi", 2));
+    EXPECT_RC(TY_EINVAL, ty_buffer_write(buf, 31, "hi", 2));
+    EXPECT_RC(TY_EINVAL, ty_buffer_read(view, (size_t)-1, bytes, 2));
+    CHECK(ty_buffer_read(view, 30, bytes, 2));
+    EXPECT(memcmp(bytes, "hi", 2) == 0);
+    CHECK(ty_buffer_read(view, 0, bytes, 2));
+    EXPECT(bytes[0] == 0 && bytes[1] == 0);
+    EXPECT_RC(TY_EKIND, ty_ring_open(name, &ring)); /* a buffer is not a ring */
+    ty_buffer_close(view);
+    ty_buffer_close(buf);
+
+    /* RPC, both ends here. */
+    CHECK(ty_rpc_create(name, echo, NULL, &rpc));
+    ty_rpc_t* client;
+    CHECK(ty_rpc_open(name, NULL, NULL, &client));
+    size_t resp_len = 99;
+    CHECK(ty_rpc_request(client, "ping", 4, &resp, &resp_len, 5000000000LL));
+    EXPECT(resp_len == 4 && memcmp(resp, "ping", 4) == 0);
+    ty_rpc_free(resp, resp_len);
+    CHECK(ty_rpc_request(client, NULL, 0, &resp, &resp_len, 5000000000LL));
+    EXPECT(resp == NULL && resp_len == 0);
+    EXPECT_RC(TY_EREMOTE, ty_rpc_request(client, "bad", 3, &resp, &resp_len, 5000000000LL));
+    EXPECT(strstr(ty_last_error(), "7") != NULL);
+    EXPECT_RC(TY_EREMOTE, ty_rpc_request(rpc, "no handler there", 16, &resp, &resp_len, 5000000000LL));
+    ty_rpc_close(client);
+    ty_rpc_close(rpc);
+    printf("prim: all checks passed\n");
+    return 0;
+}
