@@ -65,8 +65,6 @@ fn delivery_name(d: Option<Delivery>) -> &'static str {
 /// A zero-copy bus region: a payload pool and topics in one named
 /// shared-memory segment (in /dev/shm).
 ///
-/// Region(name, size=None, *, create=True, max_topics=None, ring_arena=None)
-///
 /// With create=False it opens an existing region (tachyon.NotFound if there
 /// is none). Otherwise it opens the region if it exists, or creates it: when
 /// any of size, max_topics, ring_arena is given, an existing region must
@@ -318,7 +316,7 @@ impl PyTopic {
     /// for a chunk and for room in the key's partition. Raises
     /// tachyon.TimeoutError or tachyon.PoolExhausted when the wait runs
     /// out, tachyon.MessageTooLarge above 1 MiB.
-    #[pyo3(signature = (data, key=0, timeout_ns=-1))]
+    #[pyo3(signature = (data, key=0, timeout_ns=-1), text_signature = "(self, /, data, key=0, timeout_ns=-1)")]
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, key: u64, timeout_ns: i64) -> PyResult<()> {
         let timeout = timeout_of(timeout_ns);
         // The fast path, with the GIL held (the bytes cannot change under
@@ -343,7 +341,7 @@ impl PyTopic {
     /// to timeout_ns for one (tachyon.PoolExhausted when it runs out). Fill
     /// loan.data (a writable memoryview) and call loan.publish(length,
     /// key).
-    #[pyo3(signature = (size, timeout_ns=-1))]
+    #[pyo3(signature = (size, timeout_ns=-1), text_signature = "(self, /, size, timeout_ns=-1)")]
     fn loan(&self, py: Python<'_>, size: usize, timeout_ns: i64) -> PyResult<PyLoan> {
         let loan = match self.topic.try_loan(size) {
             Err(e) if no_room(&e) && timeout_ns != 0 => {
@@ -365,7 +363,7 @@ impl PyTopic {
     /// (release it, or use it as a context manager). Raises
     /// tachyon.TimeoutError when the wait runs out. The GIL is released
     /// while waiting, and Ctrl+C raises KeyboardInterrupt.
-    #[pyo3(signature = (partition=0, timeout_ns=-1))]
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive(&self, py: Python<'_>, partition: u32, timeout_ns: i64) -> PyResult<PyMessage> {
         let timeout = timeout_of(timeout_ns);
         let msg = match self.topic.try_receive(partition).py(py)? {
@@ -387,7 +385,7 @@ impl PyTopic {
 
     /// Like receive, but copies the message into a new bytes object and
     /// releases it at once (the copy path).
-    #[pyo3(signature = (partition=0, timeout_ns=-1))]
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive_bytes<'py>(
         &self,
         py: Python<'py>,
@@ -407,7 +405,7 @@ impl PyTopic {
     /// topic.receive_async(partition, timeout_ns=-1)`. It polls without
     /// blocking the event loop (a few hundred microseconds of latency at
     /// most); cancelling it loses no message.
-    #[pyo3(signature = (partition=0, timeout_ns=-1))]
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive_async<'py>(
         slf: &Bound<'py, Self>,
         partition: u32,
@@ -693,7 +691,7 @@ impl PyLoan {
     /// up to timeout_ns (-1: for ever) for room in the key's partition.
     /// If it fails, the chunk goes back to the pool and the message is
     /// dropped.
-    #[pyo3(signature = (length=None, key=0, timeout_ns=-1))]
+    #[pyo3(signature = (length=None, key=0, timeout_ns=-1), text_signature = "(self, /, length=None, key=0, timeout_ns=-1)")]
     fn publish(&self, py: Python<'_>, length: Option<usize>, key: u64, timeout_ns: i64) -> PyResult<()> {
         if let Some(n) = length {
             if n > self.size {
