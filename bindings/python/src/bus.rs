@@ -433,7 +433,7 @@ fn timeout_error() -> tachyon::Error {
 
 /// Calls `f` on the bytes of a bytes-like object (bytes, bytearray,
 /// memoryview, numpy array, ...: any C-contiguous buffer), with the GIL held.
-fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+pub(crate) fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(f(bytes.as_bytes()));
     }

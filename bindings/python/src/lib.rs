@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 
 mod bus;
 mod errors;
+mod primitives;
 mod wait;
 
 /// The extension module, imported by `tachyon/__init__.py`.
@@ -28,6 +29,10 @@ fn _tachyon(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bus::PyTopicInfo>()?;
     m.add_class::<bus::PyClassStats>()?;
     m.add_class::<bus::PyRecovered>()?;
+    m.add_class::<primitives::PySharedArray>()?;
+    m.add_class::<primitives::ArrayLock>()?;
+    m.add_class::<primitives::PyCircularBuffer>()?;
+    m.add_class::<primitives::PyRpcBuffer>()?;
     m.add("MAX_MESSAGE", tachyon::bus::MAX_MESSAGE)?;
     m.add("CLASS_SIZES", tachyon::bus::CLASS_SIZES.to_vec())?;
     Ok(())

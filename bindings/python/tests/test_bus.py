@@ -203,7 +203,8 @@ def test_region_open_and_close(region, region_name):
 
 
 def test_docstrings():
-    for cls in (tachyon.Region, tachyon.Topic, tachyon.Message, tachyon.Loan):
+    for cls in (tachyon.Region, tachyon.Topic, tachyon.Message, tachyon.Loan, tachyon.SharedArray,
+                tachyon.CircularBuffer, tachyon.RpcBuffer):
         assert cls.__doc__ and len(cls.__doc__) > 80
         for name in dir(cls):
             if not name.startswith("_"):

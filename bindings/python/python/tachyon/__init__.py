@@ -13,6 +13,11 @@ shared memory::
     print(bytes(msg.data))      # memoryview over shared memory
     msg.release()
 
+The shared-memory primitives: :class:`SharedArray` (a typed array that
+numpy views without a copy, with a process-shared lock),
+:class:`CircularBuffer` (a ring of fixed-size nodes) and :class:`RpcBuffer`
+(request/response with a Python callable as the handler).
+
 Every wait releases the GIL and is interrupted by Ctrl+C; every error is a
 :class:`tachyon.Error` (see :mod:`tachyon.errors`).
 """
@@ -23,11 +28,15 @@ from . import errors
 from ._tachyon import (
     CLASS_SIZES,
     MAX_MESSAGE,
+    ArrayLock,
+    CircularBuffer,
     ClassStats,
     Loan,
     Message,
     Recovered,
     Region,
+    RpcBuffer,
+    SharedArray,
     Topic,
     TopicInfo,
 )
@@ -42,6 +51,10 @@ __all__ = [
     "TopicInfo",
     "ClassStats",
     "Recovered",
+    "SharedArray",
+    "ArrayLock",
+    "CircularBuffer",
+    "RpcBuffer",
     "MAX_MESSAGE",
     "CLASS_SIZES",
     "errors",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from collections.abc import Callable
 from typing import Literal, final
 
 from typing_extensions import Buffer, Self
@@ -156,3 +157,92 @@ class Recovered:
     deferred: int
     slots: int
     total: int
+
+DType = Literal[
+    "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64"
+]
+
+@final
+class SharedArray(Buffer):
+    """A fixed-length array of numbers in shared memory, with a
+    process-shared reader/writer lock; a writable buffer (numpy.asarray
+    views it without a copy)."""
+
+    def __init__(
+        self, name: str, length: int | None = None, dtype: DType = "float64", *, create: bool = True
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> DType: ...
+    @property
+    def data(self) -> memoryview: ...
+    def lock(self, timeout_ns: int = -1) -> ArrayLock: ...
+    def read_lock(self, timeout_ns: int = -1) -> ArrayLock: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
+class ArrayLock:
+    """A SharedArray's lock, as a context manager."""
+
+    def acquire(self) -> None: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+@final
+class CircularBuffer:
+    """A ring of fixed-size nodes in shared memory (many writers and
+    readers, each item read once)."""
+
+    def __init__(
+        self,
+        name: str,
+        node_count: int = 64,
+        node_size: int = 4096,
+        *,
+        create: bool = True,
+        wait: WaitPolicy = "hybrid",
+    ) -> None: ...
+    @property
+    def node_count(self) -> int: ...
+    @property
+    def node_size(self) -> int: ...
+    def write(self, data: Buffer, timeout_ns: int = -1) -> None: ...
+    def read(self, timeout_ns: int = -1) -> bytes: ...
+    def try_read(self) -> bytes | None: ...
+    def __len__(self) -> int: ...
+
+@final
+class RpcBuffer:
+    """Request/response between two processes, with a Python callable as
+    the handler."""
+
+    def __init__(
+        self,
+        name: str,
+        handler: Callable[[bytes], Buffer | None] | None = None,
+        *,
+        create: bool = True,
+        node_count: int = 64,
+        node_size: int = 4096,
+        timeout_ns: int = 30_000_000_000,
+    ) -> None: ...
+    def call(self, data: Buffer) -> bytes: ...
+    def notify(self, data: Buffer) -> None: ...
+    @property
+    def is_owner(self) -> bool: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
