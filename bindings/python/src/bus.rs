@@ -14,8 +14,7 @@
 
 use crate::errors::{buffer_error, IntoPyResult};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of};
-use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
@@ -432,29 +431,45 @@ fn timeout_error() -> tachyon::Error {
 }
 
 /// Calls `f` on the bytes of a bytes-like object (bytes, bytearray,
-/// memoryview, numpy array, ...: any C-contiguous buffer), with the GIL held.
+/// memoryview, a numpy array of any dtype, ...: any C-contiguous buffer),
+/// with the GIL held.
 pub(crate) fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(f(bytes.as_bytes()));
     }
-    let buffer = PyBuffer::<u8>::get(data).map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "data must be a bytes-like object of bytes (bytes, bytearray, memoryview, ...), not {}",
-            data.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-        ))
-    })?;
-    if !buffer.is_c_contiguous() {
-        return Err(PyBufferError::new_err("data must be C-contiguous (copy it first, e.g. bytes(data))"));
+    /// An export, released when dropped.
+    struct Export(ffi::Py_buffer);
+    impl Drop for Export {
+        fn drop(&mut self) {
+            // SAFETY: `self.0` was filled by a successful
+            // `PyObject_GetBuffer` and is released once, here, with the GIL
+            // held (an `Export` lives only inside `with_bytes`).
+            unsafe { ffi::PyBuffer_Release(&mut self.0) }
+        }
     }
-    let ptr = buffer.buf_ptr() as *const u8;
-    let len = buffer.len_bytes();
-    let bytes: &[u8] = if len == 0 {
+    let mut view = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
+    // SAFETY: `data` is a live object and `view` room for a Py_buffer;
+    // PyBUF_SIMPLE asks for C-contiguous bytes (exporters of anything else
+    // refuse), whatever the items' type.
+    if unsafe { ffi::PyObject_GetBuffer(data.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_SIMPLE) } == -1 {
+        let cause = PyErr::fetch(data.py());
+        let err = pyo3::exceptions::PyTypeError::new_err(format!(
+            "data must be a contiguous bytes-like object (bytes, bytearray, memoryview, numpy array, ...), not {}",
+            data.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ));
+        err.set_cause(data.py(), Some(cause));
+        return Err(err);
+    }
+    // SAFETY: the call succeeded, so it filled `view`.
+    let export = Export(unsafe { view.assume_init() });
+    let len = usize::try_from(export.0.len).unwrap_or(0);
+    let bytes: &[u8] = if len == 0 || export.0.buf.is_null() {
         &[]
     } else {
-        // SAFETY: the buffer is exported (held by `buffer`, released on its
-        // drop after `f` returns), C-contiguous, `len` bytes from `ptr`; the
-        // GIL is held throughout, so no Python code writes it meanwhile.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
+        // SAFETY: the buffer stays exported until `export` drops, after `f`
+        // returns; PyBUF_SIMPLE makes it `len` contiguous bytes from `buf`;
+        // the GIL is held throughout, so no Python code writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(export.0.buf as *const u8, len) }
     };
     Ok(f(bytes))
 }

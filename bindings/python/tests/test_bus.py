@@ -35,6 +35,12 @@ def test_bytes_like_inputs(region):
     assert got == [b"ab", b"cd", b"ef", b"\x01\x02", b""]
     with pytest.raises(TypeError):
         topic.send("text is not bytes")
+    with pytest.raises(TypeError):
+        topic.send(np.arange(10, dtype=np.uint8)[::2])  # not contiguous
+    floats = np.array([1.5, -2.0])
+    topic.send(floats)  # any dtype: its bytes
+    with topic.receive(0, timeout_ns=SECOND) as msg:
+        assert np.frombuffer(msg.data, dtype=np.float64).tolist() == [1.5, -2.0]
 
 
 def test_loan_publish(region):
@@ -209,3 +215,19 @@ def test_docstrings():
         for name in dir(cls):
             if not name.startswith("_"):
                 assert getattr(cls, name).__doc__, f"{cls.__name__}.{name} has no docstring"
+
+
+def test_dropped_messages_and_loans_return_their_chunks(region):
+    topic = region.create_topic("t")
+    free = sum(c.free for c in region.pool_stats())
+    for _ in range(10):
+        topic.send(b"x" * 100)
+    msgs = [topic.receive(0, timeout_ns=SECOND) for _ in range(10)]
+    views = [m.data for m in msgs]  # each message and its cached view: a cycle
+    loans = [topic.loan(100) for _ in range(3)]
+    assert sum(c.free for c in region.pool_stats()) < free
+    del msgs, views, loans
+    import gc
+
+    gc.collect()
+    assert sum(c.free for c in region.pool_stats()) == free
