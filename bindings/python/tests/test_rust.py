@@ -84,3 +84,18 @@ def test_readme_snippet_against_rust_region(region_name, bus_peer):
             tachyon.Region.remove(region_name)
         except tachyon.NotFound:
             pass
+
+
+def test_shared_array_written_by_rust(bus_peer):
+    """A Rust SharedArray<f64> is a Python "float64" one: Rust writes it
+    under the lock, numpy reads it in place."""
+    import numpy as np
+
+    from conftest import unique_name
+
+    name = unique_name("array")
+    arr = tachyon.SharedArray(name, 6, "float64")
+    done = subprocess.run([bus_peer, "array", name, "-", "3"], capture_output=True, text=True, timeout=BOUND)
+    assert done.returncode == 0, done.stderr
+    with arr.read_lock():
+        assert np.asarray(arr).tolist() == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0]

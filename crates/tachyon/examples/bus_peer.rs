@@ -7,6 +7,7 @@
 //! cargo run --example bus_peer -- send    REGION TOPIC COUNT   # "rust-<i>", key i
 //! cargo run --example bus_peer -- receive REGION TOPIC COUNT   # prints one line per message
 //! cargo run --example bus_peer -- create  REGION TOPIC PARTITIONS  # "ready" to each partition
+//! cargo run --example bus_peer -- array   ARRAY  -     SCALE       # a[i] = i * SCALE (f64)
 //! ```
 //!
 //! `receive` prints each message as a line, `<partition> <bytes as text>`,
@@ -35,6 +36,7 @@ fn main() -> Result<()> {
         "send" => send(region, topic, n),
         "receive" => receive(region, topic, n),
         "create" => create(region, topic, n),
+        "array" => array(region, n),
         _ => Err(usage()),
     }
 }
@@ -96,6 +98,17 @@ fn create(region: &str, topic: &str, partitions: u32) -> Result<()> {
     for p in 0..partitions {
         let key = (0..1u64 << 20).find(|&k| topic.partition_of(Key(k)) == p).ok_or_else(usage)?;
         topic.send(b"ready", Key(key), Some(WAIT))?;
+    }
+    Ok(())
+}
+
+/// Opens the `SharedArray<f64>` ARRAY (made by another process) and sets
+/// element i to i * SCALE under its write lock.
+fn array(name: &str, scale: u32) -> Result<()> {
+    let array = tachyon::SharedArray::<f64>::open(name)?;
+    let mut all = array.write_lock_timeout(Some(WAIT))?;
+    for (i, x) in all.iter_mut().enumerate() {
+        *x = i as f64 * f64::from(scale);
     }
     Ok(())
 }
