@@ -242,7 +242,8 @@ impl ArrayLock {
         // with the GIL held, by tries; the pauses between them (growing to
         // 1 ms) release the GIL and handle signals.
         let timeout = timeout_of(self.timeout_ns);
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A deadline past what the clock can hold is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut pause = Duration::from_micros(1);
         loop {
             if let Some(guard) = self.array.try_lock(self.write).py(py)? {

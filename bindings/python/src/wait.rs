@@ -36,7 +36,9 @@ where
     T: Send,
     F: FnMut(Option<Duration>) -> tachyon::Result<T> + Send,
 {
-    let deadline = timeout.map(|t| Instant::now() + t);
+    // A deadline past what the clock can hold (timeout_ns near 2**63) is
+    // none: such a wait ends with its result or a signal.
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SLICE, |l| l.min(SLICE));

@@ -231,3 +231,11 @@ def test_dropped_messages_and_loans_return_their_chunks(region):
 
     gc.collect()
     assert sum(c.free for c in region.pool_stats()) == free
+
+
+def test_huge_timeouts_are_accepted(region):
+    topic = region.create_topic("t")
+    topic.send(b"x", timeout_ns=2**63 - 1)
+    assert topic.receive_bytes(0, timeout_ns=2**63 - 1) == b"x"
+    with pytest.raises(OverflowError):
+        topic.receive(0, timeout_ns=2**63)
