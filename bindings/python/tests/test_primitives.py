@@ -164,3 +164,35 @@ def test_rpc_across_processes(name):
         child.stdin.flush()
         child.communicate(timeout=BOUND)
     assert child.returncode == 0
+
+
+def test_ctrl_c_cancels_rpc_call(name):
+    import signal
+    import subprocess
+
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import time, tachyon
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: time.sleep(20) or req)
+            client = tachyon.RpcBuffer({name!r}, create=False)
+            print("calling", flush=True)
+            client.call(b"slow")
+            print("returned?!", flush=True)
+            """
+        )
+    )
+    try:
+        assert child.stdout.readline().strip() == "calling"
+        for _ in range(BOUND * 10):
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        out, err = child.communicate(timeout=BOUND)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert "KeyboardInterrupt" in err and "returned?!" not in out
