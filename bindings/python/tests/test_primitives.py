@@ -195,4 +195,7 @@ def test_ctrl_c_cancels_rpc_call(name):
     finally:
         if child.poll() is None:
             child.kill()
+            child.wait(timeout=BOUND)
+        # The child left its channel behind: take it over and close it.
+        tachyon.RpcBuffer(name).close()
     assert "KeyboardInterrupt" in err and "returned?!" not in out
