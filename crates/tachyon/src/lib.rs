@@ -125,4 +125,8 @@ doc_pages! {
     BenchmarkDoctests = "../../../docs/BENCHMARK.md";
     /// docs/operations.md
     OperationsDoctests = "../../../docs/operations.md";
+    /// docs/c-api.md
+    CApiDoctests = "../../../docs/c-api.md";
+    /// docs/python.md
+    PythonDoctests = "../../../docs/python.md";
 }

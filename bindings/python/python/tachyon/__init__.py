@@ -1,0 +1,62 @@
+"""tachyon: inter-process communication through shared memory on Linux.
+
+The zero-copy bus: a :class:`Region` holds a payload pool and topics; a
+:class:`Topic` has partitions of bounded queues; producers ``send`` bytes or
+``loan`` a chunk and ``publish`` it in place; consumers ``receive`` a
+:class:`Message` whose ``data`` is a read-only memoryview straight into
+shared memory::
+
+    import tachyon
+    reg   = tachyon.Region("demo", create=False)
+    topic = reg.topic("orders")
+    msg = topic.receive(partition=3, timeout_ns=-1)
+    print(bytes(msg.data))      # memoryview over shared memory
+    msg.release()
+
+The shared-memory primitives: :class:`SharedArray` (a typed array that
+numpy views without a copy, with a process-shared lock),
+:class:`CircularBuffer` (a ring of fixed-size nodes) and :class:`RpcBuffer`
+(request/response with a Python callable as the handler).
+
+Every wait releases the GIL and is interrupted by Ctrl+C; every error is a
+:class:`tachyon.Error` (see :mod:`tachyon.errors`).
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._tachyon import (
+    CLASS_SIZES,
+    MAX_MESSAGE,
+    ArrayLock,
+    CircularBuffer,
+    ClassStats,
+    Loan,
+    Message,
+    Recovered,
+    Region,
+    RpcBuffer,
+    SharedArray,
+    Topic,
+    TopicInfo,
+)
+from .errors import *  # noqa: F403 - the exception classes are part of the API
+from .errors import __all__ as _errors_all
+
+__all__ = [
+    "Region",
+    "Topic",
+    "Message",
+    "Loan",
+    "TopicInfo",
+    "ClassStats",
+    "Recovered",
+    "SharedArray",
+    "ArrayLock",
+    "CircularBuffer",
+    "RpcBuffer",
+    "MAX_MESSAGE",
+    "CLASS_SIZES",
+    "errors",
+    *_errors_all,
+]

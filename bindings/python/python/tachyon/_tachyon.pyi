@@ -1,0 +1,248 @@
+"""Type stubs of the extension module (re-exported by ``tachyon``)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from collections.abc import Callable
+from typing import Literal, final
+
+from typing_extensions import Buffer, Self
+
+MAX_MESSAGE: int
+CLASS_SIZES: list[int]
+
+WaitPolicy = Literal["spin", "futex", "hybrid"]
+
+@final
+class Region:
+    """A zero-copy bus region: a payload pool and topics in one named
+    shared-memory segment."""
+
+    def __init__(
+        self,
+        name: str,
+        size: int | None = None,
+        *,
+        create: bool = True,
+        max_topics: int | None = None,
+        ring_arena: int | None = None,
+    ) -> None: ...
+    @staticmethod
+    def remove(name: str) -> None:
+        """Deletes the region ``name``."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        capacity: int = 1024,
+        *,
+        wait: WaitPolicy = "hybrid",
+        at_least_once: bool = False,
+    ) -> Topic: ...
+    def create_or_open_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        capacity: int = 1024,
+        *,
+        wait: WaitPolicy = "hybrid",
+        at_least_once: bool = False,
+    ) -> Topic: ...
+    def topic(self, name: str) -> Topic: ...
+    def topics(self) -> list[TopicInfo]: ...
+    def pool_stats(self) -> list[ClassStats]: ...
+    def recover(self) -> Recovered: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+@final
+class Topic:
+    """A topic of a region: partitions of bounded queues of messages."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def delivery(self) -> Literal["at-most-once", "at-least-once"]: ...
+    def partition_of(self, key: int) -> int: ...
+    def depth(self, partition: int) -> int: ...
+    def info(self) -> TopicInfo: ...
+    def send(self, data: Buffer, key: int = 0, timeout_ns: int = -1) -> None: ...
+    def loan(self, size: int, timeout_ns: int = -1) -> Loan: ...
+    def receive(self, partition: int = 0, timeout_ns: int = -1) -> Message: ...
+    def try_receive(self, partition: int = 0) -> Message | None: ...
+    def receive_bytes(self, partition: int = 0, timeout_ns: int = -1) -> bytes: ...
+    async def receive_async(self, partition: int = 0, timeout_ns: int = -1) -> Message: ...
+
+@final
+class Message(Buffer):
+    """A received message: a read-only view into shared memory."""
+
+    @property
+    def data(self) -> memoryview: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def released(self) -> bool: ...
+    def tobytes(self) -> bytes: ...
+    def release(self) -> None: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+@final
+class Loan(Buffer):
+    """A chunk of the pool lent for writing."""
+
+    @property
+    def data(self) -> memoryview: ...
+    @property
+    def done(self) -> bool: ...
+    def publish(self, length: int | None = None, key: int = 0, timeout_ns: int = -1) -> None: ...
+    def cancel(self) -> None: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+@final
+class TopicInfo:
+    name: str
+    partitions: int
+    capacity: int
+    wait: Literal["spin", "futex", "hybrid", "unknown"]
+    delivery: Literal["at-most-once", "at-least-once", "unknown"]
+    published: int
+    received: int
+    corrupt: int
+    lost: int
+
+@final
+class ClassStats:
+    chunk_size: int
+    chunks: int
+    free: int
+
+@final
+class Recovered:
+    loans: int
+    cached: int
+    held: int
+    unpublished: int
+    redelivered: int
+    deferred: int
+    slots: int
+    total: int
+
+DType = Literal[
+    "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64"
+]
+
+@final
+class SharedArray(Buffer):
+    """A fixed-length array of numbers in shared memory, with a
+    process-shared reader/writer lock; a writable buffer (numpy.asarray
+    views it without a copy)."""
+
+    def __init__(
+        self, name: str, length: int | None = None, dtype: DType = "float64", *, create: bool = True
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> DType: ...
+    @property
+    def data(self) -> memoryview: ...
+    def lock(self, timeout_ns: int = -1) -> ArrayLock: ...
+    def read_lock(self, timeout_ns: int = -1) -> ArrayLock: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
+class ArrayLock:
+    """A SharedArray's lock, as a context manager."""
+
+    def acquire(self) -> None: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+@final
+class CircularBuffer:
+    """A ring of fixed-size nodes in shared memory (many writers and
+    readers, each item read once)."""
+
+    def __init__(
+        self,
+        name: str,
+        node_count: int = 64,
+        node_size: int = 4096,
+        *,
+        create: bool = True,
+        wait: WaitPolicy = "hybrid",
+    ) -> None: ...
+    @property
+    def node_count(self) -> int: ...
+    @property
+    def node_size(self) -> int: ...
+    def write(self, data: Buffer, timeout_ns: int = -1) -> None: ...
+    def read(self, timeout_ns: int = -1) -> bytes: ...
+    def try_read(self) -> bytes | None: ...
+    def __len__(self) -> int: ...
+
+@final
+class RpcBuffer:
+    """Request/response between two processes, with a Python callable as
+    the handler."""
+
+    def __init__(
+        self,
+        name: str,
+        handler: Callable[[bytes], Buffer | None] | None = None,
+        *,
+        create: bool = True,
+        node_count: int = 64,
+        node_size: int = 4096,
+        timeout_ns: int = 30_000_000_000,
+    ) -> None: ...
+    def call(self, data: Buffer) -> bytes: ...
+    def notify(self, data: Buffer) -> None: ...
+    @property
+    def is_owner(self) -> bool: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...

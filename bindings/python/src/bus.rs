@@ -1,0 +1,934 @@
+//! The zero-copy bus: `Region`, `Topic`, `Message`, `Loan` and the small
+//! records `TopicInfo`, `ClassStats`, `Recovered`.
+//!
+//! # Views into shared memory
+//!
+//! A `Message` (read-only) and a `Loan` (writable) implement the buffer
+//! protocol over their chunk, and `.data` is a `memoryview` of that (one,
+//! cached). Every export is counted; `release()` (or `publish()`) first
+//! releases the cached memoryview, then refuses with `BufferError` while
+//! any other export lives (a numpy array, a slice of `.data` or a
+//! `memoryview(msg)` that is still referenced). So no view can read a chunk
+//! after it went back to the pool: a released `.data` raises `ValueError`
+//! on use, as any released memoryview does.
+
+use crate::errors::{buffer_error, IntoPyResult};
+use crate::wait::{in_slices, no_room, timed_out, timeout_of};
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::gc::PyVisit;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyMemoryView};
+use pyo3::PyTraverseError;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+use tachyon::bus::{Delivery, Key, Loan, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::sync::WaitPolicy;
+
+/// Locks `m`, ignoring poisoning (no code here panics while holding one;
+/// if one did, the data is an `Option` that is valid either way).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn wait_policy(name: &str) -> PyResult<WaitPolicy> {
+    match name {
+        "spin" => Ok(WaitPolicy::Spin),
+        "futex" => Ok(WaitPolicy::Futex),
+        "hybrid" => Ok(WaitPolicy::Hybrid),
+        other => {
+            Err(PyValueError::new_err(format!("wait must be 'spin', 'futex' or 'hybrid', not {other:?}")))
+        }
+    }
+}
+
+fn policy_name(p: Option<WaitPolicy>) -> &'static str {
+    match p {
+        Some(WaitPolicy::Spin) => "spin",
+        Some(WaitPolicy::Futex) => "futex",
+        Some(WaitPolicy::Hybrid) => "hybrid",
+        _ => "unknown",
+    }
+}
+
+fn delivery_name(d: Option<Delivery>) -> &'static str {
+    match d {
+        Some(Delivery::AtMostOnce) => "at-most-once",
+        Some(Delivery::AtLeastOnce) => "at-least-once",
+        _ => "unknown",
+    }
+}
+
+/// A zero-copy bus region: a payload pool and topics in one named
+/// shared-memory segment (in /dev/shm).
+///
+/// With create=False it opens an existing region (tachyon.NotFound if there
+/// is none). Otherwise it opens the region if it exists, or creates it: when
+/// any of size, max_topics, ring_arena is given, an existing region must
+/// have been made with the same values (tachyon.Incompatible names the one
+/// that differs); with none given, any existing region is opened as it is
+/// and a new one gets the defaults (64 MiB, 64 topics, 4 MiB of rings).
+///
+/// A region outlives the processes using it; Region.remove(name) deletes it.
+/// Topics, messages and loans keep the region mapped, so they may outlive
+/// this object. Region is also a context manager (closing only this handle).
+///
+///     reg = tachyon.Region("demo", size=64 << 20)
+///     topic = reg.create_topic("orders", partitions=8, capacity=1024)
+#[pyclass(module = "tachyon", name = "Region", frozen)]
+pub struct PyRegion {
+    region: Mutex<Option<Region>>,
+    name: String,
+}
+
+impl PyRegion {
+    fn get(&self) -> PyResult<Region> {
+        lock(&self.region)
+            .clone()
+            .ok_or_else(|| PyValueError::new_err(format!("region {:?} was closed", self.name)))
+    }
+}
+
+#[pymethods]
+impl PyRegion {
+    #[new]
+    #[pyo3(signature = (name, size=None, *, create=true, max_topics=None, ring_arena=None))]
+    fn new(
+        py: Python<'_>,
+        name: String,
+        size: Option<usize>,
+        create: bool,
+        max_topics: Option<usize>,
+        ring_arena: Option<usize>,
+    ) -> PyResult<Self> {
+        let configured = size.is_some() || max_topics.is_some() || ring_arena.is_some();
+        if !create && configured {
+            return Err(PyValueError::new_err(
+                "size, max_topics and ring_arena are for creating a region; drop them with create=False",
+            ));
+        }
+        let mut config = RegionConfig::default();
+        if let Some(size) = size {
+            config = config.size(size);
+        }
+        if let Some(n) = max_topics {
+            config = config.max_topics(n);
+        }
+        if let Some(bytes) = ring_arena {
+            config = config.ring_arena(bytes);
+        }
+        let region = py.detach(|| {
+            if !create {
+                Region::open(&name)
+            } else if configured {
+                Region::create_or_open(&name, config)
+            } else {
+                match Region::open(&name) {
+                    Err(tachyon::Error::NotFound { .. }) => Region::create_or_open(&name, config),
+                    other => other,
+                }
+            }
+        });
+        let region = region.py(py)?;
+        Ok(PyRegion { region: Mutex::new(Some(region)), name })
+    }
+
+    /// Deletes the region `name` (processes that have it open keep their
+    /// mapping). tachyon.NotFound if there is none.
+    #[staticmethod]
+    fn remove(py: Python<'_>, name: &str) -> PyResult<()> {
+        Region::remove(name).py(py)
+    }
+
+    /// The region's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Bytes of the region.
+    #[getter]
+    fn size(&self) -> PyResult<usize> {
+        Ok(self.get()?.config().size)
+    }
+
+    /// Creates a topic (tachyon.TopicExists if the region has one of that
+    /// name).
+    ///
+    /// partitions: a power of two, 1 to 256 (a key always maps to the same
+    /// partition, so messages with one key stay in order); capacity:
+    /// descriptors per partition, a power of two; wait: "spin", "futex" or
+    /// "hybrid" (how producers and consumers wait); at_least_once: a message
+    /// whose consumer dies before releasing it is delivered again (else it
+    /// is lost and counted).
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false))]
+    fn create_topic(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        partitions: u32,
+        capacity: u32,
+        wait: &str,
+        at_least_once: bool,
+    ) -> PyResult<PyTopic> {
+        let config = topic_config(partitions, capacity, wait, at_least_once)?;
+        let topic = self.get()?.create_topic(name, config).py(py)?;
+        Ok(PyTopic { topic })
+    }
+
+    /// Opens the topic, or creates it with this configuration; an existing
+    /// topic must have the same (tachyon.Incompatible names what differs).
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false))]
+    fn create_or_open_topic(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        partitions: u32,
+        capacity: u32,
+        wait: &str,
+        at_least_once: bool,
+    ) -> PyResult<PyTopic> {
+        let config = topic_config(partitions, capacity, wait, at_least_once)?;
+        let topic = self.get()?.create_or_open_topic(name, config).py(py)?;
+        Ok(PyTopic { topic })
+    }
+
+    /// Opens an existing topic (tachyon.TopicNotFound if there is none).
+    fn topic(&self, py: Python<'_>, name: &str) -> PyResult<PyTopic> {
+        let topic = self.get()?.topic(name).py(py)?;
+        Ok(PyTopic { topic })
+    }
+
+    /// The region's topics with their counters, as a list of TopicInfo.
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<PyTopicInfo>> {
+        let list = self.get()?.topics().py(py)?;
+        Ok(list.into_iter().map(PyTopicInfo::from).collect())
+    }
+
+    /// Free chunks per size class of the payload pool: a list of 8
+    /// ClassStats, smallest chunks first.
+    fn pool_stats(&self, py: Python<'_>) -> PyResult<Vec<PyClassStats>> {
+        let stats = self.get()?.pool_stats().py(py)?;
+        Ok(stats
+            .iter()
+            .map(|s| PyClassStats { chunk_size: s.chunk_size, chunks: s.chunks, free: s.free })
+            .collect())
+    }
+
+    /// Returns to the pool what dead processes held (their loans, the
+    /// messages they had not released; on at-least-once topics those
+    /// messages are published again). The library also does this by itself
+    /// on open and while waiting. Returns a Recovered.
+    fn recover(&self, py: Python<'_>) -> PyResult<PyRecovered> {
+        let region = self.get()?;
+        let r = py.detach(|| region.recover()).py(py)?;
+        Ok(PyRecovered::from(r))
+    }
+
+    /// Closes this handle (topics, messages and loans made from it stay
+    /// usable; the region itself stays, see remove).
+    fn close(&self) {
+        lock(&self.region).take();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if lock(&self.region).is_some() { "" } else { ", closed" };
+        format!("Region({:?}{state})", self.name)
+    }
+}
+
+fn topic_config(partitions: u32, capacity: u32, wait: &str, at_least_once: bool) -> PyResult<TopicConfig> {
+    let delivery = if at_least_once { Delivery::AtLeastOnce } else { Delivery::AtMostOnce };
+    Ok(TopicConfig::default()
+        .partitions(partitions)
+        .capacity(capacity)
+        .wait(wait_policy(wait)?)
+        .delivery(delivery))
+}
+
+/// A topic of a region: partitions of bounded queues of messages.
+///
+/// Producers send(data, key) (a copy) or loan(size) a chunk, fill it in
+/// place and publish it; the key chooses the partition. Consumers
+/// receive(partition) a Message: a read-only view into shared memory.
+/// Every wait releases the GIL and is interrupted by Ctrl+C.
+#[pyclass(module = "tachyon", name = "Topic", frozen)]
+pub struct PyTopic {
+    topic: Topic,
+}
+
+#[pymethods]
+impl PyTopic {
+    /// The topic's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.topic.name()
+    }
+
+    /// Number of partitions.
+    #[getter]
+    fn partitions(&self) -> u32 {
+        self.topic.partitions()
+    }
+
+    /// Descriptors per partition: the most messages one partition queues.
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.topic.capacity()
+    }
+
+    /// "at-most-once" or "at-least-once".
+    #[getter]
+    fn delivery(&self) -> &'static str {
+        delivery_name(Some(self.topic.delivery()))
+    }
+
+    /// The partition messages with `key` go to.
+    fn partition_of(&self, key: u64) -> u32 {
+        self.topic.partition_of(Key(key))
+    }
+
+    /// Messages waiting in `partition` now (a snapshot).
+    fn depth(&self, py: Python<'_>, partition: u32) -> PyResult<usize> {
+        self.topic.depth(partition).py(py)
+    }
+
+    /// The topic's configuration and counters, as a TopicInfo.
+    fn info(&self) -> PyTopicInfo {
+        PyTopicInfo::from(self.topic.info())
+    }
+
+    /// Copies `data` (any bytes-like object) into a chunk and publishes it
+    /// with `key`, waiting up to timeout_ns (-1: for ever, 0: not at all)
+    /// for a chunk and for room in the key's partition. Raises
+    /// tachyon.TimeoutError or tachyon.PoolExhausted when the wait runs
+    /// out, tachyon.MessageTooLarge above 1 MiB.
+    #[pyo3(signature = (data, key=0, timeout_ns=-1), text_signature = "(self, /, data, key=0, timeout_ns=-1)")]
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, key: u64, timeout_ns: i64) -> PyResult<()> {
+        let timeout = timeout_of(timeout_ns);
+        // The fast path, with the GIL held (the bytes cannot change under
+        // it): one try.
+        let first = with_bytes(data, |bytes| {
+            let r = self.topic.send(bytes, Key(key), Some(Duration::ZERO));
+            match r {
+                Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => Ok(Some(bytes.to_vec())),
+                other => other.map(|()| None),
+            }
+        })?;
+        let copy = match first.py(py)? {
+            None => return Ok(()),
+            Some(copy) => copy,
+        };
+        // The slow path waits without the GIL, on a private copy.
+        let topic = &self.topic;
+        in_slices(py, timeout, no_room, |slice| topic.send(&copy, Key(key), slice))
+    }
+
+    /// Borrows a writable chunk of `size` bytes from the pool, waiting up
+    /// to timeout_ns for one (tachyon.PoolExhausted when it runs out). Fill
+    /// loan.data (a writable memoryview) and call loan.publish(length,
+    /// key).
+    #[pyo3(signature = (size, timeout_ns=-1), text_signature = "(self, /, size, timeout_ns=-1)")]
+    fn loan(&self, py: Python<'_>, size: usize, timeout_ns: i64) -> PyResult<PyLoan> {
+        let loan = match self.topic.try_loan(size) {
+            Err(e) if no_room(&e) && timeout_ns != 0 => {
+                let topic = &self.topic;
+                in_slices(py, timeout_of(timeout_ns), no_room, |slice| topic.loan(size, slice))?
+            }
+            other => other.py(py)?,
+        };
+        Ok(PyLoan {
+            loan: Mutex::new(Some(loan)),
+            view: Mutex::new(None),
+            exports: AtomicUsize::new(0),
+            size,
+        })
+    }
+
+    /// Waits up to timeout_ns (-1: for ever; 0: look once) for a message in
+    /// `partition` and returns it as a Message, a view into shared memory
+    /// (release it, or use it as a context manager). Raises
+    /// tachyon.TimeoutError when the wait runs out. The GIL is released
+    /// while waiting, and Ctrl+C raises KeyboardInterrupt.
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
+    fn receive(&self, py: Python<'_>, partition: u32, timeout_ns: i64) -> PyResult<PyMessage> {
+        let timeout = timeout_of(timeout_ns);
+        let msg = match self.topic.try_receive(partition).py(py)? {
+            Some(msg) => msg,
+            None if timeout.is_some_and(|t| t.is_zero()) => return Err(timeout_error()).py(py),
+            None => {
+                let topic = &self.topic;
+                in_slices(py, timeout, timed_out, |slice| topic.receive(partition, slice))?
+            }
+        };
+        Ok(PyMessage::new(msg, partition))
+    }
+
+    /// The next message of `partition` if there is one now, else None.
+    #[pyo3(signature = (partition=0))]
+    fn try_receive(&self, py: Python<'_>, partition: u32) -> PyResult<Option<PyMessage>> {
+        Ok(self.topic.try_receive(partition).py(py)?.map(|m| PyMessage::new(m, partition)))
+    }
+
+    /// Like receive, but copies the message into a new bytes object and
+    /// releases it at once (the copy path).
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
+    fn receive_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        partition: u32,
+        timeout_ns: i64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let msg = self.receive(py, partition, timeout_ns)?;
+        let bytes = {
+            let guard = lock(&msg.msg);
+            PyBytes::new(py, guard.as_deref().unwrap_or_default())
+        };
+        msg.release(py)?;
+        Ok(bytes)
+    }
+
+    /// An awaitable receive for asyncio: `msg = await
+    /// topic.receive_async(partition, timeout_ns=-1)`. It polls without
+    /// blocking the event loop (a few hundred microseconds of latency at
+    /// most); cancelling it loses no message.
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
+    fn receive_async<'py>(
+        slf: &Bound<'py, Self>,
+        partition: u32,
+        timeout_ns: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let aio = slf.py().import("tachyon._aio")?;
+        aio.getattr("receive")?.call1((slf, partition, timeout_ns))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Topic({:?}, partitions={}, capacity={}, delivery={:?})",
+            self.topic.name(),
+            self.topic.partitions(),
+            self.topic.capacity(),
+            delivery_name(Some(self.topic.delivery()))
+        )
+    }
+}
+
+/// The error of a receive that found nothing and may not wait.
+fn timeout_error() -> tachyon::Error {
+    tachyon::Error::Timeout { what: "a message in the topic's partition", waited: Some(Duration::ZERO) }
+}
+
+/// Calls `f` on the bytes of a bytes-like object (bytes, bytearray,
+/// memoryview, a numpy array of any dtype, ...: any C-contiguous buffer),
+/// with the GIL held.
+pub(crate) fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+    if let Ok(bytes) = data.cast::<PyBytes>() {
+        return Ok(f(bytes.as_bytes()));
+    }
+    /// An export, released when dropped.
+    struct Export(ffi::Py_buffer);
+    impl Drop for Export {
+        fn drop(&mut self) {
+            // SAFETY: `self.0` was filled by a successful
+            // `PyObject_GetBuffer` and is released once, here, with the GIL
+            // held (an `Export` lives only inside `with_bytes`).
+            unsafe { ffi::PyBuffer_Release(&mut self.0) }
+        }
+    }
+    let mut view = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
+    // SAFETY: `data` is a live object and `view` room for a Py_buffer;
+    // PyBUF_SIMPLE asks for C-contiguous bytes (exporters of anything else
+    // refuse), whatever the items' type.
+    if unsafe { ffi::PyObject_GetBuffer(data.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_SIMPLE) } == -1 {
+        let cause = PyErr::fetch(data.py());
+        let err = pyo3::exceptions::PyTypeError::new_err(format!(
+            "data must be a contiguous bytes-like object (bytes, bytearray, memoryview, numpy array, ...), not {}",
+            data.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ));
+        err.set_cause(data.py(), Some(cause));
+        return Err(err);
+    }
+    // SAFETY: the call succeeded, so it filled `view`.
+    let export = Export(unsafe { view.assume_init() });
+    let len = usize::try_from(export.0.len).unwrap_or(0);
+    let bytes: &[u8] = if len == 0 || export.0.buf.is_null() {
+        &[]
+    } else {
+        // SAFETY: the buffer stays exported until `export` drops, after `f`
+        // returns; PyBUF_SIMPLE makes it `len` contiguous bytes from `buf`;
+        // the GIL is held throughout, so no Python code writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(export.0.buf as *const u8, len) }
+    };
+    Ok(f(bytes))
+}
+
+/// Fills `view` for an export of `len` bytes at `ptr` by `obj`.
+///
+/// # Safety
+/// `view` is the `Py_buffer` the interpreter passed to `__getbuffer__`, and
+/// `ptr..ptr + len` stays valid (and, if `readonly` is false, writable)
+/// until the matching `__releasebuffer__`.
+unsafe fn fill_view(
+    obj: &Bound<'_, PyAny>,
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+    ptr: *mut u8,
+    len: usize,
+    readonly: bool,
+) -> PyResult<()> {
+    let len = ffi::Py_ssize_t::try_from(len).map_err(|_| PyValueError::new_err("buffer too large"))?;
+    // SAFETY: the caller's contract; PyBuffer_FillInfo checks `flags`
+    // (refusing a writable export of read-only data), takes a new reference
+    // to `obj` and sets format, shape and strides for bytes.
+    let rc = unsafe {
+        ffi::PyBuffer_FillInfo(view, obj.as_ptr(), ptr as *mut c_void, len, c_int::from(readonly), flags)
+    };
+    if rc == -1 {
+        return Err(PyErr::fetch(obj.py()));
+    }
+    Ok(())
+}
+
+/// Releases the cached memoryview `view` of an object with `exports` live
+/// exports, then checks that none is left: Ok if the memory can go.
+fn release_views(
+    py: Python<'_>,
+    view: &Mutex<Option<Py<PyMemoryView>>>,
+    exports: &AtomicUsize,
+    what: &str,
+) -> PyResult<()> {
+    let cached = lock(view).take();
+    if let Some(mv) = cached {
+        // The lock is not held here: releasing the memoryview calls
+        // `__releasebuffer__`, which counts the export down.
+        if mv.bind(py).call_method0("release").is_err() {
+            *lock(view) = Some(mv);
+            return Err(still_viewed(what));
+        }
+    }
+    if exports.load(Ordering::Acquire) > 0 {
+        return Err(still_viewed(what));
+    }
+    Ok(())
+}
+
+fn still_viewed(what: &str) -> PyErr {
+    buffer_error(format!(
+        "the {what} is still viewed (a numpy array, a slice of .data or another memoryview of it is alive); \
+         delete those views, or copy what you need with bytes(...), before releasing it"
+    ))
+}
+
+/// A received message: a read-only view into shared memory.
+///
+/// msg.data is a memoryview of the bytes (no copy; np.frombuffer(msg.data,
+/// dtype=...) makes an array without a copy too). release() returns the
+/// chunk to the pool; it raises BufferError while a view other than
+/// msg.data itself is alive (msg.data is released with it). A Message is a
+/// context manager that releases on exit; one that is garbage-collected is
+/// released too.
+#[pyclass(module = "tachyon", name = "Message", frozen)]
+pub struct PyMessage {
+    msg: Mutex<Option<Message>>,
+    view: Mutex<Option<Py<PyMemoryView>>>,
+    exports: AtomicUsize,
+    partition: u32,
+    len: usize,
+}
+
+impl PyMessage {
+    fn new(msg: Message, partition: u32) -> Self {
+        let len = msg.len();
+        PyMessage {
+            msg: Mutex::new(Some(msg)),
+            view: Mutex::new(None),
+            exports: AtomicUsize::new(0),
+            partition,
+            len,
+        }
+    }
+}
+
+#[pymethods]
+impl PyMessage {
+    /// The message's bytes: a read-only memoryview into shared memory.
+    #[getter]
+    fn data<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyMemoryView>> {
+        let this = slf.get();
+        if let Some(mv) = lock(&this.view).as_ref() {
+            return Ok(mv.bind(slf.py()).clone());
+        }
+        let mv = PyMemoryView::from(slf.as_any())?;
+        *lock(&this.view) = Some(mv.clone().unbind());
+        Ok(mv)
+    }
+
+    /// The partition it was received from.
+    #[getter]
+    fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// True once released.
+    #[getter]
+    fn released(&self) -> bool {
+        lock(&self.msg).is_none()
+    }
+
+    /// A copy of the bytes.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let guard = lock(&self.msg);
+        let msg = guard.as_ref().ok_or_else(released_error)?;
+        Ok(PyBytes::new(py, msg))
+    }
+
+    /// Returns the chunk to the pool. BufferError if views of it other
+    /// than .data are alive (delete them first); a second call does nothing.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        if lock(&self.msg).is_none() {
+            return Ok(());
+        }
+        release_views(py, &self.view, &self.exports, "message")?;
+        let msg = lock(&self.msg).take();
+        drop(msg);
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if lock(&self.msg).is_some() { "" } else { ", released" };
+        format!("Message(len={}, partition={}{state})", self.len, self.partition)
+    }
+
+    /// # Safety
+    /// Called by the interpreter with a `Py_buffer` to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        let this = slf.get();
+        let guard = lock(&this.msg);
+        let msg = guard.as_ref().ok_or_else(released_error)?;
+        // SAFETY: `view` comes from the interpreter; the chunk stays HELD by
+        // `msg` until `release`, which refuses while `exports` > 0 (counted
+        // up here, down in `__releasebuffer__`), and a Message is never
+        // dropped while an export holds a reference to it.
+        unsafe { fill_view(slf.as_any(), view, flags, msg.as_ptr() as *mut u8, msg.len(), true)? };
+        this.exports.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// # Safety
+    /// Called by the interpreter once per successful `__getbuffer__`.
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.exports.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Ok(view) = self.view.try_lock() {
+            if let Some(mv) = view.as_ref() {
+                visit.call(mv)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let view = lock(&self.view).take();
+        drop(view);
+    }
+}
+
+fn released_error() -> PyErr {
+    PyValueError::new_err("the message was released; its memory is back in the pool")
+}
+
+/// A chunk of the pool lent for writing: build the message in place, then
+/// publish it.
+///
+/// loan.data is a writable memoryview of the chunk (len(loan) bytes).
+/// publish(length, key) sends its first `length` bytes (all by default);
+/// cancel() returns the chunk unpublished. As a context manager, a loan not
+/// published by the end of the block is cancelled. Views must be gone
+/// before publish (BufferError otherwise): a published chunk belongs to its
+/// consumer.
+#[pyclass(module = "tachyon", name = "Loan", frozen)]
+pub struct PyLoan {
+    loan: Mutex<Option<Loan>>,
+    view: Mutex<Option<Py<PyMemoryView>>>,
+    exports: AtomicUsize,
+    size: usize,
+}
+
+#[pymethods]
+impl PyLoan {
+    /// The chunk's bytes: a writable memoryview into shared memory.
+    #[getter]
+    fn data<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyMemoryView>> {
+        let this = slf.get();
+        if let Some(mv) = lock(&this.view).as_ref() {
+            return Ok(mv.bind(slf.py()).clone());
+        }
+        let mv = PyMemoryView::from(slf.as_any())?;
+        *lock(&this.view) = Some(mv.clone().unbind());
+        Ok(mv)
+    }
+
+    /// True once published or cancelled.
+    #[getter]
+    fn done(&self) -> bool {
+        lock(&self.loan).is_none()
+    }
+
+    /// Publishes the first `length` bytes (None: all) with `key`, waiting
+    /// up to timeout_ns (-1: for ever) for room in the key's partition.
+    /// If it fails, the chunk goes back to the pool and the message is
+    /// dropped.
+    #[pyo3(signature = (length=None, key=0, timeout_ns=-1), text_signature = "(self, /, length=None, key=0, timeout_ns=-1)")]
+    fn publish(&self, py: Python<'_>, length: Option<usize>, key: u64, timeout_ns: i64) -> PyResult<()> {
+        if let Some(n) = length {
+            if n > self.size {
+                return Err(PyValueError::new_err(format!(
+                    "length {n} is more than the loan's {} bytes",
+                    self.size
+                )));
+            }
+        }
+        release_views(py, &self.view, &self.exports, "loan")?;
+        let mut loan = lock(&self.loan)
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the loan was already published or cancelled"))?;
+        if let Some(n) = length {
+            loan.truncate(n);
+        }
+        let timeout = timeout_of(timeout_ns);
+        let topic = loan.topic().clone();
+        let partition = topic.partition_of(Key(key));
+        if timeout.is_none_or(|t| !t.is_zero()) {
+            // A publish cannot be retried (it consumes the loan): wait for
+            // room in slices first, handling signals, then publish with
+            // what is left of the timeout.
+            let capacity = topic.capacity();
+            let start = std::time::Instant::now();
+            in_slices(py, timeout, timed_out, |slice| {
+                let end = std::time::Instant::now() + slice.unwrap_or(Duration::ZERO);
+                loop {
+                    if topic.depth(partition)? < capacity {
+                        return Ok(());
+                    }
+                    if std::time::Instant::now() >= end {
+                        return Err(tachyon::Error::Timeout {
+                            what: "room in the topic's partition",
+                            waited: slice,
+                        });
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            })?;
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            return py.detach(|| loan.publish(Key(key), left)).py(py);
+        }
+        loan.publish(Key(key), timeout).py(py)
+    }
+
+    /// Returns the chunk to the pool unpublished (nothing if already done).
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        release_views(py, &self.view, &self.exports, "loan")?;
+        let loan = lock(&self.loan).take();
+        drop(loan);
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.size
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.cancel(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if lock(&self.loan).is_some() { "" } else { ", done" };
+        format!("Loan(len={}{state})", self.size)
+    }
+
+    /// # Safety
+    /// Called by the interpreter with a `Py_buffer` to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        let this = slf.get();
+        let mut guard = lock(&this.loan);
+        let loan = guard.as_mut().ok_or_else(|| {
+            PyValueError::new_err("the loan was published or cancelled; its memory is no longer yours")
+        })?;
+        let bytes: &mut [u8] = loan;
+        // SAFETY: `view` comes from the interpreter; the chunk stays LOANED
+        // to `loan`, and writable by its holder alone, until publish or
+        // cancel, which refuse while `exports` > 0; a Loan is never dropped
+        // while an export holds a reference to it.
+        unsafe { fill_view(slf.as_any(), view, flags, bytes.as_mut_ptr(), bytes.len(), false)? };
+        this.exports.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// # Safety
+    /// Called by the interpreter once per successful `__getbuffer__`.
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.exports.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Ok(view) = self.view.try_lock() {
+            if let Some(mv) = view.as_ref() {
+                visit.call(mv)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let view = lock(&self.view).take();
+        drop(view);
+    }
+}
+
+/// A topic as Region.topics() lists it: configuration and counters.
+#[pyclass(module = "tachyon", name = "TopicInfo", frozen, get_all)]
+pub struct PyTopicInfo {
+    /// The topic's name.
+    name: String,
+    /// Partitions.
+    partitions: u32,
+    /// Descriptors per partition.
+    capacity: u32,
+    /// "spin", "futex" or "hybrid".
+    wait: &'static str,
+    /// "at-most-once" or "at-least-once".
+    delivery: &'static str,
+    /// Messages published so far.
+    published: u64,
+    /// Messages received so far.
+    received: u64,
+    /// Corrupt descriptors met by consumers.
+    corrupt: u64,
+    /// Messages lost with a consumer that died holding them.
+    lost: u64,
+}
+
+impl From<tachyon::bus::TopicInfo> for PyTopicInfo {
+    fn from(i: tachyon::bus::TopicInfo) -> Self {
+        PyTopicInfo {
+            name: i.name,
+            partitions: i.partitions,
+            capacity: i.capacity,
+            wait: policy_name(i.wait),
+            delivery: delivery_name(i.delivery),
+            published: i.published,
+            received: i.received,
+            corrupt: i.corrupt,
+            lost: i.lost,
+        }
+    }
+}
+
+#[pymethods]
+impl PyTopicInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "TopicInfo(name={:?}, partitions={}, capacity={}, wait={:?}, delivery={:?}, published={}, received={}, corrupt={}, lost={})",
+            self.name, self.partitions, self.capacity, self.wait, self.delivery, self.published, self.received, self.corrupt, self.lost
+        )
+    }
+}
+
+/// Free chunks of one size class of the payload pool.
+#[pyclass(module = "tachyon", name = "ClassStats", frozen, get_all)]
+pub struct PyClassStats {
+    /// Bytes per chunk.
+    chunk_size: usize,
+    /// Chunks in the class.
+    chunks: usize,
+    /// Chunks free now.
+    free: usize,
+}
+
+#[pymethods]
+impl PyClassStats {
+    fn __repr__(&self) -> String {
+        format!("ClassStats(chunk_size={}, chunks={}, free={})", self.chunk_size, self.chunks, self.free)
+    }
+}
+
+/// What one Region.recover() reclaimed from dead processes.
+#[pyclass(module = "tachyon", name = "Recovered", frozen, get_all)]
+pub struct PyRecovered {
+    /// Chunks a dead producer had loaned and not published.
+    loans: usize,
+    /// Free chunks a dead process kept for its next loans.
+    cached: usize,
+    /// Messages a dead consumer had received and not released (lost).
+    held: usize,
+    /// Chunks a dead producer was publishing when it died (lost).
+    unpublished: usize,
+    /// Messages a dead consumer had received on an at-least-once topic,
+    /// published again.
+    redelivered: usize,
+    /// Such messages left for a later recovery (their partition is full).
+    deferred: usize,
+    /// Attach slots of dead processes marked free.
+    slots: usize,
+    /// Chunks returned to the pool in all.
+    total: usize,
+}
+
+impl From<tachyon::bus::Recovered> for PyRecovered {
+    fn from(r: tachyon::bus::Recovered) -> Self {
+        PyRecovered {
+            loans: r.loans,
+            cached: r.cached,
+            held: r.held,
+            unpublished: r.unpublished,
+            redelivered: r.redelivered,
+            deferred: r.deferred,
+            slots: r.slots,
+            total: r.total(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyRecovered {
+    fn __repr__(&self) -> String {
+        format!(
+            "Recovered(loans={}, cached={}, held={}, unpublished={}, redelivered={}, deferred={}, slots={}, total={})",
+            self.loans, self.cached, self.held, self.unpublished, self.redelivered, self.deferred, self.slots, self.total
+        )
+    }
+}

@@ -1,0 +1,548 @@
+//! The shared-memory primitives: `SharedArray` (a typed, writable buffer
+//! with a process-shared lock), `CircularBuffer` (a ring of fixed-size
+//! nodes) and `RpcBuffer` (request/response, with a Python callable as the
+//! handler).
+
+use crate::bus::with_bytes;
+use crate::errors::{to_py, IntoPyResult};
+use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyMemoryView};
+use std::ffi::{c_int, c_void, CStr};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+use tachyon::primitives::{SharedArrayReadGuard, SharedArrayWriteGuard};
+use tachyon::{CircularBuffer, RpcBuffer, SharedArray};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One `SharedArray<T>` of the element types Python can name.
+macro_rules! elem_types {
+    ($($variant:ident: $t:ty, $name:literal, $fmt:literal;)*) => {
+        enum AnyArray { $($variant(Arc<SharedArray<$t>>),)* }
+        enum AnyGuard {
+            $($variant(#[allow(dead_code)] SharedArrayWriteGuard<'static, $t>),)*
+            Read(#[allow(dead_code)] ReadGuard),
+        }
+        enum ReadGuard { $($variant(#[allow(dead_code)] SharedArrayReadGuard<'static, $t>),)* }
+
+        impl AnyArray {
+            fn open(name: &str, dtype: &str, len: Option<usize>) -> PyResult<tachyon::Result<AnyArray>> {
+                Ok(match dtype {
+                    $($name => (|| -> tachyon::Result<AnyArray> {
+                        let b = SharedArray::<$t>::builder(name);
+                        let a = match len { Some(n) => b.len(n).create_or_open()?, None => b.open()? };
+                        Ok(AnyArray::$variant(Arc::new(a)))
+                    })(),)*
+                    other => return Err(PyValueError::new_err(format!(
+                        "dtype must be one of {}, not {other:?}", [$($name),*].join(", ")))),
+                })
+            }
+            fn dtype(&self) -> &'static str { match self { $(AnyArray::$variant(_) => $name,)* } }
+            fn format(&self) -> &'static CStr { match self { $(AnyArray::$variant(_) => $fmt,)* } }
+            fn itemsize(&self) -> usize { match self { $(AnyArray::$variant(_) => std::mem::size_of::<$t>(),)* } }
+            fn len(&self) -> usize { match self { $(AnyArray::$variant(a) => a.len(),)* } }
+            fn name(&self) -> &str { match self { $(AnyArray::$variant(a) => a.name(),)* } }
+            fn segment(&self) -> &tachyon::Segment { match self { $(AnyArray::$variant(a) => a.segment(),)* } }
+            /// The write (or read) lock if it is free now.
+            ///
+            /// The guard borrows the array inside an `Arc` that the caller
+            /// keeps alive (and drops after the guard): see `ArrayLock`.
+            fn try_lock(&self, write: bool) -> tachyon::Result<Option<AnyGuard>> {
+                match self {
+                    $(AnyArray::$variant(a) => {
+                        let a: &SharedArray<$t> = a;
+                        // SAFETY: the array lives in an `Arc` that the
+                        // `ArrayLock` holding this guard also holds, and
+                        // drops only after the guard (field order there), so
+                        // the borrow outlives no data it points to.
+                        let a: &'static SharedArray<$t> = unsafe { &*(a as *const SharedArray<$t>) };
+                        if write {
+                            Ok(a.try_write_lock()?.map(AnyGuard::$variant))
+                        } else {
+                            Ok(a.try_read_lock()?.map(|g| AnyGuard::Read(ReadGuard::$variant(g))))
+                        }
+                    })*
+                }
+            }
+            fn clone_arc(&self) -> AnyArray { match self { $(AnyArray::$variant(a) => AnyArray::$variant(Arc::clone(a)),)* } }
+        }
+    };
+}
+
+elem_types! {
+    U8: u8, "uint8", c"B";
+    I8: i8, "int8", c"b";
+    U16: u16, "uint16", c"H";
+    I16: i16, "int16", c"h";
+    U32: u32, "uint32", c"I";
+    I32: i32, "int32", c"i";
+    U64: u64, "uint64", c"Q";
+    I64: i64, "int64", c"q";
+    F32: f32, "float32", c"f";
+    F64: f64, "float64", c"d";
+}
+
+/// A fixed-length array of numbers in a named shared-memory segment, with a
+/// process-shared reader/writer lock.
+///
+/// SharedArray(name, length=None, dtype="float64", *, create=True)
+///
+/// With a length (and create=True) it opens the array or creates it with
+/// that many zeros (an existing one keeps its length); without, or with
+/// create=False, it opens an existing one (tachyon.NotFound if none).
+/// dtype: uint8, int8, uint16, int16, uint32, int32, uint64, int64,
+/// float32, float64; a Rust SharedArray<f64> is a "float64" one.
+///
+/// The array is a writable buffer: numpy.asarray(arr) is a view of the
+/// shared memory, no copy. Readers and writers in several processes
+/// coordinate with the lock: `with arr.lock():` (exclusive) or `with
+/// arr.read_lock():` (shared); Rust's SharedArray methods take it too.
+///
+///     arr = tachyon.SharedArray("prices", 1000, "float64")
+///     view = numpy.asarray(arr)
+///     with arr.lock():
+///         view[:] += 1.0
+#[pyclass(module = "tachyon", name = "SharedArray", frozen)]
+pub struct PySharedArray {
+    array: AnyArray,
+    /// The buffer's shape and strides, pointed to by exports.
+    shape: Box<[ffi::Py_ssize_t; 1]>,
+    strides: Box<[ffi::Py_ssize_t; 1]>,
+}
+
+#[pymethods]
+impl PySharedArray {
+    #[new]
+    #[pyo3(signature = (name, length=None, dtype="float64", *, create=true))]
+    fn new(py: Python<'_>, name: &str, length: Option<usize>, dtype: &str, create: bool) -> PyResult<Self> {
+        let len = if create { length } else { None };
+        let array = AnyArray::open(name, dtype, len)?.py(py)?;
+        let n =
+            ffi::Py_ssize_t::try_from(array.len()).map_err(|_| PyValueError::new_err("array too large"))?;
+        let item = array.itemsize() as ffi::Py_ssize_t;
+        Ok(PySharedArray { array, shape: Box::new([n]), strides: Box::new([item]) })
+    }
+
+    /// The segment's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.array.name()
+    }
+
+    /// The element type's name (numpy's spelling).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.array.dtype()
+    }
+
+    /// A memoryview of the elements (typed, writable, no copy).
+    #[getter]
+    fn data<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyMemoryView>> {
+        PyMemoryView::from(slf.as_any())
+    }
+
+    /// The exclusive lock, as a context manager: `with arr.lock():`.
+    /// Waits up to timeout_ns (-1: for ever) without the GIL;
+    /// tachyon.TimeoutError when it runs out.
+    #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
+    fn lock(&self, timeout_ns: i64) -> ArrayLock {
+        ArrayLock { guard: Mutex::new(None), array: self.array.clone_arc(), write: true, timeout_ns }
+    }
+
+    /// The shared (read) lock, as a context manager: `with
+    /// arr.read_lock():`.
+    #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
+    fn read_lock(&self, timeout_ns: i64) -> ArrayLock {
+        ArrayLock { guard: Mutex::new(None), array: self.array.clone_arc(), write: false, timeout_ns }
+    }
+
+    fn __len__(&self) -> usize {
+        self.array.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("SharedArray({:?}, {}, {:?})", self.array.name(), self.array.len(), self.array.dtype())
+    }
+
+    /// # Safety
+    /// Called by the interpreter with a `Py_buffer` to fill.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        let this = slf.get();
+        let seg = this.array.segment();
+        let bytes = this.array.len() * this.array.itemsize();
+        // The elements end the data area (the array's layout: header, lock,
+        // then the elements, sized exactly).
+        let offset = seg.size().checked_sub(bytes).ok_or_else(|| PyValueError::new_err("array layout"))?;
+        // SAFETY: `offset + bytes == seg.size()`: inside the mapping, which
+        // `this` keeps (and every export holds a reference to `slf`).
+        let buf = unsafe { seg.as_ptr().add(offset) };
+        if view.is_null() {
+            return Err(pyo3::exceptions::PyBufferError::new_err("no Py_buffer to fill"));
+        }
+        // SAFETY: `view` is the interpreter's `Py_buffer`, not null; every
+        // pointer put in it lives as long as `slf`, which the export keeps
+        // (obj takes a new reference).
+        unsafe {
+            ffi::Py_IncRef(slf.as_ptr());
+            (*view).obj = slf.as_ptr();
+            (*view).buf = buf as *mut c_void;
+            (*view).len = bytes as ffi::Py_ssize_t;
+            (*view).readonly = 0;
+            (*view).itemsize = this.array.itemsize() as ffi::Py_ssize_t;
+            (*view).format = if flags & ffi::PyBUF_FORMAT != 0 {
+                this.array.format().as_ptr() as *mut _
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape =
+                if flags & ffi::PyBUF_ND != 0 { this.shape.as_ptr() as *mut _ } else { std::ptr::null_mut() };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                this.strides.as_ptr() as *mut _
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// Called by the interpreter once per successful `__getbuffer__`.
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+/// A held (or to be taken) lock of a SharedArray: a context manager.
+/// A lock is held by a thread: take and release it on the same one.
+#[pyclass(module = "tachyon", name = "ArrayLock", frozen, unsendable)]
+pub struct ArrayLock {
+    // Field order matters: the guard borrows `array` and is dropped first.
+    guard: Mutex<Option<AnyGuard>>,
+    array: AnyArray,
+    write: bool,
+    timeout_ns: i64,
+}
+
+#[pymethods]
+impl ArrayLock {
+    /// Takes the lock (waiting without the GIL, Ctrl+C interrupts).
+    fn acquire(&self, py: Python<'_>) -> PyResult<()> {
+        if lock(&self.guard).is_some() {
+            return Err(PyValueError::new_err("this lock is already held; take another with arr.lock()"));
+        }
+        // A guard stays on the thread that took it, so the lock is taken
+        // with the GIL held, by tries; the pauses between them (growing to
+        // 1 ms) release the GIL and handle signals.
+        let timeout = timeout_of(self.timeout_ns);
+        // A deadline past what the clock can hold is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut pause = Duration::from_micros(1);
+        loop {
+            if let Some(guard) = self.array.try_lock(self.write).py(py)? {
+                *lock(&self.guard) = Some(guard);
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                let what = "a SharedArray's lock (held by another thread or process)";
+                return Err(tachyon::Error::Timeout { what, waited: timeout }).py(py);
+            }
+            py.detach(|| std::thread::sleep(pause));
+            py.check_signals()?;
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    /// Releases the lock (nothing if not held).
+    fn release(&self) {
+        let guard = lock(&self.guard).take();
+        drop(guard);
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        slf.borrow().acquire(slf.py())?;
+        Ok(slf)
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.release();
+        false
+    }
+}
+
+fn wait_policy(name: &str) -> PyResult<tachyon::sync::WaitPolicy> {
+    use tachyon::sync::WaitPolicy;
+    match name {
+        "spin" => Ok(WaitPolicy::Spin),
+        "futex" => Ok(WaitPolicy::Futex),
+        "hybrid" => Ok(WaitPolicy::Hybrid),
+        other => {
+            Err(PyValueError::new_err(format!("wait must be 'spin', 'futex' or 'hybrid', not {other:?}")))
+        }
+    }
+}
+
+/// A ring of fixed-size nodes in shared memory: many writers and readers
+/// in any processes, each item read once.
+///
+/// CircularBuffer(name, node_count=64, node_size=4096, *, create=True,
+/// wait="hybrid")
+///
+/// create=True opens the ring or creates it with this geometry;
+/// create=False opens an existing one (its geometry comes from it).
+#[pyclass(module = "tachyon", name = "CircularBuffer", frozen)]
+pub struct PyCircularBuffer {
+    ring: CircularBuffer,
+}
+
+#[pymethods]
+impl PyCircularBuffer {
+    #[new]
+    #[pyo3(signature = (name, node_count=64, node_size=4096, *, create=true, wait="hybrid"))]
+    fn new(
+        py: Python<'_>,
+        name: &str,
+        node_count: usize,
+        node_size: usize,
+        create: bool,
+        wait: &str,
+    ) -> PyResult<Self> {
+        let b = CircularBuffer::builder(name)
+            .node_count(node_count)
+            .node_size(node_size)
+            .wait_policy(wait_policy(wait)?);
+        let ring = if create { b.create_or_open() } else { b.open() };
+        Ok(PyCircularBuffer { ring: ring.py(py)? })
+    }
+
+    /// Nodes in the ring.
+    #[getter]
+    fn node_count(&self) -> usize {
+        self.ring.node_count()
+    }
+
+    /// Bytes per node: the largest item.
+    #[getter]
+    fn node_size(&self) -> usize {
+        self.ring.node_size()
+    }
+
+    /// Writes one item (any bytes-like object), waiting up to timeout_ns
+    /// (-1: for ever, 0: not at all) for a free node.
+    #[pyo3(signature = (data, timeout_ns=-1), text_signature = "(self, /, data, timeout_ns=-1)")]
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout_ns: i64) -> PyResult<()> {
+        let timeout = timeout_of(timeout_ns);
+        let first = with_bytes(data, |bytes| match self.ring.write(bytes, Some(Duration::ZERO)) {
+            Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => Ok(Some(bytes.to_vec())),
+            other => other.map(|()| None),
+        })?;
+        let Some(copy) = first.py(py)? else { return Ok(()) };
+        let ring = &self.ring;
+        in_slices(py, timeout, no_room, |slice| ring.write(&copy, slice))
+    }
+
+    /// Reads the next item as bytes, waiting up to timeout_ns (-1: for
+    /// ever) for one; tachyon.TimeoutError when the wait runs out.
+    #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
+    fn read<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let ring = &self.ring;
+        let item = match ring.read_with(Some(Duration::ZERO), <[u8]>::to_vec) {
+            Err(e) if e.is_timeout() && timeout_ns != 0 => {
+                in_slices(py, timeout_of(timeout_ns), timed_out, |slice| {
+                    ring.read_with(slice, <[u8]>::to_vec)
+                })?
+            }
+            other => other.py(py)?,
+        };
+        Ok(PyBytes::new(py, &item))
+    }
+
+    /// The next item if there is one now, else None.
+    fn try_read<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        match self.ring.read_with(Some(Duration::ZERO), <[u8]>::to_vec) {
+            Ok(item) => Ok(Some(PyBytes::new(py, &item))),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
+    /// Items queued now (a snapshot).
+    fn __len__(&self) -> usize {
+        self.ring.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("CircularBuffer(node_count={}, node_size={})", self.ring.node_count(), self.ring.node_size())
+    }
+}
+
+/// Wakes the thread that polls a request.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Request/response between two processes. The owner creates the channel
+/// (create=True), one opener joins it (create=False); both ends may call
+/// and both may serve.
+///
+/// RpcBuffer(name, handler=None, *, create=True, node_count=64,
+/// node_size=4096, timeout_ns=30_000_000_000)
+///
+/// handler: a Python callable taking the request (bytes) and returning the
+/// response (bytes-like, or None for empty); it runs on a handler thread
+/// with the GIL. An exception it raises reaches the caller as
+/// tachyon.RemoteError. timeout_ns bounds each call.
+///
+///     server = tachyon.RpcBuffer("calc", handler=lambda req: req.upper())
+///     client = tachyon.RpcBuffer("calc", create=False)   # another process
+///     client.call(b"hi")  # b"HI"
+#[pyclass(module = "tachyon", name = "RpcBuffer", frozen)]
+pub struct PyRpcBuffer {
+    rpc: Mutex<Option<RpcBuffer>>,
+    name: String,
+}
+
+#[pymethods]
+impl PyRpcBuffer {
+    #[new]
+    #[pyo3(signature = (name, handler=None, *, create=true, node_count=64, node_size=4096, timeout_ns=30_000_000_000))]
+    fn new(
+        py: Python<'_>,
+        name: String,
+        handler: Option<Py<PyAny>>,
+        create: bool,
+        node_count: usize,
+        node_size: usize,
+        timeout_ns: i64,
+    ) -> PyResult<Self> {
+        let timeout =
+            timeout_of(timeout_ns).ok_or_else(|| PyValueError::new_err("timeout_ns must be 0 or more"))?;
+        let mut b =
+            RpcBuffer::builder(&name).node_count(node_count).node_size(node_size).default_timeout(timeout);
+        if let Some(h) = handler {
+            if !h.bind(py).is_callable() {
+                return Err(PyTypeError::new_err(
+                    "handler must be callable: handler(request: bytes) -> bytes",
+                ));
+            }
+            b = b.handler(move |_id, msg: &[u8]| call_handler(&h, msg));
+        }
+        let rpc = py.detach(|| if create { b.create() } else { b.open() }).py(py)?;
+        Ok(PyRpcBuffer { rpc: Mutex::new(Some(rpc)), name })
+    }
+
+    /// Sends a request (any bytes-like object) and returns the response as
+    /// bytes. Waits without the GIL; Ctrl+C cancels the request. Raises
+    /// tachyon.TimeoutError, tachyon.RemoteError (the handler failed),
+    /// tachyon.Closed or tachyon.PeerDied.
+    fn call<'py>(&self, py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let msg = with_bytes(data, <[u8]>::to_vec)?;
+        let mut future = {
+            let guard = lock(&self.rpc);
+            let rpc = guard.as_ref().ok_or_else(|| self.closed())?;
+            // Writing the request may wait for room in the ring.
+            py.detach(|| rpc.request_async(&msg))
+        };
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        loop {
+            let polled = py.detach(|| {
+                let mut cx = Context::from_waker(&waker);
+                let end = std::time::Instant::now() + SLICE;
+                loop {
+                    if let Poll::Ready(r) = std::pin::Pin::new(&mut future).poll(&mut cx) {
+                        return Some(r);
+                    }
+                    let now = std::time::Instant::now();
+                    if now >= end {
+                        return None;
+                    }
+                    std::thread::park_timeout(end - now);
+                }
+            });
+            match polled {
+                Some(r) => return Ok(PyBytes::new(py, &r.py(py)?)),
+                // Dropping the future on an exception cancels the request.
+                None => py.check_signals()?,
+            }
+        }
+    }
+
+    /// Sends a one-way message: the peer's handler runs, nothing comes back.
+    fn notify(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let msg = with_bytes(data, <[u8]>::to_vec)?;
+        let guard = lock(&self.rpc);
+        let rpc = guard.as_ref().ok_or_else(|| self.closed())?;
+        py.detach(|| rpc.notify(&msg)).py(py)
+    }
+
+    /// Whether this end created the channel.
+    #[getter]
+    fn is_owner(&self) -> PyResult<bool> {
+        Ok(lock(&self.rpc).as_ref().ok_or_else(|| self.closed())?.is_owner())
+    }
+
+    /// Closes this end (the peer's calls then fail with tachyon.Closed).
+    fn close(&self, py: Python<'_>) {
+        let rpc = lock(&self.rpc).take();
+        // Closing joins this end's threads, whose handlers may wait for
+        // the GIL: release it meanwhile.
+        py.detach(|| drop(rpc));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!("RpcBuffer({:?})", self.name)
+    }
+}
+
+impl PyRpcBuffer {
+    fn closed(&self) -> PyErr {
+        PyValueError::new_err(format!("RPC channel {:?} was closed", self.name))
+    }
+}
+
+impl Drop for PyRpcBuffer {
+    fn drop(&mut self) {
+        if let Some(rpc) = lock(&self.rpc).take() {
+            // As in `close`: the threads joined may wait for the GIL.
+            Python::attach(|py| py.detach(|| drop(rpc)));
+        }
+    }
+}
+
+/// Runs the Python handler on a request: its response, or its exception
+/// as text (which reaches the caller as `Error::Remote`).
+fn call_handler(handler: &Py<PyAny>, msg: &[u8]) -> Result<Vec<u8>, String> {
+    Python::attach(|py| {
+        let describe = |e: PyErr| {
+            let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
+            format!("{kind}: {}", e.value(py))
+        };
+        let response = handler.bind(py).call1((PyBytes::new(py, msg),)).map_err(describe)?;
+        if response.is_none() {
+            return Ok(Vec::new());
+        }
+        with_bytes(&response, <[u8]>::to_vec).map_err(describe)
+    })
+}

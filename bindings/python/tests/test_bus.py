@@ -1,0 +1,241 @@
+"""The bus in one process: the API, the exceptions and the views."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import pytest
+
+import tachyon
+
+SECOND = 1_000_000_000
+
+
+def test_send_and_receive(region):
+    topic = region.create_topic("orders", partitions=8, capacity=64)
+    topic.send(b"hello", key=42)
+    p = topic.partition_of(42)
+    assert 0 <= p < 8
+    msg = topic.receive(partition=p, timeout_ns=SECOND)
+    assert bytes(msg.data) == b"hello"
+    assert len(msg) == 5 and msg.partition == p
+    assert isinstance(msg.data, memoryview) and msg.data.readonly
+    msg.release()
+    assert msg.released
+    msg.release()  # a second release does nothing
+
+
+def test_bytes_like_inputs(region):
+    topic = region.create_topic("t")
+    inputs = [b"ab", bytearray(b"cd"), memoryview(b"xxef")[2:], np.array([1, 2], dtype=np.uint8), b""]
+    for data in inputs:
+        topic.send(data)
+    got = [topic.receive_bytes(0, timeout_ns=SECOND) for _ in inputs]
+    assert got == [b"ab", b"cd", b"ef", b"\x01\x02", b""]
+    with pytest.raises(TypeError):
+        topic.send("text is not bytes")
+    with pytest.raises(TypeError):
+        topic.send(np.arange(10, dtype=np.uint8)[::2])  # not contiguous
+    floats = np.array([1.5, -2.0])
+    topic.send(floats)  # any dtype: its bytes
+    with topic.receive(0, timeout_ns=SECOND) as msg:
+        assert np.frombuffer(msg.data, dtype=np.float64).tolist() == [1.5, -2.0]
+
+
+def test_loan_publish(region):
+    topic = region.create_topic("t")
+    loan = topic.loan(64)
+    assert len(loan) == 64 and not loan.data.readonly
+    loan.data[:5] = b"hello"
+    loan.publish(5, key=7)
+    assert loan.done
+    with topic.receive(0, timeout_ns=SECOND) as msg:
+        assert msg.tobytes() == b"hello"
+    with pytest.raises(ValueError):
+        loan.publish()
+
+
+def test_loan_context_manager_cancels(region):
+    topic = region.create_topic("t")
+    free = sum(c.free for c in region.pool_stats())
+    with topic.loan(100) as loan:
+        loan.data[0] = 1
+    assert loan.done
+    assert topic.try_receive(0) is None
+    assert sum(c.free for c in region.pool_stats()) == free
+
+
+def test_numpy_zero_copy(region):
+    topic = region.create_topic("t")
+    with topic.loan(8 * 4) as loan:
+        arr = np.frombuffer(loan.data, dtype=np.float64)
+        arr[:] = [1.5, 2.5, 3.5, 4.5]  # writes straight into shared memory
+        del arr
+        loan.publish(key=1)
+    with topic.receive(0, timeout_ns=SECOND) as msg:
+        view = np.frombuffer(msg.data, dtype=np.float64)
+        assert view.tolist() == [1.5, 2.5, 3.5, 4.5]
+        assert not view.flags.writeable and not view.flags.owndata
+        del view
+
+
+def test_release_refused_while_viewed(region):
+    """A release while views are alive raises BufferError; nothing can
+    read the chunk after it went back to the pool."""
+    topic = region.create_topic("t")
+    topic.send(b"0123456789")
+    msg = topic.receive(0, timeout_ns=SECOND)
+    arr = np.frombuffer(msg.data, dtype=np.uint8)
+    part = msg.data[2:4]
+    with pytest.raises(BufferError, match="still viewed"):
+        msg.release()
+    assert not msg.released and bytes(part) == b"23"
+    del arr
+    with pytest.raises(BufferError):
+        msg.release()
+    part.release()
+    kept = msg.data
+    msg.release()  # .data itself is released with the message
+    assert msg.released
+    with pytest.raises(ValueError):
+        kept[0]
+    with pytest.raises(ValueError):
+        msg.data
+    with pytest.raises(ValueError):
+        memoryview(msg)
+    with pytest.raises(ValueError):
+        msg.tobytes()
+
+
+def test_loan_view_gone_after_publish(region):
+    topic = region.create_topic("t")
+    loan = topic.loan(4)
+    keep = loan.data
+    keep[:] = b"abcd"
+    alias = memoryview(loan)
+    with pytest.raises(BufferError):
+        loan.publish()
+    alias.release()
+    loan.publish()
+    with pytest.raises(ValueError):
+        keep[0] = 1  # the chunk belongs to its consumer now
+    assert topic.receive_bytes(0, timeout_ns=SECOND) == b"abcd"
+
+
+def test_message_is_a_buffer(region):
+    topic = region.create_topic("t")
+    topic.send(b"xyz")
+    with topic.receive(0, timeout_ns=SECOND) as msg:
+        assert bytes(msg) == b"xyz"
+
+
+def test_exceptions(region, region_name):
+    with pytest.raises(tachyon.NotFound) as e:
+        tachyon.Region(region_name + "-missing", create=False)
+    assert isinstance(e.value, FileNotFoundError) and isinstance(e.value, tachyon.Error)
+    with pytest.raises(tachyon.Incompatible):
+        tachyon.Region(region_name, size=32 << 20)
+    same = tachyon.Region(region_name, size=16 << 20, ring_arena=1 << 20)
+    assert same.size == 16 << 20
+    with pytest.raises(tachyon.TopicNotFound) as e:
+        region.topic("none")
+    assert isinstance(e.value, tachyon.NotFound)
+    region.create_topic("t")
+    with pytest.raises(tachyon.TopicExists):
+        region.create_topic("t")
+    with pytest.raises(tachyon.InvalidArgument):
+        region.create_topic("u", partitions=3)
+    with pytest.raises(ValueError):
+        region.create_topic("u", wait="sometimes")
+    topic = region.topic("t")
+    with pytest.raises(tachyon.TimeoutError) as e:
+        topic.receive(0, timeout_ns=0)
+    assert isinstance(e.value, builtins.TimeoutError)
+    with pytest.raises(tachyon.TimeoutError, match="timeout_ns=-1"):
+        topic.receive(0, timeout_ns=10_000_000)
+    with pytest.raises(tachyon.MessageTooLarge):
+        topic.loan(tachyon.MAX_MESSAGE + 1)
+    with pytest.raises(tachyon.InvalidArgument):
+        topic.receive(99, timeout_ns=0)
+    with pytest.raises(OverflowError):
+        topic.send(b"x", key=-1)
+    with pytest.raises(tachyon.InvalidName):
+        tachyon.Region("")
+
+
+def test_full_partition(region):
+    topic = region.create_topic("t", capacity=2)
+    topic.send(b"1")
+    topic.send(b"2")
+    with pytest.raises((tachyon.Full, tachyon.TimeoutError)):
+        topic.send(b"3", timeout_ns=0)
+    with pytest.raises(tachyon.TimeoutError):
+        topic.send(b"3", timeout_ns=20_000_000)
+    loan = topic.loan(1)
+    with pytest.raises(tachyon.TimeoutError):
+        loan.publish(timeout_ns=20_000_000)
+    assert topic.depth(0) == 2
+
+
+def test_statistics(region):
+    topic = region.create_topic("t", partitions=2, at_least_once=True)
+    assert topic.delivery == "at-least-once"
+    for i in range(3):
+        topic.send(b"m", key=i)
+    for _ in range(3):
+        for p in range(2):
+            m = topic.try_receive(p)
+            if m:
+                m.release()
+    (info,) = region.topics()
+    assert (info.name, info.partitions, info.published, info.received) == ("t", 2, 3, 3)
+    assert info.delivery == "at-least-once" and info.wait == "hybrid"
+    stats = region.pool_stats()
+    assert len(stats) == 8 and stats[0].chunk_size == 64 and stats[0].free <= stats[0].chunks
+    assert region.recover().total == 0
+    assert "Topic(" in repr(topic) and "TopicInfo(" in repr(info)
+
+
+def test_region_open_and_close(region, region_name):
+    region.create_topic("t").send(b"kept")
+    other = tachyon.Region(region_name, create=False)
+    topic = other.topic("t")
+    other.close()
+    assert "closed" in repr(other)
+    with pytest.raises(ValueError):
+        other.topic("t")
+    assert topic.receive_bytes(0, timeout_ns=SECOND) == b"kept"  # the topic keeps it mapped
+
+
+def test_docstrings():
+    for cls in (tachyon.Region, tachyon.Topic, tachyon.Message, tachyon.Loan, tachyon.SharedArray,
+                tachyon.CircularBuffer, tachyon.RpcBuffer):
+        assert cls.__doc__ and len(cls.__doc__) > 80
+        for name in dir(cls):
+            if not name.startswith("_"):
+                assert getattr(cls, name).__doc__, f"{cls.__name__}.{name} has no docstring"
+
+
+def test_dropped_messages_and_loans_return_their_chunks(region):
+    topic = region.create_topic("t")
+    free = sum(c.free for c in region.pool_stats())
+    for _ in range(10):
+        topic.send(b"x" * 100)
+    msgs = [topic.receive(0, timeout_ns=SECOND) for _ in range(10)]
+    views = [m.data for m in msgs]  # each message and its cached view: a cycle
+    loans = [topic.loan(100) for _ in range(3)]
+    assert sum(c.free for c in region.pool_stats()) < free
+    del msgs, views, loans
+    import gc
+
+    gc.collect()
+    assert sum(c.free for c in region.pool_stats()) == free
+
+
+def test_huge_timeouts_are_accepted(region):
+    topic = region.create_topic("t")
+    topic.send(b"x", timeout_ns=2**63 - 1)
+    assert topic.receive_bytes(0, timeout_ns=2**63 - 1) == b"x"
+    with pytest.raises(OverflowError):
+        topic.receive(0, timeout_ns=2**63)

@@ -1,0 +1,201 @@
+"""SharedArray, CircularBuffer and RpcBuffer, in one process and across
+processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import tachyon
+from conftest import run_python, unique_name
+
+BOUND = 60
+SECOND = 1_000_000_000
+
+
+@pytest.fixture
+def name():
+    return unique_name("prim")
+
+
+def test_shared_array_numpy_without_copy(name):
+    arr = tachyon.SharedArray(name, 8, "float64")
+    view = np.asarray(arr)
+    assert view.dtype == np.float64 and view.shape == (8,) and view.flags.writeable
+    with arr.lock():
+        view[:] = np.arange(8)
+    other = tachyon.SharedArray(name, create=False, dtype="float64")
+    assert len(other) == 8 and other.dtype == "float64"
+    assert np.asarray(other).tolist() == list(range(8))  # the same memory
+    np.asarray(other)[0] = 42
+    assert view[0] == 42
+    assert arr.data.format == "d" and arr.data.itemsize == 8
+
+
+def test_shared_array_dtypes_and_errors(name):
+    for i, dtype in enumerate(["uint8", "int16", "uint32", "int64", "float32"]):
+        a = tachyon.SharedArray(f"{name}-{i}", 3, dtype)
+        assert np.asarray(a).dtype == np.dtype(dtype)
+    with pytest.raises(ValueError):
+        tachyon.SharedArray(name, 3, "complex")
+    with pytest.raises(tachyon.NotFound):
+        tachyon.SharedArray(name + "-none", create=False)
+    kept = tachyon.SharedArray(name, 4, "int32")  # removed when its last user closes it
+    for other in ("float64", "float32", "uint32"):
+        with pytest.raises(tachyon.TypeMismatch):
+            tachyon.SharedArray(name, create=False, dtype=other)
+    assert len(kept) == 4
+
+
+def test_shared_array_lock_excludes(name):
+    arr = tachyon.SharedArray(name, 1, "int64")
+    held = arr.lock()
+    held.acquire()
+    with pytest.raises(tachyon.TimeoutError):
+        with arr.read_lock(timeout_ns=10_000_000):
+            pass
+    held.release()
+    with arr.read_lock(timeout_ns=SECOND), arr.read_lock(timeout_ns=SECOND):
+        pass  # readers share
+
+
+def _add_one_thousand_times(name: str) -> None:
+    arr = tachyon.SharedArray(name, create=False, dtype="int64")
+    view = np.asarray(arr)
+    for _ in range(1000):
+        with arr.lock():
+            view[0] += 1
+
+
+def test_shared_array_across_processes(name):
+    arr = tachyon.SharedArray(name, 1, "int64")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_add_one_thousand_times, args=(name,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    _add_one_thousand_times(name)
+    for p in procs:
+        p.join(timeout=BOUND)
+        assert p.exitcode == 0
+    with arr.read_lock():
+        assert np.asarray(arr)[0] == 3000
+
+
+def test_circular_buffer(name):
+    ring = tachyon.CircularBuffer(name, node_count=4, node_size=16)
+    peer = tachyon.CircularBuffer(name, create=False)
+    assert (peer.node_count, peer.node_size) == (4, 16)
+    ring.write(b"one")
+    ring.write(bytearray(b"two"))
+    assert len(peer) == 2
+    assert peer.read(timeout_ns=SECOND) == b"one"
+    assert peer.try_read() == b"two"
+    assert peer.try_read() is None
+    with pytest.raises(tachyon.TimeoutError):
+        peer.read(timeout_ns=10_000_000)
+    with pytest.raises(tachyon.MessageTooLarge):
+        ring.write(bytes(17))
+    for _ in range(4):
+        ring.write(b"x", timeout_ns=0)
+    with pytest.raises((tachyon.TimeoutError, tachyon.Full)):
+        ring.write(b"x", timeout_ns=10_000_000)
+
+
+def test_circular_buffer_across_processes(name):
+    ring = tachyon.CircularBuffer(name, node_count=8, node_size=64)
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import tachyon
+            ring = tachyon.CircularBuffer({name!r}, create=False)
+            for i in range(100):
+                ring.write(str(i).encode(), timeout_ns=30 * 10**9)
+            """
+        )
+    )
+    got = [ring.read(timeout_ns=BOUND * SECOND).decode() for _ in range(100)]
+    _, err = child.communicate(timeout=BOUND)
+    assert child.returncode == 0, err
+    assert got == [str(i) for i in range(100)]
+
+
+def test_rpc_with_python_handler(name):
+    calls = []
+
+    def handler(request: bytes) -> bytes:
+        calls.append(threading.current_thread().name)
+        if request == b"fail":
+            raise KeyError("no such thing")
+        return request.upper()
+
+    with tachyon.RpcBuffer(name, handler=handler) as server:
+        assert server.is_owner
+        with tachyon.RpcBuffer(name, create=False) as client:
+            assert client.call(b"hello") == b"HELLO"
+            assert client.call(memoryview(b"abc")) == b"ABC"
+            with pytest.raises(tachyon.RemoteError, match="KeyError"):
+                client.call(b"fail")
+            assert calls
+
+
+def test_rpc_across_processes(name):
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import sys, tachyon
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1])
+            print("ready", flush=True)
+            sys.stdin.readline()   # serve until told to stop
+            server.close()
+            """
+        ),
+        stdin=__import__("subprocess").PIPE,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with tachyon.RpcBuffer(name, create=False) as client:
+            assert client.call(b"stressed") == b"desserts"
+    finally:
+        child.stdin.write("stop\n")
+        child.stdin.flush()
+        child.communicate(timeout=BOUND)
+    assert child.returncode == 0
+
+
+def test_ctrl_c_cancels_rpc_call(name):
+    import signal
+    import subprocess
+
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import time, tachyon
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: time.sleep(20) or req)
+            client = tachyon.RpcBuffer({name!r}, create=False)
+            print("calling", flush=True)
+            client.call(b"slow")
+            print("returned?!", flush=True)
+            """
+        )
+    )
+    try:
+        assert child.stdout.readline().strip() == "calling"
+        for _ in range(BOUND * 10):
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        out, err = child.communicate(timeout=BOUND)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=BOUND)
+        # The child left its channel behind: take it over and close it.
+        tachyon.RpcBuffer(name).close()
+    assert "KeyboardInterrupt" in err and "returned?!" not in out
