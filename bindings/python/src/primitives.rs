@@ -315,11 +315,11 @@ impl PyCircularBuffer {
         create: bool,
         wait: &str,
     ) -> PyResult<Self> {
-        let b = CircularBuffer::builder(name)
-            .node_count(node_count)
-            .node_size(node_size)
-            .wait_policy(wait_policy(wait)?);
-        let ring = if create { b.create_or_open() } else { b.open() };
+        let b = CircularBuffer::builder(name).wait_policy(wait_policy(wait)?);
+        // Opening takes the geometry from the ring (the defaults above are
+        // for creating, and would be checked against it).
+        let ring =
+            if create { b.node_count(node_count).node_size(node_size).create_or_open() } else { b.open() };
         Ok(PyCircularBuffer { ring: ring.py(py)? })
     }
 

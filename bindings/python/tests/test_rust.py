@@ -1,6 +1,5 @@
 """Python and Rust on one region: the Rust peer is
-crates/tachyon/examples/bus_peer.rs. (Python and C: the C library is being
-built in parallel; that direction is not tested here yet.)"""
+crates/tachyon/examples/bus_peer.rs. (Python and C: tests/test_c.py.)"""
 
 from __future__ import annotations
 
