@@ -303,6 +303,7 @@ unsafe fn region<'a>(p: *const ty_region_t) -> Res<&'a ty_region_t> {
 ///
 /// # Safety
 /// `p` is NULL or a pointer `ty_topic_create` / `ty_topic_open` returned.
+#[inline(always)]
 unsafe fn topic<'a>(p: *const ty_topic_t) -> Res<&'a ty_topic_t> {
     if p.is_null() || !p.is_aligned() {
         return Err(invalid("topic handle is NULL or misaligned"));
