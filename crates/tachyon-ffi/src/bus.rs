@@ -7,7 +7,7 @@
 //! `ty_msg_t.handle` names its slot (index and generation), so that a wrong
 //! or repeated `ty_publish` or `ty_release` is `TY_EINVAL`, not a double
 //! free. Both tables are lock-free arrays with a mutex-protected spill
-//! ([`crate::table`]): a loan and a message cost one compare-and-swap each
+//! (`table.rs`): a loan and a message cost one compare-and-swap each
 //! way.
 
 use crate::error::*;
