@@ -2,16 +2,17 @@
 //! `ty_loan`, `ty_publish`, `ty_subscribe`, `ty_release`, ...).
 //!
 //! A C pointer handed out by `ty_loan` is mapped back to its Rust [`Loan`]
-//! through a small mutex-protected table in the topic handle (keyed by the
-//! chunk's address); a received [`Message`] lives in a slot table of the
-//! topic handle, and `ty_msg_t.handle` names its slot (index and
-//! generation), so that a wrong or repeated `ty_release` is `TY_EINVAL`,
-//! not a double free.
+//! through a table in the topic handle (keyed by the chunk's address); a
+//! received [`Message`] lives in a slot table of the topic handle, and
+//! `ty_msg_t.handle` names its slot (index and generation), so that a wrong
+//! or repeated `ty_publish` or `ty_release` is `TY_EINVAL`, not a double
+//! free. Both tables are lock-free arrays with a mutex-protected spill
+//! (`table.rs`): a loan and a message cost one compare-and-swap each
+//! way.
 
 use crate::error::*;
-use std::collections::HashMap;
+use crate::table::{Held, Loans, Miss};
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use tachyon_core::bus::{
     ClassStats, Delivery, Key, Loan, Message, Recovered, Region, RegionConfig, Topic, TopicConfig, TopicInfo,
@@ -271,81 +272,14 @@ pub struct ty_topic_t {
     magic: u64,
     topic: Topic,
     /// Loans handed to C, by the address of their first byte.
-    loans: Mutex<HashMap<usize, Loan, PtrHash>>,
-    /// Messages handed to C.
-    held: Mutex<Slots>,
+    loans: Loans<Loan>,
+    /// Messages handed to C, by `ty_msg_t.handle`.
+    held: Held<Message>,
 }
 
-/// Received messages handed to C: a slot per message, reused; a handle is
-/// `generation << 32 | (index + 1)`, so a stale handle never matches.
-#[derive(Default)]
-struct Slots {
-    slots: Vec<(u32, Option<Message>)>,
-    free: Vec<u32>,
-}
-
-impl Slots {
-    fn insert(&mut self, msg: Message) -> u64 {
-        let index = match self.free.pop() {
-            Some(i) => i as usize,
-            None => {
-                self.slots.push((0, None));
-                self.slots.len() - 1
-            }
-        };
-        let slot = &mut self.slots[index];
-        slot.0 = slot.0.wrapping_add(1);
-        slot.1 = Some(msg);
-        (u64::from(slot.0) << 32) | (index as u64 + 1)
-    }
-
-    fn remove(&mut self, handle: u64) -> Option<Message> {
-        let index = ((handle & 0xffff_ffff) as usize).checked_sub(1)?;
-        let slot = self.slots.get_mut(index)?;
-        if u64::from(slot.0) != handle >> 32 {
-            return None;
-        }
-        let msg = slot.1.take()?;
-        self.free.push(index as u32);
-        Some(msg)
-    }
-}
-
-/// Hashes a chunk's address with one multiplication (Fibonacci hashing of
-/// the address without its 64-byte alignment bits): the loan table's keys
-/// are distinct chunk addresses, so SipHash's defence against chosen keys
-/// is not needed, and its cost would be paid on every loan and publish.
-#[derive(Clone, Copy, Default)]
-struct PtrHash;
-
-/// The hasher of [`PtrHash`].
-#[derive(Default)]
-struct PtrHasher(u64);
-
-impl std::hash::BuildHasher for PtrHash {
-    type Hasher = PtrHasher;
-    fn build_hasher(&self) -> PtrHasher {
-        PtrHasher(0)
-    }
-}
-
-impl std::hash::Hasher for PtrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = ((n as u64) >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// Slots of the lock-free part of each table of a topic handle (loans,
+/// messages); more spill into a mutex-protected table.
+const TABLE_SLOTS: usize = 64;
 
 /// The region behind a C handle.
 ///
@@ -369,6 +303,7 @@ unsafe fn region<'a>(p: *const ty_region_t) -> Res<&'a ty_region_t> {
 ///
 /// # Safety
 /// `p` is NULL or a pointer `ty_topic_create` / `ty_topic_open` returned.
+#[inline(always)]
 unsafe fn topic<'a>(p: *const ty_topic_t) -> Res<&'a ty_topic_t> {
     if p.is_null() || !p.is_aligned() {
         return Err(invalid("topic handle is NULL or misaligned"));
@@ -432,8 +367,8 @@ fn new_topic(topic: Topic) -> *mut ty_topic_t {
     Box::into_raw(Box::new(ty_topic_t {
         magic: TOPIC_MAGIC,
         topic,
-        loans: Mutex::new(HashMap::default()),
-        held: Mutex::new(Slots::default()),
+        loans: Loans::new(TABLE_SLOTS),
+        held: Held::new(TABLE_SLOTS),
     }))
 }
 
@@ -923,7 +858,7 @@ unsafe fn loan(topic: *const ty_topic_t, size: usize, buf: *mut *mut c_void, opt
             loan.fill(0);
         }
         let ptr = loan.as_mut_ptr();
-        lock(&t.loans).insert(ptr as usize, loan);
+        t.loans.insert(ptr as u64, loan);
         // SAFETY: as above.
         unsafe { buf.write(ptr.cast()) };
         Ok(TY_OK)
@@ -932,15 +867,17 @@ unsafe fn loan(topic: *const ty_topic_t, size: usize, buf: *mut *mut c_void, opt
 
 /// The loan `buf` of this topic handle, taken out of its table.
 fn take_loan(t: &ty_topic_t, buf: *const c_void, len: usize) -> Res<Loan> {
-    let mut loans = lock(&t.loans);
-    let mut loan = loans.remove(&(buf as usize)).ok_or_else(|| {
-        invalid("buf is not a loan of this topic handle (loaned through another handle, already published or returned?)")
+    let mut size = 0;
+    let taken = t.loans.take_if(buf as u64, |loan| {
+        size = loan.len();
+        len <= size
+    });
+    let mut loan = taken.map_err(|miss| match miss {
+        Miss::Absent => invalid(
+            "buf is not a loan of this topic handle (loaned through another handle, already published or returned?)",
+        ),
+        Miss::Refused => invalid(format!("len {len} is more than the {size} bytes loaned")),
     })?;
-    if len > loan.len() {
-        let size = loan.len();
-        loans.insert(buf as usize, loan);
-        return Err(invalid(format!("len {len} is more than the {size} bytes loaned")));
-    }
     loan.truncate(len);
     Ok(loan)
 }
@@ -1146,7 +1083,7 @@ unsafe fn receive(
         return Err(Fail { code: TY_EAGAIN, message: "the partition is empty".into() });
     };
     let (data, len) = (msg.as_ptr().cast(), msg.len());
-    let handle = lock(&t.held).insert(msg);
+    let handle = t.held.insert(msg);
     // SAFETY: as above.
     unsafe { m.write(ty_msg_t { data, len, partition, reserved: 0, handle }) };
     Ok(TY_OK)
@@ -1170,7 +1107,7 @@ pub unsafe extern "C" fn ty_release(topic: *const ty_topic_t, m: *mut ty_msg_t) 
         let m = arg_out(m, "m")?;
         // SAFETY: not NULL, a `ty_msg_t` per the contract.
         let handle = unsafe { (*m).handle };
-        let msg = lock(&t.held).remove(handle).ok_or_else(|| {
+        let msg = t.held.take(handle).ok_or_else(|| {
             invalid("m is not a message held through this topic handle (released already, or received through another handle?)")
         })?;
         drop(msg);

@@ -201,6 +201,7 @@ pub(crate) unsafe fn arg_str<'a>(p: *const c_char, what: &str) -> Res<&'a str> {
 
 /// A C timeout in nanoseconds: -1 waits for ever, 0 tries once, more waits
 /// that long. Other negative values are invalid.
+#[inline]
 pub(crate) fn arg_timeout(ns: i64) -> Res<Option<Duration>> {
     match ns {
         -1 => Ok(None),
@@ -210,6 +211,7 @@ pub(crate) fn arg_timeout(ns: i64) -> Res<Option<Duration>> {
 }
 
 /// Checks that an out-pointer is not NULL.
+#[inline]
 pub(crate) fn arg_out<T>(p: *mut T, what: &str) -> Res<*mut T> {
     if p.is_null() {
         Err(invalid(format!("{what} is NULL")))
@@ -300,34 +302,33 @@ pub extern "C" fn ty_interrupt_clear() {
 /// is in force. A call that need not wait runs once, unchanged, and reads
 /// no clock. When the whole timeout passed, the last error is returned as
 /// the call made it (a timeout then says how long it waited in all).
+#[inline]
 pub(crate) fn interruptible<T>(
     timeout: Option<Duration>,
     mut call: impl FnMut(Option<Duration>) -> tachyon_core::Result<T>,
 ) -> Res<T> {
-    use tachyon_core::Error;
     if timeout.is_some_and(|t| t <= SLICE) {
         return Ok(call(timeout)?);
     }
-    // The first slice reads no clock: the deadline is set once it passed.
-    let mut deadline: Option<Instant> = None;
+    // The first slice reads no clock and keeps no books (the common case:
+    // the call did not have to wait long); the rest is out of line.
+    match call(Some(SLICE)) {
+        Err(e @ (Error::Timeout { .. } | Error::PoolExhausted { .. })) => waited(timeout, e, call),
+        other => Ok(other?),
+    }
+}
+
+/// [`interruptible`] after its first slice gave up with `e`: the deadline
+/// is set now, and each further slice is at most [`SLICE`].
+#[cold]
+#[inline(never)]
+fn waited<T>(
+    timeout: Option<Duration>,
+    mut e: Error,
+    mut call: impl FnMut(Option<Duration>) -> tachyon_core::Result<T>,
+) -> Res<T> {
+    let deadline = timeout.map(|t| Instant::now() + t.saturating_sub(SLICE));
     loop {
-        let left = match (timeout, deadline) {
-            (Some(_), Some(d)) => Some(d.saturating_duration_since(Instant::now())),
-            (Some(t), None) => Some(t),
-            (None, _) => None,
-        };
-        let slice = left.map_or(SLICE, |l| l.min(SLICE));
-        let e = match call(Some(slice)) {
-            Err(e @ (Error::Timeout { .. } | Error::PoolExhausted { .. })) => e,
-            other => return Ok(other?),
-        };
-        if left.is_some_and(|l| l <= SLICE) {
-            return Err(match e {
-                Error::Timeout { what, .. } => Error::Timeout { what, waited: timeout },
-                e => e,
-            }
-            .into());
-        }
         if INTERRUPTED.load(Ordering::Acquire) {
             let what = match e {
                 Error::Timeout { what, .. } => what,
@@ -338,8 +339,18 @@ pub(crate) fn interruptible<T>(
                 message: format!("interrupted (ty_interrupt) while waiting for {what}"),
             });
         }
-        if let (Some(t), None) = (timeout, deadline) {
-            deadline = Some(Instant::now() + t.saturating_sub(SLICE));
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let slice = left.map_or(SLICE, |l| l.min(SLICE));
+        e = match call(Some(slice)) {
+            Err(e @ (Error::Timeout { .. } | Error::PoolExhausted { .. })) => e,
+            other => return Ok(other?),
+        };
+        if left.is_some_and(|l| l <= SLICE) {
+            return Err(match e {
+                Error::Timeout { what, .. } => Error::Timeout { what, waited: timeout },
+                e => e,
+            }
+            .into());
         }
     }
 }

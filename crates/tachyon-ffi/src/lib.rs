@@ -12,17 +12,29 @@
 //!
 //! Layout: [`error`] (codes, `ty_strerror`, `ty_last_error`, the boundary
 //! guard), [`bus`] (regions, topics, loans, messages), [`prim`] (the ring,
-//! the byte buffer and RPC).
+//! the byte buffer and RPC); `table` (the topic handle's lock-free tables
+//! of loans and messages) and `loom` (its switch to loom's atomics under
+//! `--cfg tachyon_loom`).
 
 #![allow(non_camel_case_types)] // C names: ty_region_t, ...
 #![allow(non_upper_case_globals)] // ty_region_conf_default, ...
 
+// Under `--cfg tachyon_loom` the core leaves the bus and the primitives
+// out, so only the tables and their loom models are built.
+#[cfg(not(tachyon_loom))]
 pub mod bus;
+#[cfg(not(tachyon_loom))]
 pub mod error;
+mod loom;
+#[cfg(not(tachyon_loom))]
 pub mod prim;
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+mod table;
 
+#[cfg(not(tachyon_loom))]
 pub use error::{ty_last_error, ty_status_t, ty_strerror};
 
+#[cfg(not(tachyon_loom))]
 /// The library's version, `"MAJOR.MINOR.PATCH"`, a static string.
 ///
 /// Thread-safe; never fails.
@@ -34,6 +46,7 @@ pub extern "C" fn ty_version() -> *const std::ffi::c_char {
 /// Panics inside the boundary and returns what the boundary made of it
 /// (`TY_EINTERNAL`): for the library's own tests of panic catching. Not in
 /// the header.
+#[cfg(not(tachyon_loom))]
 #[doc(hidden)]
 #[no_mangle]
 pub extern "C" fn ty__test_panic() -> std::ffi::c_int {
@@ -42,6 +55,7 @@ pub extern "C" fn ty__test_panic() -> std::ffi::c_int {
 
 /// The header promises that every handle may be used from any thread at
 /// once: the compiler checks that each is `Send + Sync`.
+#[cfg(not(tachyon_loom))]
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<bus::ty_region_t>();

@@ -187,6 +187,48 @@ int main(void) {
     CHECK(ty_region_recover(reg, NULL));
     CHECK(ty_region_heartbeat(reg));
 
+    /* More loans and messages on one handle than its lock-free tables hold
+     * (64 each): the rest spill into mutex-protected tables. Every pointer
+     * and handle works once, in any order; closing with loans and messages
+     * of both kinds outstanding returns them. */
+    {
+        ty_topic_conf_t mc = ty_topic_conf_default;
+        mc.capacity = 256;
+        ty_topic_t* many;
+        CHECK(ty_topic_create(reg, "many", &mc, &many));
+        enum { N = 150 };
+        void* bufs[N];
+        for (int i = 0; i < N; i++) CHECK(ty_try_loan(many, 64, &bufs[i]));
+        for (int i = N - 1; i >= 0; i--) {
+            if (i % 3 == 0) {
+                CHECK(ty_unloan(many, bufs[i]));
+                EXPECT_RC(TY_EINVAL, ty_unloan(many, bufs[i]));
+                continue;
+            }
+            memcpy(bufs[i], &i, sizeof i);
+            EXPECT_RC(TY_EINVAL, ty_publish(many, bufs[i], 65, 0));
+            CHECK(ty_publish(many, bufs[i], sizeof i, 0));
+            EXPECT_RC(TY_EINVAL, ty_publish(many, bufs[i], sizeof i, 0));
+        }
+        static ty_msg_t ms[N];
+        int got = 0;
+        while (got < N && ty_try_subscribe(many, 0, &ms[got]) == TY_OK) got++;
+        EXPECT(got == N - N / 3);
+        for (int i = 0; i < got; i++) {
+            int v;
+            memcpy(&v, ms[i].data, sizeof v);
+            EXPECT(ms[i].len == sizeof v && v % 3 != 0 && ms[i].handle != 0);
+            for (int j = 0; j < i; j++) EXPECT(ms[j].handle != ms[i].handle);
+        }
+        for (int i = got - 1; i >= 0; i -= 2) {
+            ty_msg_t copy = ms[i];
+            CHECK(ty_release(many, &ms[i]));
+            EXPECT_RC(TY_EINVAL, ty_release(many, &copy));
+        }
+        for (int i = 0; i < 70; i++) CHECK(ty_try_loan(many, 64, &bufs[i]));
+        ty_topic_close(many); /* 50 messages and 70 loans outstanding */
+    }
+
     /* Closing: a topic outlives its region handle; loans and messages held
      * by a closed topic handle go back to the pool. */
     CHECK(ty_loan(again, 8, &buf, NULL));
