@@ -591,6 +591,7 @@ impl Region {
     }
 
     /// Beats now and then: every 256 calls (one relaxed add otherwise).
+    #[inline]
     pub(crate) fn beat_sometimes(&self) {
         // A load and a store, not a read-modify-write: this is on every
         // loan and receive, and an increment lost to another thread of this
