@@ -372,7 +372,11 @@ pub struct Topic {
     core: Arc<TopicCore>,
 }
 
-/// What the handles of one opened topic share.
+/// What the handles of one opened topic share. Aligned to a cache line so
+/// that the reference count (in front of it, inside the `Arc`) has a line
+/// of its own: loans and messages count on it, the data path reads the
+/// fields.
+#[repr(align(64))]
 struct TopicCore {
     region: Region,
     /// The topic's directory entry, inside the mapping `region` keeps.
