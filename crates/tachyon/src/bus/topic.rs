@@ -697,43 +697,57 @@ impl Topic {
     /// `timeout` if it is full. On failure the chunk goes back to the pool.
     fn publish_chunk(&self, chunk: Chunk, len: usize, key: Key, timeout: Option<Duration>) -> Result<()> {
         let partition = self.partition_of(key);
-        let result = (|| {
-            let ring = self.ring(partition)?;
-            let waits = self.waits(partition)?;
-            let seg = self.region().segment();
-            // QUEUED before the cell is claimed: a producer that dies from
-            // here until its commit leaves a QUEUED chunk no descriptor
-            // names, which recovery reclaims. The chunk keeps its producer as
-            // holder until a consumer takes it.
-            let route = ((self.core.index as u32 + 1) << 16) | partition;
-            let desc = self.region().enqueue(chunk.index, route, len as u32, LOANED)?;
-            crate::platform::fault::point("publish-queued");
-            let (pos, idx, _) = match self.claim(&ring, &waits, true, timeout) {
-                Ok(claimed) => claimed,
-                Err(e) => {
-                    self.region().unqueue(chunk.index);
-                    return Err(match e {
-                        Error::Timeout { .. } => Error::timeout("room in the topic's partition", timeout),
-                        e => e,
-                    });
-                }
-            };
-            let committed = ring.commit_write(pos, idx, desc.encode(), seg.token());
-            topic_wake(&waits, waits.not_empty);
-            if !committed {
-                return Ok(Err(Error::corrupt(Corruption::BadField {
-                    field: "ring claim (repaired by another process)",
-                    value: 0,
-                })));
-            }
-            self.entry().published.fetch_add(1, Ordering::Relaxed);
-            Ok(Ok(()))
-        })();
-        match result {
-            Ok(published) => published,
+        // Until its descriptor is committed the chunk is this caller's: any
+        // failure before that gives it back.
+        let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, len, partition, timeout) {
+            Ok(claimed) => claimed,
             Err(e) => {
                 self.region().free(chunk.class, chunk.index);
-                Err(e)
+                return Err(e);
+            }
+        };
+        let committed = ring.commit_write(pos, idx, desc.encode(), self.region().segment().token());
+        topic_wake(&waits, waits.not_empty);
+        if !committed {
+            // The claim was repaired by another process that judged us dead:
+            // the chunk is no longer ours to free.
+            return Err(Error::corrupt(Corruption::BadField {
+                field: "ring claim (repaired by another process)",
+                value: 0,
+            }));
+        }
+        self.entry().published.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Marks `chunk` QUEUED for `partition` and claims a cell of its ring,
+    /// waiting up to `timeout` for room; on failure the chunk is LOANED
+    /// again (the caller frees it).
+    #[allow(clippy::type_complexity)]
+    fn queue_and_claim(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+    ) -> Result<(Ring<'_>, Waits<'_>, u64, usize, Descriptor)> {
+        let ring = self.ring(partition)?;
+        let waits = self.waits(partition)?;
+        // QUEUED before the cell is claimed: a producer that dies from here
+        // until its commit leaves a QUEUED chunk no descriptor names, which
+        // recovery reclaims. The chunk keeps its producer as holder until a
+        // consumer takes it.
+        let route = ((self.core.index as u32 + 1) << 16) | partition;
+        let desc = self.region().enqueue(chunk.index, route, len as u32, LOANED)?;
+        crate::platform::fault::point("publish-queued");
+        match self.claim(&ring, &waits, true, timeout) {
+            Ok((pos, idx, _)) => Ok((ring, waits, pos, idx, desc)),
+            Err(e) => {
+                self.region().unqueue(chunk.index);
+                Err(match e {
+                    Error::Timeout { .. } => Error::timeout("room in the topic's partition", timeout),
+                    e => e,
+                })
             }
         }
     }
