@@ -546,10 +546,15 @@ int ty_try_loan(const ty_topic_t *topic, size_t size, void **buf);
 // partition, waiting for room for ever, as the topic's notify policy says.
 // Messages of one key are received in the order they were published.
 //
+// A `buf` that was published (or returned) and then loaned again at the
+// same address through this handle is the new loan: the address is all
+// that names a loan, as for `free`.
+//
 // Unless the call fails with `TY_EINVAL` (`buf` not a loan of this handle,
 // or `len` more than was loaned: nothing happened), the loan is used up
 // whatever the result: on an error the chunk goes back to the pool and the
-// message is dropped. Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.
+// message is dropped. Errors: `TY_EINVAL`, `TY_EINTR` (`ty_interrupt` was
+// called while it waited for room), `TY_ECORRUPT`. Thread-safe.
 //
 // # Safety
 // `topic` is NULL or a live topic handle; `buf` any pointer (only compared).
@@ -655,12 +660,12 @@ const char *ty_last_error(void);
 
 // Interrupts waiting: from now until `ty_interrupt_clear`, every call of
 // this process that has to wait (`ty_subscribe`, `ty_loan`, `ty_send`,
-// `ty_ring_read`, `ty_ring_write`) returns `TY_EINTR` within about 10 ms,
-// having taken nothing; calls that need not wait still succeed (a consumer
-// can drain what is there). The flag stays set, so a call that starts
-// just after the signal cannot miss it. `ty_publish` and `ty_rpc_request`
-// are not interrupted (a publish waits only while a partition is full;
-// give both a timeout).
+// `ty_publish`, `ty_ring_read`, `ty_ring_write`) returns `TY_EINTR`
+// within about 10 ms, having taken nothing (an interrupted `ty_publish`
+// drops its message, as on any error); calls that need not wait still
+// succeed (a consumer can drain what is there). The flag stays set, so a
+// call that starts just after the signal cannot miss it. `ty_rpc_request`
+// is not interrupted (give it a timeout).
 //
 // Async-signal-safe (one atomic store): call it from a SIGINT or SIGTERM
 // handler to stop consumers blocked with a timeout of -1. Thread-safe.

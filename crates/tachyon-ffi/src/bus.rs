@@ -1,21 +1,21 @@
 //! The bus: regions, topics, loans, messages (`ty_region_*`, `ty_topic_*`,
 //! `ty_loan`, `ty_publish`, `ty_subscribe`, `ty_release`, ...).
 //!
-//! A C pointer handed out by `ty_loan` is mapped back to its Rust [`Loan`]
-//! through a table in the topic handle (keyed by the chunk's address); a
-//! received [`Message`] lives in a slot table of the topic handle, and
-//! `ty_msg_t.handle` names its slot (index and generation), so that a wrong
-//! or repeated `ty_publish` or `ty_release` is `TY_EINVAL`, not a double
-//! free. Both tables are lock-free arrays with a mutex-protected spill
-//! (`table.rs`): a loan and a message cost one compare-and-swap each
-//! way.
+//! Loans and messages go through the core's raw interface
+//! (`Topic::loan_raw`, `publish_raw`, `receive_raw`, `release_raw`): C gets
+//! the chunk's address (and for a message a `ty_msg_t.handle`), and the
+//! topic handle's ledger (`ledger.rs`: a word per chunk of the region)
+//! records what it handed out, so that a wrong, repeated or stale
+//! `ty_publish` or `ty_release` is `TY_EINVAL`, not a double free. Giving a
+//! loan or a message back costs one compare-and-swap on a word of this
+//! process; taking one costs a plain store.
 
 use crate::error::*;
-use crate::table::{Held, Loans, Miss};
+use crate::ledger::{Ledger, Miss};
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Key, Loan, Message, Recovered, Region, RegionConfig, Topic, TopicConfig, TopicInfo,
+    ClassStats, Delivery, Key, RawChunk, Recovered, Region, RegionConfig, Topic, TopicConfig, TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
 
@@ -271,15 +271,28 @@ pub struct ty_region_t {
 pub struct ty_topic_t {
     magic: u64,
     topic: Topic,
-    /// Loans handed to C, by the address of their first byte.
-    loans: Loans<Loan>,
-    /// Messages handed to C, by `ty_msg_t.handle`.
-    held: Held<Message>,
+    /// The loans and messages handed to C through this handle.
+    ledger: Ledger,
 }
 
-/// Slots of the lock-free part of each table of a topic handle (loans,
-/// messages); more spill into a mutex-protected table.
-const TABLE_SLOTS: usize = 64;
+/// Gives back what C did not: loans unpublished, messages unreleased.
+impl Drop for ty_topic_t {
+    fn drop(&mut self) {
+        let topic = self.topic.clone();
+        for (index, is_loan) in self.ledger.drain() {
+            // SAFETY: the ledger recorded `index` as a loan or a message of
+            // this handle's topic (raw interface, this region handle) and
+            // took it out just now, so it goes back once.
+            let _ = unsafe {
+                if is_loan {
+                    topic.unloan_raw(index)
+                } else {
+                    topic.release_raw(index)
+                }
+            };
+        }
+    }
+}
 
 /// The region behind a C handle.
 ///
@@ -364,12 +377,8 @@ fn new_region(region: Region) -> *mut ty_region_t {
 }
 
 fn new_topic(topic: Topic) -> *mut ty_topic_t {
-    Box::into_raw(Box::new(ty_topic_t {
-        magic: TOPIC_MAGIC,
-        topic,
-        loans: Loans::new(TABLE_SLOTS),
-        held: Held::new(TABLE_SLOTS),
-    }))
+    let ledger = Ledger::new(topic.chunk_count());
+    Box::into_raw(Box::new(ty_topic_t { magic: TOPIC_MAGIC, topic, ledger }))
 }
 
 /// Runs `make` and writes the handle it returns to the out-pointer `out`
@@ -853,33 +862,31 @@ unsafe fn loan(topic: *const ty_topic_t, size: usize, buf: *mut *mut c_void, opt
         if opts.flags & !TY_LOAN_ZERO != 0 {
             return Err(invalid(format!("unknown loan flags {:#x}", opts.flags)));
         }
-        let mut loan = interruptible(arg_timeout(opts.timeout_ns)?, |w| t.topic.loan(size, w))?;
+        let loan = interruptible(arg_timeout(opts.timeout_ns)?, |w| t.topic.loan_raw(size, w))?;
         if opts.flags & TY_LOAN_ZERO != 0 {
-            loan.fill(0);
+            // SAFETY: the loan's `size` bytes are this call's alone until
+            // it hands them to C below.
+            unsafe { loan.ptr.as_ptr().write_bytes(0, size) };
         }
-        let ptr = loan.as_mut_ptr();
-        t.loans.insert(ptr as u64, loan);
+        t.ledger.loaned(loan.index, size);
         // SAFETY: as above.
-        unsafe { buf.write(ptr.cast()) };
+        unsafe { buf.write(loan.ptr.as_ptr().cast()) };
         Ok(TY_OK)
     })
 }
 
-/// The loan `buf` of this topic handle, taken out of its table.
-fn take_loan(t: &ty_topic_t, buf: *const c_void, len: usize) -> Res<Loan> {
-    let mut size = 0;
-    let taken = t.loans.take_if(buf as u64, |loan| {
-        size = loan.len();
-        len <= size
-    });
-    let mut loan = taken.map_err(|miss| match miss {
-        Miss::Absent => invalid(
-            "buf is not a loan of this topic handle (loaned through another handle, already published or returned?)",
-        ),
-        Miss::Refused => invalid(format!("len {len} is more than the {size} bytes loaned")),
+/// The chunk index of the loan `buf` of this topic handle, taken out of
+/// its ledger.
+fn take_loan(t: &ty_topic_t, buf: *const c_void, len: usize) -> Res<u32> {
+    let absent = || {
+        invalid("buf is not a loan of this topic handle (loaned through another handle, already published or returned?)")
+    };
+    let index = t.topic.chunk_index(buf.cast()).ok_or_else(absent)?;
+    t.ledger.take_loan(index, len).map_err(|miss| match miss {
+        Miss::Absent => absent(),
+        Miss::Refused { size } => invalid(format!("len {len} is more than the {size} bytes loaned")),
     })?;
-    loan.truncate(len);
-    Ok(loan)
+    Ok(index)
 }
 
 /// Publishes the first `len` bytes of the loan `buf` (from `ty_loan` on
@@ -887,10 +894,15 @@ fn take_loan(t: &ty_topic_t, buf: *const c_void, len: usize) -> Res<Loan> {
 /// partition, waiting for room for ever, as the topic's notify policy says.
 /// Messages of one key are received in the order they were published.
 ///
+/// A `buf` that was published (or returned) and then loaned again at the
+/// same address through this handle is the new loan: the address is all
+/// that names a loan, as for `free`.
+///
 /// Unless the call fails with `TY_EINVAL` (`buf` not a loan of this handle,
 /// or `len` more than was loaned: nothing happened), the loan is used up
 /// whatever the result: on an error the chunk goes back to the pool and the
-/// message is dropped. Errors: `TY_EINVAL`, `TY_ECORRUPT`. Thread-safe.
+/// message is dropped. Errors: `TY_EINVAL`, `TY_EINTR` (`ty_interrupt` was
+/// called while it waited for room), `TY_ECORRUPT`. Thread-safe.
 ///
 /// # Safety
 /// `topic` is NULL or a live topic handle; `buf` any pointer (only compared).
@@ -953,11 +965,29 @@ unsafe fn publish(
         // SAFETY: per this function's contract.
         let t = unsafe { self::topic(topic)? };
         let timeout = timeout_ns.map(arg_timeout).transpose()?;
-        let loan = take_loan(t, buf, len)?;
-        match timeout {
-            Some(timeout) => loan.publish(Key(key), timeout)?,
-            None => loan.try_publish(Key(key))?,
+        let index = take_loan(t, buf, len)?;
+        // SAFETY: the ledger had `index` as a loan of this handle (raw
+        // interface, this region handle) and took it out: it goes back once.
+        let Some(timeout) = timeout else {
+            // SAFETY: as above.
+            unsafe { t.topic.try_publish_raw(index, len, Key(key))? };
+            return Ok(TY_OK);
+        };
+        // Waits in slices (for `ty_interrupt`); a slice that times out
+        // leaves the loan this call's, to publish again.
+        // SAFETY: as above; until the loan is published or given back below,
+        // each slice's `publish_raw_or_keep` that timed out kept it.
+        let sent =
+            interruptible(timeout, |w| unsafe { t.topic.publish_raw_or_keep(index, len, Key(key), w) });
+        if let Err(f) = &sent {
+            if f.code == TY_ETIMEDOUT || f.code == TY_EINTR {
+                // The last slice timed out, or no slice ran after the
+                // interruption: the loan is still this call's; dropped.
+                // SAFETY: as above: given back once.
+                let _ = unsafe { t.topic.unloan_raw(index) };
+            }
         }
+        sent?;
         Ok(TY_OK)
     })
 }
@@ -974,7 +1004,9 @@ pub unsafe extern "C" fn ty_unloan(topic: *const ty_topic_t, buf: *const c_void)
     guard(|| {
         // SAFETY: per this function's contract.
         let t = unsafe { self::topic(topic)? };
-        drop(take_loan(t, buf, 0)?);
+        let index = take_loan(t, buf, 0)?;
+        // SAFETY: as in `publish`: taken out of the ledger, given back once.
+        unsafe { t.topic.unloan_raw(index)? };
         Ok(TY_OK)
     })
 }
@@ -1043,7 +1075,9 @@ pub unsafe extern "C" fn ty_subscribe(
         let timeout = arg_timeout(timeout_ns)?;
         // SAFETY: per this function's contract.
         unsafe {
-            receive(topic, partition, m, |t| Ok(Some(interruptible(timeout, |w| t.receive(partition, w))?)))
+            receive(topic, partition, m, |t| {
+                Ok(Some(interruptible(timeout, |w| t.receive_raw(partition, w))?))
+            })
         }
     })
 }
@@ -1060,7 +1094,7 @@ pub unsafe extern "C" fn ty_try_subscribe(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        unsafe { receive(topic, partition, m, |t| Ok(t.try_receive(partition)?)) }
+        unsafe { receive(topic, partition, m, |t| Ok(t.try_receive_raw(partition)?)) }
     })
 }
 
@@ -1072,7 +1106,7 @@ unsafe fn receive(
     topic: *const ty_topic_t,
     partition: u32,
     m: *mut ty_msg_t,
-    take: impl FnOnce(&Topic) -> Res<Option<Message>>,
+    take: impl FnOnce(&Topic) -> Res<Option<RawChunk>>,
 ) -> Res {
     let m = arg_out(m, "m")?;
     // SAFETY: not NULL, writable per the contract.
@@ -1082,8 +1116,8 @@ unsafe fn receive(
     let Some(msg) = take(&t.topic)? else {
         return Err(Fail { code: TY_EAGAIN, message: "the partition is empty".into() });
     };
-    let (data, len) = (msg.as_ptr().cast(), msg.len());
-    let handle = t.held.insert(msg);
+    let (data, len) = (msg.ptr.as_ptr().cast_const().cast(), msg.len);
+    let handle = t.ledger.held(msg.index);
     // SAFETY: as above.
     unsafe { m.write(ty_msg_t { data, len, partition, reserved: 0, handle }) };
     Ok(TY_OK)
@@ -1107,10 +1141,12 @@ pub unsafe extern "C" fn ty_release(topic: *const ty_topic_t, m: *mut ty_msg_t) 
         let m = arg_out(m, "m")?;
         // SAFETY: not NULL, a `ty_msg_t` per the contract.
         let handle = unsafe { (*m).handle };
-        let msg = t.held.take(handle).ok_or_else(|| {
+        let index = t.ledger.take_held(handle).ok_or_else(|| {
             invalid("m is not a message held through this topic handle (released already, or received through another handle?)")
         })?;
-        drop(msg);
+        // SAFETY: the ledger had `index` as a message of this handle (raw
+        // interface, this region handle) and took it out: released once.
+        unsafe { t.topic.release_raw(index)? };
         // SAFETY: as above.
         unsafe { m.write(NO_MSG) };
         Ok(TY_OK)

@@ -274,12 +274,12 @@ const SLICE: Duration = Duration::from_millis(10);
 
 /// Interrupts waiting: from now until `ty_interrupt_clear`, every call of
 /// this process that has to wait (`ty_subscribe`, `ty_loan`, `ty_send`,
-/// `ty_ring_read`, `ty_ring_write`) returns `TY_EINTR` within about 10 ms,
-/// having taken nothing; calls that need not wait still succeed (a consumer
-/// can drain what is there). The flag stays set, so a call that starts
-/// just after the signal cannot miss it. `ty_publish` and `ty_rpc_request`
-/// are not interrupted (a publish waits only while a partition is full;
-/// give both a timeout).
+/// `ty_publish`, `ty_ring_read`, `ty_ring_write`) returns `TY_EINTR`
+/// within about 10 ms, having taken nothing (an interrupted `ty_publish`
+/// drops its message, as on any error); calls that need not wait still
+/// succeed (a consumer can drain what is there). The flag stays set, so a
+/// call that starts just after the signal cannot miss it. `ty_rpc_request`
+/// is not interrupted (give it a timeout).
 ///
 /// Async-signal-safe (one atomic store): call it from a SIGINT or SIGTERM
 /// handler to stop consumers blocked with a timeout of -1. Thread-safe.

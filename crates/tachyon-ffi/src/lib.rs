@@ -12,24 +12,24 @@
 //!
 //! Layout: [`error`] (codes, `ty_strerror`, `ty_last_error`, the boundary
 //! guard), [`bus`] (regions, topics, loans, messages), [`prim`] (the ring,
-//! the byte buffer and RPC); `table` (the topic handle's lock-free tables
-//! of loans and messages) and `loom` (its switch to loom's atomics under
-//! `--cfg tachyon_loom`).
+//! the byte buffer and RPC); `ledger` (what a topic handle has handed to
+//! C: a word per chunk, taken back with one compare-and-swap) and `loom`
+//! (its switch to loom's atomics under `--cfg tachyon_loom`).
 
 #![allow(non_camel_case_types)] // C names: ty_region_t, ...
 #![allow(non_upper_case_globals)] // ty_region_conf_default, ...
 
 // Under `--cfg tachyon_loom` the core leaves the bus and the primitives
-// out, so only the tables and their loom models are built.
+// out, so only the ledger and its loom models are built.
 #[cfg(not(tachyon_loom))]
 pub mod bus;
 #[cfg(not(tachyon_loom))]
 pub mod error;
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+mod ledger;
 mod loom;
 #[cfg(not(tachyon_loom))]
 pub mod prim;
-#[cfg_attr(tachyon_loom, allow(dead_code))]
-mod table;
 
 #[cfg(not(tachyon_loom))]
 pub use error::{ty_last_error, ty_status_t, ty_strerror};

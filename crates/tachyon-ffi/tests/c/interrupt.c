@@ -47,6 +47,17 @@ static void* interrupt_later(void* arg) {
     return NULL;
 }
 
+static ty_topic_t* full;
+
+static void* receive_later(void* arg) {
+    (void)arg;
+    usleep(50000);
+    ty_msg_t m;
+    CHECK(ty_subscribe(full, 0, &m, 0));
+    CHECK(ty_release(full, &m));
+    return NULL;
+}
+
 static void* reader(void* arg) {
     (void)arg;
     char b[16];
@@ -105,6 +116,40 @@ int main(void) {
     EXPECT(strstr(ty_last_error(), "30ms") != NULL);
     CHECK(ty_topic_stats(topic, &st));
     EXPECT(st.published == 2 && st.received == 2);
+    /* A publish into a full partition waits for ever for room, beyond the
+     * 10 ms slices, until a consumer makes some; one waiting when
+     * ty_interrupt comes returns TY_EINTR, its message dropped and its
+     * chunk back in the pool. */
+    {
+        ty_topic_conf_t fc = ty_topic_conf_default;
+        fc.partitions = 1;
+        fc.capacity = 2;
+        CHECK(ty_topic_create(reg, "full", &fc, &full));
+        CHECK(ty_send(full, "a", 1, 0, -1));
+        CHECK(ty_send(full, "b", 1, 0, -1));
+        ty_pool_stats_t before, after;
+        CHECK(ty_region_pool_stats(reg, &before));
+        void* b;
+        CHECK(ty_loan(full, 1, &b, NULL));
+        pthread_t r;
+        EXPECT(pthread_create(&r, NULL, receive_later, NULL) == 0);
+        CHECK(ty_publish(full, b, 1, 0)); /* waits ~50 ms: five slices */
+        pthread_join(r, NULL);
+        EXPECT(ty_topic_depth(full, 0) == 2);
+        CHECK(ty_loan(full, 1, &b, NULL));
+        EXPECT(pthread_create(&r, NULL, interrupt_later, NULL) == 0);
+        EXPECT_RC(TY_EINTR, ty_publish(full, b, 1, 0));
+        pthread_join(r, NULL);
+        ty_interrupt_clear();
+        EXPECT_RC(TY_EINVAL, ty_unloan(full, b)); /* used up */
+        CHECK(ty_loan(full, 1, &b, NULL));
+        EXPECT_RC(TY_ETIMEDOUT, ty_publish_timed(full, b, 1, 0, 30000000));
+        EXPECT(ty_topic_depth(full, 0) == 2);
+        CHECK(ty_region_pool_stats(reg, &after));
+        EXPECT(after.classes[0].free == before.classes[0].free); /* every chunk back */
+        ty_topic_close(full);
+    }
+
     /* A loan waits for ever for a chunk, beyond the 10 ms slices, until
      * another thread returns one; a timed loan gives up with TY_EPOOL; a
      * loan waiting when ty_interrupt comes returns TY_EINTR. */
@@ -136,7 +181,7 @@ int main(void) {
     ty_region_close(small);
     CHECK(ty_region_remove(small_name));
 
-    printf("interrupt: a subscriber, a ring reader and a loan blocked for ever returned TY_EINTR\n");
+    printf("interrupt: a subscriber, a ring reader, a publish and a loan blocked for ever returned TY_EINTR\n");
     ty_ring_close(ring);
     ty_topic_close(topic);
     ty_region_close(reg);

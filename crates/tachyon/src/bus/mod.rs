@@ -21,6 +21,8 @@ mod inspect;
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
 #[cfg(not(tachyon_loom))]
+mod raw;
+#[cfg(not(tachyon_loom))]
 mod recovery;
 #[cfg(not(tachyon_loom))]
 mod region;
@@ -29,6 +31,8 @@ mod topic;
 
 #[cfg(not(tachyon_loom))]
 pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
+#[cfg(not(tachyon_loom))]
+pub use raw::RawChunk;
 #[cfg(not(tachyon_loom))]
 pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]

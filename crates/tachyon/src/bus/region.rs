@@ -766,12 +766,12 @@ impl Region {
 
     /// The class of global chunk index `chunk`, if it is one.
     pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
-        let chunk = chunk as usize;
-        (0..8).find(|&c| {
-            chunk
-                .checked_sub(self.core.layout.class_first[c])
-                .is_some_and(|i| i < self.core.layout.class_count[c])
-        })
+        let (chunk, l) = (chunk as usize, &self.core.layout);
+        // The classes' indices follow one another in class order (an empty
+        // class starts where the next one does): the last class starting
+        // at or before `chunk` is the only one it can be in.
+        let c = (0..8).rev().find(|&c| l.class_first[c] <= chunk)?;
+        (chunk - l.class_first[c] < l.class_count[c]).then_some(c)
     }
 
     pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
@@ -793,14 +793,33 @@ impl Region {
         unsafe { self.core.seg.as_ptr().add(self.core.layout.class_data[class] + i * CLASS_SIZES[class]) }
     }
 
+    /// How many chunks the pool has (global indices are below this).
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.core.layout.total_chunks
+    }
+
+    /// The class and global index of the chunk whose first byte is at
+    /// `ptr`, if `ptr` is the first byte of a chunk of this region.
+    pub(crate) fn chunk_at(&self, ptr: *const u8) -> Option<(usize, u32)> {
+        let off = (ptr as usize).checked_sub(self.core.seg.as_ptr() as usize)?;
+        let l = &self.core.layout;
+        // The classes' data areas follow one another in class order; an
+        // empty class starts where the next one does, so the last class
+        // starting at or before `off` is the one `off` can be in.
+        let c = (0..8).rev().find(|&c| l.class_data[c] <= off)?;
+        let rel = off - l.class_data[c];
+        // CLASS_SIZES are powers of two: a shift and a mask, no division.
+        let i = rel >> CLASS_SIZES[c].trailing_zeros();
+        (i < l.class_count[c] && rel & (CLASS_SIZES[c] - 1) == 0).then(|| (c, (l.class_first[c] + i) as u32))
+    }
+
     /// Takes a chunk for `size` bytes: the smallest class that fits and has
     /// one free, waiting up to `timeout` for one to be freed.
     pub(crate) fn alloc(&self, size: usize, timeout: Option<Duration>) -> Result<(usize, u32)> {
-        let want = CLASS_SIZES.iter().position(|&s| s >= size.max(1)).ok_or(Error::MessageTooLarge {
-            size,
-            max: MAX_MESSAGE,
-            hint: super::topic::TOO_LARGE,
-        })?;
+        // Not `ok_or`: it would build (and drop) the error on every call.
+        let Some(want) = CLASS_SIZES.iter().position(|&s| s >= size.max(1)) else {
+            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: super::topic::TOO_LARGE });
+        };
         if let Some(chunk) = self.core.cache[want].take() {
             // Already LOANED by this process: a loan now.
             self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);

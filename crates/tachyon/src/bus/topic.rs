@@ -401,11 +401,11 @@ unsafe impl Sync for TopicCore {}
 
 /// A chunk taken from the pool for one message (no handle attached).
 #[derive(Debug, Clone, Copy)]
-struct Chunk {
-    class: usize,
-    index: u32,
+pub(super) struct Chunk {
+    pub(super) class: usize,
+    pub(super) index: u32,
     /// Its first byte, inside the region's mapping.
-    data: NonNull<u8>,
+    pub(super) data: NonNull<u8>,
 }
 
 impl Topic {
@@ -542,7 +542,7 @@ impl Topic {
     }
 
     /// Takes a chunk for `size` bytes, LOANED to this process.
-    fn take_chunk(&self, size: usize, timeout: Option<Duration>) -> Result<Chunk> {
+    pub(super) fn take_chunk(&self, size: usize, timeout: Option<Duration>) -> Result<Chunk> {
         if size > MAX_MESSAGE {
             return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
         }
@@ -695,12 +695,34 @@ impl Topic {
     /// Publishes the first `len` bytes of a chunk this process holds
     /// LOANED: one descriptor goes into the key's partition, waiting up to
     /// `timeout` if it is full. On failure the chunk goes back to the pool.
-    fn publish_chunk(&self, chunk: Chunk, len: usize, key: Key, timeout: Option<Duration>) -> Result<()> {
+    pub(super) fn publish_chunk(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        key: Key,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.publish_chunk_or_keep(chunk, len, key, timeout, false)
+    }
+
+    /// [`publish_chunk`](Self::publish_chunk); with `keep_on_timeout`, a
+    /// timeout leaves the chunk LOANED to the caller (to publish again)
+    /// instead of freeing it.
+    pub(super) fn publish_chunk_or_keep(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        key: Key,
+        timeout: Option<Duration>,
+        keep_on_timeout: bool,
+    ) -> Result<()> {
         let partition = self.partition_of(key);
         // Until its descriptor is committed the chunk is this caller's: any
-        // failure before that gives it back.
+        // failure before that gives it back (`queue_and_claim` made it
+        // LOANED again).
         let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, len, partition, timeout) {
             Ok(claimed) => claimed,
+            Err(e @ Error::Timeout { .. }) if keep_on_timeout => return Err(e),
             Err(e) => {
                 self.region().free(chunk.class, chunk.index);
                 return Err(e);
@@ -764,7 +786,7 @@ impl Topic {
     }
 
     /// Takes the next message of `partition` HELD by this process.
-    fn take_message(&self, partition: u32, timeout: Option<Duration>) -> Result<(Chunk, usize)> {
+    pub(super) fn take_message(&self, partition: u32, timeout: Option<Duration>) -> Result<(Chunk, usize)> {
         let ring = self.ring(partition)?;
         let waits = self.waits(partition)?;
         let seg = self.region().segment();
@@ -890,7 +912,7 @@ impl Topic {
 }
 
 /// `Ok(None)` for the timeout of a one-look receive.
-fn none_if_empty<T>(r: Result<T>) -> Result<Option<T>> {
+pub(super) fn none_if_empty<T>(r: Result<T>) -> Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(Error::Timeout { .. }) => Ok(None),
@@ -899,7 +921,7 @@ fn none_if_empty<T>(r: Result<T>) -> Result<Option<T>> {
 }
 
 /// [`Error::Full`] for the timeout of a one-look publish.
-fn full_if_timeout(e: Error) -> Error {
+pub(super) fn full_if_timeout(e: Error) -> Error {
     match e {
         Error::Timeout { .. } => Error::Full { what: "the key's partition of the topic" },
         e => e,
