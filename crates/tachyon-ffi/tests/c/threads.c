@@ -1,6 +1,6 @@
 /* One topic handle shared by threads: 4 producer threads loan and publish
  * through it, 4 consumer threads subscribe and release through it (the
- * handle's loan table and message slots under contention), plus threads
+ * handle's ledger under contention), plus threads
  * sharing a ring handle. Every message arrives once, in order per key. */
 #define _GNU_SOURCE
 #include <pthread.h>
