@@ -28,6 +28,6 @@ pub use broadcast::{
 #[cfg(not(tachyon_loom))]
 pub use buffer::{SharedBuffer, SharedBufferBuilder};
 #[cfg(not(tachyon_loom))]
-pub use circular::{CircularBuffer, CircularBufferBuilder, MAX_NODES};
+pub use circular::{CircularBuffer, CircularBufferBuilder, RingStats, MAX_NODES};
 #[cfg(not(tachyon_loom))]
 pub use rpc::{RpcBuffer, RpcBuilder, RpcClient, RpcStats};
