@@ -30,4 +30,4 @@ pub use buffer::{SharedBuffer, SharedBufferBuilder};
 #[cfg(not(tachyon_loom))]
 pub use circular::{CircularBuffer, CircularBufferBuilder, RingStats, MAX_NODES};
 #[cfg(not(tachyon_loom))]
-pub use rpc::{RpcBuffer, RpcBuilder, RpcClient, RpcStats};
+pub use rpc::{CancelToken, RpcBuffer, RpcBuilder, RpcClient, RpcStats};
