@@ -19,7 +19,7 @@ pub(crate) mod ring;
 
 #[cfg(not(tachyon_loom))]
 pub use array::{
-    SharedArray, SharedArrayBuilder, SharedArrayIter, SharedArrayReadGuard, SharedArrayWriteGuard,
+    ArraySlice, SharedArray, SharedArrayBuilder, SharedArrayIter, SharedArrayReadGuard, SharedArrayWriteGuard,
 };
 #[cfg(not(tachyon_loom))]
 pub use broadcast::{
