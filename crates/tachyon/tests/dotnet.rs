@@ -162,6 +162,16 @@ fn child_entry() {
                 other => panic!("blocked write: {other:?}"),
             }
         }
+        // 2: the writer of an array and a buffer says "final values".
+        "close-array-and-buffer" => {
+            let array = SharedArray::<u32>::open(&name).unwrap();
+            let buffer = SharedBuffer::open(&side).unwrap();
+            array.set(1, 11).unwrap();
+            buffer.write(0, &22u32).unwrap();
+            array.close();
+            buffer.close();
+            OK
+        }
         // 3: hold a node, to be seen in the statistics and then killed.
         "hold-reading" => {
             let ring = CircularBuffer::open(&name).unwrap();
@@ -388,6 +398,31 @@ fn closing_a_broadcast_buffer_is_seen_by_other_processes() {
     assert_eq!(reader.read(&mut buf, LONG).unwrap().len, 1);
     assert_eq!(reader.read(&mut buf, LONG).unwrap().len, 1);
     assert!(matches!(reader.read(&mut buf, None), Err(Error::Closed)));
+}
+
+/// Point 2, state: an array and a buffer closed in another process are
+/// read-only from then on: the last values stay readable, writes are
+/// `Closed`.
+#[test]
+fn a_closed_array_or_buffer_is_read_only_for_every_process() {
+    let name = unique("dn-array-close");
+    let buffer_name = unique("dn-buffer-close");
+    let array = SharedArray::<u32>::create(&name, 4).unwrap();
+    let buffer = SharedBuffer::create(&buffer_name, 16).unwrap();
+    let mut child = spawn(ENTRY, "close-array-and-buffer", &format!("{name},{buffer_name}"));
+    assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
+    assert!(array.is_closed() && buffer.is_closed());
+    assert_eq!(array.get(1).unwrap(), 11);
+    assert_eq!(buffer.read::<u32>(0).unwrap(), 22);
+    assert!(matches!(array.set(0, 1), Err(Error::Closed)));
+    assert!(matches!(array.write(0, &[1]), Err(Error::Closed)));
+    assert!(matches!(array.write_lock(), Err(Error::Closed)));
+    assert!(matches!(array.try_write_lock(), Err(Error::Closed)));
+    assert!(matches!(array.slice(1..).unwrap().with_slice_mut(|s| s[0] = 1), Err(Error::Closed)));
+    assert_eq!(array.read_lock().unwrap()[1], 11);
+    assert!(matches!(buffer.write(0, &1u8), Err(Error::Closed)));
+    assert!(matches!(buffer.with_bytes_mut(|b| b[0] = 1), Err(Error::Closed)));
+    assert_eq!(buffer.with_bytes(|b| b[..4].to_vec()).unwrap(), 22u32.to_ne_bytes());
 }
 
 /// Point 3: `len()` and `stats()` agree with what another process is

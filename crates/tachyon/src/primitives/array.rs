@@ -32,6 +32,17 @@ const TYPE_NAME_OFF: usize = 40;
 /// How many bytes of the element type's name the header keeps.
 const TYPE_NAME_MAX: usize = LOCK_OFF - TYPE_NAME_OFF;
 const LOCK_OFF: usize = 256;
+/// Non-zero once [`SharedArray::close`] was called (u32): right after the
+/// lock, before the elements (which start at 832 or later).
+const CLOSED_OFF: usize = round_up_const(LOCK_OFF + std::mem::size_of::<RwLock>(), 8);
+const _: () = assert!(
+    CLOSED_OFF + 4 <= round_up_const(LOCK_OFF + std::mem::size_of::<RwLock>(), DATA_ALIGN),
+    "the closed flag must lie between the lock and the first element"
+);
+
+const fn round_up_const(v: usize, to: usize) -> usize {
+    v.div_ceil(to) * to
+}
 /// The elements start at a multiple of this (or of the element alignment,
 /// if larger): a cache line, so the lock and the data do not share one.
 const DATA_ALIGN: usize = 64;
@@ -421,6 +432,7 @@ impl<T: Pod> SharedArray<T> {
         // Checks that the lock is inside the segment and aligned, which the
         // unchecked accesses in `lock` rely on.
         seg.get::<RwLock>(LOCK_OFF)?;
+        seg.get::<std::sync::atomic::AtomicU32>(CLOSED_OFF)?;
         Ok(SharedArray { seg, len, data_off, timeout: opts.timeout, _elem: PhantomData })
     }
 
@@ -455,6 +467,60 @@ impl<T: Pod> SharedArray<T> {
     /// before [`Error::Timeout`]; `None`: no limit.
     pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
         self.timeout = timeout;
+    }
+
+    /// Makes the array read-only for every process, for good: from now on
+    /// [`set`](Self::set), [`write`](Self::write),
+    /// [`with_slice_mut`](Self::with_slice_mut) and the write guards fail
+    /// with [`Error::Closed`]; reads go on (the last values stay
+    /// readable). Other processes see it through
+    /// [`is_closed`](Self::is_closed) or the `Closed` of their writes. A
+    /// writer that holds the lock already when `close` is called finishes.
+    /// This is how a writer says "final values, I am done" (the .NET
+    /// `Close()` / `ShuttingDown`); dropping a handle does not close.
+    ///
+    /// ```
+    /// use tachyon::{Error, SharedArray};
+    /// # let name = format!("doc-array-close-{}", std::process::id());
+    /// let writer = SharedArray::<u32>::create(&name, 4)?;
+    /// let reader = SharedArray::<u32>::open(&name)?; // usually another process
+    /// writer.set(0, 7)?;
+    /// writer.close();
+    /// assert!(reader.is_closed());
+    /// assert_eq!(reader.get(0)?, 7);
+    /// assert!(matches!(reader.set(0, 8), Err(Error::Closed)));
+    /// assert!(matches!(reader.write_lock(), Err(Error::Closed)));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.closed_flag().store(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`close`](Self::close) was called (by any process).
+    ///
+    /// ```
+    /// # use tachyon::SharedArray;
+    /// # let name = format!("doc-array-is-closed-{}", std::process::id());
+    /// let a = SharedArray::<u8>::create(&name, 1)?;
+    /// assert!(!a.is_closed());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.closed_flag().load(std::sync::atomic::Ordering::SeqCst) != 0
+    }
+
+    fn closed_flag(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: checked in bounds and aligned in `from_segment`; an
+        // atomic is valid for any bits; the mapping lives as long as `self`.
+        unsafe { &*self.seg.as_ptr().add(CLOSED_OFF).cast() }
+    }
+
+    /// `Err(Closed)` once closed; called with the write lock held.
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        Ok(())
     }
 
     fn lock(&self) -> &RwLock {
@@ -533,6 +599,7 @@ impl<T: Pod> SharedArray<T> {
     pub fn set(&self, i: usize, value: T) -> Result<()> {
         self.check_index(i)?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         self.copy_in(i, &[value]);
         Ok(())
     }
@@ -557,6 +624,7 @@ impl<T: Pod> SharedArray<T> {
     pub fn write(&self, start: usize, values: &[T]) -> Result<()> {
         self.check_range(start, values.len())?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         self.copy_in(start, values);
         Ok(())
     }
@@ -715,6 +783,7 @@ impl<T: Pod> SharedArray<T> {
     fn with_range_mut<R>(&self, start: usize, len: usize, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
         self.check_range(start, len)?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         // SAFETY: as in `with_range`; the write lock excludes every other
         // tachyon reader and writer, so the slice is unaliased while `f`
         // runs.
@@ -769,13 +838,16 @@ impl<T: Pod> SharedArray<T> {
     /// (`None`: no limit) and then failing with [`Error::Timeout`].
     pub fn write_lock_timeout(&self, timeout: Option<Duration>) -> Result<SharedArrayWriteGuard<'_, T>> {
         let guard = self.lock().write(&self.seg, timeout)?;
+        self.check_open()?;
         Ok(SharedArrayWriteGuard { array: self, guard })
     }
 
     /// [`write_lock`](Self::write_lock) without waiting: `Ok(None)` if a
     /// live writer or reader holds the lock.
     pub fn try_write_lock(&self) -> Result<Option<SharedArrayWriteGuard<'_, T>>> {
-        Ok(self.lock().try_write(&self.seg)?.map(|guard| SharedArrayWriteGuard { array: self, guard }))
+        let Some(guard) = self.lock().try_write(&self.seg)? else { return Ok(None) };
+        self.check_open()?;
+        Ok(Some(SharedArrayWriteGuard { array: self, guard }))
     }
 }
 
