@@ -167,4 +167,6 @@ doc_pages! {
     CApiDoctests = "../../../docs/c-api.md";
     /// docs/python.md
     PythonDoctests = "../../../docs/python.md";
+    /// docs/porting-from-dotnet.md
+    PortingFromDotnetDoctests = "../../../docs/porting-from-dotnet.md";
 }
