@@ -702,7 +702,8 @@ int ty_ring_open(const char *name, ty_ring_t **out);
 //
 // Errors: `TY_EINVAL`, `TY_EMSGSIZE` (longer than a node; nothing is
 // cut), `TY_ETIMEDOUT` (the ring stayed full), `TY_EINTR`
-// (`ty_interrupt`). Thread-safe.
+// (`ty_interrupt`), `TY_ECLOSED` (the ring was shut down:
+// `ty_ring_shutdown`). Thread-safe.
 //
 // # Safety
 // `ring` is NULL or a live ring handle; `data` NULL (with `len` 0) or
@@ -715,7 +716,8 @@ int ty_ring_write(const ty_ring_t *ring, const void *data, size_t len, int64_t t
 //
 // Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty), `TY_EINTR`,
 // `TY_EMSGSIZE` / `TY_ENOBUFS` (the item is longer than `cap`; it stays
-// in the ring: pass a buffer of `ty_ring_node_size` bytes). Thread-safe.
+// in the ring: pass a buffer of `ty_ring_node_size` bytes), `TY_ECLOSED`
+// (the ring was shut down and is empty). Thread-safe.
 //
 // # Safety
 // `ring` is NULL or a live ring handle; `buf` NULL (with `cap` 0) or
@@ -728,6 +730,16 @@ int ty_ring_read(const ty_ring_t *ring, void *buf, size_t cap, size_t *len, int6
 // # Safety
 // `ring` is NULL or a live ring handle.
 size_t ty_ring_node_size(const ty_ring_t *ring);
+
+// Shuts the ring down for every process (the Rust `CircularBuffer::close`):
+// from now on writes fail with `TY_ECLOSED`, reads return the items still
+// queued and then `TY_ECLOSED` instead of waiting, and calls blocked in
+// any process wake. For good; the handle stays valid (close it with
+// `ty_ring_close`). Errors: `TY_EINVAL`. Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle.
+int ty_ring_shutdown(const ty_ring_t *ring);
 
 // Closes a ring handle; the last close in any process removes the ring.
 // NULL is ignored. Must be the last call on `ring`.

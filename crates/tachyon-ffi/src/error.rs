@@ -118,6 +118,7 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::Io { .. } => TY_EIO,
         Error::Incompatible { .. } => TY_EINCOMPAT,
         Error::ChannelBusy { .. } => TY_EBUSY,
+        Error::Interrupted => TY_EINTR,
         _ => TY_EINTERNAL,
     }
 }

@@ -183,7 +183,8 @@ pub unsafe extern "C" fn ty_ring_open(name: *const c_char, out: *mut *mut ty_rin
 ///
 /// Errors: `TY_EINVAL`, `TY_EMSGSIZE` (longer than a node; nothing is
 /// cut), `TY_ETIMEDOUT` (the ring stayed full), `TY_EINTR`
-/// (`ty_interrupt`). Thread-safe.
+/// (`ty_interrupt`), `TY_ECLOSED` (the ring was shut down:
+/// `ty_ring_shutdown`). Thread-safe.
 ///
 /// # Safety
 /// `ring` is NULL or a live ring handle; `data` NULL (with `len` 0) or
@@ -211,7 +212,8 @@ pub unsafe extern "C" fn ty_ring_write(
 ///
 /// Errors: `TY_EINVAL`, `TY_ETIMEDOUT` (the ring stayed empty), `TY_EINTR`,
 /// `TY_EMSGSIZE` / `TY_ENOBUFS` (the item is longer than `cap`; it stays
-/// in the ring: pass a buffer of `ty_ring_node_size` bytes). Thread-safe.
+/// in the ring: pass a buffer of `ty_ring_node_size` bytes), `TY_ECLOSED`
+/// (the ring was shut down and is empty). Thread-safe.
 ///
 /// # Safety
 /// `ring` is NULL or a live ring handle; `buf` NULL (with `cap` 0) or
@@ -251,6 +253,23 @@ pub unsafe extern "C" fn ty_ring_node_size(ring: *const ty_ring_t) -> usize {
         Ok(TY_OK)
     });
     size
+}
+
+/// Shuts the ring down for every process (the Rust `CircularBuffer::close`):
+/// from now on writes fail with `TY_ECLOSED`, reads return the items still
+/// queued and then `TY_ECLOSED` instead of waiting, and calls blocked in
+/// any process wake. For good; the handle stays valid (close it with
+/// `ty_ring_close`). Errors: `TY_EINVAL`. Thread-safe.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_shutdown(ring: *const ty_ring_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { self::ring(ring)? }.ring.close();
+        Ok(TY_OK)
+    })
 }
 
 /// Closes a ring handle; the last close in any process removes the ring.

@@ -198,9 +198,16 @@ pub enum Error {
         chunk_size: usize,
     },
 
-    /// The object was closed, or the peer closed its end.
-    #[error("closed: the other end closed the channel")]
+    /// The object was closed (a ring's or broadcast buffer's `close`, by
+    /// any process), or the peer closed its end of a channel.
+    #[error("closed: the object or the other end of the channel was closed")]
     Closed,
+
+    /// A blocking call was cancelled from another thread (an RPC request's
+    /// [`CancelToken`](crate::primitives::rpc::CancelToken)) before it
+    /// completed. What it had already sent stays sent.
+    #[error("interrupted: the call was cancelled while it waited")]
+    Interrupted,
 
     /// The peer process died (its attachment is gone).
     #[error("the peer process died; its resources were reclaimed, open the object again to go on")]

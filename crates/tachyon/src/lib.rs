@@ -30,6 +30,44 @@
 //! # Ok::<(), tachyon::Error>(())
 //! ```
 //!
+//! # Timeouts
+//!
+//! One rule for every call that can wait (rings, broadcast, RPC, locks,
+//! events, topics): it takes `timeout: Option<Duration>`, a deadline for
+//! the whole call.
+//!
+//! * `None` waits for ever (until the call can complete, or the object is
+//!   closed or its peer dies).
+//! * `Some(Duration::ZERO)` **tries once without waiting**: the call does
+//!   what it can do right now (writes if there is room, reads if there is
+//!   an item, locks if the lock is free, sends an RPC request if its ring
+//!   has room) and otherwise fails with [`Error::Timeout`] at once. It
+//!   never means "do nothing". [`RpcBuffer::request`] with a zero timeout
+//!   writes the request, so the peer handles it, and returns
+//!   `Err(Timeout)` for the response it did not wait for: fire and forget
+//!   (but [`RpcBuffer::notify`] says so better).
+//! * Any other duration tries, then waits up to that long, then fails
+//!   with [`Error::Timeout`] saying what it waited for.
+//!
+//! The `try_*` forms are the zero timeout with a friendlier result: an
+//! empty source is `Ok(None)`, a full one [`Error::Full`], a held lock
+//! `Ok(None)`; they never return [`Error::Timeout`]. The plain calls of
+//! [`SharedArray`] and [`SharedBuffer`] wait up to the handle's lock
+//! timeout (100 ms by default), set once per handle.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tachyon::{CircularBuffer, Error};
+//! # let name = format!("doc-lib-timeouts-{}", std::process::id());
+//! let ring = CircularBuffer::create(&name, 2, 16)?;
+//! ring.write(b"a", Some(Duration::ZERO))?; // room: written at once
+//! let mut buf = [0u8; 16];
+//! assert_eq!(ring.read(&mut buf, Some(Duration::ZERO))?, 1);
+//! // Empty: one look, then Timeout, without waiting.
+//! assert!(matches!(ring.read(&mut buf, Some(Duration::ZERO)), Err(Error::Timeout { .. })));
+//! # Ok::<(), tachyon::Error>(())
+//! ```
+//!
 //! # Features
 //!
 //! Both are off by default; the mandatory dependencies do not change.
@@ -129,4 +167,6 @@ doc_pages! {
     CApiDoctests = "../../../docs/c-api.md";
     /// docs/python.md
     PythonDoctests = "../../../docs/python.md";
+    /// docs/porting-from-dotnet.md
+    PortingFromDotnetDoctests = "../../../docs/porting-from-dotnet.md";
 }

@@ -65,6 +65,15 @@ int main(void) {
     CHECK(ty_ring_write(ring, NULL, 0, 0));
     CHECK(ty_ring_read(other, NULL, 0, &len, 0));
     EXPECT(len == 0);
+    /* Shut down through one handle, seen through the other: queued items
+       first, then TY_ECLOSED without waiting (timeout -1). */
+    CHECK(ty_ring_write(ring, "z", 1, 0));
+    CHECK(ty_ring_shutdown(ring));
+    EXPECT_RC(TY_ECLOSED, ty_ring_write(other, "y", 1, -1));
+    CHECK(ty_ring_read(other, bytes, sizeof bytes, &len, -1));
+    EXPECT(len == 1 && bytes[0] == 'z');
+    EXPECT_RC(TY_ECLOSED, ty_ring_read(other, bytes, sizeof bytes, &len, -1));
+    EXPECT_RC(TY_EINVAL, ty_ring_shutdown(NULL));
     EXPECT(ty_buffer_size((ty_buffer_t*)ring) == 0); /* a handle of another kind */
     ty_ring_close(other);
     ty_ring_close(ring);

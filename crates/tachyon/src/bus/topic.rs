@@ -538,6 +538,8 @@ impl Topic {
             not_empty: seg.get(base + NOT_EMPTY)?,
             not_full: seg.get(base + NOT_FULL)?,
             policy: self.core.policy,
+            closed: None,
+            repaired: None,
         })
     }
 

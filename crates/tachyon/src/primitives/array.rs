@@ -32,6 +32,17 @@ const TYPE_NAME_OFF: usize = 40;
 /// How many bytes of the element type's name the header keeps.
 const TYPE_NAME_MAX: usize = LOCK_OFF - TYPE_NAME_OFF;
 const LOCK_OFF: usize = 256;
+/// Non-zero once [`SharedArray::close`] was called (u32): right after the
+/// lock, before the elements (which start at 832 or later).
+const CLOSED_OFF: usize = round_up_const(LOCK_OFF + std::mem::size_of::<RwLock>(), 8);
+const _: () = assert!(
+    CLOSED_OFF + 4 <= round_up_const(LOCK_OFF + std::mem::size_of::<RwLock>(), DATA_ALIGN),
+    "the closed flag must lie between the lock and the first element"
+);
+
+const fn round_up_const(v: usize, to: usize) -> usize {
+    v.div_ceil(to) * to
+}
 /// The elements start at a multiple of this (or of the element alignment,
 /// if larger): a cache line, so the lock and the data do not share one.
 const DATA_ALIGN: usize = 64;
@@ -421,6 +432,7 @@ impl<T: Pod> SharedArray<T> {
         // Checks that the lock is inside the segment and aligned, which the
         // unchecked accesses in `lock` rely on.
         seg.get::<RwLock>(LOCK_OFF)?;
+        seg.get::<std::sync::atomic::AtomicU32>(CLOSED_OFF)?;
         Ok(SharedArray { seg, len, data_off, timeout: opts.timeout, _elem: PhantomData })
     }
 
@@ -455,6 +467,60 @@ impl<T: Pod> SharedArray<T> {
     /// before [`Error::Timeout`]; `None`: no limit.
     pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
         self.timeout = timeout;
+    }
+
+    /// Makes the array read-only for every process, for good: from now on
+    /// [`set`](Self::set), [`write`](Self::write),
+    /// [`with_slice_mut`](Self::with_slice_mut) and the write guards fail
+    /// with [`Error::Closed`]; reads go on (the last values stay
+    /// readable). Other processes see it through
+    /// [`is_closed`](Self::is_closed) or the `Closed` of their writes. A
+    /// writer that holds the lock already when `close` is called finishes.
+    /// This is how a writer says "final values, I am done" (the .NET
+    /// `Close()` / `ShuttingDown`); dropping a handle does not close.
+    ///
+    /// ```
+    /// use tachyon::{Error, SharedArray};
+    /// # let name = format!("doc-array-close-{}", std::process::id());
+    /// let writer = SharedArray::<u32>::create(&name, 4)?;
+    /// let reader = SharedArray::<u32>::open(&name)?; // usually another process
+    /// writer.set(0, 7)?;
+    /// writer.close();
+    /// assert!(reader.is_closed());
+    /// assert_eq!(reader.get(0)?, 7);
+    /// assert!(matches!(reader.set(0, 8), Err(Error::Closed)));
+    /// assert!(matches!(reader.write_lock(), Err(Error::Closed)));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.closed_flag().store(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`close`](Self::close) was called (by any process).
+    ///
+    /// ```
+    /// # use tachyon::SharedArray;
+    /// # let name = format!("doc-array-is-closed-{}", std::process::id());
+    /// let a = SharedArray::<u8>::create(&name, 1)?;
+    /// assert!(!a.is_closed());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.closed_flag().load(std::sync::atomic::Ordering::SeqCst) != 0
+    }
+
+    fn closed_flag(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: checked in bounds and aligned in `from_segment`; an
+        // atomic is valid for any bits; the mapping lives as long as `self`.
+        unsafe { &*self.seg.as_ptr().add(CLOSED_OFF).cast() }
+    }
+
+    /// `Err(Closed)` once closed; called with the write lock held.
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        Ok(())
     }
 
     fn lock(&self) -> &RwLock {
@@ -533,6 +599,7 @@ impl<T: Pod> SharedArray<T> {
     pub fn set(&self, i: usize, value: T) -> Result<()> {
         self.check_index(i)?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         self.copy_in(i, &[value]);
         Ok(())
     }
@@ -557,6 +624,7 @@ impl<T: Pod> SharedArray<T> {
     pub fn write(&self, start: usize, values: &[T]) -> Result<()> {
         self.check_range(start, values.len())?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         self.copy_in(start, values);
         Ok(())
     }
@@ -591,8 +659,136 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn iter(&self) -> SharedArrayIter<'_, T> {
-        let per_chunk = (4096 / std::mem::size_of::<T>().max(1)).clamp(1, self.len);
-        SharedArrayIter { array: self, next: 0, buf: Vec::new(), pos: 0, per_chunk, failed: false }
+        self.iter_range(0, self.len)
+    }
+
+    fn iter_range(&self, start: usize, len: usize) -> SharedArrayIter<'_, T> {
+        let per_chunk = (4096 / std::mem::size_of::<T>().max(1)).clamp(1, len.max(1));
+        SharedArrayIter {
+            array: self,
+            next: start,
+            end: start + len,
+            buf: Vec::new(),
+            pos: 0,
+            per_chunk,
+            failed: false,
+        }
+    }
+
+    /// Lends the whole array to `f` under one read lock (waiting at most
+    /// the [lock timeout](Self::set_lock_timeout)): a consistent view for
+    /// searching or summing without taking a guard by hand.
+    ///
+    /// ```
+    /// use tachyon::SharedArray;
+    /// # let name = format!("doc-array-with-slice-{}", std::process::id());
+    /// let a = SharedArray::<u32>::create(&name, 4)?;
+    /// a.write(0, &[3, 1, 4, 1])?;
+    /// assert_eq!(a.with_slice(|s| s.iter().sum::<u32>())?, 9);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn with_slice<R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+        self.with_range(0, self.len, f)
+    }
+
+    /// Lends the whole array mutably to `f` under the write lock (waiting
+    /// at most the lock timeout): several changes that readers see all at
+    /// once. If `f` panics, the lock is released and what it wrote stays.
+    ///
+    /// ```
+    /// use tachyon::SharedArray;
+    /// # let name = format!("doc-array-with-slice-mut-{}", std::process::id());
+    /// let a = SharedArray::<u32>::create(&name, 3)?;
+    /// a.with_slice_mut(|s| s.copy_from_slice(&[1, 2, 3]))?;
+    /// assert_eq!(a.to_vec()?, [1, 2, 3]);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn with_slice_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        self.with_range_mut(0, self.len, f)
+    }
+
+    /// Whether some element equals `value`, searched under one read lock
+    /// (the .NET `Contains`). Errors: [`Error::Timeout`] as for
+    /// [`get`](Self::get).
+    ///
+    /// ```
+    /// use tachyon::SharedArray;
+    /// # let name = format!("doc-array-contains-{}", std::process::id());
+    /// let a = SharedArray::<i64>::create(&name, 3)?;
+    /// a.set(2, 42)?;
+    /// assert!(a.contains(&42)?);
+    /// assert!(!a.contains(&7)?);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn contains(&self, value: &T) -> Result<bool>
+    where
+        T: PartialEq,
+    {
+        self.with_slice(|s| s.contains(value))
+    }
+
+    /// The index of the first element for which `pred` is true, searched
+    /// under one read lock (the .NET `IndexOf`, with a predicate:
+    /// `position(|x| *x == v)`). Errors: [`Error::Timeout`] as for
+    /// [`get`](Self::get).
+    ///
+    /// ```
+    /// use tachyon::SharedArray;
+    /// # let name = format!("doc-array-position-{}", std::process::id());
+    /// let a = SharedArray::<u8>::create(&name, 4)?;
+    /// a.write(0, &[5, 6, 7, 6])?;
+    /// assert_eq!(a.position(|&x| x == 6)?, Some(1));
+    /// assert_eq!(a.position(|&x| x > 9)?, None);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn position(&self, pred: impl FnMut(&T) -> bool) -> Result<Option<usize>> {
+        self.with_slice(|s| s.iter().position(pred))
+    }
+
+    /// A view of the elements in `range` (the .NET `ArraySlice<T>`): it
+    /// indexes from 0 within the range, checks every index against the
+    /// range, and otherwise works as the array does (each call under the
+    /// array's lock). [`Error::InvalidArgument`] if the range does not fit.
+    ///
+    /// ```
+    /// use tachyon::SharedArray;
+    /// # let name = format!("doc-array-slice-{}", std::process::id());
+    /// let a = SharedArray::<u16>::create(&name, 10)?;
+    /// let tail = a.slice(6..)?; // elements 6, 7, 8, 9
+    /// tail.set(0, 60)?;
+    /// assert_eq!(a.get(6)?, 60);
+    /// assert_eq!(tail.len(), 4);
+    /// assert!(tail.get(4).is_err()); // outside the slice
+    /// assert!(a.slice(8..12).is_err()); // outside the array
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn slice(&self, range: impl std::ops::RangeBounds<usize>) -> Result<ArraySlice<'_, T>> {
+        let (start, len) = sub_range(range, self.len)?;
+        Ok(ArraySlice { array: self, start, len })
+    }
+
+    /// `f` over elements `start..start + len` (checked) under a read lock.
+    fn with_range<R>(&self, start: usize, len: usize, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+        self.check_range(start, len)?;
+        let _g = self.lock().read(&self.seg, self.timeout)?;
+        // SAFETY: the range is inside the array (checked above), aligned
+        // and valid for any bits (`T: Pod`); the read lock keeps tachyon
+        // writers out while the slice lives (it does not outlive `f`).
+        let slice = unsafe { std::slice::from_raw_parts(self.data().add(start), len) };
+        Ok(f(slice))
+    }
+
+    /// `f` over elements `start..start + len` (checked) under the write
+    /// lock.
+    fn with_range_mut<R>(&self, start: usize, len: usize, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        self.check_range(start, len)?;
+        let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
+        // SAFETY: as in `with_range`; the write lock excludes every other
+        // tachyon reader and writer, so the slice is unaliased while `f`
+        // runs.
+        let slice = unsafe { std::slice::from_raw_parts_mut(self.data().add(start), len) };
+        Ok(f(slice))
     }
 
     /// Takes the read lock, waiting for writers without limit, and lends
@@ -642,13 +838,195 @@ impl<T: Pod> SharedArray<T> {
     /// (`None`: no limit) and then failing with [`Error::Timeout`].
     pub fn write_lock_timeout(&self, timeout: Option<Duration>) -> Result<SharedArrayWriteGuard<'_, T>> {
         let guard = self.lock().write(&self.seg, timeout)?;
+        self.check_open()?;
         Ok(SharedArrayWriteGuard { array: self, guard })
     }
 
     /// [`write_lock`](Self::write_lock) without waiting: `Ok(None)` if a
     /// live writer or reader holds the lock.
     pub fn try_write_lock(&self) -> Result<Option<SharedArrayWriteGuard<'_, T>>> {
-        Ok(self.lock().try_write(&self.seg)?.map(|guard| SharedArrayWriteGuard { array: self, guard }))
+        let Some(guard) = self.lock().try_write(&self.seg)? else { return Ok(None) };
+        self.check_open()?;
+        Ok(Some(SharedArrayWriteGuard { array: self, guard }))
+    }
+}
+
+/// `(start, len)` of `range` within `0..len`, or [`Error::InvalidArgument`].
+fn sub_range(range: impl std::ops::RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
+    use std::ops::Bound;
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e - s)),
+        _ => Err(Error::invalid(format!(
+            "range {:?}..{:?} is out of range for {len} elements",
+            range.start_bound(),
+            range.end_bound()
+        ))),
+    }
+}
+
+/// A view of a sub-range of a [`SharedArray`], from
+/// [`SharedArray::slice`]: the .NET `ArraySlice<T>`. Indexes are relative
+/// to the start of the slice and checked against its length; each call
+/// takes the array's lock as the array's own calls do. It borrows the
+/// array handle and is `Copy`.
+///
+/// ```
+/// use tachyon::SharedArray;
+/// # let name = format!("doc-array-slice-type-{}", std::process::id());
+/// let a = SharedArray::<i32>::create(&name, 8)?;
+/// let middle = a.slice(2..6)?;
+/// middle.write(0, &[1, 2, 3, 4])?;
+/// assert_eq!(middle.to_vec()?, [1, 2, 3, 4]);
+/// assert_eq!(middle.position(|&x| x == 3)?, Some(2));
+/// assert!(middle.contains(&4)?);
+/// let sum: i32 = middle.iter().map(|x| x.unwrap_or(0)).sum();
+/// assert_eq!(sum, 10);
+/// assert_eq!(a.to_vec()?, [0, 0, 1, 2, 3, 4, 0, 0]);
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct ArraySlice<'a, T: Pod> {
+    array: &'a SharedArray<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T: Pod> Clone for ArraySlice<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Pod> Copy for ArraySlice<'_, T> {}
+
+impl<'a, T: Pod> ArraySlice<'a, T> {
+    /// Number of elements in the slice.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where the slice starts in its array.
+    pub fn offset(&self) -> usize {
+        self.start
+    }
+
+    /// The array the slice views.
+    pub fn array(&self) -> &'a SharedArray<T> {
+        self.array
+    }
+
+    fn check_index(&self, i: usize) -> Result<usize> {
+        if i < self.len {
+            Ok(self.start + i)
+        } else {
+            Err(Error::invalid(format!("index {i} is out of range for a slice of {} elements", self.len)))
+        }
+    }
+
+    fn check_range(&self, start: usize, count: usize) -> Result<usize> {
+        match start.checked_add(count) {
+            Some(end) if end <= self.len => Ok(self.start + start),
+            _ => Err(Error::invalid(format!(
+                "elements {start}..{start}+{count} are out of range for a slice of {} elements",
+                self.len
+            ))),
+        }
+    }
+
+    /// Element `i` of the slice; see [`SharedArray::get`].
+    pub fn get(&self, i: usize) -> Result<T> {
+        self.array.get(self.check_index(i)?)
+    }
+
+    /// Sets element `i` of the slice; see [`SharedArray::set`].
+    pub fn set(&self, i: usize, value: T) -> Result<()> {
+        self.array.set(self.check_index(i)?, value)
+    }
+
+    /// Copies `out.len()` elements from `start` (within the slice) out;
+    /// see [`SharedArray::read`].
+    pub fn read(&self, start: usize, out: &mut [T]) -> Result<()> {
+        self.array.read(self.check_range(start, out.len())?, out)
+    }
+
+    /// Copies `values` in at `start` (within the slice); see
+    /// [`SharedArray::write`].
+    pub fn write(&self, start: usize, values: &[T]) -> Result<()> {
+        self.array.write(self.check_range(start, values.len())?, values)
+    }
+
+    /// A copy of the slice's elements, under one read lock.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        self.with_slice(|s| s.to_vec())
+    }
+
+    /// An iterator over copies of the slice's elements; see
+    /// [`SharedArray::iter`].
+    pub fn iter(&self) -> SharedArrayIter<'a, T> {
+        self.array.iter_range(self.start, self.len)
+    }
+
+    /// Lends the slice's elements to `f` under one read lock.
+    pub fn with_slice<R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+        self.array.with_range(self.start, self.len, f)
+    }
+
+    /// Lends the slice's elements mutably to `f` under the write lock.
+    pub fn with_slice_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        self.array.with_range_mut(self.start, self.len, f)
+    }
+
+    /// Whether some element of the slice equals `value`.
+    pub fn contains(&self, value: &T) -> Result<bool>
+    where
+        T: PartialEq,
+    {
+        self.with_slice(|s| s.contains(value))
+    }
+
+    /// The index (within the slice) of the first element for which
+    /// `pred` is true.
+    pub fn position(&self, pred: impl FnMut(&T) -> bool) -> Result<Option<usize>> {
+        self.with_slice(|s| s.iter().position(pred))
+    }
+
+    /// A view of a sub-range of this slice (indexes relative to it).
+    pub fn slice(&self, range: impl std::ops::RangeBounds<usize>) -> Result<ArraySlice<'a, T>> {
+        let (start, len) = sub_range(range, self.len)?;
+        Ok(ArraySlice { array: self.array, start: self.start + start, len })
+    }
+}
+
+impl<'a, T: Pod> IntoIterator for ArraySlice<'a, T> {
+    type Item = Result<T>;
+    type IntoIter = SharedArrayIter<'a, T>;
+
+    fn into_iter(self) -> SharedArrayIter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T: Pod> fmt::Debug for ArraySlice<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ArraySlice")
+            .field("array", &self.array.name())
+            .field("offset", &self.start)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -802,6 +1180,8 @@ pub struct SharedArrayIter<'a, T: Pod> {
     array: &'a SharedArray<T>,
     /// The index of the first element not yet copied out.
     next: usize,
+    /// One past the last index to yield.
+    end: usize,
     buf: Vec<T>,
     /// The next element of `buf` to yield.
     pos: usize,
@@ -817,10 +1197,10 @@ impl<T: Pod> Iterator for SharedArrayIter<'_, T> {
             self.pos += 1;
             return Some(Ok(v));
         }
-        if self.failed || self.next >= self.array.len {
+        if self.failed || self.next >= self.end {
             return None;
         }
-        let n = self.per_chunk.min(self.array.len - self.next);
+        let n = self.per_chunk.min(self.end - self.next);
         self.buf.resize(n, T::zeroed());
         if let Err(e) = self.array.read(self.next, &mut self.buf[..n]) {
             self.failed = true;
@@ -836,7 +1216,7 @@ impl<T: Pod> Iterator for SharedArrayIter<'_, T> {
         if self.failed {
             return (0, Some(0));
         }
-        let left = self.buf.len() - self.pos + (self.array.len - self.next);
+        let left = self.buf.len() - self.pos + (self.end - self.next);
         // A failure yields one `Err` in place of everything still to fetch.
         let fetched = self.buf.len() - self.pos;
         (fetched + usize::from(left > fetched), Some(left))

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 const NODE_COUNT_OFF: usize = 0;
 const NODE_SIZE_OFF: usize = 8;
 const OVERFLOW_OFF: usize = 16;
+/// Non-zero once [`BroadcastBuffer::close`] was called (u32).
+const CLOSED_OFF: usize = 24;
 const MUTEX_OFF: usize = 64;
 const TAIL_OFF: usize = 128;
 const NOT_EMPTY_OFF: usize = 192;
@@ -93,6 +95,10 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 ///
 /// `BroadcastBuffer` is a cheap handle: clones share one mapping, and it
 /// is `Send + Sync + 'static`.
+///
+/// [`close`](Self::close) ends it for every process: writes fail with
+/// [`Error::Closed`], each reader gets what it has not read yet and then
+/// [`Error::Closed`]; blocked calls wake.
 ///
 /// ```
 /// use std::time::Duration;
@@ -389,6 +395,7 @@ impl BroadcastBuffer {
         if total != seg.size() {
             return Err(bad("broadcast ring size", seg.size() as u64));
         }
+        seg.get::<AtomicU32>(CLOSED_OFF)?;
         Ok(BroadcastBuffer {
             inner: Arc::new(Inner { seg, nodes, node_size, stride, data_off, overflow }),
             policy,
@@ -413,6 +420,54 @@ impl BroadcastBuffer {
     /// Items written so far (the next position).
     pub fn written(&self) -> u64 {
         self.tail().load(Ordering::Acquire)
+    }
+
+    /// Closes the buffer for every process that uses it: from now on
+    /// writes fail with [`Error::Closed`], and each reader gets the items
+    /// it has not read yet, then [`Error::Closed`] instead of waiting.
+    /// Blocked writers and readers, in any process, wake at once (futex).
+    /// Closing is for good, until the segment is gone; dropping a handle
+    /// does not close.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::{BroadcastBuffer, Error, Overflow};
+    /// # let name = format!("doc-bc-close-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 4, 16, Overflow::Block)?;
+    /// let mut reader = bus.subscribe()?;
+    /// bus.write(b"bye", None)?;
+    /// bus.close();
+    /// assert!(matches!(bus.write(b"more", None), Err(Error::Closed)));
+    /// let mut buf = [0u8; 16];
+    /// assert_eq!(reader.read(&mut buf, None)?.len, 3); // unread items first
+    /// assert!(matches!(reader.read(&mut buf, None), Err(Error::Closed)));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.closed_flag().store(1, Ordering::SeqCst);
+        // SYNC POINT: waiters load the flag in their predicate after they
+        // register; `notify_all` fences before it looks for sleepers.
+        self.wait_cell(false).notify_all();
+        self.wait_cell(true).notify_all();
+    }
+
+    /// Whether [`close`](Self::close) was called (by any process).
+    ///
+    /// ```
+    /// # use tachyon::{BroadcastBuffer, Overflow};
+    /// # let name = format!("doc-bc-is-closed-{}", std::process::id());
+    /// let bus = BroadcastBuffer::create(&name, 2, 8, Overflow::Overwrite)?;
+    /// assert!(!bus.is_closed());
+    /// bus.close();
+    /// assert!(bus.is_closed());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.closed_flag().load(Ordering::Acquire) != 0
+    }
+
+    fn closed_flag(&self) -> &AtomicU32 {
+        self.inner.seg.get(CLOSED_OFF).expect("validated layout")
     }
 
     // The fixed offsets below are all in bounds and aligned: the segment's
@@ -464,10 +519,11 @@ impl BroadcastBuffer {
     }
 
     /// Writes one item to every reader. With [`Overflow::Block`], waits up
-    /// to `timeout` (`None`: for ever; `Some(Duration::ZERO)`: not at all)
-    /// for the slowest reader to make room, then fails with
-    /// [`Error::Timeout`]. An item longer than the node size is
-    /// [`Error::MessageTooLarge`].
+    /// to `timeout` for the slowest reader to make room, then fails with
+    /// [`Error::Timeout`] (`None`: for ever; `Some(Duration::ZERO)`: tries
+    /// once without waiting, see [timeouts](crate#timeouts)). An item
+    /// longer than the node size is [`Error::MessageTooLarge`];
+    /// [`Error::Closed`] once the buffer is [closed](Self::close).
     pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
         if item.len() > self.inner.node_size {
             return Err(Error::MessageTooLarge {
@@ -484,6 +540,9 @@ impl BroadcastBuffer {
             .mutex()
             .lock(&self.inner.seg, remaining())
             .map_err(|e| waited(e, "the broadcast buffer's writer turn (another writer has it)", timeout))?;
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
         let pos = self.tail().load(Ordering::SeqCst);
         let n = self.inner.nodes as u64;
         if self.inner.overflow == Overflow::Block && pos >= n {
@@ -493,12 +552,16 @@ impl BroadcastBuffer {
             loop {
                 let until = remaining().map_or(slice, |r| r.min(slice));
                 let room = self.wait_cell(true).wait_until(self.policy, Some(until), || {
+                    if self.is_closed() {
+                        return Some(Err(Error::Closed));
+                    }
                     self.slowest(std::mem::take(&mut reap))
                         .is_none_or(|c| c.saturating_add(n) > pos)
-                        .then_some(())
+                        .then_some(Ok(()))
                 });
                 match room {
-                    Ok(()) => break,
+                    Ok(Ok(())) => break,
+                    Ok(Err(e)) => return Err(e),
                     Err(Error::Timeout { .. }) if remaining().is_none_or(|r| !r.is_zero()) => {
                         reap = true; // still blocked after a while: is that reader dead?
                         slice = (slice * 2).min(Duration::from_millis(50));
@@ -609,6 +672,7 @@ impl std::fmt::Debug for BroadcastBuffer {
             .field("node_count", &self.inner.nodes)
             .field("node_size", &self.inner.node_size)
             .field("overflow", &self.inner.overflow)
+            .field("closed", &self.is_closed())
             .finish()
     }
 }
@@ -662,10 +726,13 @@ impl BroadcastReader {
         &self.bus
     }
 
-    /// Copies the next item into `buf`, waiting up to `timeout` (`None`:
-    /// for ever; `Some(Duration::ZERO)`: not at all) for one, then
-    /// [`Error::Timeout`]. If the item is longer than `buf`, it stays next
-    /// and the error is [`Error::BufferTooSmall`].
+    /// Copies the next item into `buf`, waiting up to `timeout` for one,
+    /// then [`Error::Timeout`] (`None`: for ever; `Some(Duration::ZERO)`:
+    /// tries once without waiting, see [timeouts](crate#timeouts)). If the
+    /// item is longer than `buf`, it stays next and the error is
+    /// [`Error::BufferTooSmall`]. Once the buffer is
+    /// [closed](BroadcastBuffer::close) and this reader has read every
+    /// item: [`Error::Closed`].
     pub fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Received> {
         let (bus, at) = (&self.bus, &mut self.at);
         let n = bus.inner.nodes as u64;
@@ -675,9 +742,15 @@ impl BroadcastReader {
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let tail = bus.wait_cell(false).wait_until(bus.policy, remaining, || {
                 let t = bus.tail().load(Ordering::Acquire);
-                (t > c).then_some(t)
+                if t > c {
+                    Some(Ok(t))
+                } else if bus.is_closed() {
+                    Some(Err(Error::Closed))
+                } else {
+                    None
+                }
             });
-            let tail = tail.map_err(|e| waited(e, "an item in the broadcast buffer", timeout))?;
+            let tail = tail.map_err(|e| waited(e, "an item in the broadcast buffer", timeout))??;
             if tail.wrapping_sub(c) > n {
                 // Overwritten already: skip to the oldest item still there.
                 at.move_to(bus, tail - n, false);
@@ -734,7 +807,8 @@ impl BroadcastReader {
     }
 
     /// Copies the next item into `buf` if there is one now: `Ok(None)` if
-    /// not (never [`Error::Timeout`]).
+    /// not (never [`Error::Timeout`]; [`Error::Closed`] if the buffer is
+    /// closed and this reader has read everything).
     ///
     /// ```
     /// use tachyon::{BroadcastBuffer, Overflow};

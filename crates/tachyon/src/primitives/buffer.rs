@@ -20,6 +20,8 @@ use std::time::Duration;
 
 // Layout of the data area (all offsets from its page-aligned start).
 const SIZE_OFF: usize = 0;
+/// Non-zero once [`SharedBuffer::close`] was called (u32).
+const CLOSED_OFF: usize = 8;
 const LOCK_OFF: usize = 64;
 /// The bytes start at a multiple of this: a cache line, so the lock and
 /// the data do not share one.
@@ -255,6 +257,7 @@ impl SharedBuffer {
         // Checks that the lock is inside the segment and aligned, which the
         // unchecked accesses in `lock` rely on.
         seg.get::<RwLock>(LOCK_OFF)?;
+        seg.get::<std::sync::atomic::AtomicU32>(CLOSED_OFF)?;
         Ok(SharedBuffer { seg, len, data_off, timeout })
     }
 
@@ -287,6 +290,58 @@ impl SharedBuffer {
     /// [`Error::Timeout`]; `None`: no limit.
     pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
         self.timeout = timeout;
+    }
+
+    /// Makes the buffer read-only for every process, for good: from now
+    /// on writes fail with [`Error::Closed`], reads go on (the last values
+    /// stay readable). The other processes see it through
+    /// [`is_closed`](Self::is_closed) or the `Closed` of their writes. A
+    /// write that holds the lock already when `close` is called finishes.
+    /// This is how a writer says "final values, I am done" (the .NET
+    /// `Close()` / `ShuttingDown` of a buffer); dropping a handle does not
+    /// close.
+    ///
+    /// ```
+    /// use tachyon::{Error, SharedBuffer};
+    /// # let name = format!("doc-buffer-close-{}", std::process::id());
+    /// let writer = SharedBuffer::create(&name, 64)?;
+    /// let reader = SharedBuffer::open(&name)?; // usually another process
+    /// writer.write(0, &42u64)?;
+    /// writer.close();
+    /// assert!(reader.is_closed());
+    /// assert_eq!(reader.read::<u64>(0)?, 42);
+    /// assert!(matches!(reader.write(0, &1u64), Err(Error::Closed)));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.closed_flag().store(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`close`](Self::close) was called (by any process).
+    ///
+    /// ```
+    /// # use tachyon::SharedBuffer;
+    /// # let name = format!("doc-buffer-is-closed-{}", std::process::id());
+    /// let buf = SharedBuffer::create(&name, 8)?;
+    /// assert!(!buf.is_closed());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.closed_flag().load(std::sync::atomic::Ordering::SeqCst) != 0
+    }
+
+    fn closed_flag(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: checked in bounds and aligned in `from_segment`; an
+        // atomic is valid for any bits; the mapping lives as long as `self`.
+        unsafe { &*self.seg.as_ptr().add(CLOSED_OFF).cast() }
+    }
+
+    /// `Err(Closed)` once closed; called with the write lock held.
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        Ok(())
     }
 
     fn lock(&self) -> &RwLock {
@@ -329,6 +384,7 @@ impl SharedBuffer {
     fn copy_in(&self, offset: usize, bytes: &[u8]) -> Result<()> {
         self.check_range(offset, bytes.len())?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         // SAFETY: as in `copy_out`, with the roles swapped; the write lock
         // keeps every other tachyon reader and writer out.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data().add(offset), bytes.len()) };
@@ -350,7 +406,8 @@ impl SharedBuffer {
     ///
     /// Errors: [`Error::InvalidArgument`] if it would end past the end
     /// (nothing is written); [`Error::Timeout`] if readers or a writer hold
-    /// the lock longer than the [lock timeout](Self::set_lock_timeout).
+    /// the lock longer than the [lock timeout](Self::set_lock_timeout);
+    /// [`Error::Closed`] once the buffer is [closed](Self::close).
     pub fn write<T: Pod>(&self, offset: usize, value: &T) -> Result<()> {
         self.copy_in(offset, bytemuck::bytes_of(value))
     }
@@ -413,10 +470,12 @@ impl SharedBuffer {
     /// ```
     ///
     /// Errors: [`Error::Timeout`] if readers or a writer hold the lock
-    /// longer than the [lock timeout](Self::set_lock_timeout); `f` is then
-    /// not called.
+    /// longer than the [lock timeout](Self::set_lock_timeout),
+    /// [`Error::Closed`] once the buffer is [closed](Self::close); `f` is
+    /// then not called.
     pub fn with_bytes_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         let _g = self.lock().write(&self.seg, self.timeout)?;
+        self.check_open()?;
         // SAFETY: as in `with_bytes`; the write lock excludes every other
         // tachyon handle (threads of one attachment exclude each other too),
         // so the slice is unaliased for the call.
@@ -441,6 +500,7 @@ impl fmt::Debug for SharedBuffer {
         f.debug_struct("SharedBuffer")
             .field("name", &self.seg.name())
             .field("len", &self.len)
+            .field("closed", &self.is_closed())
             .field("lock", self.lock())
             .finish()
     }

@@ -12,6 +12,10 @@ use std::time::Duration;
 // Layout of the data area.
 const NODE_COUNT_OFF: usize = 0;
 const NODE_SIZE_OFF: usize = 8;
+/// Non-zero once [`CircularBuffer::close`] was called (u32).
+const CLOSED_OFF: usize = 16;
+/// Cells of dead claimants repaired so far (u64).
+const REPAIRED_OFF: usize = 24;
 const CURSORS_OFF: usize = 64;
 const NOT_EMPTY_OFF: usize = 192;
 const NOT_FULL_OFF: usize = 256;
@@ -24,6 +28,31 @@ pub const MAX_NODES: usize = 1 << 30;
 unsafe impl ShmSafe for Cursors {}
 // SAFETY: `Cell` is `repr(C)`, two atomics.
 unsafe impl ShmSafe for Cell {}
+
+/// A snapshot of a [`CircularBuffer`]'s state, from
+/// [`CircularBuffer::stats`]. The counts are read cell by cell while
+/// other processes go on, so they need not add up exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct RingStats {
+    /// How many items the ring holds when full: `node_count`.
+    pub capacity: usize,
+    /// Items written and not yet claimed by a reader.
+    pub queued: usize,
+    /// Nodes a writer has claimed and is filling now.
+    pub being_written: usize,
+    /// Nodes a reader has claimed and is reading now.
+    pub being_read: usize,
+    /// Nodes whose writer died (or panicked) mid-item and that readers
+    /// have not skipped yet.
+    pub abandoned: usize,
+    /// Nodes left claimed by a dead process that waiters have repaired
+    /// since the ring was created (all processes together).
+    pub repaired: u64,
+    /// Whether [`CircularBuffer::close`] was called.
+    pub closed: bool,
+}
 
 /// `(data offset, stride, total size)` of a ring with this geometry.
 fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
@@ -45,6 +74,9 @@ fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
 ///   waits on that node notices the death (its attach slot is gone) within
 ///   about 50 ms and moves the node on. The crash loses at most the one
 ///   item that process was writing or reading.
+/// * [`close`](Self::close) ends the ring for every process: writers get
+///   [`Error::Closed`] at once, readers get the items still queued and then
+///   [`Error::Closed`]; blocked calls wake.
 ///
 /// ```
 /// use std::time::Duration;
@@ -247,6 +279,8 @@ impl CircularBuffer {
         let cells = NonNull::from(&seg.get_slice::<Cell>(CELLS_OFF, nodes)?[0]);
         seg.get::<WaitCell>(NOT_EMPTY_OFF)?;
         seg.get::<WaitCell>(NOT_FULL_OFF)?;
+        seg.get::<crate::platform::atomic::AtomicU32>(CLOSED_OFF)?;
+        seg.get::<crate::platform::atomic::AtomicU64>(REPAIRED_OFF)?;
         Ok(CircularBuffer { seg, nodes, node_size, stride, data_off, cursors, cells, policy })
     }
 
@@ -265,9 +299,140 @@ impl CircularBuffer {
         self.nodes
     }
 
-    /// Items queued now (a snapshot; nodes being written or read count).
+    /// Items that no reader has claimed yet, a snapshot: items written,
+    /// and items a writer is still filling. An item is no longer counted
+    /// once a reader claims it, even while the reader is still copying it
+    /// out (so during a [`read_with`](Self::read_with) the item being read
+    /// is not counted). [`stats`](Self::stats) tells the states apart.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-len-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 4, 16)?;
+    /// ring.write(b"a", None)?;
+    /// ring.write(b"b", None)?;
+    /// assert_eq!(ring.len(), 2);
+    /// ring.read_with(Some(Duration::ZERO), |_item| {
+    ///     assert_eq!(ring.len(), 1); // the item being read is not counted
+    ///     assert_eq!(ring.stats().being_read, 1);
+    /// })?;
+    /// assert_eq!(ring.len(), 1);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.ring().len() as usize
+    }
+
+    /// A snapshot of the ring's state: capacity, items queued, nodes being
+    /// written and being read, nodes abandoned by a dead writer, dead
+    /// claimants repaired so far, and whether it is closed. It reads every
+    /// node's control word (no lock, no system call): cheap for a
+    /// monitoring loop, not for every item.
+    ///
+    /// ```
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-stats-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 8, 16)?;
+    /// ring.write(b"x", None)?;
+    /// let s = ring.stats();
+    /// assert_eq!((s.capacity, s.queued, s.being_written, s.being_read), (8, 1, 0, 0));
+    /// assert!(!s.closed);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn stats(&self) -> RingStats {
+        use crate::platform::atomic::Ordering;
+        let ring = self.ring();
+        let n = self.nodes as u64;
+        let head = ring.cursors.head.load(Ordering::Acquire);
+        let tail = ring.cursors.tail.load(Ordering::Acquire);
+        // Positions a cell can hold now lie within a lap of the cursors.
+        let lo = head.min(tail).saturating_sub(n);
+        let mut s = RingStats {
+            capacity: self.nodes,
+            repaired: self.repaired().load(Ordering::Relaxed),
+            closed: self.is_closed(),
+            ..RingStats::default()
+        };
+        for (idx, cell) in ring.cells.iter().enumerate() {
+            let w = cell.word.load(Ordering::Acquire);
+            let (seq, tag) = ((w >> 32) as u32, w as u32);
+            // The first position at or after `lo` that lives in this cell.
+            let first = lo + (idx as u64 + n - lo % n) % n;
+            // Whether `seq` is `p + off` for a position `p` of this cell.
+            let at = |off: u64| (0..4).any(|k| (first + k * n).wrapping_add(off) as u32 == seq);
+            match tag {
+                0 if at(1) => s.queued += 1,
+                0 => {} // free
+                TOMBSTONE if at(1) => s.abandoned += 1,
+                TOMBSTONE => {}
+                _ if at(1) => s.being_read += 1,
+                _ if at(0) => s.being_written += 1,
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// Closes the ring for every process that uses it: from now on
+    /// writes fail with [`Error::Closed`], and reads return the items
+    /// still queued, then [`Error::Closed`] instead of waiting. Calls
+    /// blocked in any process wake at once (futex) and return
+    /// [`Error::Closed`]. A write that was already past its check when
+    /// `close` came may still add its item; it stays readable.
+    ///
+    /// Closing is for good: the ring stays closed until its segment is
+    /// gone (the last handle dropped); dropping a handle does not close
+    /// it. This is the .NET `CircularBuffer.Close()` / `ShuttingDown`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::{CircularBuffer, Error};
+    /// # let name = format!("doc-circular-close-{}", std::process::id());
+    /// let writer = CircularBuffer::create(&name, 4, 16)?;
+    /// let reader = CircularBuffer::open(&name)?; // usually in another process
+    /// writer.write(b"last", None)?;
+    /// writer.close();
+    /// assert!(matches!(writer.write(b"more", None), Err(Error::Closed)));
+    /// let mut buf = [0u8; 16];
+    /// assert_eq!(reader.read(&mut buf, None)?, 4); // what was queued comes first
+    /// assert!(matches!(reader.read(&mut buf, None), Err(Error::Closed))); // no wait
+    /// assert!(reader.is_closed());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn close(&self) {
+        use crate::platform::atomic::Ordering;
+        self.closed_flag().store(1, Ordering::SeqCst);
+        // SYNC POINT: the waiters' predicate loads the flag (Acquire) after
+        // registering; `notify_all` fences before it looks for sleepers.
+        self.wait_cell(false).notify_all();
+        self.wait_cell(true).notify_all();
+    }
+
+    /// Whether [`close`](Self::close) was called (by any process).
+    ///
+    /// ```
+    /// # use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-is-closed-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 2, 8)?;
+    /// assert!(!ring.is_closed());
+    /// ring.close();
+    /// assert!(ring.is_closed());
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.closed_flag().load(crate::platform::atomic::Ordering::Acquire) != 0
+    }
+
+    fn closed_flag(&self) -> &crate::platform::atomic::AtomicU32 {
+        // SAFETY: checked in bounds and aligned in `from_segment`; an
+        // atomic is ShmSafe; the mapping lives as long as `self`.
+        unsafe { &*self.seg.as_ptr().add(CLOSED_OFF).cast() }
+    }
+
+    fn repaired(&self) -> &crate::platform::atomic::AtomicU64 {
+        // SAFETY: as for `closed_flag`.
+        unsafe { &*self.seg.as_ptr().add(REPAIRED_OFF).cast() }
     }
 
     /// Whether no item is queued now (a snapshot).
@@ -309,15 +474,21 @@ impl CircularBuffer {
     /// Claims a node, waiting up to `timeout`, and repairing what a dead
     /// claimant left in the way.
     fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
-        let waits =
-            Waits { not_empty: self.wait_cell(false), not_full: self.wait_cell(true), policy: self.policy };
+        let waits = Waits {
+            not_empty: self.wait_cell(false),
+            not_full: self.wait_cell(true),
+            policy: self.policy,
+            closed: Some(self.closed_flag()),
+            repaired: Some(self.repaired()),
+        };
         self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout, &|_, _| {})
     }
 
-    /// Writes one item, waiting up to `timeout` (`None`: for ever;
-    /// `Some(Duration::ZERO)`: not at all) for a free node, then
-    /// [`Error::Timeout`]. An item longer than `node_size` is
-    /// [`Error::MessageTooLarge`]; nothing is cut.
+    /// Writes one item, waiting up to `timeout` for a free node, then
+    /// [`Error::Timeout`] (`None`: for ever; `Some(Duration::ZERO)`: tries
+    /// once without waiting, see [timeouts](crate#timeouts)). An item
+    /// longer than `node_size` is [`Error::MessageTooLarge`]; nothing is
+    /// cut. [`Error::Closed`] once the ring is [closed](Self::close).
     pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
         self.write_with(item.len(), timeout, |node| node.copy_from_slice(item))
     }
@@ -378,6 +549,9 @@ impl CircularBuffer {
                 hint: "create the ring with larger nodes, or split the item",
             });
         }
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
         let (pos, idx, _) = self.claim(true, 0, timeout)?;
         let guard = Unfinished { ring: self, pos, idx, writer: true };
         // SAFETY: the node is claimed by this handle (its word carries our
@@ -395,11 +569,12 @@ impl CircularBuffer {
         Ok(r)
     }
 
-    /// Reads one item into `buf`, waiting up to `timeout` (`None`: for
-    /// ever; `Some(Duration::ZERO)`: not at all) for one, then
-    /// [`Error::Timeout`]; returns its length. If the next item is longer
-    /// than `buf`, it stays queued and the error is
-    /// [`Error::BufferTooSmall`].
+    /// Reads one item into `buf`, waiting up to `timeout` for one, then
+    /// [`Error::Timeout`] (`None`: for ever; `Some(Duration::ZERO)`: tries
+    /// once without waiting, see [timeouts](crate#timeouts)); returns its
+    /// length. If the next item is longer than `buf`, it stays queued and
+    /// the error is [`Error::BufferTooSmall`]. Once the ring is
+    /// [closed](Self::close) and empty: [`Error::Closed`].
     pub fn read(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
         self.read_impl(buf.len(), timeout, |item| {
             buf[..item.len()].copy_from_slice(item);
@@ -408,7 +583,8 @@ impl CircularBuffer {
     }
 
     /// Reads one item into `buf` if one is queued now: `Ok(Some(len))`, or
-    /// `Ok(None)` if the ring is empty (never [`Error::Timeout`]).
+    /// `Ok(None)` if the ring is empty (never [`Error::Timeout`];
+    /// [`Error::Closed`] if it is empty and closed).
     ///
     /// ```
     /// use tachyon::CircularBuffer;
@@ -518,6 +694,7 @@ impl std::fmt::Debug for CircularBuffer {
             .field("node_count", &self.nodes)
             .field("node_size", &self.node_size)
             .field("len", &self.len())
+            .field("closed", &self.is_closed())
             .finish()
     }
 }

@@ -19,7 +19,7 @@ pub(crate) mod ring;
 
 #[cfg(not(tachyon_loom))]
 pub use array::{
-    SharedArray, SharedArrayBuilder, SharedArrayIter, SharedArrayReadGuard, SharedArrayWriteGuard,
+    ArraySlice, SharedArray, SharedArrayBuilder, SharedArrayIter, SharedArrayReadGuard, SharedArrayWriteGuard,
 };
 #[cfg(not(tachyon_loom))]
 pub use broadcast::{
@@ -28,6 +28,6 @@ pub use broadcast::{
 #[cfg(not(tachyon_loom))]
 pub use buffer::{SharedBuffer, SharedBufferBuilder};
 #[cfg(not(tachyon_loom))]
-pub use circular::{CircularBuffer, CircularBufferBuilder, MAX_NODES};
+pub use circular::{CircularBuffer, CircularBufferBuilder, RingStats, MAX_NODES};
 #[cfg(not(tachyon_loom))]
-pub use rpc::{RpcBuffer, RpcBuilder, RpcClient, RpcStats};
+pub use rpc::{CancelToken, RpcBuffer, RpcBuilder, RpcClient, RpcStats};

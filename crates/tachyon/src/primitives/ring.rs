@@ -98,6 +98,11 @@ pub(crate) struct Waits<'a> {
     pub not_full: &'a crate::sync::WaitCell,
     /// Spin, sleep, or both.
     pub policy: crate::sync::WaitPolicy,
+    /// A flag (non-zero: closed) that ends a blocked claim with
+    /// `Error::Closed` once nothing can be claimed (`CircularBuffer::close`).
+    pub closed: Option<&'a crate::platform::atomic::AtomicU32>,
+    /// Counts the dead claimants' cells repaired while waiting.
+    pub repaired: Option<&'a AtomicU64>,
 }
 
 /// The layout of a ring whose `nodes` cells start at `cells_off`, each
@@ -395,6 +400,10 @@ impl Ring<'_> {
             }
             return r;
         }
+        let closed = || waits.closed.is_some_and(|c| c.load(Ordering::Acquire) != 0);
+        if closed() {
+            return Err(Error::Closed);
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut slice = Duration::from_millis(1);
         loop {
@@ -403,8 +412,9 @@ impl Ring<'_> {
             let got =
                 own.wait_until(waits.policy, Some(until.saturating_duration_since(Instant::now())), || {
                     match attempt() {
+                        Claim::Wait { .. } if closed() => Some(None),
                         Claim::Wait { .. } => None,
-                        other => Some(other),
+                        other => Some(Some(other)),
                     }
                 });
             if freed.replace(false) {
@@ -412,7 +422,8 @@ impl Ring<'_> {
                 waits.not_full.notify_all();
             }
             match got {
-                Ok(claim) => return done(claim).expect("only non-waiting claims end the wait"),
+                Ok(Some(claim)) => return done(claim).expect("only non-waiting claims end the wait"),
+                Ok(None) => return Err(Error::Closed),
                 Err(Error::Timeout { .. }) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(Error::timeout(
@@ -422,6 +433,9 @@ impl Ring<'_> {
                     }
                     // Still blocked after a while: is the blocker dead?
                     if self.recover_with(live, writer, on_dead_read) {
+                        if let Some(r) = waits.repaired {
+                            r.fetch_add(1, Ordering::Relaxed);
+                        }
                         waits.not_full.notify_all();
                         waits.not_empty.notify_all();
                     }

@@ -96,8 +96,12 @@ impl Mutex {
         timeout: Option<Duration>,
     ) -> Result<MutexGuard<'a>> {
         let me = live.token().raw();
-        let died =
-            self.acquire(live, me, &Deadline::waiting_for(timeout, "the mutex (another holder has it)"))?;
+        let what = "the mutex (another holder has it)";
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // Try once, as `try_lock` does (a dead holder is taken over).
+            return self.try_lock(live)?.ok_or_else(|| crate::Error::timeout(what, timeout));
+        }
+        let died = self.acquire(live, me, &Deadline::waiting_for(timeout, what))?;
         Ok(MutexGuard { mutex: self, me, owner_died: died, _not_send: PhantomData })
     }
 

@@ -136,7 +136,12 @@ impl RwLock {
         timeout: Option<Duration>,
     ) -> Result<RwLockReadGuard<'a>> {
         let me = live.token();
-        let deadline = Deadline::waiting_for(timeout, "a read lock (a writer holds the lock)");
+        let what = "a read lock (a writer holds the lock)";
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // Try once, as `try_read` does (a dead writer is cleared).
+            return self.try_read(live)?.ok_or_else(|| Error::timeout(what, timeout));
+        }
+        let deadline = Deadline::waiting_for(timeout, what);
         let mut spin = SpinWait::new();
         let mut slices = Slices::new();
         let mut last = 0; // the writer seen before the last sleep
@@ -193,7 +198,12 @@ impl RwLock {
         timeout: Option<Duration>,
     ) -> Result<RwLockWriteGuard<'a>> {
         let me = live.token().raw();
-        let deadline = Deadline::waiting_for(timeout, "the write lock (another holder has the lock)");
+        let what = "the write lock (another holder has the lock)";
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // Try once, as `try_write` does (dead holders are cleared).
+            return self.try_write(live)?.ok_or_else(|| Error::timeout(what, timeout));
+        }
+        let deadline = Deadline::waiting_for(timeout, what);
         let died = self.writer.acquire(live, me, &deadline)?;
         self.drain.forget_sleepers();
         fence(SeqCst);

@@ -134,6 +134,10 @@ impl WaitCell {
         if let Some(v) = ready() {
             return Ok(v);
         }
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // A zero timeout tries once and does not wait, not even by spinning.
+            return Err(Error::timeout("a wake-up", timeout));
+        }
         let deadline = Deadline::after(timeout);
         let mut spin = SpinWait::new();
         let mut turns = 0u32;

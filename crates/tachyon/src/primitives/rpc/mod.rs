@@ -497,6 +497,96 @@ where
     Arc::new(move |id, msg| f(id, msg).map_err(|e| e.to_string()))
 }
 
+/// Cancels blocking [`RpcBuffer::request_with_cancel`] calls from another
+/// thread: the .NET `CancellationToken` of a blocking RPC call.
+///
+/// Clones share one state. Once [`cancel`](Self::cancel) is called, every
+/// call watching the token returns [`Error::Interrupted`] (at once if it
+/// waits for its response, within about 20 ms if it waits for room to
+/// send), and calls that start later fail at once. Cancelling is for
+/// good: make a new token for new calls.
+///
+/// ```
+/// use tachyon::primitives::rpc::CancelToken;
+/// let token = CancelToken::new();
+/// let other = token.clone(); // e.g. moved into a signal-watching thread
+/// assert!(!token.is_cancelled());
+/// other.cancel();
+/// assert!(token.is_cancelled());
+/// ```
+#[derive(Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<CancelState>,
+}
+
+#[derive(Default)]
+struct CancelState {
+    cancelled: AtomicBool,
+    /// The pending requests watching the token.
+    slots: Mutex<Vec<Weak<Slot>>>,
+}
+
+impl CancelToken {
+    /// A token not cancelled yet.
+    ///
+    /// ```
+    /// # use tachyon::primitives::rpc::CancelToken;
+    /// assert!(!CancelToken::new().is_cancelled());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels every call watching the token, now and later. Thread-safe;
+    /// calling it again does nothing more.
+    ///
+    /// ```
+    /// # use tachyon::primitives::rpc::CancelToken;
+    /// let token = CancelToken::new();
+    /// token.cancel();
+    /// token.cancel();
+    /// assert!(token.is_cancelled());
+    /// ```
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        let slots = std::mem::take(&mut *self.inner.slots.lock().unwrap_or_else(|p| p.into_inner()));
+        for slot in slots.iter().filter_map(Weak::upgrade) {
+            slot.complete(Err(Error::Interrupted));
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called.
+    ///
+    /// ```
+    /// # use tachyon::primitives::rpc::CancelToken;
+    /// assert!(!CancelToken::new().is_cancelled());
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Makes `slot` complete with `Interrupted` when the token is
+    /// cancelled (at once if it is already).
+    fn watch(&self, slot: &Arc<Slot>) {
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under the lock that `cancel` drains under: either it sees
+        // this slot, or this sees its flag.
+        if self.is_cancelled() {
+            drop(slots);
+            slot.complete(Err(Error::Interrupted));
+            return;
+        }
+        slots.retain(|w| w.strong_count() > 0);
+        slots.push(Arc::downgrade(slot));
+    }
+}
+
+impl std::fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelToken").field("cancelled", &self.is_cancelled()).finish()
+    }
+}
+
 /// One end of a bi-directional RPC channel between two processes.
 ///
 /// * The end that **creates** the channel is its **server** (also called
@@ -864,13 +954,82 @@ impl RpcBuffer {
     /// [`Error::Remote`] (the handler failed or panicked),
     /// [`Error::Closed`] or [`Error::PeerDied`] (promptly, not after the
     /// timeout), [`Error::MessageTooLarge`].
+    ///
+    /// `timeout` is a deadline for the whole call, sending included. With
+    /// `Some(Duration::ZERO)` the request is still sent if its ring has
+    /// room now (the library's [rule](crate#timeouts): a zero timeout tries
+    /// once, it never does nothing): the peer handles it, and the call
+    /// returns `Err(Timeout)` at once, its `what` being `"the RPC
+    /// response"`, because it did not wait for the answer (the answer,
+    /// when it comes, is counted in `discarded_responses`). If the ring is
+    /// full, nothing is sent and the `what` is `"room in the RPC ring to
+    /// send a packet"`. This is the .NET `RemoteRequest(msg, 0)`; for
+    /// one-way messages [`notify`](Self::notify) says so better.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-zero-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, _msg: &[u8]| Ok::<_, String>(Vec::new()))
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// match client.request(b"fire and forget", Some(Duration::ZERO)) {
+    ///     Err(Error::Timeout { what: "the RPC response", .. }) => {} // sent, not waited for
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(client.stats().requests_sent, 1);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
-        self.inner.request(msg, timeout)
+        self.inner.request(msg, timeout, None)
+    }
+
+    /// [`request`](Self::request) that another thread can cancel through
+    /// `cancel`: [`CancelToken::cancel`] wakes this call at once if it
+    /// waits for the response, or within about 20 ms if it waits for room
+    /// to send, and it returns [`Error::Interrupted`]. A request cancelled
+    /// after it was sent stays sent (the peer may still handle it; its
+    /// response is dropped). A token already cancelled fails the call
+    /// before anything is sent. One token may serve any number of calls.
+    ///
+    /// The async form, [`request_async`](Self::request_async), is
+    /// cancelled by dropping its future.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::primitives::rpc::CancelToken;
+    /// use tachyon::{Error, RpcBuffer};
+    /// # let name = format!("doc-rpc-cancel-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, _msg: &[u8]| {
+    ///         std::thread::sleep(Duration::from_millis(200)); // a slow handler
+    ///         Ok::<_, String>(Vec::new())
+    ///     })
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let cancel = CancelToken::new();
+    /// std::thread::scope(|s| {
+    ///     let stop = cancel.clone();
+    ///     s.spawn(move || stop.cancel()); // e.g. on Ctrl+C, or a user's "Stop"
+    ///     let r = client.request_with_cancel(b"slow", None, &cancel);
+    ///     assert!(matches!(r, Err(Error::Interrupted)));
+    /// });
+    /// # drop(server);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn request_with_cancel(
+        &self,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Result<Vec<u8>> {
+        self.inner.request(msg, timeout, Some(cancel))
     }
 
     /// [`request`](Self::request) with the default timeout (30 s).
     pub fn call(&self, msg: &[u8]) -> Result<Vec<u8>> {
-        self.inner.request(msg, Some(self.inner.default_timeout))
+        self.inner.request(msg, Some(self.inner.default_timeout), None)
     }
 
     /// Sends a request now and returns a future of its response, which
@@ -905,14 +1064,24 @@ impl RpcClient {
 
     /// See [`RpcBuffer::request`].
     pub fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
-        self.inner()?.request(msg, timeout)
+        self.inner()?.request(msg, timeout, None)
+    }
+
+    /// See [`RpcBuffer::request_with_cancel`].
+    pub fn request_with_cancel(
+        &self,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Result<Vec<u8>> {
+        self.inner()?.request(msg, timeout, Some(cancel))
     }
 
     /// See [`RpcBuffer::call`].
     pub fn call(&self, msg: &[u8]) -> Result<Vec<u8>> {
         let inner = self.inner()?;
         let t = inner.default_timeout;
-        inner.request(msg, Some(t))
+        inner.request(msg, Some(t), None)
     }
 
     /// See [`RpcBuffer::request_async`].
@@ -1047,18 +1216,31 @@ impl Inner {
         Ok(())
     }
 
-    fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
+    fn request(
+        &self,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Vec<u8>> {
         self.check_open()?;
         self.check_not_inline()?;
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            return Err(Error::Interrupted);
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         let session = self.session();
         let (id, slot) = self.register(deadline, session.id);
-        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, deadline) {
+        // From here on `cancel` completes the slot with `Interrupted`.
+        if let Some(c) = cancel {
+            c.watch(&slot);
+        }
+        if let Err(e) = self.send_with(&session, MsgType::Request, id, 0, msg, deadline, cancel) {
             self.unregister(id);
             return Err(e);
         }
         Stats::add(&self.stats.c.requests_sent, 1);
-        if self.policy != WaitPolicy::Futex {
+        let zero = timeout.is_some_and(|t| t.is_zero());
+        if self.policy != WaitPolicy::Futex && !zero {
             // Look for the response a little before sleeping: the reader
             // thread (often on this same core) yields to us once it has it.
             let start = Instant::now();
@@ -1069,6 +1251,10 @@ impl Inner {
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
+                if matches!(r, Err(Error::Interrupted)) {
+                    drop(s);
+                    self.unregister(id); // a late response is discarded
+                }
                 return r;
             }
             let wait = match deadline {
@@ -1132,6 +1318,22 @@ impl Inner {
         msg: &[u8],
         deadline: Option<Instant>,
     ) -> Result<()> {
+        self.send_with(session, kind, id, response_to, msg, deadline, None)
+    }
+
+    /// [`send`](Self::send), giving up with [`Error::Interrupted`] (within
+    /// a tick) once `cancel` is cancelled.
+    #[allow(clippy::too_many_arguments)]
+    fn send_with(
+        &self,
+        session: &Session,
+        kind: MsgType,
+        id: u64,
+        response_to: u64,
+        msg: &[u8],
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
         // The smaller of this end's limit and the peer's (once it is known).
         let peer = if self.owner { CTL_OPENER_MAX } else { CTL_OWNER_MAX };
         let peer_max = self.ctl.get::<AtomicU64>(peer).map_or(0, |m| m.load(Ordering::Relaxed));
@@ -1153,11 +1355,17 @@ impl Inner {
                 index: index as u32,
                 count: count as u32,
             };
+            // A deadline that has passed (a zero timeout) still gets one
+            // attempt per packet: a zero timeout tries once.
+            let mut tried = false;
             loop {
                 self.check_open()?;
                 session.check_open()?;
+                if cancel.is_some_and(CancelToken::is_cancelled) {
+                    return Err(Error::Interrupted);
+                }
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                if left.is_some_and(|l| l.is_zero()) {
+                if tried && left.is_some_and(|l| l.is_zero()) {
                     Stats::add(&self.stats.c.timeouts, 1);
                     return Err(Error::timeout(
                         "room in the RPC ring to send a packet",
@@ -1170,7 +1378,7 @@ impl Inner {
                     node[HEADER..].copy_from_slice(chunk);
                 }) {
                     Ok(()) => break,
-                    Err(Error::Timeout { .. }) => continue,
+                    Err(Error::Timeout { .. }) => tried = true,
                     Err(e) => return Err(e),
                 }
             }
