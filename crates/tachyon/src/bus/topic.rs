@@ -384,11 +384,21 @@ struct TopicCore {
     name: String,
     partitions: u32,
     capacity: usize,
-    block: usize,
-    ring_off: usize,
     policy: WaitPolicy,
     index: usize,
     delivery: Delivery,
+    /// Each partition's ring and wait cells, checked once at attach.
+    parts: Box<[Partition]>,
+}
+
+/// Where one partition's shared state lies inside the region's mapping
+/// (found with the segment's checked accessors when the topic is
+/// attached, so the data path only indexes this table).
+struct Partition {
+    cursors: NonNull<Cursors>,
+    cells: NonNull<[Cell]>,
+    not_empty: NonNull<crate::sync::WaitCell>,
+    not_full: NonNull<crate::sync::WaitCell>,
 }
 
 // SAFETY: `entry` points into the region's mapping, which `region` keeps
@@ -433,14 +443,27 @@ impl Topic {
         {
             return Err(bad("topic ring offset", raw_off));
         }
+        let seg = region.segment();
+        let parts = (0..cfg.partitions as usize)
+            .map(|p| -> Result<Partition> {
+                let base = ring_off + p * cfg.block();
+                Ok(Partition {
+                    cursors: NonNull::from(seg.get::<Cursors>(base)?),
+                    cells: NonNull::from(
+                        seg.get_slice::<Cell>(base + PARTITION_HEADER, cfg.capacity as usize)?,
+                    ),
+                    not_empty: NonNull::from(seg.get::<crate::sync::WaitCell>(base + NOT_EMPTY)?),
+                    not_full: NonNull::from(seg.get::<crate::sync::WaitCell>(base + NOT_FULL)?),
+                })
+            })
+            .collect::<Result<Box<[Partition]>>>()?;
         let core = TopicCore {
+            parts,
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
             partitions: cfg.partitions,
             capacity: cfg.capacity as usize,
-            block: cfg.block(),
-            ring_off,
             policy: cfg.wait,
             index,
             delivery: cfg.delivery,
@@ -514,33 +537,37 @@ impl Topic {
         Ok(self.ring(partition)?.len() as usize)
     }
 
-    pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'_>> {
-        if partition >= self.core.partitions {
-            return Err(Error::invalid(format!(
-                "partition {partition} of topic {:?}, which has {} (0 to {})",
-                self.core.name,
-                self.core.partitions,
-                self.core.partitions - 1
-            )));
+    fn partition(&self, partition: u32) -> Result<&Partition> {
+        match self.core.parts.get(partition as usize) {
+            Some(p) => Ok(p),
+            None => Err(self.no_partition(partition)),
         }
-        let seg = self.region().segment();
-        let base = self.core.ring_off + partition as usize * self.core.block;
-        Ok(Ring {
-            cursors: seg.get(base)?,
-            cells: seg.get_slice(base + PARTITION_HEADER, self.core.capacity)?,
-        })
+    }
+
+    #[cold]
+    fn no_partition(&self, partition: u32) -> Error {
+        Error::invalid(format!(
+            "partition {partition} of topic {:?}, which has {} (0 to {})",
+            self.core.name,
+            self.core.partitions,
+            self.core.partitions - 1
+        ))
+    }
+
+    pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'_>> {
+        let p = self.partition(partition)?;
+        // SAFETY: both were formed at attach from checked references into
+        // the region's mapping, which `self.core.region` keeps mapped while
+        // `self` lives; cursors and cells are atomics (shared access only).
+        Ok(unsafe { Ring { cursors: p.cursors.as_ref(), cells: p.cells.as_ref() } })
     }
 
     pub(crate) fn waits(&self, partition: u32) -> Result<Waits<'_>> {
-        let seg = self.region().segment();
-        let base = self.core.ring_off + partition as usize * self.core.block;
-        Ok(Waits {
-            not_empty: seg.get(base + NOT_EMPTY)?,
-            not_full: seg.get(base + NOT_FULL)?,
-            policy: self.core.policy,
-            closed: None,
-            repaired: None,
-        })
+        let p = self.partition(partition)?;
+        // SAFETY: as in `ring`: checked at attach, kept mapped by the
+        // region; wait cells are atomics.
+        let (not_empty, not_full) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref()) };
+        Ok(Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None })
     }
 
     /// Takes a chunk for `size` bytes, LOANED to this process.

@@ -336,16 +336,15 @@ impl Segment {
     /// assert!(seg.get::<AtomicU64>(4096).is_err()); // out of bounds
     /// # Ok::<(), tachyon::Error>(())
     /// ```
+    #[inline]
     pub fn get<T: ShmSafe>(&self, offset: usize) -> Result<&T> {
         let size = std::mem::size_of::<T>();
         let align = std::mem::align_of::<T>();
-        if offset % align != 0 {
-            return Err(Error::invalid(format!(
-                "offset {offset} is not aligned to {align} bytes for {}",
-                std::any::type_name::<T>()
-            )));
+        // The checks inline into the caller (a mask and a compare, the
+        // sizes being constants); the message is built out of line.
+        if offset % align != 0 || !self.in_range(offset, size) {
+            return Err(self.bad_access(offset, size, align, std::any::type_name::<T>()));
         }
-        self.check_range(offset, size)?;
         // SAFETY: the range is inside the mapping (checked above) and
         // aligned; the mapping lives as long as `&self`; `T: ShmSafe` is
         // valid for any bits and only mutated through atomics.
@@ -354,17 +353,38 @@ impl Segment {
 
     /// A slice of `len` values of `T` starting at `offset` in the data area,
     /// checked as [`get`](Self::get) checks one value.
+    #[inline]
     pub fn get_slice<T: ShmSafe>(&self, offset: usize, len: usize) -> Result<&[T]> {
         let align = std::mem::align_of::<T>();
-        if offset % align != 0 {
-            return Err(Error::invalid(format!("offset {offset} is not aligned to {align} bytes")));
+        let bytes = len.checked_mul(std::mem::size_of::<T>());
+        if offset % align != 0 || !bytes.is_some_and(|b| self.in_range(offset, b)) {
+            return Err(self.bad_access(
+                offset,
+                bytes.unwrap_or(usize::MAX),
+                align,
+                std::any::type_name::<T>(),
+            ));
         }
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| Error::invalid(format!("{len} elements overflow the address space")))?;
-        self.check_range(offset, bytes)?;
         // SAFETY: as in `get`, for `len` consecutive values.
         Ok(unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(offset).cast::<T>(), len) })
+    }
+
+    #[inline]
+    fn in_range(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.data_size)
+    }
+
+    /// The error of a `get` or `get_slice` that failed its checks.
+    #[cold]
+    #[inline(never)]
+    fn bad_access(&self, offset: usize, bytes: usize, align: usize, what: &str) -> Error {
+        if offset % align != 0 {
+            Error::invalid(format!("offset {offset} is not aligned to {align} bytes for {what}"))
+        } else if bytes == usize::MAX {
+            Error::invalid(format!("{what} elements at {offset} overflow the address space"))
+        } else {
+            self.out_of_range(offset, bytes)
+        }
     }
 
     /// Copies `buf.len()` bytes out of the data area at `offset`.
@@ -387,13 +407,20 @@ impl Segment {
     }
 
     fn check_range(&self, offset: usize, len: usize) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.data_size => Ok(()),
-            _ => Err(Error::invalid(format!(
-                "range {offset}..{offset}+{len} is outside the segment's {} bytes",
-                self.data_size
-            ))),
+        if self.in_range(offset, len) {
+            Ok(())
+        } else {
+            Err(self.out_of_range(offset, len))
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn out_of_range(&self, offset: usize, len: usize) -> Error {
+        Error::invalid(format!(
+            "range {offset}..{offset}+{len} is outside the segment's {} bytes",
+            self.data_size
+        ))
     }
 
     /// Every attach slot in use, or left in use by a process that died,
