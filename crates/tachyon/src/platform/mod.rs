@@ -9,6 +9,8 @@
 //! * `fault`: fault injection points for the crash tests (debug builds);
 //! * `trace`: `tracing` events behind the `tracing` feature.
 
+#[cfg(not(tachyon_loom))]
+pub(crate) mod alarm;
 pub mod atomic;
 pub(crate) mod fault;
 #[cfg(not(tachyon_loom))]

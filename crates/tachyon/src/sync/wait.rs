@@ -306,6 +306,11 @@ impl SpinWait {
 /// `holder_gone` tells the loom model what the caller waits out: a lock
 /// waiter's slice elapses (in the model: ends) only to let it see that the
 /// holder died. The real futex ignores it.
+///
+/// A timeout of [`MIN_ALARM`](crate::platform::alarm::MIN_ALARM) or more is
+/// not given to the kernel: the sleep registers its deadline with the
+/// process's alarm thread and sleeps without a kernel timer, which would
+/// cost every wake-up its cancellation (see `platform::alarm`).
 #[cfg(not(tachyon_loom))]
 pub(crate) fn sleep(
     word: &AtomicU32,
@@ -313,7 +318,25 @@ pub(crate) fn sleep(
     timeout: Option<Duration>,
     _holder_gone: &dyn Fn() -> bool,
 ) -> Wake {
-    futex::wait(word, expected, timeout)
+    use crate::platform::alarm;
+    let Some(t) = timeout.filter(|t| *t >= alarm::MIN_ALARM) else {
+        return futex::wait(word, expected, timeout);
+    };
+    let Some(deadline) = Instant::now().checked_add(t) else {
+        return futex::wait(word, expected, None);
+    };
+    match alarm::arm(deadline, word) {
+        Some(armed) => {
+            futex::wait(word, expected, None);
+            drop(armed);
+            if Instant::now() >= deadline {
+                Wake::TimedOut
+            } else {
+                Wake::Woken
+            }
+        }
+        None => futex::wait(word, expected, timeout),
+    }
 }
 
 /// Wakes up to `count` sleepers on `word`.
