@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +34,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	code := m.Run()
+	for _, dir := range tempDirs {
+		os.RemoveAll(dir)
+	}
 	if left := leftovers(); len(left) > 0 {
 		fmt.Fprintln(os.Stderr, "left behind in /dev/shm:", left)
 		for _, f := range left {
@@ -302,4 +304,5 @@ func lines(sc *bufio.Scanner) []string {
 	return out
 }
 
-var cargoOnce sync.Once
+// tempDirs are removed when the tests end.
+var tempDirs []string

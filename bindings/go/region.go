@@ -9,6 +9,7 @@ import "C"
 import (
 	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -481,3 +482,29 @@ func (r *Region) Topics() ([]TopicInfo, error) {
 		return out, nil
 	}
 }
+
+// String returns "hybrid", "spin" or "futex".
+func (n Notify) String() string {
+	switch n {
+	case NotifyHybrid:
+		return "hybrid"
+	case NotifySpin:
+		return "spin"
+	case NotifyFutex:
+		return "futex"
+	}
+	return "Notify(" + itoa(int(n)) + ")"
+}
+
+// String returns "at-most-once" or "at-least-once".
+func (d Delivery) String() string {
+	switch d {
+	case AtMostOnce:
+		return "at-most-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	}
+	return "Delivery(" + itoa(int(d)) + ")"
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
