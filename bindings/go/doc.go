@@ -59,10 +59,16 @@
 // Loan.Bytes and Message.Data are slices over C memory (the shared
 // mapping): the Go garbage collector does not track them, and they must
 // not be used after Publish / Unloan / Release or after the Topic is
-// closed. Copy what must outlive the message. The binding passes Go
-// pointers to C only for the duration of a call (names, Send's data, the
-// out-parameters and the ty_msg_t inside a Message, none of which contain
-// Go pointers) and never stores a Go pointer in C memory, so it runs clean
+// closed. Copy what must outlive the message.
+//
+// The binding never stores a Go pointer in C memory, and C keeps no Go
+// pointer past a call. The Go pointers it passes are names (C.CString
+// copies), configurations and statistics out-structs, and the bytes given
+// to Send, Ring.Write / Read and Buffer.WriteAt / ReadAt, for the duration
+// of the call; none of them contains a Go pointer. Handles, loaned chunks
+// and messages are C memory: they cross as integers (uintptr_t) and come
+// back in structs returned by value, which spares cgo's run-time pointer
+// check and keeps Go variables off the heap (see shim.h). The tests pass
 // under GODEBUG=cgocheck=2.
 //
 // # Linking

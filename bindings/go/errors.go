@@ -2,7 +2,7 @@ package tachyon
 
 /*
 #include <stdlib.h>
-#include <tachyon/tachyon.h>
+#include "shim.h"
 */
 import "C"
 
@@ -122,13 +122,13 @@ var (
 	ErrInterrupted error = newSentinel(C.TY_EINTR, "interrupted", nil)
 )
 
-// fail builds the *Error of a failed C call; cerr (from the shim, may be
-// nil) is the library's message, freed here.
-func fail(op string, rc C.int, cerr *C.char) error {
-	e := &Error{Op: op, Code: int(rc)}
-	if cerr != nil {
-		e.Detail = C.GoString(cerr)
-		C.free(unsafe.Pointer(cerr))
+// fail builds the *Error of a failed call of the shim; the library's
+// message (may be NULL) is freed here.
+func fail(op string, r C.go_ty_res) error {
+	e := &Error{Op: op, Code: int(r.rc)}
+	if r.err != nil {
+		e.Detail = C.GoString(r.err)
+		C.free(unsafe.Pointer(r.err))
 	}
 	return e
 }

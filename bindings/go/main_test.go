@@ -59,7 +59,8 @@ func uniqueName(stem string) string {
 	return fmt.Sprintf("%s%d-%s", namePrefix, counter.Add(1), stem)
 }
 
-// leftovers lists the files of this test process's names in /dev/shm.
+// leftovers lists the files of this test process's names in /dev/shm
+// (the tests' and the examples', which end in -PID).
 func leftovers() []string {
 	dir := os.Getenv("TACHYON_SHM_DIR")
 	if dir == "" {
@@ -68,7 +69,7 @@ func leftovers() []string {
 	var left []string
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.Contains(e.Name(), namePrefix) {
+		if strings.Contains(e.Name(), namePrefix) || strings.HasSuffix(e.Name(), fmt.Sprintf("-%d", os.Getpid())) {
 			left = append(left, filepath.Join(dir, e.Name()))
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // process closes it. Safe for concurrent use.
 type Ring struct {
 	g    guard
-	p    *C.ty_ring_t
+	p    C.uintptr_t // the ty_ring_t*, C memory
 	node int
 }
 
@@ -36,12 +36,11 @@ func CreateRing(name string, count, nodeSize int) (*Ring, error) {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cn))
-	var p *C.ty_ring_t
-	var cerr *C.char
-	if rc := C.go_ty_ring_create(cn, C.size_t(count), C.size_t(nodeSize), &p, &cerr); rc != C.TY_OK {
-		return nil, fail(op, rc, cerr)
+	r := C.go_ty_ring_create(cn, C.size_t(count), C.size_t(nodeSize))
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
 	}
-	return newRing(p), nil
+	return newRing(handle(r.ptr)), nil
 }
 
 // OpenRing opens the existing ring name.
@@ -52,16 +51,15 @@ func OpenRing(name string) (*Ring, error) {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cn))
-	var p *C.ty_ring_t
-	var cerr *C.char
-	if rc := C.go_ty_ring_open(cn, &p, &cerr); rc != C.TY_OK {
-		return nil, fail(op, rc, cerr)
+	r := C.go_ty_ring_open(cn)
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
 	}
-	return newRing(p), nil
+	return newRing(handle(r.ptr)), nil
 }
 
-func newRing(p *C.ty_ring_t) *Ring {
-	r := &Ring{p: p, node: int(C.ty_ring_node_size(p))}
+func newRing(p C.uintptr_t) *Ring {
+	r := &Ring{p: p, node: int(C.go_ty_ring_node_size(p))}
 	runtime.SetFinalizer(r, (*Ring).Close)
 	return r
 }
@@ -80,7 +78,7 @@ func (r *Ring) Close() error {
 	if r == nil {
 		return closed("Ring.Close", true)
 	}
-	if !r.g.shut(func() { C.ty_ring_close(r.p); r.p = nil }) {
+	if !r.g.shut(func() { C.go_ty_ring_close(r.p); r.p = 0 }) {
 		return closed("Ring.Close", false)
 	}
 	runtime.SetFinalizer(r, nil)
@@ -122,9 +120,8 @@ func (r *Ring) write(op string, item []byte, timeout C.int64_t) error {
 	if len(item) > 0 {
 		p = unsafe.Pointer(&item[0])
 	}
-	var cerr *C.char
-	if rc := C.go_ty_ring_write(r.p, p, C.size_t(len(item)), timeout, &cerr); rc != C.TY_OK {
-		return fail(op, rc, cerr)
+	if r := C.go_ty_ring_write(r.p, p, C.size_t(len(item)), timeout); r.rc != C.TY_OK {
+		return fail(op, r)
 	}
 	return nil
 }
@@ -158,12 +155,11 @@ func (r *Ring) read(op string, buf []byte, timeout C.int64_t) (int, error) {
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
 	}
-	var n C.size_t
-	var cerr *C.char
-	if rc := C.go_ty_ring_read(r.p, p, C.size_t(len(buf)), &n, timeout, &cerr); rc != C.TY_OK {
-		return 0, fail(op, rc, cerr)
+	res := C.go_ty_ring_read(r.p, p, C.size_t(len(buf)), timeout)
+	if res.rc < 0 {
+		return 0, fail(op, res)
 	}
-	return int(n), nil
+	return int(res.rc), nil
 }
 
 // Buffer is a handle on a shared byte buffer: bytes at offsets, read and
@@ -172,7 +168,7 @@ func (r *Ring) read(op string, buf []byte, timeout C.int64_t) (int, error) {
 // the last process closes it. Safe for concurrent use.
 type Buffer struct {
 	g    guard
-	p    *C.ty_buffer_t
+	p    C.uintptr_t // the ty_buffer_t*, C memory
 	size int64
 }
 
@@ -188,12 +184,11 @@ func CreateBuffer(name string, size int) (*Buffer, error) {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cn))
-	var p *C.ty_buffer_t
-	var cerr *C.char
-	if rc := C.go_ty_buffer_create(cn, C.size_t(size), &p, &cerr); rc != C.TY_OK {
-		return nil, fail(op, rc, cerr)
+	r := C.go_ty_buffer_create(cn, C.size_t(size))
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
 	}
-	return newBuffer(p), nil
+	return newBuffer(handle(r.ptr)), nil
 }
 
 // OpenBuffer opens the existing byte buffer name.
@@ -204,16 +199,15 @@ func OpenBuffer(name string) (*Buffer, error) {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cn))
-	var p *C.ty_buffer_t
-	var cerr *C.char
-	if rc := C.go_ty_buffer_open(cn, &p, &cerr); rc != C.TY_OK {
-		return nil, fail(op, rc, cerr)
+	r := C.go_ty_buffer_open(cn)
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
 	}
-	return newBuffer(p), nil
+	return newBuffer(handle(r.ptr)), nil
 }
 
-func newBuffer(p *C.ty_buffer_t) *Buffer {
-	b := &Buffer{p: p, size: int64(C.ty_buffer_size(p))}
+func newBuffer(p C.uintptr_t) *Buffer {
+	b := &Buffer{p: p, size: int64(C.go_ty_buffer_size(p))}
 	runtime.SetFinalizer(b, (*Buffer).Close)
 	return b
 }
@@ -232,7 +226,7 @@ func (b *Buffer) Close() error {
 	if b == nil {
 		return closed("Buffer.Close", true)
 	}
-	if !b.g.shut(func() { C.ty_buffer_close(b.p); b.p = nil }) {
+	if !b.g.shut(func() { C.go_ty_buffer_close(b.p); b.p = 0 }) {
 		return closed("Buffer.Close", false)
 	}
 	runtime.SetFinalizer(b, nil)
@@ -266,15 +260,14 @@ func (b *Buffer) access(op string, p []byte, off int64, write bool) (int, error)
 	if len(p) > 0 {
 		ptr = unsafe.Pointer(&p[0])
 	}
-	var cerr *C.char
-	var rc C.int
+	var r C.go_ty_res
 	if write {
-		rc = C.go_ty_buffer_write(b.p, C.size_t(off), ptr, C.size_t(len(p)), &cerr)
+		r = C.go_ty_buffer_write(b.p, C.size_t(off), ptr, C.size_t(len(p)))
 	} else {
-		rc = C.go_ty_buffer_read(b.p, C.size_t(off), ptr, C.size_t(len(p)), &cerr)
+		r = C.go_ty_buffer_read(b.p, C.size_t(off), ptr, C.size_t(len(p)))
 	}
-	if rc != C.TY_OK {
-		return 0, fail(op, rc, cerr)
+	if r.rc != C.TY_OK {
+		return 0, fail(op, r)
 	}
 	return len(p), nil
 }

@@ -3,92 +3,116 @@
 
 #include "shim.h"
 
-static int keep(int rc, char** err) {
-    if (rc < 0 && rc != TY_EAGAIN && rc != TY_ETIMEDOUT && err != NULL) {
-        *err = strdup(ty_last_error());
+#define REG(h) ((const ty_region_t*)(h))
+#define TOPIC(h) ((const ty_topic_t*)(h))
+#define RING(h) ((const ty_ring_t*)(h))
+#define BUF(h) ((const ty_buffer_t*)(h))
+
+/* The result of a call that returned rc (and ptr). */
+static go_ty_res res(int64_t rc, void* ptr) {
+    go_ty_res r = {rc, NULL, ptr};
+    if (rc < 0 && rc != TY_EAGAIN && rc != TY_ETIMEDOUT) {
+        r.err = strdup(ty_last_error());
     }
-    return rc;
+    return r;
 }
 
-int go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create, ty_region_t** out, char** err) {
-    return keep(create ? ty_region_create(name, conf, out) : ty_region_open(name, conf, out), err);
+go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create) {
+    ty_region_t* out = NULL;
+    int rc = create ? ty_region_create(name, conf, &out) : ty_region_open(name, conf, &out);
+    return res(rc, out);
 }
-int go_ty_region_remove(const char* name, char** err) { return keep(ty_region_remove(name), err); }
-int go_ty_region_recover(const ty_region_t* reg, ty_recovered_t* out, char** err) {
-    return keep(ty_region_recover(reg, out), err);
+go_ty_res go_ty_region_remove(const char* name) { return res(ty_region_remove(name), NULL); }
+void go_ty_region_close(uintptr_t reg) { ty_region_close((ty_region_t*)reg); }
+go_ty_res go_ty_region_recover(uintptr_t reg, ty_recovered_t* out, int on_open) {
+    return res(on_open ? ty_region_recovered_on_open(REG(reg), out) : ty_region_recover(REG(reg), out), NULL);
 }
-int go_ty_region_recovered_on_open(const ty_region_t* reg, ty_recovered_t* out, char** err) {
-    return keep(ty_region_recovered_on_open(reg, out), err);
+go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out) {
+    return res(ty_region_pool_stats(REG(reg), out), NULL);
 }
-int go_ty_region_pool_stats(const ty_region_t* reg, ty_pool_stats_t* out, char** err) {
-    return keep(ty_region_pool_stats(reg, out), err);
+go_ty_res go_ty_region_heartbeat(uintptr_t reg) { return res(ty_region_heartbeat(REG(reg)), NULL); }
+go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap) {
+    return res(ty_region_topics(REG(reg), out, cap), NULL);
 }
-int go_ty_region_heartbeat(const ty_region_t* reg, char** err) { return keep(ty_region_heartbeat(reg), err); }
-int64_t go_ty_region_topics(const ty_region_t* reg, ty_topic_info_t* out, size_t cap, char** err) {
-    int n = ty_region_topics(reg, out, cap);
-    return n < 0 ? keep(n, err) : n;
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf) {
+    ty_topic_t* out = NULL;
+    int rc = ty_topic_create(REG(reg), name, conf, &out);
+    return res(rc, out);
 }
-int go_ty_topic_create(const ty_region_t* reg, const char* name, const ty_topic_conf_t* conf, ty_topic_t** out,
-                       char** err) {
-    return keep(ty_topic_create(reg, name, conf, out), err);
+go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {
+    ty_topic_t* out = NULL;
+    int rc = ty_topic_open(REG(reg), name, &out);
+    return res(rc, out);
 }
-int go_ty_topic_open(const ty_region_t* reg, const char* name, ty_topic_t** out, char** err) {
-    return keep(ty_topic_open(reg, name, out), err);
+void go_ty_topic_close(uintptr_t t) { ty_topic_close((ty_topic_t*)t); }
+int go_ty_topic_partitions(uintptr_t t) { return ty_topic_partitions(TOPIC(t)); }
+int go_ty_partition_of(uintptr_t t, uint64_t key) { return ty_partition_of(TOPIC(t), key); }
+go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out) { return res(ty_topic_stats(TOPIC(t), out), NULL); }
+go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition) {
+    return res(ty_topic_depth(TOPIC(t), partition), NULL);
 }
-int go_ty_topic_stats(const ty_topic_t* t, ty_topic_stats_t* out, char** err) {
-    return keep(ty_topic_stats(t, out), err);
+go_ty_res go_ty_loan(uintptr_t t, size_t size, int64_t timeout_ns, int try_) {
+    void* buf = NULL;
+    int rc = try_ ? ty_try_loan(TOPIC(t), size, &buf) : ty_loan_timed(TOPIC(t), size, &buf, timeout_ns);
+    return res(rc, buf);
 }
-int64_t go_ty_topic_depth(const ty_topic_t* t, uint32_t partition, char** err) {
-    int64_t n = ty_topic_depth(t, partition);
-    return n < 0 ? keep((int)n, err) : n;
+go_ty_res go_ty_publish(uintptr_t t, uintptr_t buf, size_t len, uint64_t key, int64_t timeout_ns, int try_) {
+    const void* b = (const void*)buf;
+    int rc = try_ ? ty_try_publish(TOPIC(t), b, len, key) : ty_publish_timed(TOPIC(t), b, len, key, timeout_ns);
+    return res(rc, NULL);
 }
-int go_ty_loan(const ty_topic_t* t, size_t size, void** buf, int64_t timeout_ns, uint32_t flags, char** err) {
-    ty_loan_opts_t opts = ty_loan_opts_default;
-    opts.timeout_ns = timeout_ns;
-    opts.flags = flags;
-    return keep(ty_loan(t, size, buf, &opts), err);
+go_ty_res go_ty_unloan(uintptr_t t, uintptr_t buf) { return res(ty_unloan(TOPIC(t), (const void*)buf), NULL); }
+go_ty_res go_ty_send(uintptr_t t, const void* data, size_t len, uint64_t key, int64_t timeout_ns) {
+    return res(ty_send(TOPIC(t), data, len, key, timeout_ns), NULL);
 }
-int go_ty_publish(const ty_topic_t* t, const void* buf, size_t len, uint64_t key, int64_t timeout_ns, char** err) {
-    return keep(ty_publish_timed(t, buf, len, key, timeout_ns), err);
+go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, int try_) {
+    ty_msg_t m;
+    int rc = try_ ? ty_try_subscribe(TOPIC(t), partition, &m) : ty_subscribe(TOPIC(t), partition, &m, timeout_ns);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
+    return out;
 }
-int go_ty_try_publish(const ty_topic_t* t, const void* buf, size_t len, uint64_t key, char** err) {
-    return keep(ty_try_publish(t, buf, len, key), err);
+go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle) {
+    ty_msg_t m = {(const void*)data, len, partition, 0, handle};
+    return res(ty_release(TOPIC(t), &m), NULL);
 }
-int go_ty_try_loan(const ty_topic_t* t, size_t size, void** buf, char** err) {
-    return keep(ty_try_loan(t, size, buf), err);
+go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size) {
+    ty_ring_t* out = NULL;
+    int rc = ty_ring_create(name, count, size, &out);
+    return res(rc, out);
 }
-int go_ty_try_subscribe(const ty_topic_t* t, uint32_t partition, ty_msg_t* m, char** err) {
-    return keep(ty_try_subscribe(t, partition, m), err);
+go_ty_res go_ty_ring_open(const char* name) {
+    ty_ring_t* out = NULL;
+    int rc = ty_ring_open(name, &out);
+    return res(rc, out);
 }
-int go_ty_unloan(const ty_topic_t* t, const void* buf, char** err) { return keep(ty_unloan(t, buf), err); }
-int go_ty_send(const ty_topic_t* t, const void* data, size_t len, uint64_t key, int64_t timeout_ns, char** err) {
-    return keep(ty_send(t, data, len, key, timeout_ns), err);
+void go_ty_ring_close(uintptr_t r) { ty_ring_close((ty_ring_t*)r); }
+size_t go_ty_ring_node_size(uintptr_t r) { return ty_ring_node_size(RING(r)); }
+go_ty_res go_ty_ring_write(uintptr_t r, const void* data, size_t len, int64_t timeout_ns) {
+    return res(ty_ring_write(RING(r), data, len, timeout_ns), NULL);
 }
-int go_ty_subscribe(const ty_topic_t* t, uint32_t partition, ty_msg_t* m, int64_t timeout_ns, char** err) {
-    return keep(ty_subscribe(t, partition, m, timeout_ns), err);
+go_ty_res go_ty_ring_read(uintptr_t r, void* buf, size_t cap, int64_t timeout_ns) {
+    size_t len = 0;
+    int rc = ty_ring_read(RING(r), buf, cap, &len, timeout_ns);
+    return res(rc == TY_OK ? (int64_t)len : rc, NULL);
 }
-int go_ty_release(const ty_topic_t* t, ty_msg_t* m, char** err) { return keep(ty_release(t, m), err); }
-int go_ty_ring_create(const char* name, size_t count, size_t size, ty_ring_t** out, char** err) {
-    return keep(ty_ring_create(name, count, size, out), err);
+go_ty_res go_ty_buffer_create(const char* name, size_t size) {
+    ty_buffer_t* out = NULL;
+    int rc = ty_buffer_create(name, size, &out);
+    return res(rc, out);
 }
-int go_ty_ring_open(const char* name, ty_ring_t** out, char** err) { return keep(ty_ring_open(name, out), err); }
-int go_ty_ring_write(const ty_ring_t* r, const void* data, size_t len, int64_t timeout_ns, char** err) {
-    return keep(ty_ring_write(r, data, len, timeout_ns), err);
+go_ty_res go_ty_buffer_open(const char* name) {
+    ty_buffer_t* out = NULL;
+    int rc = ty_buffer_open(name, &out);
+    return res(rc, out);
 }
-int go_ty_ring_read(const ty_ring_t* r, void* buf, size_t cap, size_t* len, int64_t timeout_ns, char** err) {
-    return keep(ty_ring_read(r, buf, cap, len, timeout_ns), err);
+void go_ty_buffer_close(uintptr_t b) { ty_buffer_close((ty_buffer_t*)b); }
+size_t go_ty_buffer_size(uintptr_t b) { return ty_buffer_size(BUF(b)); }
+go_ty_res go_ty_buffer_write(uintptr_t b, size_t offset, const void* data, size_t len) {
+    return res(ty_buffer_write(BUF(b), offset, data, len), NULL);
 }
-int go_ty_buffer_create(const char* name, size_t size, ty_buffer_t** out, char** err) {
-    return keep(ty_buffer_create(name, size, out), err);
-}
-int go_ty_buffer_open(const char* name, ty_buffer_t** out, char** err) {
-    return keep(ty_buffer_open(name, out), err);
-}
-int go_ty_buffer_write(const ty_buffer_t* b, size_t offset, const void* data, size_t len, char** err) {
-    return keep(ty_buffer_write(b, offset, data, len), err);
-}
-int go_ty_buffer_read(const ty_buffer_t* b, size_t offset, void* out, size_t len, char** err) {
-    return keep(ty_buffer_read(b, offset, out, len), err);
+go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len) {
+    return res(ty_buffer_read(BUF(b), offset, out, len), NULL);
 }
 
 int go_ty_nop(void) { return 0; }

@@ -1,11 +1,22 @@
-/* The binding's C side: one wrapper per libtachyon call whose failure the
- * Go code reports. libtachyon keeps the text of the last failure per OS
- * thread (ty_last_error); a goroutine may move to another thread between
- * two cgo calls, so the text must be taken in the same C call as the
- * failure. On failure (other than TY_EAGAIN and TY_ETIMEDOUT, whose text
- * says nothing more than the code) each wrapper stores a malloc'd copy of
- * it in *err, which the Go side frees; on success it touches nothing.
- * No pointer to Go memory is kept by C past the call (the cgo rules). */
+/* The binding's C side: thin wrappers over libtachyon, for two reasons.
+ *
+ * 1. libtachyon keeps the text of the last failure per OS thread
+ *    (ty_last_error), and a goroutine may move to another thread between
+ *    two cgo calls: the text must be taken in the same C call as the
+ *    failure. Each wrapper returns, by value, the status and, on failure
+ *    (other than TY_EAGAIN and TY_ETIMEDOUT, whose text says nothing more
+ *    than the code), a malloc'd copy of the text, which the Go side frees.
+ * 2. Cost. cgo checks every pointer argument at run time (cgocheck) and
+ *    makes Go variables whose address is passed escape to the heap. The
+ *    handles and loaned chunks are C memory, so they are passed as
+ *    uintptr_t (nothing to check), results come back in the returned
+ *    struct rather than through out-parameters, and a received message
+ *    comes back as a value (go_ty_msg) and goes back to ty_release as
+ *    values. The only Go pointers given to C are names, configurations,
+ *    statistics out-structs and the bytes of Send / ring / buffer calls,
+ *    none of which contains a Go pointer or is kept after the call (the
+ *    cgo rules).
+ */
 #ifndef TACHYON_GO_SHIM_H
 #define TACHYON_GO_SHIM_H
 
@@ -13,35 +24,58 @@
 #include <stdlib.h>
 #include <tachyon/tachyon.h>
 
-int go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create, ty_region_t** out, char** err);
-int go_ty_region_remove(const char* name, char** err);
-int go_ty_region_recover(const ty_region_t* reg, ty_recovered_t* out, char** err);
-int go_ty_region_recovered_on_open(const ty_region_t* reg, ty_recovered_t* out, char** err);
-int go_ty_region_pool_stats(const ty_region_t* reg, ty_pool_stats_t* out, char** err);
-int go_ty_region_heartbeat(const ty_region_t* reg, char** err);
-int64_t go_ty_region_topics(const ty_region_t* reg, ty_topic_info_t* out, size_t cap, char** err);
-int go_ty_topic_create(const ty_region_t* reg, const char* name, const ty_topic_conf_t* conf, ty_topic_t** out,
-                       char** err);
-int go_ty_topic_open(const ty_region_t* reg, const char* name, ty_topic_t** out, char** err);
-int go_ty_topic_stats(const ty_topic_t* t, ty_topic_stats_t* out, char** err);
-int64_t go_ty_topic_depth(const ty_topic_t* t, uint32_t partition, char** err);
-int go_ty_loan(const ty_topic_t* t, size_t size, void** buf, int64_t timeout_ns, uint32_t flags, char** err);
-int go_ty_publish(const ty_topic_t* t, const void* buf, size_t len, uint64_t key, int64_t timeout_ns, char** err);
-int go_ty_try_publish(const ty_topic_t* t, const void* buf, size_t len, uint64_t key, char** err);
-int go_ty_try_loan(const ty_topic_t* t, size_t size, void** buf, char** err);
-int go_ty_try_subscribe(const ty_topic_t* t, uint32_t partition, ty_msg_t* m, char** err);
-int go_ty_unloan(const ty_topic_t* t, const void* buf, char** err);
-int go_ty_send(const ty_topic_t* t, const void* data, size_t len, uint64_t key, int64_t timeout_ns, char** err);
-int go_ty_subscribe(const ty_topic_t* t, uint32_t partition, ty_msg_t* m, int64_t timeout_ns, char** err);
-int go_ty_release(const ty_topic_t* t, ty_msg_t* m, char** err);
-int go_ty_ring_create(const char* name, size_t count, size_t size, ty_ring_t** out, char** err);
-int go_ty_ring_open(const char* name, ty_ring_t** out, char** err);
-int go_ty_ring_write(const ty_ring_t* r, const void* data, size_t len, int64_t timeout_ns, char** err);
-int go_ty_ring_read(const ty_ring_t* r, void* buf, size_t cap, size_t* len, int64_t timeout_ns, char** err);
-int go_ty_buffer_create(const char* name, size_t size, ty_buffer_t** out, char** err);
-int go_ty_buffer_open(const char* name, ty_buffer_t** out, char** err);
-int go_ty_buffer_write(const ty_buffer_t* b, size_t offset, const void* data, size_t len, char** err);
-int go_ty_buffer_read(const ty_buffer_t* b, size_t offset, void* out, size_t len, char** err);
+typedef struct go_ty_res {
+    int64_t rc; /* TY_OK, a TY_E* code, or a count (topics, depth, length) */
+    char* err;  /* NULL, or the failure's text: free it */
+    void* ptr;  /* the pointer result: a handle or a loaned chunk */
+} go_ty_res;
+
+/* A received message: ty_msg_t's fields, and the status. */
+typedef struct go_ty_msg {
+    int64_t rc;
+    char* err;
+    void* data;
+    size_t len;
+    uint64_t handle;
+    uint32_t partition;
+} go_ty_msg;
+
+go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create);
+go_ty_res go_ty_region_remove(const char* name);
+void go_ty_region_close(uintptr_t reg);
+go_ty_res go_ty_region_recover(uintptr_t reg, ty_recovered_t* out, int on_open);
+go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out);
+go_ty_res go_ty_region_heartbeat(uintptr_t reg);
+go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap);
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf);
+go_ty_res go_ty_topic_open(uintptr_t reg, const char* name);
+void go_ty_topic_close(uintptr_t t);
+int go_ty_topic_partitions(uintptr_t t);
+int go_ty_partition_of(uintptr_t t, uint64_t key);
+go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out);
+go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition);
+/* try: ty_try_loan, else ty_loan with the timeout. */
+go_ty_res go_ty_loan(uintptr_t t, size_t size, int64_t timeout_ns, int try_);
+/* try: ty_try_publish, else ty_publish_timed. */
+go_ty_res go_ty_publish(uintptr_t t, uintptr_t buf, size_t len, uint64_t key, int64_t timeout_ns, int try_);
+go_ty_res go_ty_unloan(uintptr_t t, uintptr_t buf);
+go_ty_res go_ty_send(uintptr_t t, const void* data, size_t len, uint64_t key, int64_t timeout_ns);
+/* try: ty_try_subscribe, else ty_subscribe. */
+go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, int try_);
+go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
+go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
+go_ty_res go_ty_ring_open(const char* name);
+void go_ty_ring_close(uintptr_t r);
+size_t go_ty_ring_node_size(uintptr_t r);
+go_ty_res go_ty_ring_write(uintptr_t r, const void* data, size_t len, int64_t timeout_ns);
+/* rc: the item's length. */
+go_ty_res go_ty_ring_read(uintptr_t r, void* buf, size_t cap, int64_t timeout_ns);
+go_ty_res go_ty_buffer_create(const char* name, size_t size);
+go_ty_res go_ty_buffer_open(const char* name);
+void go_ty_buffer_close(uintptr_t b);
+size_t go_ty_buffer_size(uintptr_t b);
+go_ty_res go_ty_buffer_write(uintptr_t b, size_t offset, const void* data, size_t len);
+go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
 
 /* Does nothing: the benchmarks' measure of a bare cgo call. */
 int go_ty_nop(void);

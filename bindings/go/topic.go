@@ -23,7 +23,7 @@ const slice = 5 * time.Millisecond
 // and messages taken through it are published and released through it.
 type Topic struct {
 	g     guard
-	p     *C.ty_topic_t
+	p     C.uintptr_t // the ty_topic_t*, C memory
 	name  string
 	parts int
 }
@@ -54,7 +54,7 @@ func (t *Topic) Close() error {
 	if t == nil {
 		return closed("Topic.Close", true)
 	}
-	if !t.g.shut(func() { C.ty_topic_close(t.p); t.p = nil }) {
+	if !t.g.shut(func() { C.go_ty_topic_close(t.p); t.p = 0 }) {
 		return closed("Topic.Close", false)
 	}
 	runtime.SetFinalizer(t, nil)
@@ -85,8 +85,9 @@ func (t *Topic) PartitionOf(key uint64) int {
 	if t.enter("Topic.PartitionOf") != nil {
 		return -1
 	}
-	defer t.g.leave()
-	return int(C.ty_partition_of(t.p, C.uint64_t(key)))
+	n := int(C.go_ty_partition_of(t.p, C.uint64_t(key)))
+	t.g.leave()
+	return n
 }
 
 // TopicStats is a topic's configuration and counters (since it was
@@ -126,9 +127,8 @@ func (t *Topic) Stats() (TopicStats, error) {
 	}
 	defer t.g.leave()
 	var out C.ty_topic_stats_t
-	var cerr *C.char
-	if rc := C.go_ty_topic_stats(t.p, &out, &cerr); rc != C.TY_OK {
-		return TopicStats{}, fail(op, rc, cerr)
+	if r := C.go_ty_topic_stats(t.p, &out); r.rc != C.TY_OK {
+		return TopicStats{}, fail(op, r)
 	}
 	return statsFromC(&out), nil
 }
@@ -145,12 +145,11 @@ func (t *Topic) Depth(partition int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var cerr *C.char
-	n := C.go_ty_topic_depth(t.p, p, &cerr)
-	if n < 0 {
-		return 0, fail(op, C.int(n), cerr)
+	r := C.go_ty_topic_depth(t.p, p)
+	if r.rc < 0 {
+		return 0, fail(op, r)
 	}
-	return int(n), nil
+	return int(r.rc), nil
 }
 
 // Loan is a chunk of the pool loaned for one message: write it through
@@ -178,19 +177,12 @@ func (t *Topic) loan(op string, size int, timeout C.int64_t, try bool) (*Loan, e
 	if err := t.enter(op); err != nil {
 		return nil, err
 	}
-	var buf unsafe.Pointer
-	var cerr *C.char
-	var rc C.int
-	if try {
-		rc = C.go_ty_try_loan(t.p, C.size_t(size), &buf, &cerr)
-	} else {
-		rc = C.go_ty_loan(t.p, C.size_t(size), &buf, timeout, 0, &cerr)
-	}
+	r := C.go_ty_loan(t.p, C.size_t(size), timeout, cbool(try))
 	t.g.leave()
-	if rc != C.TY_OK {
-		return nil, fail(op, rc, cerr)
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
 	}
-	return &Loan{t: t, buf: buf, data: unsafe.Slice((*byte)(buf), size)}, nil
+	return &Loan{t: t, buf: r.ptr, data: unsafe.Slice((*byte)(r.ptr), size)}, nil
 }
 
 // Loan loans a chunk of size bytes (at most MaxMessage), waiting for a
@@ -277,19 +269,13 @@ func (l *Loan) publish(op string, n int, key uint64, timeout C.int64_t, try bool
 	if err := t.enter(op); err != nil {
 		return err
 	}
-	var cerr *C.char
-	var rc C.int
-	if try {
-		rc = C.go_ty_try_publish(t.p, l.buf, C.size_t(n), C.uint64_t(key), &cerr)
-	} else {
-		rc = C.go_ty_publish(t.p, l.buf, C.size_t(n), C.uint64_t(key), timeout, &cerr)
-	}
+	r := C.go_ty_publish(t.p, handle(l.buf), C.size_t(n), C.uint64_t(key), timeout, cbool(try))
 	t.g.leave()
-	if rc != C.TY_EINVAL {
+	if r.rc != C.TY_EINVAL {
 		l.buf, l.data = nil, nil
 	}
-	if rc != C.TY_OK {
-		return fail(op, rc, cerr)
+	if r.rc != C.TY_OK {
+		return fail(op, r)
 	}
 	return nil
 }
@@ -328,12 +314,11 @@ func (l *Loan) Unloan() error {
 	if err := t.enter(op); err != nil {
 		return err
 	}
-	var cerr *C.char
-	rc := C.go_ty_unloan(t.p, l.buf, &cerr)
+	r := C.go_ty_unloan(t.p, handle(l.buf))
 	t.g.leave()
 	l.buf, l.data = nil, nil
-	if rc != C.TY_OK {
-		return fail(op, rc, cerr)
+	if r.rc != C.TY_OK {
+		return fail(op, r)
 	}
 	return nil
 }
@@ -376,11 +361,10 @@ func (t *Topic) send(op string, data []byte, key uint64, timeout C.int64_t) erro
 	if len(data) > 0 {
 		p = unsafe.Pointer(&data[0])
 	}
-	var cerr *C.char
-	rc := C.go_ty_send(t.p, p, C.size_t(len(data)), C.uint64_t(key), timeout, &cerr)
+	r := C.go_ty_send(t.p, p, C.size_t(len(data)), C.uint64_t(key), timeout)
 	t.g.leave()
-	if rc != C.TY_OK {
-		return fail(op, rc, cerr)
+	if r.rc != C.TY_OK {
+		return fail(op, r)
 	}
 	return nil
 }
@@ -388,9 +372,12 @@ func (t *Topic) send(op string, data []byte, key uint64, timeout C.int64_t) erro
 // Message is a received message: its bytes stay in shared memory until
 // Release. Not safe for concurrent use.
 type Message struct {
-	t    *Topic
-	m    C.ty_msg_t
-	data []byte
+	t      *Topic
+	data   []byte         // over ptr; nil once released
+	ptr    unsafe.Pointer // ty_msg_t.data, C memory
+	handle uint64         // ty_msg_t.handle; 0 once released
+	len    int
+	part   uint32
 }
 
 // Data returns the message's bytes, a read-only view of shared memory
@@ -408,7 +395,7 @@ func (m *Message) Partition() int {
 	if m == nil {
 		return -1
 	}
-	return int(m.m.partition)
+	return int(m.part)
 }
 
 // Release gives the message's chunk back to the pool; Data becomes
@@ -418,7 +405,7 @@ func (m *Message) Release() error {
 	if m == nil || m.t == nil {
 		return invalid(op, "nil message")
 	}
-	if m.m.handle == 0 {
+	if m.handle == 0 {
 		return invalid(op, "the message was released already")
 	}
 	t := m.t
@@ -426,11 +413,11 @@ func (m *Message) Release() error {
 	if err := t.enter(op); err != nil {
 		return err
 	}
-	var cerr *C.char
-	rc := C.go_ty_release(t.p, &m.m, &cerr)
+	r := C.go_ty_release(t.p, handle(m.ptr), C.size_t(m.len), C.uint32_t(m.part), C.uint64_t(m.handle))
 	t.g.leave()
-	if rc != C.TY_OK {
-		return fail(op, rc, cerr)
+	m.handle, m.ptr = 0, nil
+	if r.rc != C.TY_OK {
+		return fail(op, r)
 	}
 	return nil
 }
@@ -438,7 +425,7 @@ func (m *Message) Release() error {
 // Close releases the message if it was not released, and does nothing
 // otherwise, so that defer msg.Close() is always right.
 func (m *Message) Close() error {
-	if m == nil || m.m.handle == 0 {
+	if m == nil || m.handle == 0 {
 		return nil
 	}
 	return m.Release()
@@ -453,20 +440,14 @@ func (t *Topic) receive(op string, partition int, timeout C.int64_t, try bool) (
 		t.g.leave()
 		return nil, err
 	}
-	msg := &Message{t: t}
-	var cerr *C.char
-	var rc C.int
-	if try {
-		rc = C.go_ty_try_subscribe(t.p, p, &msg.m, &cerr)
-	} else {
-		rc = C.go_ty_subscribe(t.p, p, &msg.m, timeout, &cerr)
-	}
+	r := C.go_ty_subscribe(t.p, p, timeout, cbool(try))
 	t.g.leave()
-	if rc != C.TY_OK {
-		return nil, fail(op, rc, cerr)
+	if r.rc != C.TY_OK {
+		return nil, fail(op, C.go_ty_res{rc: r.rc, err: r.err})
 	}
-	if msg.m.len > 0 {
-		msg.data = unsafe.Slice((*byte)(msg.m.data), int(msg.m.len))
+	msg := &Message{t: t, ptr: r.data, handle: uint64(r.handle), len: int(r.len), part: uint32(r.partition)}
+	if r.len > 0 {
+		msg.data = unsafe.Slice((*byte)(r.data), int(r.len))
 	} else {
 		msg.data = []byte{}
 	}
@@ -497,4 +478,12 @@ func (t *Topic) ReceiveContext(ctx context.Context, partition int) (*Message, er
 		return retry(err, C.TY_ETIMEDOUT), err
 	})
 	return m, err
+}
+
+// cbool converts a flag for C.
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
