@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -597,4 +598,22 @@ func TestRingAndBuffer(t *testing.T) {
 	var nb *Buffer
 	_, err = nb.ReadAt(got, 0)
 	wantErr(t, err, ErrInvalid)
+}
+
+// A topic dropped without Close is closed by its finalizer, which returns
+// its outstanding loan to the pool (the safety net).
+func TestFinalizerClosesDroppedTopic(t *testing.T) {
+	reg, _ := newRegion(t)
+	before := must(reg.PoolStats())(t)
+	func() {
+		topic := must(reg.CreateTopic("t", nil))(t)
+		must(topic.Loan(100))(t) // neither published nor returned
+	}()
+	if during := must(reg.PoolStats())(t); during == before {
+		t.Fatal("the loan is not visible in the pool")
+	}
+	waitFor(t, "returned by the finalizer", func() bool {
+		runtime.GC()
+		return must(reg.PoolStats())(t) == before
+	})
 }
