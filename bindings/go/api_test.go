@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -616,4 +617,72 @@ func TestFinalizerClosesDroppedTopic(t *testing.T) {
 		runtime.GC()
 		return must(reg.PoolStats())(t) == before
 	})
+}
+
+func TestRPC(t *testing.T) {
+	name := uniqueName("rpc")
+	var calls atomic.Int64
+	owner := must(CreateRPC(name, func(req []byte) ([]byte, error) {
+		calls.Add(1)
+		switch string(req) {
+		case "fail":
+			return nil, errors.New("asked to fail")
+		case "panic":
+			panic("asked to panic")
+		}
+		return bytes.ToUpper(req), nil
+	}))(t)
+	defer owner.Close()
+	_, err := CreateRPC(name, nil)
+	wantErr(t, err, ErrExists)
+	_, err = OpenRPC(uniqueName("none"), nil)
+	wantErr(t, err, ErrNotFound)
+	client := must(OpenRPC(name, nil))(t)
+	_, err = OpenRPC(name, nil)
+	wantErr(t, err, ErrBusy)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				req := fmt.Sprintf("call %d.%d", g, i)
+				resp, err := client.Call([]byte(req), bound)
+				if err == nil && string(resp) != strings.ToUpper(req) {
+					err = fmt.Errorf("%q answered %q", req, resp)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		check(t, err)
+	}
+	if calls.Load() != 200 {
+		t.Fatalf("%d calls handled", calls.Load())
+	}
+	resp := must(client.Call(nil, bound))(t)
+	if len(resp) != 0 {
+		t.Fatalf("empty request answered %q", resp)
+	}
+	_, err = client.Call([]byte("fail"), bound)
+	wantErr(t, err, ErrRemote)
+	_, err = client.Call([]byte("panic"), bound) // recovered, never crosses into C
+	wantErr(t, err, ErrRemote)
+	_, err = owner.Call([]byte("x"), bound) // the client has no handler
+	wantErr(t, err, ErrRemote)
+	check(t, client.Close())
+	wantErr(t, client.Close(), ErrClosed)
+	_, err = client.Call([]byte("x"), 0)
+	wantErr(t, err, ErrClosed)
+	var nilRPC *RPC
+	_, err = nilRPC.Call(nil, 0)
+	wantErr(t, err, ErrInvalid)
 }

@@ -22,6 +22,11 @@
 //	use(msg.Data())
 //	msg.Release()
 //
+// Ring (a queue of fixed-size nodes), Buffer (bytes at offsets under a
+// robust lock, an io.ReaderAt and io.WriterAt) and RPC (request and
+// response between two processes, answered by a Go Handler) are the
+// library's other primitives.
+//
 // # Errors
 //
 // Every failure is an *Error carrying the operation, the C library's code
@@ -44,7 +49,7 @@
 //
 // # Handles, threads and finalizers
 //
-// Region, Topic, Ring and Buffer are safe for concurrent use by several
+// Region, Topic, Ring, Buffer and RPC are safe for concurrent use by several
 // goroutines and implement io.Closer. Close waits for calls in flight on
 // the handle to return (a read-write lock per handle; C requires close to
 // be the last call on a handle) and later calls return ErrClosed. A handle

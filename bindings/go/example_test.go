@@ -174,3 +174,27 @@ func ExampleRing() {
 	fmt.Println(string(item[:n]))
 	// Output: buy 100
 }
+
+// Request and response between two ends (in real programs, two
+// processes): the owner's handler answers the client's calls.
+func ExampleRPC() {
+	name := fmt.Sprintf("example-rpc-%d", os.Getpid())
+	owner, err := tachyon.CreateRPC(name, func(req []byte) ([]byte, error) {
+		return append([]byte("echo: "), req...), nil // runs on the library's threads
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer owner.Close()
+	client, err := tachyon.OpenRPC(name, nil) // no handler: the owner cannot call back
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	resp, err := client.Call([]byte("ping"), time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(resp))
+	// Output: echo: ping
+}

@@ -2,6 +2,7 @@ package tachyon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,6 +157,25 @@ func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner
 // helper is what a child process does: produce / consume keyed messages,
 // or hold a message or loans until it is killed.
 func helper(mode string, args []string) error {
+	if mode == "rpc-serve" { // NAME: answer requests upper-cased until "bye"
+		bye := make(chan struct{})
+		rpc, err := CreateRPC(args[0], func(req []byte) ([]byte, error) {
+			if string(req) == "bye" {
+				close(bye)
+			}
+			return bytes.ToUpper(req), nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		select {
+		case <-bye:
+		case <-time.After(bound):
+			return errors.New("no bye")
+		}
+		return rpc.Close()
+	}
 	if len(args) < 2 {
 		return fmt.Errorf("%s: want REGION TOPIC ...", mode)
 	}

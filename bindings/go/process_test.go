@@ -133,3 +133,26 @@ func TestKilledProducerLoansRecovered(t *testing.T) {
 		t.Fatalf("pool before %+v, after %+v", before, after)
 	}
 }
+
+// RPC between two Go processes: the child owns the channel and answers,
+// this process calls.
+func TestRPCProcesses(t *testing.T) {
+	name := uniqueName("rpc")
+	cmd, out := child(t, "rpc-serve", name)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("the server said %q", out.Text())
+	}
+	client := must(OpenRPC(name, nil))(t)
+	defer client.Close()
+	for i := 0; i < 100; i++ {
+		req := fmt.Sprintf("request %d", i)
+		resp := must(client.Call([]byte(req), bound))(t)
+		if string(resp) != strings.ToUpper(req) {
+			t.Fatalf("%q answered %q", req, resp)
+		}
+	}
+	must(client.Call([]byte("bye"), bound))(t)
+	check(t, cmd.Wait())
+	_, err := client.Call([]byte("anyone?"), bound)
+	wantErr(t, err, ErrClosed)
+}

@@ -115,4 +115,30 @@ go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len) {
     return res(ty_buffer_read(BUF(b), offset, out, len), NULL);
 }
 
+/* Declared by cgo from rpc.go's //export. */
+extern int goTachyonRPCHandle(uintptr_t id, void* req, size_t len, uintptr_t reply);
+
+static int go_ty_rpc_handler(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
+    return goTachyonRPCHandle((uintptr_t)user, (void*)req, len, (uintptr_t)reply);
+}
+go_ty_res go_ty_rpc_open(const char* name, uintptr_t id, int create) {
+    ty_rpc_t* out = NULL;
+    ty_rpc_handler_fn h = id ? go_ty_rpc_handler : NULL;
+    int rc = create ? ty_rpc_create(name, h, (void*)id, &out) : ty_rpc_open(name, h, (void*)id, &out);
+    return res(rc, out);
+}
+go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns) {
+    void* resp = NULL;
+    size_t resp_len = 0;
+    int rc = ty_rpc_request((const ty_rpc_t*)rpc, req, len, &resp, &resp_len, timeout_ns);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, resp, resp_len, 0, 0};
+    return out;
+}
+void go_ty_rpc_free(uintptr_t resp, size_t len) { ty_rpc_free((void*)resp, len); }
+int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len) {
+    return ty_rpc_reply((ty_rpc_reply_t*)reply, data, len);
+}
+void go_ty_rpc_close(uintptr_t rpc) { ty_rpc_close((ty_rpc_t*)rpc); }
+
 int go_ty_nop(void) { return 0; }

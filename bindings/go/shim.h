@@ -77,6 +77,16 @@ size_t go_ty_buffer_size(uintptr_t b);
 go_ty_res go_ty_buffer_write(uintptr_t b, size_t offset, const void* data, size_t len);
 go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
 
+/* RPC: `id` names the Go handler (0: none); the library calls it through
+ * go_ty_rpc_handler, which calls the exported Go function
+ * goTachyonRPCHandle. The response comes back in data / len: free it with
+ * ty_rpc_free. */
+go_ty_res go_ty_rpc_open(const char* name, uintptr_t id, int create);
+go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns);
+void go_ty_rpc_free(uintptr_t resp, size_t len);
+int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len);
+void go_ty_rpc_close(uintptr_t rpc);
+
 /* Does nothing: the benchmarks' measure of a bare cgo call. */
 int go_ty_nop(void);
 
