@@ -1,6 +1,7 @@
 package tachyon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -177,4 +179,38 @@ func TestGoProducerCConsumer(t *testing.T) {
 	wait := startPeer(t, cPeerPath(t), "receive", name, "t", strconv.Itoa(n))
 	check(t, produce(topic, "go", n, keys))
 	keyed(t, topic, "go", wait(), n, keys)
+}
+
+// RPC between Go and C: a Go owner answers the C client's calls
+// (upper-cased); during the C client's last call, the Go handler calls
+// the C client back, whose C handler answers reversed.
+func TestRPCGoAndC(t *testing.T) {
+	name := uniqueName("rpc")
+	// The handler runs on a library thread; the race detector does not
+	// see the synchronisation through shared memory, so the handle is
+	// handed over atomically.
+	var self atomic.Pointer[RPC]
+	callback := make(chan error, 1)
+	owner := must(CreateRPC(name, func(req []byte) ([]byte, error) {
+		if string(req) == "done" {
+			resp, err := self.Load().Call([]byte("abc"), bound)
+			if err == nil && string(resp) != "cba" {
+				err = fmt.Errorf("the C handler answered %q", resp)
+			}
+			callback <- err
+		}
+		return bytes.ToUpper(req), nil
+	}))(t)
+	self.Store(owner)
+	defer owner.Close()
+	lines := startPeer(t, cPeerPath(t), "rpc", name, "200")()
+	if len(lines) != 1 || lines[0] != "called 200" {
+		t.Fatalf("the C peer said %q", lines)
+	}
+	select {
+	case err := <-callback:
+		check(t, err)
+	default:
+		t.Fatal("the owner never called the C client back")
+	}
 }

@@ -6,6 +6,10 @@
  *                                    built in a loan, half with ty_send)
  *   c_peer receive REGION TOPIC N    receive N messages from all partitions,
  *                                    print "PARTITION TEXT" per message
+ *   c_peer rpc NAME N                join the RPC channel NAME as its client,
+ *                                    call "c-I" for I = 0..N-1, expect "C-I",
+ *                                    then answer the owner's calls ("call
+ *                                    back" requests, reversed bytes) once
  *
  * Every wait is bounded (10 s without a message ends the run, exit 1). */
 #include <stdio.h>
@@ -20,7 +24,48 @@ static int fail(const char* what, int rc) {
     return 1;
 }
 
+/* The client's handler: answers the owner with the request reversed. */
+static int reverse(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
+    (void)user;
+    char out[256];
+    if (len > sizeof out) return 1;
+    for (size_t i = 0; i < len; i++) out[i] = ((const char*)req)[len - 1 - i];
+    return ty_rpc_reply(reply, out, len);
+}
+
+static int rpc(const char* name, long n) {
+    ty_rpc_t* rpc;
+    int rc = ty_rpc_open(name, reverse, NULL, &rpc);
+    if (rc != TY_OK) return fail("ty_rpc_open", rc);
+    for (long i = 0; i < n; i++) {
+        char req[32], want[32];
+        int len = snprintf(req, sizeof req, "c-%ld", i);
+        snprintf(want, sizeof want, "C-%ld", i);
+        void* resp;
+        size_t resp_len;
+        rc = ty_rpc_request(rpc, req, (size_t)len, &resp, &resp_len, WAIT_NS);
+        if (rc != TY_OK) return fail("ty_rpc_request", rc);
+        int ok = resp_len == (size_t)len && memcmp(resp, want, resp_len) == 0;
+        ty_rpc_free(resp, resp_len);
+        if (!ok) {
+            fprintf(stderr, "c_peer: %s answered wrongly\n", req);
+            return 1;
+        }
+    }
+    /* Tell the owner we are done; it calls us back, then closes. */
+    void* resp;
+    size_t resp_len;
+    rc = ty_rpc_request(rpc, "done", 4, &resp, &resp_len, WAIT_NS);
+    if (rc != TY_OK) return fail("ty_rpc_request(done)", rc);
+    ty_rpc_free(resp, resp_len);
+    printf("called %ld\n", n);
+    fflush(stdout);
+    ty_rpc_close(rpc);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 4 && strcmp(argv[1], "rpc") == 0) return rpc(argv[2], strtol(argv[3], NULL, 10));
     if (argc < 5) {
         fprintf(stderr, "usage: c_peer send REGION TOPIC N KEYS | c_peer receive REGION TOPIC N\n");
         return 2;
