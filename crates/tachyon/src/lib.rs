@@ -129,4 +129,6 @@ doc_pages! {
     CApiDoctests = "../../../docs/c-api.md";
     /// docs/python.md
     PythonDoctests = "../../../docs/python.md";
+    /// docs/go.md
+    GoDoctests = "../../../docs/go.md";
 }
