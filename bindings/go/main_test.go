@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -206,6 +207,18 @@ func helper(mode string, args []string) error {
 		fmt.Printf("holding %s\n", msg.Data())
 		time.Sleep(bound)
 		return errors.New("not killed")
+	case "until-signal": // REGION TOPIC: receive until SIGINT (signal.NotifyContext)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		ctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		fmt.Println("waiting")
+		_, err := topic.ReceiveContext(ctx, 0)
+		if !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("ReceiveContext returned %v, want context.Canceled", err)
+		}
+		fmt.Println("stopped")
+		return nil
 	case "loans": // REGION TOPIC N: loan N chunks, say so, wait to be killed
 		for i := 0; i < num(2); i++ {
 			l, err := topic.LoanTimeout(100, bound)

@@ -156,3 +156,21 @@ func TestRPCProcesses(t *testing.T) {
 	_, err := client.Call([]byte("anyone?"), bound)
 	wantErr(t, err, ErrClosed)
 }
+
+// Ctrl+C stops a Go consumer waiting in ReceiveContext, the way Go
+// programs stop: SIGINT cancels the signal.NotifyContext context.
+func TestSignalStopsWaitingConsumer(t *testing.T) {
+	reg, name := newRegion(t)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	defer topic.Close()
+	cmd, out := child(t, "until-signal", name, "t")
+	if !out.Scan() || out.Text() != "waiting" {
+		t.Fatalf("the consumer said %q", out.Text())
+	}
+	time.Sleep(20 * time.Millisecond) // let it enter the wait (not needed for correctness)
+	check(t, cmd.Process.Signal(syscall.SIGINT))
+	if !out.Scan() || out.Text() != "stopped" {
+		t.Fatalf("the consumer said %q", out.Text())
+	}
+	check(t, cmd.Wait())
+}
