@@ -69,8 +69,9 @@
 // The binding never stores a Go pointer in C memory, and C keeps no Go
 // pointer past a call. The Go pointers it passes are names (C.CString
 // copies), configurations and statistics out-structs, and the bytes given
-// to Send, Ring.Write / Read and Buffer.WriteAt / ReadAt, for the duration
-// of the call; none of them contains a Go pointer. Handles, loaned chunks
+// to Send, Ring.Write / Read, Buffer.WriteAt / ReadAt and RPC.Call (and a
+// Handler's response), for the duration of the call; none of them contains
+// a Go pointer. The C side of an RPC Handler knows it by an integer id. Handles, loaned chunks
 // and messages are C memory: they cross as integers (uintptr_t) and come
 // back in structs returned by value, which spares cgo's run-time pointer
 // check and keeps Go variables off the heap (see shim.h). The tests pass

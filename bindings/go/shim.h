@@ -13,9 +13,11 @@
  *    struct rather than through out-parameters, and a received message
  *    comes back as a value (go_ty_msg) and goes back to ty_release as
  *    values. The only Go pointers given to C are names, configurations,
- *    statistics out-structs and the bytes of Send / ring / buffer calls,
- *    none of which contains a Go pointer or is kept after the call (the
- *    cgo rules).
+ *    statistics out-structs and the bytes of Send, ring, buffer and RPC
+ *    calls (requests, and a handler's response, which ty_rpc_reply
+ *    copies), none of which contains a Go pointer or is kept after the
+ *    call (the cgo rules). The RPC handler's `user` value is an integer
+ *    naming the Go handler, not a pointer.
  */
 #ifndef TACHYON_GO_SHIM_H
 #define TACHYON_GO_SHIM_H
