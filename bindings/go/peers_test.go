@@ -214,3 +214,28 @@ func TestRPCGoAndC(t *testing.T) {
 		t.Fatal("the owner never called the C client back")
 	}
 }
+
+// A region and topic a Rust process created (bus_peer create): Go opens
+// them by name with the configuration they have, and finds "ready" in
+// each partition.
+func TestGoOpensRustRegion(t *testing.T) {
+	name := uniqueName("rust-made")
+	t.Cleanup(func() { Remove(name) })
+	startPeer(t, busPeer(t), "create", name, "orders", "8")()
+	reg := must(OpenRegion(name, nil))(t)
+	defer reg.Close()
+	topic := must(reg.Topic("orders"))(t)
+	defer topic.Close()
+	if topic.Partitions() != 8 {
+		t.Fatalf("%d partitions", topic.Partitions())
+	}
+	for p := 0; p < 8; p++ {
+		msg := must(topic.Receive(p, bound))(t)
+		if string(msg.Data()) != "ready" || msg.Partition() != p {
+			t.Fatalf("partition %d: %q", p, msg.Data())
+		}
+		check(t, msg.Release())
+	}
+	_, err := topic.TryReceive(0)
+	wantErr(t, err, ErrWouldBlock)
+}
