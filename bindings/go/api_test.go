@@ -446,6 +446,7 @@ func TestInterrupt(t *testing.T) {
 	case err := <-done:
 		wantErr(t, err, ErrInterrupted)
 	case <-time.After(bound):
+		topic.Send([]byte("unblock"), 0) // end the receive, so that Close does not wait for ever
 		t.Fatal("Interrupt did not end a receive waiting for ever")
 	}
 	ClearInterrupt()
