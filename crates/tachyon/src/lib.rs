@@ -169,4 +169,6 @@ doc_pages! {
     PythonDoctests = "../../../docs/python.md";
     /// docs/porting-from-dotnet.md
     PortingFromDotnetDoctests = "../../../docs/porting-from-dotnet.md";
+    /// docs/go.md
+    GoDoctests = "../../../docs/go.md";
 }

@@ -1,0 +1,695 @@
+package tachyon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The handles are io.Closers.
+var (
+	_ io.Closer   = (*Region)(nil)
+	_ io.Closer   = (*Topic)(nil)
+	_ io.Closer   = (*Loan)(nil)
+	_ io.Closer   = (*Message)(nil)
+	_ io.Closer   = (*Ring)(nil)
+	_ io.Closer   = (*Buffer)(nil)
+	_ io.ReaderAt = (*Buffer)(nil)
+	_ io.WriterAt = (*Buffer)(nil)
+)
+
+func TestVersion(t *testing.T) {
+	if v := Version(); strings.Count(v, ".") != 2 {
+		t.Fatalf("version %q", v)
+	}
+}
+
+func TestErrorsAreComparable(t *testing.T) {
+	missing := uniqueName("missing")
+	_, err := OpenRegion(missing, nil)
+	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, fs.ErrNotExist)
+	if errors.Is(err, ErrTimeout) || errors.Is(err, ErrExists) {
+		t.Fatalf("%v matches another kind", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Op != "OpenRegion" || e.Detail == "" || e.Timeout() {
+		t.Fatalf("error %#v", err)
+	}
+	if !strings.Contains(err.Error(), missing) {
+		t.Fatalf("the message %q does not name the region", err)
+	}
+	wantErr(t, Remove(missing), ErrNotFound)
+
+	r, name := newRegion(t)
+	_, err = CreateRegion(name, nil)
+	wantErr(t, err, ErrExists)
+	wantErr(t, err, fs.ErrExist)
+	_, err = OpenRegion(name, &RegionConfig{Size: 32 << 20})
+	wantErr(t, err, ErrIncompatible)
+	same, err := OpenRegion(name, nil)
+	check(t, err)
+	check(t, same.Close())
+
+	_, err = r.Topic("nope")
+	wantErr(t, err, ErrNotFound)
+	_, err = r.CreateTopic("t", &TopicConfig{Partitions: 3})
+	wantErr(t, err, ErrInvalid)
+	_, err = r.CreateTopic("t", &TopicConfig{Notify: 7})
+	wantErr(t, err, ErrInvalid)
+	_, err = r.CreateTopic("t", &TopicConfig{Delivery: -1})
+	wantErr(t, err, ErrInvalid)
+	_, err = r.CreateTopic("t", &TopicConfig{Capacity: 3})
+	wantErr(t, err, ErrInvalid)
+	_, err = r.CreateTopic(strings.Repeat("x", 100), nil)
+	wantErr(t, err, ErrInvalid)
+	_, err = r.CreateTopic("", nil)
+	wantErr(t, err, ErrInvalid)
+	_, err = r.CreateTopic("a\x00b", nil)
+	wantErr(t, err, ErrInvalid)
+	t1 := must(r.CreateTopic("t", &TopicConfig{Partitions: 2}))(t)
+	defer t1.Close()
+	_, err = r.CreateTopic("t", &TopicConfig{Partitions: 4})
+	wantErr(t, err, ErrIncompatible)
+	t2 := must(r.CreateTopic("t", &TopicConfig{Partitions: 2}))(t) // the same: opens it
+	check(t, t2.Close())
+
+	for _, bad := range []string{"", "a\x00b"} {
+		_, err = OpenRegion(bad, &RegionConfig{})
+		wantErr(t, err, ErrInvalid)
+		wantErr(t, Remove(bad), ErrInvalid)
+	}
+	_, err = CreateRegion(uniqueName("small"), &RegionConfig{Size: 1 << 10})
+	wantErr(t, err, ErrInvalid)
+	_, err = CreateRegion(uniqueName("lease"), &RegionConfig{Lease: time.Nanosecond})
+	wantErr(t, err, ErrInvalid)
+}
+
+func TestNilAndClosedHandles(t *testing.T) {
+	var r *Region
+	wantErr(t, r.Close(), ErrInvalid)
+	_, err := r.CreateTopic("t", nil)
+	wantErr(t, err, ErrInvalid)
+	_, err = r.Recover()
+	wantErr(t, err, ErrInvalid)
+	var tp *Topic
+	_, err = tp.Receive(0, 0)
+	wantErr(t, err, ErrInvalid)
+	_, err = tp.Loan(8)
+	wantErr(t, err, ErrInvalid)
+	wantErr(t, tp.Send([]byte("x"), 1), ErrInvalid)
+	wantErr(t, tp.Close(), ErrInvalid)
+	if tp.PartitionOf(1) != -1 || tp.Partitions() != 0 || tp.Name() != "" {
+		t.Fatal("a nil topic answers")
+	}
+	var l *Loan
+	wantErr(t, l.Publish(0, 1), ErrInvalid)
+	wantErr(t, l.Unloan(), ErrInvalid)
+	check(t, l.Close())
+	var m *Message
+	wantErr(t, m.Release(), ErrInvalid)
+	if m.Data() != nil || m.Partition() != -1 {
+		t.Fatal("a nil message has data")
+	}
+	wantErr(t, (&Loan{}).Publish(0, 1), ErrInvalid)
+	wantErr(t, (&Message{}).Release(), ErrInvalid)
+	_, err = (&Topic{}).Receive(0, 0) // a zero Topic: never opened
+	wantErr(t, err, ErrInvalid)
+
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	loan := must(topic.Loan(8))(t)
+	check(t, topic.Send([]byte("held"), 1))
+	msg := must(topic.Receive(0, bound))(t)
+	check(t, topic.Close())
+	wantErr(t, topic.Close(), ErrClosed)
+	_, err = topic.Receive(0, 0)
+	wantErr(t, err, ErrClosed)
+	_, err = topic.Loan(8)
+	wantErr(t, err, ErrClosed)
+	wantErr(t, topic.Send([]byte("x"), 1), ErrClosed)
+	wantErr(t, loan.Publish(8, 1), ErrClosed) // the close returned it
+	wantErr(t, msg.Release(), ErrClosed)      // the close released it
+	if topic.PartitionOf(1) != -1 {
+		t.Fatal("a closed topic answers")
+	}
+	_, err = topic.Stats()
+	wantErr(t, err, ErrClosed)
+	// Close returned the loan and the message: the pool is whole again.
+	again := must(reg.Topic("t"))(t)
+	defer again.Close()
+	_, err = again.TryReceive(0)
+	wantErr(t, err, ErrWouldBlock)
+	check(t, reg.Close())
+	wantErr(t, reg.Close(), ErrClosed)
+	_, err = reg.Topic("t")
+	wantErr(t, err, ErrClosed)
+	_, err = reg.PoolStats()
+	wantErr(t, err, ErrClosed)
+	// The topic keeps the region mapped after the region's handle closed.
+	check(t, again.Send([]byte("still"), 1))
+	msg = must(again.Receive(0, bound))(t)
+	if string(msg.Data()) != "still" {
+		t.Fatalf("got %q", msg.Data())
+	}
+	check(t, msg.Release())
+}
+
+func TestLoanPublishReceive(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 4, Capacity: 16}))(t)
+	defer topic.Close()
+	if topic.Partitions() != 4 || topic.Name() != "t" {
+		t.Fatalf("topic %q of %d partitions", topic.Name(), topic.Partitions())
+	}
+	loan := must(topic.Loan(5))(t)
+	if len(loan.Bytes()) != 5 {
+		t.Fatalf("loan of %d bytes", len(loan.Bytes()))
+	}
+	copy(loan.Bytes(), "hello")
+	wantErr(t, loan.Publish(6, 7), ErrInvalid) // more than was loaned: nothing happened
+	wantErr(t, loan.Publish(-1, 7), ErrInvalid)
+	check(t, loan.Publish(5, 7))
+	if loan.Bytes() != nil {
+		t.Fatal("a published loan still has bytes")
+	}
+	wantErr(t, loan.Publish(5, 7), ErrInvalid)
+	wantErr(t, loan.Unloan(), ErrInvalid)
+	check(t, loan.Close())
+
+	p := topic.PartitionOf(7)
+	if p < 0 || p >= 4 {
+		t.Fatalf("partition %d", p)
+	}
+	if n := must(topic.Depth(p))(t); n != 1 {
+		t.Fatalf("depth %d", n)
+	}
+	msg := must(topic.Receive(p, bound))(t)
+	if string(msg.Data()) != "hello" || msg.Partition() != p {
+		t.Fatalf("got %q from %d", msg.Data(), msg.Partition())
+	}
+	check(t, msg.Release())
+	if msg.Data() != nil {
+		t.Fatal("a released message still has data")
+	}
+	wantErr(t, msg.Release(), ErrInvalid)
+	check(t, msg.Close())
+
+	// The copy path, an empty message, and a message of the largest size.
+	check(t, topic.Send(nil, 7))
+	big := bytes.Repeat([]byte{0xab}, MaxMessage)
+	check(t, topic.SendTimeout(big, 7, bound))
+	msg = must(topic.Receive(p, bound))(t)
+	if len(msg.Data()) != 0 {
+		t.Fatalf("empty message of %d bytes", len(msg.Data()))
+	}
+	check(t, msg.Close())
+	msg = must(topic.Receive(p, bound))(t)
+	if !bytes.Equal(msg.Data(), big) {
+		t.Fatal("the 1 MiB message differs")
+	}
+	check(t, msg.Release())
+	wantErr(t, topic.Send(append(big, 0), 7), ErrMessageSize)
+	_, err := topic.Loan(MaxMessage + 1)
+	wantErr(t, err, ErrMessageSize)
+	_, err = topic.Loan(-1)
+	wantErr(t, err, ErrInvalid)
+
+	// Empty partitions, bad partitions.
+	_, err = topic.TryReceive(p)
+	wantErr(t, err, ErrWouldBlock)
+	_, err = topic.Receive(p, time.Millisecond)
+	wantErr(t, err, ErrTimeout)
+	var e *Error
+	if !errors.As(err, &e) || !e.Timeout() {
+		t.Fatalf("%v is not a timeout", err)
+	}
+	for _, bad := range []int{-1, 4, 1 << 40} {
+		_, err = topic.Receive(bad, 0)
+		wantErr(t, err, ErrInvalid)
+		_, err = topic.Depth(bad)
+		wantErr(t, err, ErrInvalid)
+	}
+
+	// Unloan, and Close of a loan not used up.
+	l := must(topic.TryLoan(64))(t)
+	check(t, l.Unloan())
+	l = must(topic.LoanTimeout(64, bound))(t)
+	check(t, l.Close())
+	wantErr(t, l.Publish(1, 1), ErrInvalid)
+
+	// A full partition: TryPublish and a timed Send say so.
+	for i := 0; i < 16; i++ {
+		check(t, topic.SendTimeout([]byte{byte(i)}, 7, 0))
+	}
+	wantErr(t, topic.SendTimeout([]byte{0}, 7, 0), ErrWouldBlock)
+	l = must(topic.Loan(1))(t)
+	wantErr(t, l.TryPublish(1, 7), ErrWouldBlock)
+	wantErr(t, l.Publish(1, 7), ErrInvalid) // TryPublish used it up
+	l = must(topic.Loan(1))(t)
+	wantErr(t, l.PublishTimeout(1, 7, time.Millisecond), ErrTimeout)
+	for i := 0; i < 16; i++ {
+		msg := must(topic.TryReceive(p))(t)
+		if msg.Data()[0] != byte(i) {
+			t.Fatalf("message %d is %d", i, msg.Data()[0])
+		}
+		check(t, msg.Release())
+	}
+
+	stats := must(topic.Stats())(t)
+	if stats.Partitions != 4 || stats.Capacity != 16 || stats.Notify != NotifyHybrid ||
+		stats.Delivery != AtMostOnce || stats.Published != 19 || stats.Received != 19 {
+		t.Fatalf("stats %+v", stats)
+	}
+	infos := must(reg.Topics())(t)
+	if len(infos) != 1 || infos[0].Name != "t" || infos[0].Stats.Published != 19 {
+		t.Fatalf("topics %+v", infos)
+	}
+	pool := must(reg.PoolStats())(t)
+	for _, c := range pool {
+		if c.Free != c.Chunks || c.ChunkSize == 0 {
+			t.Fatalf("pool %+v: a chunk is missing", pool)
+		}
+	}
+	rec := must(reg.Recover())(t)
+	if rec.Total != 0 {
+		t.Fatalf("recovered %+v with nobody dead", rec)
+	}
+	must(reg.RecoveredOnOpen())(t)
+	check(t, reg.Heartbeat())
+}
+
+func TestPoolExhausted(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	defer topic.Close()
+	var loans []*Loan
+	for {
+		l, err := topic.TryLoan(MaxMessage)
+		if errors.Is(err, ErrPoolExhausted) {
+			break
+		}
+		check(t, err)
+		loans = append(loans, l)
+		if len(loans) > 64 {
+			t.Fatal("a 16 MiB region lends more than 64 chunks of 1 MiB")
+		}
+	}
+	if len(loans) == 0 {
+		t.Fatal("no chunk of 1 MiB at all")
+	}
+	_, err := topic.LoanTimeout(MaxMessage, time.Millisecond)
+	wantErr(t, err, ErrPoolExhausted)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = topic.LoanContext(ctx, MaxMessage)
+	wantErr(t, err, context.DeadlineExceeded)
+	// A chunk coming back wakes a waiting LoanContext.
+	done := make(chan error, 1)
+	go func() {
+		l, err := topic.LoanContext(context.Background(), MaxMessage)
+		if err == nil {
+			err = l.Unloan()
+		}
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	check(t, loans[0].Unloan())
+	select {
+	case err := <-done:
+		check(t, err)
+	case <-time.After(bound):
+		t.Fatal("LoanContext did not get the chunk given back")
+	}
+	for _, l := range loans[1:] {
+		check(t, l.Close())
+	}
+}
+
+func TestContextCancelsWaits(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: 2}))(t)
+	defer topic.Close()
+
+	// Cancellation wakes a waiting receive.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := topic.ReceiveContext(ctx, 0)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		wantErr(t, err, context.Canceled)
+	case <-time.After(bound):
+		t.Fatal("ReceiveContext did not return after cancel")
+	}
+	_, err := topic.ReceiveContext(ctx, 0) // done already: returns at once
+	wantErr(t, err, context.Canceled)
+	var none context.Context // a nil context is an error, not a crash
+	_, err = topic.ReceiveContext(none, 0)
+	wantErr(t, err, ErrInvalid)
+
+	// A deadline ends it too.
+	dl, cancel2 := context.WithTimeout(context.Background(), 15*time.Millisecond)
+	defer cancel2()
+	_, err = topic.ReceiveContext(dl, 0)
+	wantErr(t, err, context.DeadlineExceeded)
+
+	// A message that comes after several slices is received.
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		done <- topic.Send([]byte("late"), 0)
+	}()
+	ctx3, cancel3 := context.WithTimeout(context.Background(), bound)
+	defer cancel3()
+	msg, err := topic.ReceiveContext(ctx3, 0)
+	check(t, err)
+	check(t, <-done)
+	if string(msg.Data()) != "late" {
+		t.Fatalf("got %q", msg.Data())
+	}
+	check(t, msg.Release())
+	// Background (never done) waits in one call.
+	check(t, topic.Send([]byte("now"), 0))
+	msg = must(topic.ReceiveContext(context.Background(), 0))(t)
+	check(t, msg.Release())
+
+	// A send to a full partition, cancelled, published nothing.
+	check(t, topic.Send([]byte("1"), 0))
+	check(t, topic.Send([]byte("2"), 0))
+	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+	defer scancel()
+	wantErr(t, topic.SendContext(sctx, []byte("3"), 0), context.DeadlineExceeded)
+	for _, want := range []string{"1", "2"} {
+		msg := must(topic.TryReceive(0))(t)
+		if string(msg.Data()) != want {
+			t.Fatalf("got %q, want %q", msg.Data(), want)
+		}
+		check(t, msg.Release())
+	}
+	_, err = topic.TryReceive(0)
+	wantErr(t, err, ErrWouldBlock)
+	check(t, topic.SendContext(context.Background(), []byte("4"), 0))
+	msg = must(topic.TryReceive(0))(t)
+	check(t, msg.Release())
+}
+
+func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := topic.ReceiveContext(ctx, 0)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	// Close waits for the slice in C to return; the receive then finds
+	// the handle closed.
+	check(t, topic.Close())
+	select {
+	case err := <-done:
+		wantErr(t, err, ErrClosed)
+	case <-time.After(bound):
+		t.Fatal("ReceiveContext did not end when its topic closed")
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	defer topic.Close()
+	check(t, topic.Send([]byte("queued"), 0))
+	done := make(chan error, 1)
+	Interrupt()
+	defer ClearInterrupt()
+	msg := must(topic.Receive(0, Forever))(t) // need not wait: still received
+	check(t, msg.Release())
+	go func() {
+		_, err := topic.Receive(0, Forever)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantErr(t, err, ErrInterrupted)
+	case <-time.After(bound):
+		topic.Send([]byte("unblock"), 0) // end the receive, so that Close does not wait for ever
+		t.Fatal("Interrupt did not end a receive waiting for ever")
+	}
+	ClearInterrupt()
+	_, err := topic.Receive(0, time.Millisecond)
+	wantErr(t, err, ErrTimeout)
+}
+
+// Several goroutines producing and consuming through one topic handle:
+// every message once, in order per key.
+func TestConcurrentGoroutines(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 4, Capacity: 64}))(t)
+	defer topic.Close()
+	const producers, perProducer = 4, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*producers)
+	for g := 0; g < producers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			// Producer g owns key g: its messages are g-0, g-1, ...
+			errs <- produce(topic, fmt.Sprintf("p%d", g), perProducer, 1)
+		}(g)
+	}
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	for p := 0; p < 4; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			for {
+				mu.Lock()
+				n := 0
+				for _, s := range seen {
+					n += len(s)
+				}
+				mu.Unlock()
+				if n == producers*perProducer {
+					errs <- nil
+					return
+				}
+				msg, err := topic.Receive(p, time.Millisecond)
+				if errors.Is(err, ErrTimeout) {
+					if ctx.Err() != nil {
+						errs <- fmt.Errorf("partition %d: only %d messages", p, n)
+						return
+					}
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				var prod string
+				var k, s int
+				fields := strings.SplitN(string(msg.Data()), "-", 3)
+				prod = fields[0]
+				fmt.Sscan(fields[1], &k)
+				fmt.Sscan(fields[2], &s)
+				mu.Lock()
+				seen[prod] = append(seen[prod], s)
+				mu.Unlock()
+				if err := msg.Release(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		check(t, err)
+	}
+	for g := 0; g < producers; g++ {
+		s := seen[fmt.Sprintf("p%d", g)]
+		if len(s) != perProducer {
+			t.Fatalf("producer %d: %d messages", g, len(s))
+		}
+		for i, v := range s {
+			if v != i {
+				t.Fatalf("producer %d: message %d at place %d", g, v, i)
+			}
+		}
+	}
+}
+
+func TestRingAndBuffer(t *testing.T) {
+	name := uniqueName("ring")
+	ring := must(CreateRing(name, 4, 16))(t)
+	defer ring.Close()
+	_, err := CreateRing(name, 4, 16)
+	wantErr(t, err, ErrExists)
+	_, err = CreateRing(uniqueName("bad"), 1, 16)
+	wantErr(t, err, ErrInvalid)
+	_, err = OpenRing(uniqueName("none"))
+	wantErr(t, err, ErrNotFound)
+	other := must(OpenRing(name))(t)
+	if other.NodeSize() != 16 {
+		t.Fatalf("node size %d", other.NodeSize())
+	}
+	check(t, ring.Write([]byte("one"), bound))
+	wantErr(t, ring.Write(make([]byte, 17), 0), ErrMessageSize)
+	small := make([]byte, 2)
+	_, err = other.Read(small, 0)
+	if !errors.Is(err, ErrBufferTooSmall) && !errors.Is(err, ErrMessageSize) {
+		t.Fatalf("a short buffer: %v", err)
+	}
+	buf := make([]byte, other.NodeSize())
+	n := must(other.Read(buf, bound))(t)
+	if string(buf[:n]) != "one" {
+		t.Fatalf("read %q", buf[:n])
+	}
+	_, err = other.Read(buf, time.Millisecond)
+	wantErr(t, err, ErrTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+	defer cancel()
+	_, err = other.ReadContext(ctx, buf)
+	wantErr(t, err, context.DeadlineExceeded)
+	for i := 0; i < 4; i++ {
+		check(t, ring.WriteContext(context.Background(), []byte{byte(i)}))
+	}
+	wantErr(t, ring.WriteContext(ctx, []byte{9}), context.DeadlineExceeded)
+	for i := 0; i < 4; i++ {
+		n := must(other.ReadContext(context.Background(), buf))(t)
+		if n != 1 || buf[0] != byte(i) {
+			t.Fatalf("item %d: %v", i, buf[:n])
+		}
+	}
+	check(t, other.Close())
+	wantErr(t, other.Close(), ErrClosed)
+	_, err = other.Read(buf, 0)
+	wantErr(t, err, ErrClosed)
+
+	bname := uniqueName("buf")
+	b := must(CreateBuffer(bname, 64))(t)
+	defer b.Close()
+	b2 := must(OpenBuffer(bname))(t)
+	defer b2.Close()
+	if b2.Size() != 64 {
+		t.Fatalf("size %d", b2.Size())
+	}
+	must(b.WriteAt([]byte("shared"), 10))(t)
+	got := make([]byte, 6)
+	must(b2.ReadAt(got, 10))(t)
+	if string(got) != "shared" {
+		t.Fatalf("read %q", got)
+	}
+	_, err = b.WriteAt([]byte("x"), 64)
+	wantErr(t, err, ErrInvalid)
+	_, err = b.ReadAt(got, -1)
+	wantErr(t, err, ErrInvalid)
+	_, err = b2.ReadAt(make([]byte, 65), 0)
+	wantErr(t, err, ErrInvalid)
+	var nb *Buffer
+	_, err = nb.ReadAt(got, 0)
+	wantErr(t, err, ErrInvalid)
+}
+
+// A topic dropped without Close is closed by its finalizer, which returns
+// its outstanding loan to the pool (the safety net).
+func TestFinalizerClosesDroppedTopic(t *testing.T) {
+	reg, _ := newRegion(t)
+	before := must(reg.PoolStats())(t)
+	func() {
+		topic := must(reg.CreateTopic("t", nil))(t)
+		must(topic.Loan(100))(t) // neither published nor returned
+	}()
+	if during := must(reg.PoolStats())(t); during == before {
+		t.Fatal("the loan is not visible in the pool")
+	}
+	waitFor(t, "returned by the finalizer", func() bool {
+		runtime.GC()
+		return must(reg.PoolStats())(t) == before
+	})
+}
+
+func TestRPC(t *testing.T) {
+	name := uniqueName("rpc")
+	var calls atomic.Int64
+	owner := must(CreateRPC(name, func(req []byte) ([]byte, error) {
+		calls.Add(1)
+		switch string(req) {
+		case "fail":
+			return nil, errors.New("asked to fail")
+		case "panic":
+			panic("asked to panic")
+		}
+		return bytes.ToUpper(req), nil
+	}))(t)
+	defer owner.Close()
+	_, err := CreateRPC(name, nil)
+	wantErr(t, err, ErrExists)
+	_, err = OpenRPC(uniqueName("none"), nil)
+	wantErr(t, err, ErrNotFound)
+	client := must(OpenRPC(name, nil))(t)
+	_, err = OpenRPC(name, nil)
+	wantErr(t, err, ErrBusy)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				req := fmt.Sprintf("call %d.%d", g, i)
+				resp, err := client.Call([]byte(req), bound)
+				if err == nil && string(resp) != strings.ToUpper(req) {
+					err = fmt.Errorf("%q answered %q", req, resp)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		check(t, err)
+	}
+	if calls.Load() != 200 {
+		t.Fatalf("%d calls handled", calls.Load())
+	}
+	resp := must(client.Call(nil, bound))(t)
+	if len(resp) != 0 {
+		t.Fatalf("empty request answered %q", resp)
+	}
+	_, err = client.Call([]byte("fail"), bound)
+	wantErr(t, err, ErrRemote)
+	_, err = client.Call([]byte("panic"), bound) // recovered, never crosses into C
+	wantErr(t, err, ErrRemote)
+	_, err = owner.Call([]byte("x"), bound) // the client has no handler
+	wantErr(t, err, ErrRemote)
+	check(t, client.Close())
+	wantErr(t, client.Close(), ErrClosed)
+	_, err = client.Call([]byte("x"), 0)
+	wantErr(t, err, ErrClosed)
+	var nilRPC *RPC
+	_, err = nilRPC.Call(nil, 0)
+	wantErr(t, err, ErrInvalid)
+}

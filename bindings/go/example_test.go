@@ -1,0 +1,200 @@
+package tachyon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	tachyon "tachyon/bindings/go"
+)
+
+// One message from a producer to a consumer: in a real program the
+// consumer is another process, which opens the region by name.
+func Example() {
+	name := fmt.Sprintf("example-%d", os.Getpid()) // unique: parallel runs never meet
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name) // regions persist until removed
+	defer reg.Close()
+	topic, err := reg.CreateTopic("greetings", &tachyon.TopicConfig{Partitions: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+
+	// Produce: build the message in place, in shared memory.
+	loan, err := topic.Loan(64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := copy(loan.Bytes(), "hello from Go")
+	if err := loan.Publish(n, 42); err != nil { // key 42 picks the partition
+		log.Fatal(err)
+	}
+
+	// Consume: the data is a view of shared memory until Release.
+	msg, err := topic.Receive(topic.PartitionOf(42), time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s (partition %d of %d)\n", msg.Data(), msg.Partition(), topic.Partitions())
+	msg.Release()
+	// Output: hello from Go (partition 2 of 4)
+}
+
+// A consumer that stops when its context is cancelled (here: a deadline).
+func ExampleTopic_ReceiveContext() {
+	name := fmt.Sprintf("example-ctx-%d", os.Getpid())
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name)
+	defer reg.Close()
+	topic, err := reg.CreateTopic("jobs", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	for _, job := range []string{"a", "b"} {
+		if err := topic.Send([]byte(job), 0); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for {
+		msg, err := topic.ReceiveContext(ctx, 0)
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Println("no more jobs")
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("job", string(msg.Data()))
+		msg.Release()
+	}
+	// Output:
+	// job a
+	// job b
+	// no more jobs
+}
+
+// Errors say what went wrong and compare with errors.Is.
+func ExampleOpenRegion_errors() {
+	_, err := tachyon.OpenRegion(fmt.Sprintf("example-missing-%d", os.Getpid()), nil) // nil: open, do not create
+	fmt.Println(errors.Is(err, tachyon.ErrNotFound))
+	var e *tachyon.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Op, e.Timeout())
+	}
+	// Output:
+	// true
+	// OpenRegion false
+}
+
+// A loan that may not be published: Close returns it to the pool unless
+// Publish used it up.
+func ExampleLoan_Close() {
+	name := fmt.Sprintf("example-loan-%d", os.Getpid())
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name)
+	defer reg.Close()
+	topic, err := reg.CreateTopic("t", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+
+	build := func(text string) error {
+		loan, err := topic.Loan(len(text))
+		if err != nil {
+			return err
+		}
+		defer loan.Close()
+		if text == "" {
+			return errors.New("nothing to say")
+		}
+		copy(loan.Bytes(), text)
+		return loan.Publish(len(text), 0)
+	}
+	fmt.Println(build("kept"), build(""))
+	depth, _ := topic.Depth(0)
+	fmt.Println("waiting:", depth)
+	// Output:
+	// <nil> nothing to say
+	// waiting: 1
+}
+
+// A shared byte buffer is an io.ReaderAt and io.WriterAt.
+func ExampleBuffer() {
+	name := fmt.Sprintf("example-buffer-%d", os.Getpid())
+	buf, err := tachyon.CreateBuffer(name, 64) // removed when the last process closes it
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer buf.Close()
+	if _, err := buf.WriteAt([]byte("state"), 8); err != nil {
+		log.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := buf.ReadAt(got, 8); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(got), buf.Size())
+	// Output: state 64
+}
+
+// A ring of fixed-size nodes: each item goes to one reader.
+func ExampleRing() {
+	name := fmt.Sprintf("example-ring-%d", os.Getpid())
+	ring, err := tachyon.CreateRing(name, 8, 256)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ring.Close()
+	if err := ring.Write([]byte("buy 100"), time.Second); err != nil {
+		log.Fatal(err)
+	}
+	item := make([]byte, ring.NodeSize())
+	n, err := ring.Read(item, time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(item[:n]))
+	// Output: buy 100
+}
+
+// Request and response between two ends (in real programs, two
+// processes): the owner's handler answers the client's calls.
+func ExampleRPC() {
+	name := fmt.Sprintf("example-rpc-%d", os.Getpid())
+	owner, err := tachyon.CreateRPC(name, func(req []byte) ([]byte, error) {
+		return append([]byte("echo: "), req...), nil // runs on the library's threads
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer owner.Close()
+	client, err := tachyon.OpenRPC(name, nil) // no handler: the owner cannot call back
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	resp, err := client.Call([]byte("ping"), time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(resp))
+	// Output: echo: ping
+}

@@ -1,0 +1,3 @@
+module tachyon/bindings/go
+
+go 1.19

@@ -1,0 +1,144 @@
+/* See shim.h. */
+#include <string.h>
+
+#include "shim.h"
+
+#define REG(h) ((const ty_region_t*)(h))
+#define TOPIC(h) ((const ty_topic_t*)(h))
+#define RING(h) ((const ty_ring_t*)(h))
+#define BUF(h) ((const ty_buffer_t*)(h))
+
+/* The result of a call that returned rc (and ptr). */
+static go_ty_res res(int64_t rc, void* ptr) {
+    go_ty_res r = {rc, NULL, ptr};
+    if (rc < 0 && rc != TY_EAGAIN && rc != TY_ETIMEDOUT) {
+        r.err = strdup(ty_last_error());
+    }
+    return r;
+}
+
+go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create) {
+    ty_region_t* out = NULL;
+    int rc = create ? ty_region_create(name, conf, &out) : ty_region_open(name, conf, &out);
+    return res(rc, out);
+}
+go_ty_res go_ty_region_remove(const char* name) { return res(ty_region_remove(name), NULL); }
+void go_ty_region_close(uintptr_t reg) { ty_region_close((ty_region_t*)reg); }
+go_ty_res go_ty_region_recover(uintptr_t reg, ty_recovered_t* out, int on_open) {
+    return res(on_open ? ty_region_recovered_on_open(REG(reg), out) : ty_region_recover(REG(reg), out), NULL);
+}
+go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out) {
+    return res(ty_region_pool_stats(REG(reg), out), NULL);
+}
+go_ty_res go_ty_region_heartbeat(uintptr_t reg) { return res(ty_region_heartbeat(REG(reg)), NULL); }
+go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap) {
+    return res(ty_region_topics(REG(reg), out, cap), NULL);
+}
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf) {
+    ty_topic_t* out = NULL;
+    int rc = ty_topic_create(REG(reg), name, conf, &out);
+    return res(rc, out);
+}
+go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {
+    ty_topic_t* out = NULL;
+    int rc = ty_topic_open(REG(reg), name, &out);
+    return res(rc, out);
+}
+void go_ty_topic_close(uintptr_t t) { ty_topic_close((ty_topic_t*)t); }
+int go_ty_topic_partitions(uintptr_t t) { return ty_topic_partitions(TOPIC(t)); }
+int go_ty_partition_of(uintptr_t t, uint64_t key) { return ty_partition_of(TOPIC(t), key); }
+go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out) { return res(ty_topic_stats(TOPIC(t), out), NULL); }
+go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition) {
+    return res(ty_topic_depth(TOPIC(t), partition), NULL);
+}
+go_ty_res go_ty_loan(uintptr_t t, size_t size, int64_t timeout_ns, int try_) {
+    void* buf = NULL;
+    int rc = try_ ? ty_try_loan(TOPIC(t), size, &buf) : ty_loan_timed(TOPIC(t), size, &buf, timeout_ns);
+    return res(rc, buf);
+}
+go_ty_res go_ty_publish(uintptr_t t, uintptr_t buf, size_t len, uint64_t key, int64_t timeout_ns, int try_) {
+    const void* b = (const void*)buf;
+    int rc = try_ ? ty_try_publish(TOPIC(t), b, len, key) : ty_publish_timed(TOPIC(t), b, len, key, timeout_ns);
+    return res(rc, NULL);
+}
+go_ty_res go_ty_unloan(uintptr_t t, uintptr_t buf) { return res(ty_unloan(TOPIC(t), (const void*)buf), NULL); }
+go_ty_res go_ty_send(uintptr_t t, const void* data, size_t len, uint64_t key, int64_t timeout_ns) {
+    return res(ty_send(TOPIC(t), data, len, key, timeout_ns), NULL);
+}
+go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, int try_) {
+    ty_msg_t m;
+    int rc = try_ ? ty_try_subscribe(TOPIC(t), partition, &m) : ty_subscribe(TOPIC(t), partition, &m, timeout_ns);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
+    return out;
+}
+go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle) {
+    ty_msg_t m = {(const void*)data, len, partition, 0, handle};
+    return res(ty_release(TOPIC(t), &m), NULL);
+}
+go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size) {
+    ty_ring_t* out = NULL;
+    int rc = ty_ring_create(name, count, size, &out);
+    return res(rc, out);
+}
+go_ty_res go_ty_ring_open(const char* name) {
+    ty_ring_t* out = NULL;
+    int rc = ty_ring_open(name, &out);
+    return res(rc, out);
+}
+void go_ty_ring_close(uintptr_t r) { ty_ring_close((ty_ring_t*)r); }
+size_t go_ty_ring_node_size(uintptr_t r) { return ty_ring_node_size(RING(r)); }
+go_ty_res go_ty_ring_write(uintptr_t r, const void* data, size_t len, int64_t timeout_ns) {
+    return res(ty_ring_write(RING(r), data, len, timeout_ns), NULL);
+}
+go_ty_res go_ty_ring_read(uintptr_t r, void* buf, size_t cap, int64_t timeout_ns) {
+    size_t len = 0;
+    int rc = ty_ring_read(RING(r), buf, cap, &len, timeout_ns);
+    return res(rc == TY_OK ? (int64_t)len : rc, NULL);
+}
+go_ty_res go_ty_buffer_create(const char* name, size_t size) {
+    ty_buffer_t* out = NULL;
+    int rc = ty_buffer_create(name, size, &out);
+    return res(rc, out);
+}
+go_ty_res go_ty_buffer_open(const char* name) {
+    ty_buffer_t* out = NULL;
+    int rc = ty_buffer_open(name, &out);
+    return res(rc, out);
+}
+void go_ty_buffer_close(uintptr_t b) { ty_buffer_close((ty_buffer_t*)b); }
+size_t go_ty_buffer_size(uintptr_t b) { return ty_buffer_size(BUF(b)); }
+go_ty_res go_ty_buffer_write(uintptr_t b, size_t offset, const void* data, size_t len) {
+    return res(ty_buffer_write(BUF(b), offset, data, len), NULL);
+}
+go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len) {
+    return res(ty_buffer_read(BUF(b), offset, out, len), NULL);
+}
+
+/* Declared by cgo from rpc.go's //export. */
+extern int goTachyonRPCHandle(uintptr_t id, void* req, size_t len, uintptr_t reply);
+
+static int go_ty_rpc_handler(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
+    return goTachyonRPCHandle((uintptr_t)user, (void*)req, len, (uintptr_t)reply);
+}
+go_ty_res go_ty_rpc_open(const char* name, uintptr_t id, int create) {
+    ty_rpc_t* out = NULL;
+    ty_rpc_handler_fn h = id ? go_ty_rpc_handler : NULL;
+    int rc = create ? ty_rpc_create(name, h, (void*)id, &out) : ty_rpc_open(name, h, (void*)id, &out);
+    return res(rc, out);
+}
+go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns) {
+    void* resp = NULL;
+    size_t resp_len = 0;
+    int rc = ty_rpc_request((const ty_rpc_t*)rpc, req, len, &resp, &resp_len, timeout_ns);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, resp, resp_len, 0, 0};
+    return out;
+}
+void go_ty_rpc_free(uintptr_t resp, size_t len) { ty_rpc_free((void*)resp, len); }
+int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len) {
+    return ty_rpc_reply((ty_rpc_reply_t*)reply, data, len);
+}
+void go_ty_rpc_close(uintptr_t rpc) { ty_rpc_close((ty_rpc_t*)rpc); }
+
+int go_ty_nop(void) { return 0; }

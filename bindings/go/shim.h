@@ -1,0 +1,95 @@
+/* The binding's C side: thin wrappers over libtachyon, for two reasons.
+ *
+ * 1. libtachyon keeps the text of the last failure per OS thread
+ *    (ty_last_error), and a goroutine may move to another thread between
+ *    two cgo calls: the text must be taken in the same C call as the
+ *    failure. Each wrapper returns, by value, the status and, on failure
+ *    (other than TY_EAGAIN and TY_ETIMEDOUT, whose text says nothing more
+ *    than the code), a malloc'd copy of the text, which the Go side frees.
+ * 2. Cost. cgo checks every pointer argument at run time (cgocheck) and
+ *    makes Go variables whose address is passed escape to the heap. The
+ *    handles and loaned chunks are C memory, so they are passed as
+ *    uintptr_t (nothing to check), results come back in the returned
+ *    struct rather than through out-parameters, and a received message
+ *    comes back as a value (go_ty_msg) and goes back to ty_release as
+ *    values. The only Go pointers given to C are names, configurations,
+ *    statistics out-structs and the bytes of Send, ring, buffer and RPC
+ *    calls (requests, and a handler's response, which ty_rpc_reply
+ *    copies), none of which contains a Go pointer or is kept after the
+ *    call (the cgo rules). The RPC handler's `user` value is an integer
+ *    naming the Go handler, not a pointer.
+ */
+#ifndef TACHYON_GO_SHIM_H
+#define TACHYON_GO_SHIM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <tachyon/tachyon.h>
+
+typedef struct go_ty_res {
+    int64_t rc; /* TY_OK, a TY_E* code, or a count (topics, depth, length) */
+    char* err;  /* NULL, or the failure's text: free it */
+    void* ptr;  /* the pointer result: a handle or a loaned chunk */
+} go_ty_res;
+
+/* A received message: ty_msg_t's fields, and the status. */
+typedef struct go_ty_msg {
+    int64_t rc;
+    char* err;
+    void* data;
+    size_t len;
+    uint64_t handle;
+    uint32_t partition;
+} go_ty_msg;
+
+go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create);
+go_ty_res go_ty_region_remove(const char* name);
+void go_ty_region_close(uintptr_t reg);
+go_ty_res go_ty_region_recover(uintptr_t reg, ty_recovered_t* out, int on_open);
+go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out);
+go_ty_res go_ty_region_heartbeat(uintptr_t reg);
+go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap);
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf);
+go_ty_res go_ty_topic_open(uintptr_t reg, const char* name);
+void go_ty_topic_close(uintptr_t t);
+int go_ty_topic_partitions(uintptr_t t);
+int go_ty_partition_of(uintptr_t t, uint64_t key);
+go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out);
+go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition);
+/* try: ty_try_loan, else ty_loan with the timeout. */
+go_ty_res go_ty_loan(uintptr_t t, size_t size, int64_t timeout_ns, int try_);
+/* try: ty_try_publish, else ty_publish_timed. */
+go_ty_res go_ty_publish(uintptr_t t, uintptr_t buf, size_t len, uint64_t key, int64_t timeout_ns, int try_);
+go_ty_res go_ty_unloan(uintptr_t t, uintptr_t buf);
+go_ty_res go_ty_send(uintptr_t t, const void* data, size_t len, uint64_t key, int64_t timeout_ns);
+/* try: ty_try_subscribe, else ty_subscribe. */
+go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, int try_);
+go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
+go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
+go_ty_res go_ty_ring_open(const char* name);
+void go_ty_ring_close(uintptr_t r);
+size_t go_ty_ring_node_size(uintptr_t r);
+go_ty_res go_ty_ring_write(uintptr_t r, const void* data, size_t len, int64_t timeout_ns);
+/* rc: the item's length. */
+go_ty_res go_ty_ring_read(uintptr_t r, void* buf, size_t cap, int64_t timeout_ns);
+go_ty_res go_ty_buffer_create(const char* name, size_t size);
+go_ty_res go_ty_buffer_open(const char* name);
+void go_ty_buffer_close(uintptr_t b);
+size_t go_ty_buffer_size(uintptr_t b);
+go_ty_res go_ty_buffer_write(uintptr_t b, size_t offset, const void* data, size_t len);
+go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
+
+/* RPC: `id` names the Go handler (0: none); the library calls it through
+ * go_ty_rpc_handler, which calls the exported Go function
+ * goTachyonRPCHandle. The response comes back in data / len: free it with
+ * ty_rpc_free. */
+go_ty_res go_ty_rpc_open(const char* name, uintptr_t id, int create);
+go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns);
+void go_ty_rpc_free(uintptr_t resp, size_t len);
+int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len);
+void go_ty_rpc_close(uintptr_t rpc);
+
+/* Does nothing: the benchmarks' measure of a bare cgo call. */
+int go_ty_nop(void);
+
+#endif

@@ -1,0 +1,489 @@
+package tachyon
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"time"
+	"unsafe"
+)
+
+// slice is the longest a Context form waits in C before it looks at its
+// context again.
+const slice = 5 * time.Millisecond
+
+// Topic is a handle on a topic of a region: power-of-two partitions, each
+// a bounded ring of message descriptors. Safe for concurrent use; loans
+// and messages taken through it are published and released through it.
+type Topic struct {
+	g     guard
+	p     C.uintptr_t // the ty_topic_t*, C memory
+	name  string
+	parts int
+}
+
+// Name returns the topic's name.
+func (t *Topic) Name() string {
+	if t == nil {
+		return ""
+	}
+	return t.name
+}
+
+// Partitions returns the topic's number of partitions (0 for a nil
+// topic).
+func (t *Topic) Partitions() int {
+	if t == nil {
+		return 0
+	}
+	return t.parts
+}
+
+// Close closes the handle: loans taken through it and not published go
+// back to the pool, messages received through it and not released are
+// released (their Data becomes invalid). It waits for calls in flight on
+// the handle, so a goroutine blocked in Receive(p, Forever) delays it:
+// stop such calls with a context first. A second Close returns ErrClosed.
+func (t *Topic) Close() error {
+	if t == nil {
+		return closed("Topic.Close", true)
+	}
+	if !t.g.shut(func() { C.go_ty_topic_close(t.p); t.p = 0 }) {
+		return closed("Topic.Close", false)
+	}
+	runtime.SetFinalizer(t, nil)
+	return nil
+}
+
+func (t *Topic) enter(op string) error {
+	if t == nil {
+		return closed(op, true)
+	}
+	if !t.g.enter() {
+		return closed(op, false)
+	}
+	return nil
+}
+
+// part checks a partition number for C.
+func (t *Topic) part(op string, partition int) (C.uint32_t, error) {
+	if partition < 0 || partition >= t.parts {
+		return 0, invalid(op, "no such partition")
+	}
+	return C.uint32_t(partition), nil
+}
+
+// PartitionOf returns the partition messages of key go to, or -1 for a
+// nil or closed topic.
+func (t *Topic) PartitionOf(key uint64) int {
+	if t.enter("Topic.PartitionOf") != nil {
+		return -1
+	}
+	n := int(C.go_ty_partition_of(t.p, C.uint64_t(key)))
+	t.g.leave()
+	return n
+}
+
+// TopicStats is a topic's configuration and counters (since it was
+// created, all processes).
+type TopicStats struct {
+	// Partitions is the number of partitions.
+	Partitions int
+	// Capacity is the slots per partition.
+	Capacity int
+	// Notify is how the topic waits.
+	Notify Notify
+	// Delivery is the topic's delivery guarantee.
+	Delivery Delivery
+	// Published is the messages published.
+	Published uint64
+	// Received is the messages received.
+	Received uint64
+	// Corrupt is the corrupt descriptors dropped.
+	Corrupt uint64
+	// Lost is the messages lost with a consumer that died holding them.
+	Lost uint64
+}
+
+func statsFromC(s *C.ty_topic_stats_t) TopicStats {
+	return TopicStats{
+		Partitions: int(s.partitions), Capacity: int(s.capacity), Notify: Notify(s.notify),
+		Delivery: Delivery(s.delivery), Published: uint64(s.published), Received: uint64(s.received),
+		Corrupt: uint64(s.corrupt), Lost: uint64(s.lost),
+	}
+}
+
+// Stats returns the topic's configuration and counters.
+func (t *Topic) Stats() (TopicStats, error) {
+	const op = "Topic.Stats"
+	if err := t.enter(op); err != nil {
+		return TopicStats{}, err
+	}
+	defer t.g.leave()
+	var out C.ty_topic_stats_t
+	if r := C.go_ty_topic_stats(t.p, &out); r.rc != C.TY_OK {
+		return TopicStats{}, fail(op, r)
+	}
+	return statsFromC(&out), nil
+}
+
+// Depth returns the number of messages waiting in partition now (a
+// snapshot).
+func (t *Topic) Depth(partition int) (int, error) {
+	const op = "Topic.Depth"
+	if err := t.enter(op); err != nil {
+		return 0, err
+	}
+	defer t.g.leave()
+	p, err := t.part(op, partition)
+	if err != nil {
+		return 0, err
+	}
+	r := C.go_ty_topic_depth(t.p, p)
+	if r.rc < 0 {
+		return 0, fail(op, r)
+	}
+	return int(r.rc), nil
+}
+
+// Loan is a chunk of the pool loaned for one message: write it through
+// Bytes, then Publish it (or Unloan it). Not safe for concurrent use.
+type Loan struct {
+	t    *Topic
+	buf  unsafe.Pointer // the chunk, in C memory; nil once used up
+	data []byte
+}
+
+// Bytes returns the loaned chunk: len and cap are the size asked for. It
+// is shared memory, writable by this loan alone until Publish or Unloan,
+// and must not be used after them. nil once the loan is used up.
+func (l *Loan) Bytes() []byte {
+	if l == nil {
+		return nil
+	}
+	return l.data
+}
+
+func (t *Topic) loan(op string, size int, timeout C.int64_t, try bool) (*Loan, error) {
+	if size < 0 || uint64(size) > math.MaxUint32 {
+		return nil, invalid(op, "size out of range")
+	}
+	if err := t.enter(op); err != nil {
+		return nil, err
+	}
+	r := C.go_ty_loan(t.p, C.size_t(size), timeout, cbool(try))
+	t.g.leave()
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
+	}
+	return &Loan{t: t, buf: r.ptr, data: unsafe.Slice((*byte)(r.ptr), size)}, nil
+}
+
+// Loan loans a chunk of size bytes (at most MaxMessage), waiting for a
+// free one for ever, as the topic's notify policy says. Its bytes are
+// whatever the chunk held before.
+func (t *Topic) Loan(size int) (*Loan, error) {
+	return t.loan("Topic.Loan", size, -1, false)
+}
+
+// LoanTimeout is Loan waiting at most timeout (Forever: for ever, 0: not
+// at all) for a free chunk: ErrPoolExhausted when none came free.
+func (t *Topic) LoanTimeout(size int, timeout time.Duration) (*Loan, error) {
+	return t.loan("Topic.LoanTimeout", size, nanos(timeout), false)
+}
+
+// TryLoan is Loan without waiting: ErrPoolExhausted if no chunk of that
+// size is free now.
+func (t *Topic) TryLoan(size int) (*Loan, error) {
+	return t.loan("Topic.TryLoan", size, 0, true)
+}
+
+// LoanContext is Loan until ctx is done (then it returns ctx.Err()).
+func (t *Topic) LoanContext(ctx context.Context, size int) (*Loan, error) {
+	const op = "Topic.LoanContext"
+	var l *Loan
+	err := sliced(ctx, func(w C.int64_t) (bool, error) {
+		var err error
+		l, err = t.loan(op, size, w, false)
+		return retry(err, C.TY_EPOOL), err
+	})
+	return l, err
+}
+
+// retry reports whether a slice's error means "not within this slice".
+func retry(err error, also C.int) bool {
+	e, ok := err.(*Error)
+	return ok && (e.Code == int(C.TY_ETIMEDOUT) || e.Code == int(also))
+}
+
+// sliced runs call(timeout) in slices of at most slice until it is done
+// (retry false) or ctx is. A context that can never be done costs one
+// call waiting for ever.
+func sliced(ctx context.Context, call func(C.int64_t) (bool, error)) error {
+	if ctx == nil {
+		return invalid("context", "nil context")
+	}
+	if ctx.Done() == nil {
+		_, err := call(-1)
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w := slice
+		if d, ok := ctx.Deadline(); ok {
+			if left := time.Until(d); left < w {
+				if left <= 0 {
+					return context.DeadlineExceeded
+				}
+				w = left
+			}
+		}
+		again, err := call(C.int64_t(w))
+		if !again {
+			return err
+		}
+	}
+}
+
+// publish does Publish's work; on any outcome but ErrInvalid the loan is
+// used up.
+func (l *Loan) publish(op string, n int, key uint64, timeout C.int64_t, try bool) error {
+	if l == nil || l.t == nil {
+		return invalid(op, "nil loan")
+	}
+	if l.buf == nil {
+		return invalid(op, "the loan was published or returned already")
+	}
+	if n < 0 || n > len(l.data) {
+		return invalid(op, "length out of range: more than was loaned")
+	}
+	t := l.t
+	if err := t.enter(op); err != nil {
+		return err
+	}
+	r := C.go_ty_publish(t.p, handle(l.buf), C.size_t(n), C.uint64_t(key), timeout, cbool(try))
+	t.g.leave()
+	if r.rc != C.TY_EINVAL {
+		l.buf, l.data = nil, nil
+	}
+	if r.rc != C.TY_OK {
+		return fail(op, r)
+	}
+	return nil
+}
+
+// Publish publishes the first n bytes of the loan with key: its
+// descriptor goes into the key's partition, waiting for room for ever.
+// Messages of one key are received in the order they were published.
+// Whatever the result (except ErrInvalid, where nothing happened) the loan
+// is used up: on an error its chunk goes back to the pool.
+func (l *Loan) Publish(n int, key uint64) error {
+	return l.publish("Loan.Publish", n, key, -1, false)
+}
+
+// PublishTimeout is Publish waiting at most timeout for room: ErrTimeout
+// when it passed (the message is dropped).
+func (l *Loan) PublishTimeout(n int, key uint64, timeout time.Duration) error {
+	return l.publish("Loan.PublishTimeout", n, key, nanos(timeout), false)
+}
+
+// TryPublish is Publish without waiting: ErrWouldBlock if the key's
+// partition is full (the message is dropped; loan again to retry).
+func (l *Loan) TryPublish(n int, key uint64) error {
+	return l.publish("Loan.TryPublish", n, key, 0, true)
+}
+
+// Unloan returns the loan to the pool unpublished.
+func (l *Loan) Unloan() error {
+	const op = "Loan.Unloan"
+	if l == nil || l.t == nil {
+		return invalid(op, "nil loan")
+	}
+	if l.buf == nil {
+		return invalid(op, "the loan was published or returned already")
+	}
+	t := l.t
+	if err := t.enter(op); err != nil {
+		return err
+	}
+	r := C.go_ty_unloan(t.p, handle(l.buf))
+	t.g.leave()
+	l.buf, l.data = nil, nil
+	if r.rc != C.TY_OK {
+		return fail(op, r)
+	}
+	return nil
+}
+
+// Close returns the loan unpublished if it was not used up, and does
+// nothing otherwise, so that defer loan.Close() is always right.
+func (l *Loan) Close() error {
+	if l == nil || l.buf == nil {
+		return nil
+	}
+	return l.Unloan()
+}
+
+// Send copies data into a chunk and publishes it with key (the copy path:
+// loan, copy and publish in one call), waiting for ever.
+func (t *Topic) Send(data []byte, key uint64) error {
+	return t.send("Topic.Send", data, key, -1)
+}
+
+// SendTimeout is Send waiting at most timeout in all; with 0, a full
+// partition is ErrWouldBlock.
+func (t *Topic) SendTimeout(data []byte, key uint64, timeout time.Duration) error {
+	return t.send("Topic.SendTimeout", data, key, nanos(timeout))
+}
+
+// SendContext is Send until ctx is done (then it returns ctx.Err(), and
+// nothing was published).
+func (t *Topic) SendContext(ctx context.Context, data []byte, key uint64) error {
+	return sliced(ctx, func(w C.int64_t) (bool, error) {
+		err := t.send("Topic.SendContext", data, key, w)
+		return retry(err, C.TY_EPOOL), err
+	})
+}
+
+func (t *Topic) send(op string, data []byte, key uint64, timeout C.int64_t) error {
+	if err := t.enter(op); err != nil {
+		return err
+	}
+	var p unsafe.Pointer
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0])
+	}
+	r := C.go_ty_send(t.p, p, C.size_t(len(data)), C.uint64_t(key), timeout)
+	t.g.leave()
+	if r.rc != C.TY_OK {
+		return fail(op, r)
+	}
+	return nil
+}
+
+// Message is a received message: its bytes stay in shared memory until
+// Release. Not safe for concurrent use.
+type Message struct {
+	t      *Topic
+	data   []byte         // over ptr; nil once released
+	ptr    unsafe.Pointer // ty_msg_t.data, C memory
+	handle uint64         // ty_msg_t.handle; 0 once released
+	len    int
+	part   uint32
+}
+
+// Data returns the message's bytes, a read-only view of shared memory
+// (do not write it): valid until Release, or until the topic is closed.
+// nil once released.
+func (m *Message) Data() []byte {
+	if m == nil {
+		return nil
+	}
+	return m.data
+}
+
+// Partition returns the partition the message came from.
+func (m *Message) Partition() int {
+	if m == nil {
+		return -1
+	}
+	return int(m.part)
+}
+
+// Release gives the message's chunk back to the pool; Data becomes
+// invalid. A second Release is ErrInvalid.
+func (m *Message) Release() error {
+	const op = "Message.Release"
+	if m == nil || m.t == nil {
+		return invalid(op, "nil message")
+	}
+	if m.handle == 0 {
+		return invalid(op, "the message was released already")
+	}
+	t := m.t
+	m.data = nil
+	if err := t.enter(op); err != nil {
+		return err
+	}
+	r := C.go_ty_release(t.p, handle(m.ptr), C.size_t(m.len), C.uint32_t(m.part), C.uint64_t(m.handle))
+	t.g.leave()
+	m.handle, m.ptr = 0, nil
+	if r.rc != C.TY_OK {
+		return fail(op, r)
+	}
+	return nil
+}
+
+// Close releases the message if it was not released, and does nothing
+// otherwise, so that defer msg.Close() is always right.
+func (m *Message) Close() error {
+	if m == nil || m.handle == 0 {
+		return nil
+	}
+	return m.Release()
+}
+
+func (t *Topic) receive(op string, partition int, timeout C.int64_t, try bool) (*Message, error) {
+	if err := t.enter(op); err != nil {
+		return nil, err
+	}
+	p, err := t.part(op, partition)
+	if err != nil {
+		t.g.leave()
+		return nil, err
+	}
+	r := C.go_ty_subscribe(t.p, p, timeout, cbool(try))
+	t.g.leave()
+	if r.rc != C.TY_OK {
+		return nil, fail(op, C.go_ty_res{rc: r.rc, err: r.err})
+	}
+	msg := &Message{t: t, ptr: r.data, handle: uint64(r.handle), len: int(r.len), part: uint32(r.partition)}
+	if r.len > 0 {
+		msg.data = unsafe.Slice((*byte)(r.data), int(r.len))
+	} else {
+		msg.data = []byte{}
+	}
+	return msg, nil
+}
+
+// Receive receives the next message of partition, waiting at most timeout
+// (Forever: for ever, as the topic's notify policy says; 0 looks once):
+// ErrTimeout when none came. Each message goes to exactly one consumer of
+// its partition. The caller must Release it.
+func (t *Topic) Receive(partition int, timeout time.Duration) (*Message, error) {
+	return t.receive("Topic.Receive", partition, nanos(timeout), false)
+}
+
+// TryReceive is Receive without waiting: ErrWouldBlock if the partition
+// is empty.
+func (t *Topic) TryReceive(partition int) (*Message, error) {
+	return t.receive("Topic.TryReceive", partition, 0, true)
+}
+
+// ReceiveContext is Receive until ctx is done (then it returns ctx.Err(),
+// having taken nothing).
+func (t *Topic) ReceiveContext(ctx context.Context, partition int) (*Message, error) {
+	var m *Message
+	err := sliced(ctx, func(w C.int64_t) (bool, error) {
+		var err error
+		m, err = t.receive("Topic.ReceiveContext", partition, w, false)
+		return retry(err, C.TY_ETIMEDOUT), err
+	})
+	return m, err
+}
+
+// cbool converts a flag for C.
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
