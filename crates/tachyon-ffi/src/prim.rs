@@ -133,8 +133,8 @@ unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize, what: &str) -> Res<&'a mut [
     }
 }
 
-/// Creates the ring `name` of `node_count` nodes (a power of two, 2 or
-/// more) of `node_size` bytes each (the largest item). The ring is removed
+/// Creates the ring `name` of `node_count` nodes (2 or more; any count, all
+/// of them usable) of `node_size` bytes each (the largest item). The ring is removed
 /// when the last process closes it.
 ///
 /// On success `*out` is a new handle, for `ty_ring_close`; NULL on failure.
