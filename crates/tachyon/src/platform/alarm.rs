@@ -24,6 +24,12 @@
 //! deadline a little later than the last) does not wake it for each one;
 //! it wakes about once per registered deadline at most.
 //!
+//! A sleeper may not be asleep yet when its deadline passes (it registers,
+//! then enters the futex; it can be descheduled in between), and a
+//! `FUTEX_WAKE` reaches only those already asleep. So the thread wakes an
+//! expired sleeper again every [`REWAKE`] until the sleeper removes its
+//! registration: a late sleeper sleeps at most that long past its deadline.
+//!
 //! A word's address stays valid while its registration lives: the waiter
 //! removes it (under the list's mutex) before it returns from the sleep,
 //! and the thread wakes words only under that mutex.
@@ -46,11 +52,24 @@ pub(crate) const MIN_ALARM: Duration = Duration::from_micros(500);
 /// How long the alarm thread stays armed with nothing registered.
 const LINGER: Duration = Duration::from_millis(50);
 
+/// How often an expired sleeper that has not removed its registration is
+/// woken again (it may have gone to sleep only after the first wake-up).
+const REWAKE: Duration = Duration::from_millis(1);
+
 /// A registered sleeper: its deadline, an id, its futex word's address.
 struct Sleeper {
     deadline: Instant,
     id: u64,
     word: *const AtomicU32,
+    /// When it was last woken for its deadline.
+    woken: Option<Instant>,
+}
+
+impl Sleeper {
+    /// When the thread must next wake this sleeper.
+    fn due(&self) -> Instant {
+        self.woken.map_or(self.deadline, |w| w + REWAKE)
+    }
 }
 
 // SAFETY: `word` is only dereferenced by the alarm thread under the list's
@@ -151,7 +170,7 @@ pub(crate) fn arm(deadline: Instant, word: &AtomicU32) -> Option<Armed> {
     }
     let id = st.next_id;
     st.next_id += 1;
-    st.sleepers.push(Sleeper { deadline, id, word });
+    st.sleepers.push(Sleeper { deadline, id, word, woken: None });
     if st.target.is_none_or(|t| deadline < t) {
         st.target = Some(deadline);
         alarms.changed.notify_one();
@@ -166,18 +185,16 @@ fn run(alarms: &'static Alarms) {
     let mut idle_since: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        st.sleepers.retain(|s| {
-            if s.deadline <= now {
-                // SAFETY: the registration lives (it is in the list, and
-                // its waiter removes it under this mutex, which we hold),
-                // so the waiter still borrows the word inside its mapping.
-                crate::platform::futex::wake_all(unsafe { &*s.word });
-                false
-            } else {
-                true
-            }
-        });
-        let next = st.sleepers.iter().map(|s| s.deadline).min();
+        for s in st.sleepers.iter_mut().filter(|s| s.due() <= now) {
+            // SAFETY: the registration lives (it is in the list, and its
+            // waiter removes it under this mutex, which we hold), so the
+            // waiter still borrows the word inside its mapping.
+            crate::platform::futex::wake_all(unsafe { &*s.word });
+            // Kept until its waiter removes it: woken again if it was not
+            // asleep yet.
+            s.woken = Some(now);
+        }
+        let next = st.sleepers.iter().map(Sleeper::due).min();
         st.target = match next {
             Some(d) => {
                 idle_since = None;
@@ -260,6 +277,25 @@ mod tests {
             .sleepers
             .iter()
             .all(|s| !words.iter().any(|w| std::ptr::eq(s.word, w))));
+    }
+
+    #[test]
+    fn a_sleeper_that_sleeps_after_its_alarm_fired_is_woken_again() {
+        let word = AtomicU32::new(0);
+        let done = AtomicU32::new(0);
+        let rescued = std::thread::scope(|s| {
+            rescuer(s, std::slice::from_ref(&word), &done);
+            // Registered with a deadline that passes at once, then 20 ms
+            // before sleeping: the first wake-up finds nobody asleep.
+            let armed = arm(Instant::now(), &word).expect("the alarm thread starts");
+            std::thread::sleep(Duration::from_millis(20));
+            futex::wait(&word, 0, None);
+            drop(armed);
+            let rescued = word.load(Ordering::Acquire) != 0;
+            done.store(1, Ordering::Release);
+            rescued
+        });
+        assert!(!rescued, "woken again by the alarm, not by the rescuer");
     }
 
     #[test]
