@@ -417,8 +417,8 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
-	// Close waits for the slice in C to return; the receive then finds
-	// the handle closed.
+	// Close wakes the receive waiting in C (its cancellation) and waits
+	// for it to return; the receive then says the handle was closed.
 	check(t, topic.Close())
 	select {
 	case err := <-done:

@@ -72,6 +72,16 @@ go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, i
     go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
     return out;
 }
+go_ty_msg go_ty_subscribe_cancel(uintptr_t t, uint32_t partition, int64_t timeout_ns, uintptr_t c) {
+    ty_msg_t m;
+    int rc = ty_subscribe_cancel(TOPIC(t), partition, &m, timeout_ns, (const ty_cancel_t*)c);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
+    return out;
+}
+uintptr_t go_ty_cancel_new(void) { return (uintptr_t)ty_cancel_new(); }
+void go_ty_cancel(uintptr_t c) { (void)ty_cancel((const ty_cancel_t*)c); }
+void go_ty_cancel_free(uintptr_t c) { ty_cancel_free((ty_cancel_t*)c); }
 go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle) {
     ty_msg_t m = {(const void*)data, len, partition, 0, handle};
     return res(ty_release(TOPIC(t), &m), NULL);

@@ -64,6 +64,11 @@ go_ty_res go_ty_unloan(uintptr_t t, uintptr_t buf);
 go_ty_res go_ty_send(uintptr_t t, const void* data, size_t len, uint64_t key, int64_t timeout_ns);
 /* try: ty_try_subscribe, else ty_subscribe. */
 go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, int try_);
+/* ty_subscribe_cancel with the cancellation c (a ty_cancel_t*). */
+go_ty_msg go_ty_subscribe_cancel(uintptr_t t, uint32_t partition, int64_t timeout_ns, uintptr_t c);
+uintptr_t go_ty_cancel_new(void);
+void go_ty_cancel(uintptr_t c);
+void go_ty_cancel_free(uintptr_t c);
 go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
 go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
 go_ty_res go_ty_ring_open(const char* name);

@@ -8,8 +8,10 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"math"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -26,6 +28,12 @@ type Topic struct {
 	p     C.uintptr_t // the ty_topic_t*, C memory
 	name  string
 	parts int
+
+	// The cancellations (ty_cancel_t*) of the ReceiveContext calls waiting
+	// now, so that Close can end them; closing once Close began.
+	wmu     sync.Mutex
+	waiting map[C.uintptr_t]struct{}
+	closing bool
 }
 
 // Name returns the topic's name.
@@ -54,6 +62,13 @@ func (t *Topic) Close() error {
 	if t == nil {
 		return closed("Topic.Close", true)
 	}
+	// Wake the ReceiveContext calls waiting in C: shut waits for them.
+	t.wmu.Lock()
+	t.closing = true
+	for c := range t.waiting {
+		C.go_ty_cancel(c)
+	}
+	t.wmu.Unlock()
 	if !t.g.shut(func() { C.go_ty_topic_close(t.p); t.p = 0 }) {
 		return closed("Topic.Close", false)
 	}
@@ -432,6 +447,11 @@ func (m *Message) Close() error {
 }
 
 func (t *Topic) receive(op string, partition int, timeout C.int64_t, try bool) (*Message, error) {
+	return t.receiveWith(op, partition, timeout, try, 0)
+}
+
+// receiveWith is receive, ended early by cancel (a ty_cancel_t*, 0: none).
+func (t *Topic) receiveWith(op string, partition int, timeout C.int64_t, try bool, cancel C.uintptr_t) (*Message, error) {
 	if err := t.enter(op); err != nil {
 		return nil, err
 	}
@@ -440,7 +460,12 @@ func (t *Topic) receive(op string, partition int, timeout C.int64_t, try bool) (
 		t.g.leave()
 		return nil, err
 	}
-	r := C.go_ty_subscribe(t.p, p, timeout, cbool(try))
+	var r C.go_ty_msg
+	if cancel != 0 {
+		r = C.go_ty_subscribe_cancel(t.p, p, timeout, cancel)
+	} else {
+		r = C.go_ty_subscribe(t.p, p, timeout, cbool(try))
+	}
 	t.g.leave()
 	if r.rc != C.TY_OK {
 		return nil, fail(op, C.go_ty_res{rc: r.rc, err: r.err})
@@ -470,13 +495,70 @@ func (t *Topic) TryReceive(partition int) (*Message, error) {
 
 // ReceiveContext is Receive until ctx is done (then it returns ctx.Err(),
 // having taken nothing).
+//
+// Unlike the other Context forms, which look at their context every 5 ms,
+// ReceiveContext is woken when ctx is done (ty_subscribe_cancel): an idle
+// consumer costs nothing while it waits.
 func (t *Topic) ReceiveContext(ctx context.Context, partition int) (*Message, error) {
-	var m *Message
-	err := sliced(ctx, func(w C.int64_t) (bool, error) {
-		var err error
-		m, err = t.receive("Topic.ReceiveContext", partition, w, false)
-		return retry(err, C.TY_ETIMEDOUT), err
-	})
+	const op = "Topic.ReceiveContext"
+	if ctx == nil {
+		return nil, invalid("context", "nil context")
+	}
+	if ctx.Done() == nil {
+		return t.receive(op, partition, -1, false)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	timeout := C.int64_t(-1)
+	d, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		left := time.Until(d)
+		if left <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		timeout = nanos(left)
+	}
+	cancel := C.go_ty_cancel_new()
+	t.wmu.Lock()
+	if t.closing {
+		t.wmu.Unlock()
+		C.go_ty_cancel_free(cancel)
+		return nil, closed(op, false)
+	}
+	if t.waiting == nil {
+		t.waiting = make(map[C.uintptr_t]struct{})
+	}
+	t.waiting[cancel] = struct{}{}
+	t.wmu.Unlock()
+	finished, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			C.go_ty_cancel(cancel)
+		case <-finished:
+		}
+	}()
+	m, err := t.receiveWith(op, partition, timeout, false, cancel)
+	close(finished)
+	<-watched // the watcher no longer uses cancel
+	t.wmu.Lock()
+	delete(t.waiting, cancel) // nor Close, from now on
+	closing := t.closing
+	t.wmu.Unlock()
+	C.go_ty_cancel_free(cancel)
+	if err != nil {
+		if closing && errors.Is(err, ErrInterrupted) {
+			return nil, closed(op, false) // ended by Close
+		}
+		if e := ctx.Err(); e != nil && (errors.Is(err, ErrInterrupted) || errors.Is(err, ErrTimeout)) {
+			return nil, e
+		}
+		if hasDeadline && errors.Is(err, ErrTimeout) {
+			return nil, context.DeadlineExceeded // the C timeout was the context's deadline
+		}
+	}
 	return m, err
 }
 

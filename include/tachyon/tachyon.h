@@ -156,6 +156,11 @@ typedef enum ty_status_t {
   TY_EINTR = -21,
 } ty_status_t;
 
+// A cancellation for waiting calls (opaque): `ty_cancel` ends, from any
+// thread, the `ty_subscribe_cancel` calls waiting with it, with a wake-up
+// (no polling). From `ty_cancel_new`, freed with `ty_cancel_free`.
+typedef struct ty_cancel_t ty_cancel_t;
+
 // The response a handler builds (opaque): set it with `ty_rpc_reply`.
 typedef struct ty_rpc_reply_t ty_rpc_reply_t;
 
@@ -623,6 +628,44 @@ int ty_subscribe(const ty_topic_t *topic,
                  uint32_t partition,
                  struct ty_msg_t *m,
                  int64_t timeout_ns);
+
+// A new cancellation, not cancelled. Never NULL (the process aborts if
+// memory runs out, as for every allocation of the library). Free it with
+// `ty_cancel_free` once no call uses it. Thread-safe.
+struct ty_cancel_t *ty_cancel_new(void);
+
+// Cancels: every `ty_subscribe_cancel` waiting with `c` returns
+// `TY_EINTR` now (woken, not polled), and every later one at once unless a
+// message is there. A cancellation stays cancelled (use a new one for the
+// next wait). Errors: `TY_EINVAL` (NULL, freed). Thread-safe; not
+// async-signal-safe (use `ty_interrupt` in a signal handler).
+//
+// # Safety
+// `c` is NULL or a live `ty_cancel_t`.
+int ty_cancel(const struct ty_cancel_t *c);
+
+// Frees a cancellation. NULL is ignored. No call may use `c` during or
+// after this one.
+//
+// # Safety
+// `c` is NULL or a live `ty_cancel_t` that no call uses any more.
+void ty_cancel_free(struct ty_cancel_t *c);
+
+// `ty_subscribe` that `ty_cancel(cancel)` ends early, from another thread:
+// `TY_EINTR` (a message already in the partition is still received). For
+// callers whose waits are cancelled (a Go `context.Context`, a request
+// that was abandoned), without polling. `ty_interrupt` works here too.
+//
+// Errors: those of `ty_subscribe`, and `TY_EINVAL` for a NULL or freed
+// `cancel`. Thread-safe; several calls may wait with one `cancel`.
+//
+// # Safety
+// As `ty_subscribe`; `cancel` is NULL or a live `ty_cancel_t`.
+int ty_subscribe_cancel(const ty_topic_t *topic,
+                        uint32_t partition,
+                        struct ty_msg_t *m,
+                        int64_t timeout_ns,
+                        const struct ty_cancel_t *cancel);
 
 // `ty_subscribe` without waiting: `TY_EAGAIN` if the partition is empty.
 //

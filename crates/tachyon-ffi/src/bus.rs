@@ -15,7 +15,8 @@ use crate::ledger::{Ledger, Miss};
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Key, RawChunk, Recovered, Region, RegionConfig, Topic, TopicConfig, TopicInfo,
+    ClassStats, Delivery, Key, RawChunk, ReceiveStop, Recovered, Region, RegionConfig, Topic, TopicConfig,
+    TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
 
@@ -250,6 +251,7 @@ impl From<Recovered> for ty_recovered_t {
 const REGION_MAGIC: u64 = 0x7479_5f72_6567_696f; // "ty_regio"
 const TOPIC_MAGIC: u64 = 0x7479_5f74_6f70_6963; // "ty_topic"
 const DEAD: u64 = 0xdead_dead_dead_dead;
+const CANCEL_MAGIC: u64 = 0x7479_5f63_616e_6365; // "ty_cance"
 
 /// An attached region (opaque). From `ty_region_open` / `ty_region_create`,
 /// to `ty_region_close`. Its topics keep the region mapped: a topic stays
@@ -1077,6 +1079,104 @@ pub unsafe extern "C" fn ty_subscribe(
         unsafe {
             receive(topic, partition, m, |t| {
                 Ok(Some(interruptible(timeout, |w| t.receive_raw(partition, w))?))
+            })
+        }
+    })
+}
+
+/// A cancellation for waiting calls (opaque): `ty_cancel` ends, from any
+/// thread, the `ty_subscribe_cancel` calls waiting with it, with a wake-up
+/// (no polling). From `ty_cancel_new`, freed with `ty_cancel_free`.
+pub struct ty_cancel_t {
+    magic: u64,
+    stop: ReceiveStop,
+}
+
+/// A new cancellation, not cancelled. Never NULL (the process aborts if
+/// memory runs out, as for every allocation of the library). Free it with
+/// `ty_cancel_free` once no call uses it. Thread-safe.
+#[no_mangle]
+pub extern "C" fn ty_cancel_new() -> *mut ty_cancel_t {
+    Box::into_raw(Box::new(ty_cancel_t { magic: CANCEL_MAGIC, stop: ReceiveStop::new() }))
+}
+
+/// # Safety
+/// `c` is NULL or a live `ty_cancel_t`.
+unsafe fn cancel_of<'a>(c: *const ty_cancel_t) -> Res<&'a ty_cancel_t> {
+    if c.is_null() || !c.is_aligned() {
+        return Err(invalid("cancel is NULL or misaligned"));
+    }
+    // SAFETY: a live `Box<ty_cancel_t>` from `ty_cancel_new`, per the
+    // contract.
+    let c = unsafe { &*c };
+    if c.magic != CANCEL_MAGIC {
+        return Err(invalid("not a ty_cancel_t (freed already?)"));
+    }
+    Ok(c)
+}
+
+/// Cancels: every `ty_subscribe_cancel` waiting with `c` returns
+/// `TY_EINTR` now (woken, not polled), and every later one at once unless a
+/// message is there. A cancellation stays cancelled (use a new one for the
+/// next wait). Errors: `TY_EINVAL` (NULL, freed). Thread-safe; not
+/// async-signal-safe (use `ty_interrupt` in a signal handler).
+///
+/// # Safety
+/// `c` is NULL or a live `ty_cancel_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_cancel(c: *const ty_cancel_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { cancel_of(c)? }.stop.stop();
+        Ok(TY_OK)
+    })
+}
+
+/// Frees a cancellation. NULL is ignored. No call may use `c` during or
+/// after this one.
+///
+/// # Safety
+/// `c` is NULL or a live `ty_cancel_t` that no call uses any more.
+#[no_mangle]
+pub unsafe extern "C" fn ty_cancel_free(c: *mut ty_cancel_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { cancel_of(c) }.is_ok() {
+            // SAFETY: made by `Box::into_raw` in `ty_cancel_new`, unused now.
+            let mut b = unsafe { Box::from_raw(c) };
+            b.magic = DEAD;
+            drop(b);
+        }
+    })
+}
+
+/// `ty_subscribe` that `ty_cancel(cancel)` ends early, from another thread:
+/// `TY_EINTR` (a message already in the partition is still received). For
+/// callers whose waits are cancelled (a Go `context.Context`, a request
+/// that was abandoned), without polling. `ty_interrupt` works here too.
+///
+/// Errors: those of `ty_subscribe`, and `TY_EINVAL` for a NULL or freed
+/// `cancel`. Thread-safe; several calls may wait with one `cancel`.
+///
+/// # Safety
+/// As `ty_subscribe`; `cancel` is NULL or a live `ty_cancel_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscribe_cancel(
+    topic: *const ty_topic_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+    timeout_ns: i64,
+    cancel: *const ty_cancel_t,
+) -> c_int {
+    guard(|| {
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: per this function's contract.
+        let c = unsafe { cancel_of(cancel) };
+        // SAFETY: per this function's contract.
+        unsafe {
+            receive(topic, partition, m, |t| {
+                let stop = &c?.stop;
+                Ok(Some(interruptible(timeout, |w| t.receive_raw_until(partition, w, stop))?))
             })
         }
     })

@@ -60,6 +60,7 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<bus::ty_region_t>();
     send_sync::<bus::ty_topic_t>();
+    send_sync::<bus::ty_cancel_t>();
     send_sync::<prim::ty_ring_t>();
     send_sync::<prim::ty_buffer_t>();
     send_sync::<prim::ty_rpc_t>();

@@ -288,3 +288,35 @@ fn raw_interface_checks_what_it_can() {
     drop(region);
     Region::remove(&name).unwrap();
 }
+
+/// `ReceiveStop` wakes a receive blocked for ever, under every wait
+/// policy; a message already there is still received; a stop stays
+/// stopped.
+#[test]
+fn receive_until_is_woken_by_its_stop() {
+    use tachyon::bus::ReceiveStop;
+    use tachyon::sync::WaitPolicy;
+    let name = unique("recv-stop");
+    let region = Region::create(&name, config()).unwrap();
+    for (i, policy) in [WaitPolicy::Futex, WaitPolicy::Hybrid, WaitPolicy::Spin].into_iter().enumerate() {
+        let topic = region.create_topic(&format!("t{i}"), TopicConfig::default().wait(policy)).unwrap();
+        let stop = ReceiveStop::new();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| topic.receive_until(0, None, &stop).map(|m| m.to_vec()));
+            // Let it block (nothing asserts it did: a stop that comes first
+            // must end it too).
+            std::thread::sleep(Duration::from_millis(30));
+            stop.stop();
+            let r = waiter.join().unwrap();
+            assert!(matches!(r, Err(Error::Interrupted)), "{policy:?}: {r:?}");
+        });
+        topic.send(b"queued", Key(0), None).unwrap();
+        assert_eq!(&*topic.receive_until(0, None, &stop).unwrap(), b"queued", "{policy:?}");
+        assert!(matches!(topic.receive_until(0, WAIT, &stop), Err(Error::Interrupted)));
+        // Another stop, not stopped: a plain timed receive.
+        let other = ReceiveStop::new();
+        assert!(topic.receive_until(0, Some(Duration::from_millis(5)), &other).unwrap_err().is_timeout());
+    }
+    drop(region);
+    Region::remove(&name).unwrap();
+}

@@ -58,6 +58,15 @@ static void* receive_later(void* arg) {
     return NULL;
 }
 
+static ty_cancel_t* cancel;
+
+static void* cancel_later(void* arg) {
+    (void)arg;
+    usleep(50000);
+    CHECK(ty_cancel(cancel));
+    return NULL;
+}
+
 static void* reader(void* arg) {
     (void)arg;
     char b[16];
@@ -116,6 +125,31 @@ int main(void) {
     EXPECT(strstr(ty_last_error(), "30ms") != NULL);
     CHECK(ty_topic_stats(topic, &st));
     EXPECT(st.published == 2 && st.received == 2);
+    /* ty_cancel wakes a ty_subscribe_cancel waiting for ever (no
+     * ty_interrupt involved); a message there is still received; a
+     * cancellation stays cancelled; NULL is TY_EINVAL. */
+    {
+        cancel = ty_cancel_new();
+        EXPECT(cancel != NULL);
+        pthread_t c;
+        EXPECT(pthread_create(&c, NULL, cancel_later, NULL) == 0);
+        EXPECT_RC(TY_EINTR, ty_subscribe_cancel(topic, 0, &m, -1, cancel));
+        EXPECT(m.data == NULL && m.handle == 0);
+        pthread_join(c, NULL);
+        CHECK(ty_send(topic, "three", 5, 0, -1));
+        CHECK(ty_subscribe_cancel(topic, 0, &m, -1, cancel));
+        EXPECT(m.len == 5 && memcmp(m.data, "three", 5) == 0);
+        CHECK(ty_release(topic, &m));
+        EXPECT_RC(TY_EINTR, ty_subscribe_cancel(topic, 0, &m, -1, cancel));
+        EXPECT_RC(TY_EINVAL, ty_subscribe_cancel(topic, 0, &m, -1, NULL));
+        EXPECT_RC(TY_EINVAL, ty_cancel(NULL));
+        ty_cancel_free(cancel);
+        ty_cancel_free(NULL);
+        ty_cancel_t* fresh = ty_cancel_new();
+        EXPECT_RC(TY_ETIMEDOUT, ty_subscribe_cancel(topic, 0, &m, 1000000, fresh));
+        ty_cancel_free(fresh);
+    }
+
     /* A publish into a full partition waits for ever for room, beyond the
      * 10 ms slices, until a consumer makes some; one waiting when
      * ty_interrupt comes returns TY_EINTR, its message dropped and its

@@ -39,6 +39,6 @@ pub use recovery::Recovered;
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
 pub use topic::{
-    Delivery, Key, Loan, Message, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN, MAX_CAPACITY,
-    MAX_PARTITIONS,
+    Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
+    MAX_CAPACITY, MAX_PARTITIONS,
 };

@@ -267,6 +267,34 @@ impl Topic {
         self.take_message(partition, timeout).map(|(chunk, len)| RawChunk::of(chunk, len))
     }
 
+    /// [`receive_raw`](Self::receive_raw) that another thread can end early
+    /// with [`ReceiveStop::stop`](super::ReceiveStop::stop)
+    /// ([`Error::Interrupted`]); see [`Topic::receive_until`].
+    ///
+    /// ```
+    /// # use tachyon::bus::{Key, ReceiveStop, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-raw-until-{}", std::process::id());
+    /// # let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// # let topic = region.create_topic("raw", TopicConfig::default())?;
+    /// let stop = ReceiveStop::new();
+    /// topic.send(b"there", Key(0), None)?;
+    /// stop.stop();
+    /// let msg = topic.receive_raw_until(0, None, &stop)?; // a message there is still taken
+    /// // SAFETY: received through this region, released once.
+    /// unsafe { topic.release_raw(msg.index)? };
+    /// assert!(matches!(topic.receive_raw_until(0, None, &stop), Err(tachyon::Error::Interrupted)));
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn receive_raw_until(
+        &self,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: &super::ReceiveStop,
+    ) -> Result<RawChunk> {
+        self.take_message_until(partition, timeout, Some(stop)).map(|(chunk, len)| RawChunk::of(chunk, len))
+    }
+
     /// [`receive_raw`](Self::receive_raw) without waiting: `Ok(None)` if
     /// the partition is empty now.
     ///

@@ -814,10 +814,67 @@ impl Topic {
         Ok(Message { topic: self.clone(), chunk, len })
     }
 
+    /// [`receive`](Self::receive) that another thread can end early with
+    /// [`ReceiveStop::stop`]: it then returns [`Error::Interrupted`] (a
+    /// message already in the partition is still received). For a binding
+    /// whose callers cancel waits (a Go `context.Context`, a Python
+    /// `KeyboardInterrupt`), without polling.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{ReceiveStop, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-receive-until-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("t", TopicConfig::default())?;
+    /// let stop = ReceiveStop::new();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         std::thread::sleep(Duration::from_millis(20));
+    ///         stop.stop(); // wakes the receive below at once
+    ///     });
+    ///     let r = topic.receive_until(0, None, &stop); // would wait for ever
+    ///     assert!(matches!(r, Err(tachyon::Error::Interrupted)));
+    /// });
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn receive_until(
+        &self,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: &ReceiveStop,
+    ) -> Result<Message> {
+        let (chunk, len) = self.take_message_until(partition, timeout, Some(stop))?;
+        Ok(Message { topic: self.clone(), chunk, len })
+    }
+
     /// Takes the next message of `partition` HELD by this process.
     pub(super) fn take_message(&self, partition: u32, timeout: Option<Duration>) -> Result<(Chunk, usize)> {
+        self.take_message_until(partition, timeout, None)
+    }
+
+    /// [`take_message`](Self::take_message), ended early with
+    /// [`Error::Interrupted`] once `stop` is stopped (a message there now
+    /// is still taken).
+    pub(super) fn take_message_until(
+        &self,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+    ) -> Result<(Chunk, usize)> {
         let ring = self.ring(partition)?;
-        let waits = self.waits(partition)?;
+        let mut waits = self.waits(partition)?;
+        let _watch = match stop {
+            Some(stop) => {
+                waits.closed = Some(&stop.stopped);
+                Some(stop.watch(self, partition))
+            }
+            None => None,
+        };
+        let stopped = |e: Error| match e {
+            Error::Closed if stop.is_some() => Error::Interrupted,
+            e => e,
+        };
         let seg = self.region().segment();
         let me = seg.token();
         let (pos, idx, word) = match self.claim(&ring, &waits, false, Some(Duration::ZERO)) {
@@ -836,12 +893,12 @@ impl Topic {
                             self.region().heartbeat();
                             self.region().recover_now_and_then();
                         }
-                        other => break other?,
+                        other => break other.map_err(stopped)?,
                     }
                 }
             }
             Err(Error::Timeout { .. }) => return Err(Error::timeout(WAIT_MESSAGE, timeout)),
-            other => other?,
+            other => other.map_err(stopped)?,
         };
         crate::platform::fault::point("receive-claimed");
         let checked = self.check_descriptor(word, me.raw());
@@ -1234,6 +1291,80 @@ impl Drop for Message {
 impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Message").field("len", &self.len).field("topic", &self.topic.core.name).finish()
+    }
+}
+
+/// Ends blocked receives ([`Topic::receive_until`]) from another thread,
+/// with a wake-up rather than polling. Once stopped it stays stopped: every
+/// later receive with it returns [`Error::Interrupted`] unless a message is
+/// there at once. Use one per wait (or per task) that may be cancelled.
+///
+/// See [`Topic::receive_until`] for an example.
+#[derive(Debug, Default)]
+pub struct ReceiveStop {
+    /// Non-zero once stopped (the ring's wait ends on it).
+    stopped: AtomicU32,
+    /// The partitions receives with this stop wait on now (to wake them).
+    waiting: std::sync::Mutex<Vec<(Topic, u32)>>,
+}
+
+impl ReceiveStop {
+    /// A stop not stopped yet.
+    ///
+    /// ```
+    /// let stop = tachyon::bus::ReceiveStop::new();
+    /// assert!(!stop.is_stopped());
+    /// stop.stop();
+    /// assert!(stop.is_stopped());
+    /// ```
+    pub fn new() -> ReceiveStop {
+        ReceiveStop::default()
+    }
+
+    /// Stops: receives waiting with this stop return
+    /// [`Error::Interrupted`] now, later ones at once. Thread-safe; async-
+    /// signal-safe it is not (it takes a lock to find the waiters).
+    pub fn stop(&self) {
+        self.stopped.store(1, Ordering::SeqCst);
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        for (topic, partition) in waiting.iter() {
+            // Wakes every sleeper of the partition (others look again and
+            // sleep on); the stopped flag, set before, is what ends ours.
+            if let Ok(waits) = topic.waits(*partition) {
+                waits.not_empty.notify_all();
+            }
+        }
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst) != 0
+    }
+
+    /// Records a receive waiting on `partition` of `topic` until the guard
+    /// goes.
+    fn watch(&self, topic: &Topic, partition: u32) -> StopWatch<'_> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).push((topic.clone(), partition));
+        StopWatch { stop: self, topic: Arc::as_ptr(&topic.core) as usize, partition }
+    }
+}
+
+/// A receive's entry in [`ReceiveStop::waiting`], removed on drop.
+struct StopWatch<'a> {
+    stop: &'a ReceiveStop,
+    topic: usize,
+    partition: u32,
+}
+
+impl Drop for StopWatch<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.stop.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = waiting
+            .iter()
+            .position(|(t, p)| Arc::as_ptr(&t.core) as usize == self.topic && *p == self.partition)
+        {
+            waiting.swap_remove(i);
+        }
     }
 }
 
