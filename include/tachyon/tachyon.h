@@ -157,8 +157,9 @@ typedef enum ty_status_t {
 } ty_status_t;
 
 // A cancellation for waiting calls (opaque): `ty_cancel` ends, from any
-// thread, the `ty_subscribe_cancel` calls waiting with it, with a wake-up
-// (no polling). From `ty_cancel_new`, freed with `ty_cancel_free`.
+// thread, the `ty_subscribe_cancel` and `ty_rpc_request_cancel` calls
+// waiting with it, with a wake-up (no polling). From `ty_cancel_new`,
+// freed with `ty_cancel_free`.
 typedef struct ty_cancel_t ty_cancel_t;
 
 // The response a handler builds (opaque): set it with `ty_rpc_reply`.
@@ -634,9 +635,10 @@ int ty_subscribe(const ty_topic_t *topic,
 // `ty_cancel_free` once no call uses it. Thread-safe.
 struct ty_cancel_t *ty_cancel_new(void);
 
-// Cancels: every `ty_subscribe_cancel` waiting with `c` returns
-// `TY_EINTR` now (woken, not polled), and every later one at once unless a
-// message is there. A cancellation stays cancelled (use a new one for the
+// Cancels: every `ty_subscribe_cancel` and `ty_rpc_request_cancel`
+// waiting with `c` returns `TY_EINTR` now (woken, not polled), and every
+// later one at once (a subscribe still takes a message that is there). A
+// cancellation stays cancelled (use a new one for the
 // next wait). Errors: `TY_EINVAL` (NULL, freed). Thread-safe; not
 // async-signal-safe (use `ty_interrupt` in a signal handler).
 //
@@ -899,6 +901,25 @@ int ty_rpc_request(const ty_rpc_t *rpc,
                    void **resp,
                    size_t *resp_len,
                    int64_t timeout_ns);
+
+// `ty_rpc_request` that `ty_cancel(cancel)` ends early from another
+// thread: `TY_EINTR` at once if it waits for the response (a request
+// already sent stays sent: the peer may still handle it, its response is
+// dropped), within about 20 ms if it waits for room to send; a
+// cancellation already cancelled fails the call before anything is sent.
+//
+// Errors: those of `ty_rpc_request`, `TY_EINTR`, and `TY_EINVAL` for a
+// NULL or freed `cancel`. Thread-safe.
+//
+// # Safety
+// As `ty_rpc_request`; `cancel` is NULL or a live `ty_cancel_t`.
+int ty_rpc_request_cancel(const ty_rpc_t *rpc,
+                          const void *req,
+                          size_t len,
+                          void **resp,
+                          size_t *resp_len,
+                          int64_t timeout_ns,
+                          const struct ty_cancel_t *cancel);
 
 // Frees a response from `ty_rpc_request`: `resp` and the `len` it gave.
 // NULL is ignored. Thread-safe.

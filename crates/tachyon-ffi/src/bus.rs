@@ -1085,11 +1085,14 @@ pub unsafe extern "C" fn ty_subscribe(
 }
 
 /// A cancellation for waiting calls (opaque): `ty_cancel` ends, from any
-/// thread, the `ty_subscribe_cancel` calls waiting with it, with a wake-up
-/// (no polling). From `ty_cancel_new`, freed with `ty_cancel_free`.
+/// thread, the `ty_subscribe_cancel` and `ty_rpc_request_cancel` calls
+/// waiting with it, with a wake-up (no polling). From `ty_cancel_new`,
+/// freed with `ty_cancel_free`.
 pub struct ty_cancel_t {
     magic: u64,
     stop: ReceiveStop,
+    /// The same cancellation for RPC requests (`ty_rpc_request_cancel`).
+    pub(crate) rpc: tachyon_core::primitives::rpc::CancelToken,
 }
 
 /// A new cancellation, not cancelled. Never NULL (the process aborts if
@@ -1097,12 +1100,16 @@ pub struct ty_cancel_t {
 /// `ty_cancel_free` once no call uses it. Thread-safe.
 #[no_mangle]
 pub extern "C" fn ty_cancel_new() -> *mut ty_cancel_t {
-    Box::into_raw(Box::new(ty_cancel_t { magic: CANCEL_MAGIC, stop: ReceiveStop::new() }))
+    Box::into_raw(Box::new(ty_cancel_t {
+        magic: CANCEL_MAGIC,
+        stop: ReceiveStop::new(),
+        rpc: tachyon_core::primitives::rpc::CancelToken::new(),
+    }))
 }
 
 /// # Safety
 /// `c` is NULL or a live `ty_cancel_t`.
-unsafe fn cancel_of<'a>(c: *const ty_cancel_t) -> Res<&'a ty_cancel_t> {
+pub(crate) unsafe fn cancel_of<'a>(c: *const ty_cancel_t) -> Res<&'a ty_cancel_t> {
     if c.is_null() || !c.is_aligned() {
         return Err(invalid("cancel is NULL or misaligned"));
     }
@@ -1115,9 +1122,10 @@ unsafe fn cancel_of<'a>(c: *const ty_cancel_t) -> Res<&'a ty_cancel_t> {
     Ok(c)
 }
 
-/// Cancels: every `ty_subscribe_cancel` waiting with `c` returns
-/// `TY_EINTR` now (woken, not polled), and every later one at once unless a
-/// message is there. A cancellation stays cancelled (use a new one for the
+/// Cancels: every `ty_subscribe_cancel` and `ty_rpc_request_cancel`
+/// waiting with `c` returns `TY_EINTR` now (woken, not polled), and every
+/// later one at once (a subscribe still takes a message that is there). A
+/// cancellation stays cancelled (use a new one for the
 /// next wait). Errors: `TY_EINVAL` (NULL, freed). Thread-safe; not
 /// async-signal-safe (use `ty_interrupt` in a signal handler).
 ///
@@ -1127,7 +1135,9 @@ unsafe fn cancel_of<'a>(c: *const ty_cancel_t) -> Res<&'a ty_cancel_t> {
 pub unsafe extern "C" fn ty_cancel(c: *const ty_cancel_t) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        unsafe { cancel_of(c)? }.stop.stop();
+        let c = unsafe { cancel_of(c)? };
+        c.stop.stop();
+        c.rpc.cancel();
         Ok(TY_OK)
     })
 }

@@ -557,6 +557,46 @@ pub unsafe extern "C" fn ty_rpc_request(
     resp_len: *mut usize,
     timeout_ns: i64,
 ) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { request(rpc, req, len, resp, resp_len, timeout_ns, None) }
+}
+
+/// `ty_rpc_request` that `ty_cancel(cancel)` ends early from another
+/// thread: `TY_EINTR` at once if it waits for the response (a request
+/// already sent stays sent: the peer may still handle it, its response is
+/// dropped), within about 20 ms if it waits for room to send; a
+/// cancellation already cancelled fails the call before anything is sent.
+///
+/// Errors: those of `ty_rpc_request`, `TY_EINTR`, and `TY_EINVAL` for a
+/// NULL or freed `cancel`. Thread-safe.
+///
+/// # Safety
+/// As `ty_rpc_request`; `cancel` is NULL or a live `ty_cancel_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_request_cancel(
+    rpc: *const ty_rpc_t,
+    req: *const c_void,
+    len: usize,
+    resp: *mut *mut c_void,
+    resp_len: *mut usize,
+    timeout_ns: i64,
+    cancel: *const crate::bus::ty_cancel_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { request(rpc, req, len, resp, resp_len, timeout_ns, Some(cancel)) }
+}
+
+/// # Safety
+/// As `ty_rpc_request_cancel` (`cancel`: `None` for no cancellation).
+unsafe fn request(
+    rpc: *const ty_rpc_t,
+    req: *const c_void,
+    len: usize,
+    resp: *mut *mut c_void,
+    resp_len: *mut usize,
+    timeout_ns: i64,
+    cancel: Option<*const crate::bus::ty_cancel_t>,
+) -> c_int {
     guard(|| {
         let resp = arg_out(resp, "resp")?;
         let resp_len = arg_out(resp_len, "resp_len")?;
@@ -569,7 +609,12 @@ pub unsafe extern "C" fn ty_rpc_request(
         let r = unsafe { self::rpc(rpc)? };
         // SAFETY: per this function's contract.
         let req = unsafe { bytes(req, len, "req")? };
-        let answer = r.rpc.request(req, arg_timeout(timeout_ns)?)?;
+        let timeout = arg_timeout(timeout_ns)?;
+        let answer = match cancel {
+            // SAFETY: per this function's contract.
+            Some(c) => r.rpc.request_with_cancel(req, timeout, &unsafe { crate::bus::cancel_of(c)? }.rpc)?,
+            None => r.rpc.request(req, timeout)?,
+        };
         let n = answer.len();
         let ptr = if n == 0 { std::ptr::null_mut() } else { Box::into_raw(answer.into_boxed_slice()).cast() };
         // SAFETY: as above.

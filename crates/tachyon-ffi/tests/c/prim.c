@@ -1,6 +1,8 @@
 /* The primitives' C API in one process: NULL is TY_EINVAL, sizes and
  * ranges are checked, timeouts report, both RPC ends in one process with
- * a C handler. */
+ * a C handler (and a request cancelled from another thread). */
+#define _GNU_SOURCE /* usleep */
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,7 +11,17 @@
 static int echo(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
     (void)user;
     if (len == 3 && memcmp(req, "bad", 3) == 0) return 7;
+    if (len == 4 && memcmp(req, "slow", 4) == 0) usleep(2000000);
     return ty_rpc_reply(reply, req, len);
+}
+
+static ty_cancel_t* cancel;
+
+static void* cancel_later(void* arg) {
+    (void)arg;
+    usleep(50000);
+    CHECK(ty_cancel(cancel));
+    return NULL;
 }
 
 int main(void) {
@@ -107,6 +119,23 @@ int main(void) {
     EXPECT_RC(TY_EREMOTE, ty_rpc_request(client, "bad", 3, &resp, &resp_len, 5000000000LL));
     EXPECT(strstr(ty_last_error(), "7") != NULL);
     EXPECT_RC(TY_EREMOTE, ty_rpc_request(rpc, "no handler there", 16, &resp, &resp_len, 5000000000LL));
+    /* A request waiting for a slow handler's response, cancelled from
+     * another thread: TY_EINTR long before the handler answers; later
+     * calls with that cancellation fail at once; a fresh one works. */
+    cancel = ty_cancel_new();
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, cancel_later, NULL) == 0);
+    EXPECT_RC(TY_EINTR, ty_rpc_request_cancel(client, "slow", 4, &resp, &resp_len, -1, cancel));
+    EXPECT(resp == NULL && resp_len == 0);
+    pthread_join(t, NULL);
+    EXPECT_RC(TY_EINTR, ty_rpc_request_cancel(client, "ping", 4, &resp, &resp_len, -1, cancel));
+    EXPECT_RC(TY_EINVAL, ty_rpc_request_cancel(client, "ping", 4, &resp, &resp_len, -1, NULL));
+    ty_cancel_free(cancel);
+    ty_cancel_t* fresh = ty_cancel_new();
+    CHECK(ty_rpc_request_cancel(client, "ping", 4, &resp, &resp_len, 5000000000LL, fresh));
+    EXPECT(resp_len == 4 && memcmp(resp, "ping", 4) == 0);
+    ty_rpc_free(resp, resp_len);
+    ty_cancel_free(fresh);
     ty_rpc_close(client);
     ty_rpc_close(rpc);
     printf("prim: all checks passed\n");
