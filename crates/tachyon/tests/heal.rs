@@ -199,6 +199,7 @@ fn child_entry() {
             let _ = Region::open(&name);
             std::process::exit(3);
         }
+        "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, &name),
         other => panic!("unknown role {other}"),
     }
 }
@@ -381,4 +382,257 @@ fn a_head_that_jumped_ahead_of_the_tail_is_moved_back() {
         assert_eq!(ring.read(&mut buf, SHORT).unwrap_or_else(|e| panic!("item {i}: {e}")), 1);
         assert_eq!(buf[0], i);
     }
+}
+
+// The broad test: one process flips random words across a live region's
+// ring arena, pool metadata and topic directory while others produce and
+// consume; afterwards the region serves every topic again.
+
+const BROAD_TOPICS: [(&str, u32, u32); 2] = [("a", 2, 8), ("b", 1, 4)];
+
+/// `(region name, stop flag segment name, seed)` of a broad-test child.
+fn broad_args(arg: &str) -> (String, String, u64) {
+    let mut parts = arg.split(',');
+    let region = parts.next().unwrap().to_owned();
+    let side = parts.next().unwrap().to_owned();
+    (region, side, parts.next().unwrap().parse().unwrap())
+}
+
+fn broad_role(role: &str, arg: &str) {
+    let (name, side, seed) = broad_args(arg);
+    let stop = Segment::open(&side).unwrap();
+    let stopped = || stop.get::<AtomicU64>(0).unwrap().load(Ordering::SeqCst) != 0;
+    let mut rng = common::chaos::Rng(seed);
+    match role {
+        "flipper" | "burst" => {
+            // Where the words are (region.rs): metadata offset and chunk
+            // count at 40 and 48, the ring arena at 16 (its used bytes at
+            // 32), free-list heads at 256..384, the directory at 2048
+            // (128-byte entries; the counters at 32..64 of an entry: the
+            // name, geometry and ring offset have no second copy and are
+            // not flipped, see docs/CRASH-SAFETY.md).
+            // Two words are left alone so that the report stays readable:
+            // each partition's repair counter and each topic's corrupt
+            // counter (flipping them garbles numbers, nothing else).
+            let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+            let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst) as usize;
+            let (metas, chunks, arena, used) = (get(40), get(48), get(16), get(32));
+            let mut counters = vec![];
+            let mut base = arena;
+            for (_, partitions, capacity) in BROAD_TOPICS {
+                let block = (192 + 16 * capacity as usize).div_ceil(64) * 64;
+                for p in 0..partitions as usize {
+                    counters.push(base + p * block + 72);
+                }
+                base += partitions as usize * block;
+            }
+            let burst = role == "burst";
+            let deadline = std::time::Instant::now() + Duration::from_millis(if burst { 0 } else { 1500 });
+            let mut flips = 0u64;
+            while std::time::Instant::now() < deadline || (burst && flips < 300) {
+                let off = match rng.below(8) {
+                    0..=3 => arena + 8 * rng.below(used as u64 / 8) as usize,
+                    4 | 5 => metas + 8 * rng.below(chunks as u64 * 3) as usize,
+                    6 => 256 + 8 * rng.below(16) as usize,
+                    _ => 2048 + 128 * rng.below(2) as usize + [32, 40, 56][rng.below(3) as usize],
+                };
+                if counters.contains(&off) {
+                    continue;
+                }
+                let w = raw.get::<AtomicU64>(off).unwrap();
+                let new = match rng.below(3) {
+                    0 => rng.next(),
+                    _ => w.load(Ordering::SeqCst) ^ (1 << rng.below(64)),
+                };
+                // Not the token of a live attachment in a ring word: a
+                // forged live claim cannot be told from a real one (a
+                // documented limit; a bit flip of a full cell's tag makes
+                // the token of slot 0, generation 1, often).
+                let live = |v: u32| {
+                    raw.attach_slots().iter().any(|a| {
+                        a.alive
+                            && raw
+                                .slot_generation(a.slot)
+                                .is_some_and(|g| v == tachyon::sync::Token::new(a.slot, g).raw())
+                    })
+                };
+                if off >= arena && off < arena + used && (live(new as u32) || live((new >> 32) as u32)) {
+                    continue;
+                }
+                w.store(new, Ordering::SeqCst);
+                flips += 1;
+                if !burst && flips % 16 == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            println!("flips {flips}");
+        }
+        _ => {
+            // Producers and consumers: any typed error is fine while the
+            // damage goes on; a panic or a crash is not.
+            let region = Region::open(&name).unwrap();
+            let topics: Vec<_> = BROAD_TOPICS.iter().filter_map(|(t, ..)| region.topic(t).ok()).collect();
+            let mut ok = 0u64;
+            let mut errors = 0u64;
+            while !stopped() {
+                for topic in &topics {
+                    let r = if role == "producer" {
+                        topic.send(&rng.next().to_le_bytes(), Key(rng.next()), Some(Duration::from_millis(5)))
+                    } else {
+                        let p = rng.below(u64::from(topic.partitions())) as u32;
+                        topic.receive(p, Some(Duration::from_millis(5))).map(drop)
+                    };
+                    match r {
+                        Ok(()) => ok += 1,
+                        Err(_) => errors += 1,
+                    }
+                }
+            }
+            println!("{role}: {ok} ok, {errors} errors");
+        }
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn a_region_flipped_at_random_serves_every_topic_again() {
+    let name = unique("heal-broad");
+    let _cleanup = Cleanup(name.clone());
+    let side = unique("heal-broad-stop");
+    let stop = Segment::create(&side, 64).unwrap();
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(64 << 10).max_topics(2))
+            .unwrap();
+    for (t, partitions, capacity) in BROAD_TOPICS {
+        region.create_topic(t, TopicConfig::default().partitions(partitions).capacity(capacity)).unwrap();
+    }
+    let seed = std::env::var("TACHYON_HEAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::process::id() as u64);
+    println!("seed {seed} (TACHYON_HEAL_SEED replays the flipper)");
+    let arg = |i: u64| format!("{name},{side},{}", seed.wrapping_add(i));
+    let mut workers: Vec<_> = (0..2)
+        .flat_map(|i| {
+            [
+                common::spawn("child_entry", "producer", &arg(10 + i)),
+                common::spawn("child_entry", "consumer", &arg(20 + i)),
+            ]
+        })
+        .collect();
+    let mut flipper = common::spawn("child_entry", "flipper", &arg(0));
+    assert_eq!(common::wait_child(&mut flipper, common::LIMIT), Some(0), "the flipper");
+    stop.get::<AtomicU64>(0).unwrap().store(1, Ordering::SeqCst);
+    for w in &mut workers {
+        // None of them crashed, panicked or hung on the damage.
+        assert_eq!(common::wait_child(w, common::LIMIT), Some(0), "a producer or consumer");
+    }
+
+    // A last burst with nobody working, so that recovery finds damage.
+    let mut burst = common::spawn("child_entry", "burst", &arg(1));
+    assert_eq!(common::wait_child(&mut burst, common::LIMIT), Some(0), "the burst");
+
+    // The damage has stopped: recovery reports what it repaired, and every
+    // partition of every topic serves again.
+    let found = region.recover().unwrap();
+    println!("recover: {found:?}");
+    assert!(found.repaired + found.quarantined > 0, "{found:?}");
+    let dump = || {
+        let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+        let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst);
+        let (arena, mut base) = (get(16) as usize, 0);
+        for (t2, partitions, capacity) in BROAD_TOPICS {
+            let block = (192 + 16 * capacity as usize).div_ceil(64) * 64;
+            for p2 in 0..partitions as usize {
+                let at = arena + base + p2 * block;
+                let cells: Vec<String> =
+                    (0..capacity as usize).map(|i| format!("{:x}", get(at + 192 + 16 * i))).collect();
+                println!("{t2}/{p2}: tail {:x} head {:x} cells {cells:?}", get(at), get(at + 64));
+            }
+            base += partitions as usize * block;
+        }
+    };
+    for (t, partitions, _) in BROAD_TOPICS {
+        let topic = region.topic(t).unwrap();
+        let mut keys = vec![None; partitions as usize];
+        for k in 0..1000u64 {
+            keys[topic.partition_of(Key(k)) as usize].get_or_insert(k);
+        }
+        for (p, key) in keys.into_iter().enumerate() {
+            for marker in 0..12u64 {
+                let item = [t.as_bytes()[0], p as u8, marker as u8, 0x5a];
+                let mut sent = false;
+                let mut errors = vec![];
+                for _ in 0..50 {
+                    match topic.send(&item, Key(key.unwrap()), SHORT) {
+                        Ok(()) => {
+                            sent = true;
+                            break;
+                        }
+                        // Full of what the workers left, or chunks of the
+                        // dead still held: make room, reclaim.
+                        Err(e) => {
+                            errors.push(e.to_string());
+                            let _ = topic.receive(p as u32, SHORT);
+                            let _ = region.recover();
+                        }
+                    }
+                }
+                if !sent {
+                    dump();
+                }
+                assert!(sent, "topic {t} partition {p}: no send after the damage stopped: {errors:?}");
+                let mut seen = false;
+                let mut got = vec![];
+                for _ in 0..50 {
+                    match topic.receive(p as u32, SHORT) {
+                        Ok(m) if *m == item => {
+                            seen = true;
+                            break;
+                        }
+                        Ok(m) => got.push(format!("{:x?}", &m[..m.len().min(8)])),
+                        Err(e) => got.push(e.to_string()),
+                    }
+                }
+                if !seen {
+                    println!("receives: {got:?}");
+                }
+                if !seen {
+                    dump();
+                }
+                assert!(seen, "topic {t} partition {p}: marker {marker} not received");
+            }
+        }
+    }
+    let report = Region::inspect_name(&name).unwrap();
+    let corrupt: u64 = report.topics.iter().map(|t| t.info.corrupt).sum();
+    println!(
+        "after: ring repairs {}, quarantined chunks {}, corrupt counters {corrupt}",
+        report.ring_repairs, report.quarantined_chunks
+    );
+    // What `tyctl info` shows: every topic, the repairs in their CORRUPT
+    // counters and in the total.
+    assert_eq!(report.topics.len(), BROAD_TOPICS.len());
+    assert!(report.ring_repairs > 0 && corrupt >= report.ring_repairs, "{report:?}");
+}
+
+/// Found by the `ring_damage` fuzz target: an item whose length word was
+/// overwritten with more than a node holds was refused as too long by
+/// every read, for ever; it is dropped as damage now.
+#[test]
+fn an_item_length_past_the_node_size_is_dropped_not_refused_for_ever() {
+    let name = unique("heal-len");
+    let ring = CircularBuffer::create(&name, 4, 24).unwrap();
+    let raw = RawRing::of_circular(&name);
+    ring.write(b"", SHORT).unwrap();
+    ring.write(b"b", SHORT).unwrap();
+    raw.word(320 + 8).store(0x0d0d_0d0d_0d0d_0d0d, Ordering::SeqCst); // cell 0's length
+    let mut buf = [0u8; 24];
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+    assert_eq!(buf[0], b'b');
+    ring.write(b"c", SHORT).unwrap();
+    raw.word(320 + 16 * 2 + 8).store(25, Ordering::SeqCst); // one past the node size
+    ring.write(b"d", SHORT).unwrap();
+    assert_eq!(ring.read_with(SHORT, |item| item.to_vec()).unwrap(), b"d");
+    assert_eq!(raw.repairs(), 2);
 }

@@ -372,6 +372,17 @@ impl FreeList {
         if range.end as usize > pool.metas.len() {
             return Err(());
         }
+        // The restart CAS fails only if the stopped head was written meanwhile
+        // (more damage): start over, a few times.
+        for _ in 0..3 {
+            if let Some(found) = self.rebuild_once(pool, range) {
+                return Ok(found);
+            }
+        }
+        Err(())
+    }
+
+    fn rebuild_once(&self, pool: &Pool<'_>, range: &Range<u32>) -> Option<Rebuilt> {
         let stopped = loop {
             let h = Head(self.head.load(Ordering::Acquire));
             if h.kind() == REBUILDING {
@@ -409,8 +420,8 @@ impl FreeList {
         // SYNC POINT: the links above are published by this Release (AcqRel)
         // CAS; a popper reads them after its Acquire load of the head.
         let done = Head::new(top, NONE, 0, stopped.next_tag());
-        self.head.compare_exchange(stopped.0, done.0, Ordering::AcqRel, Ordering::Acquire).map_err(|_| ())?;
-        Ok(found)
+        self.head.compare_exchange(stopped.0, done.0, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        Some(found)
     }
 }
 

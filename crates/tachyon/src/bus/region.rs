@@ -558,7 +558,9 @@ impl Region {
         // entry names this process.
         if region.help_free_lists().is_err() {
             // A damaged list: rebuilt from the chunks' words, not refused.
-            let q = region.core.rebuild_free_lists()?;
+            // (If even that fails, the list's next user rebuilds it: the
+            // open goes on.)
+            let q = region.core.rebuild_free_lists().unwrap_or(0);
             region.core.quarantined_on_attach.store(q, Ordering::Relaxed);
         }
         let journal = region.core.seg.get::<AtomicU32>(OFF_JOURNAL + 4 * region.core.seg.slot())?;
@@ -942,6 +944,7 @@ impl RegionCore {
         let _ = guard.owner_died();
         let pool = self.pool()?;
         let mut quarantined = 0;
+        let mut failed = None;
         for (c, list) in self.free_lists()?.iter().enumerate() {
             let range = self.layout.class_range(c);
             // An operation that failed on a list left it failing here too
@@ -949,7 +952,10 @@ impl RegionCore {
             if only.is_some_and(|o| o != c) || list.help(&pool, &range).is_ok() {
                 continue;
             }
-            let found = list.rebuild(&pool, &range).map_err(|()| damaged_list(c))?;
+            let Ok(found) = list.rebuild(&pool, &range) else {
+                failed = Some(c); // the other classes still get theirs
+                continue;
+            };
             crate::platform::trace::event!(
                 warn,
                 "tachyon::corrupt",
@@ -962,7 +968,10 @@ impl RegionCore {
         }
         drop(guard);
         self.freed().notify_all();
-        Ok(quarantined)
+        match failed {
+            Some(c) => Err(damaged_list(c)),
+            None => Ok(quarantined),
+        }
     }
 
     /// [`rebuild_free_lists_of`](Self::rebuild_free_lists_of) every class

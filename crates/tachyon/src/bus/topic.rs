@@ -883,7 +883,7 @@ impl Topic {
     ) -> Result<(u64, usize, u64)> {
         let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
         let max_len = if writer { 0 } else { u64::MAX };
-        ring.claim_blocking(self.region(), waits, writer, max_len, timeout, &adopt)
+        ring.claim_blocking(self.region(), waits, writer, max_len, u64::MAX, timeout, &adopt)
     }
 
     /// Publishes a raw descriptor, bypassing the pool. For tests of the

@@ -311,7 +311,8 @@ impl CircularBuffer {
     fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
         let waits =
             Waits { not_empty: self.wait_cell(false), not_full: self.wait_cell(true), policy: self.policy };
-        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout, &|_, _| {})
+        let limit = self.node_size as u64;
+        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, limit, timeout, &|_, _| {})
     }
 
     /// Writes one item, waiting up to `timeout` (`None`: for ever;

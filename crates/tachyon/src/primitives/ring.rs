@@ -258,7 +258,15 @@ impl Ring<'_> {
     /// One attempt to claim the next full cell for reading, if its item is
     /// at most `max_len` bytes long. Sets `freed` if it freed cells on the
     /// way (tombstones, damaged cells), so that the caller can wake writers.
+    #[cfg(tachyon_loom)]
     pub(crate) fn claim_read(&self, me: Token, max_len: u64, freed: &mut bool) -> Claim {
+        self.claim_read_within(me, max_len, u64::MAX, freed)
+    }
+
+    /// [`claim_read`](Self::claim_read) of a ring whose items are at most
+    /// `limit` bytes: a length word above it is damage (the item is
+    /// dropped and the cell freed, not refused as too long for ever).
+    pub(crate) fn claim_read_within(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
         loop {
             let pos = self.cursors.head.load(Ordering::Acquire);
             let (idx, cell) = self.cell(pos);
@@ -272,10 +280,15 @@ impl Ring<'_> {
                         if len > max_len {
                             // Check that `len` belongs to this lap's item.
                             fence(Ordering::Acquire);
-                            if cell.word.load(Ordering::Relaxed) == w {
-                                return Claim::TooLong { len };
+                            if cell.word.load(Ordering::Relaxed) != w {
+                                continue;
                             }
-                            continue;
+                            if len > limit {
+                                // No writer writes that: a damaged length.
+                                *freed |= self.repair(pos, w, false);
+                                continue;
+                            }
+                            return Claim::TooLong { len };
                         }
                         if cell
                             .word
@@ -389,14 +402,42 @@ impl Ring<'_> {
     /// cell of `at - 1`, which the protocol has claimed by then (a writer's
     /// claim `(at-1, W)` or later; a reader's `(at, R)` or later) and which
     /// cannot be more than one lap ahead while the cursor stays at `at`.
-    fn plausible(&self, at: u64, writer: bool) -> bool {
+    /// `None` if that witness cell is itself damaged (it cannot tell).
+    fn witness(&self, at: u64, writer: bool) -> Option<bool> {
         if at == 0 {
-            return true;
+            return Some(true);
         }
-        let (_, prev) = self.cell(at - 1);
+        let (idx, prev) = self.cell(at - 1);
         let (seq, tag) = split(prev.word.load(Ordering::Acquire));
+        if !self.is_state(idx, seq, tag) {
+            return None;
+        }
         let d = i64::from(if writer { dist(seq, at - 1) } else { dist(seq, at) });
-        (d == 0 && Token::from_raw(tag).is_some()) || (1..=self.n() as i64).contains(&d)
+        Some((d == 0 && Token::from_raw(tag).is_some()) || (1..=self.n() as i64).contains(&d))
+    }
+
+    /// Whether `tail` looks right (see [`witness`](Self::witness)); used by
+    /// the gap check, where a damaged witness counts as right.
+    fn plausible(&self, at: u64, writer: bool) -> bool {
+        self.witness(at, writer) != Some(false)
+    }
+
+    /// Whether `(seq, tag)` can be a word of cell `idx` at all: a known
+    /// tag, and (for rings of `2^k` cells, where the sequence tells the
+    /// phase) the tag its phase allows.
+    fn is_state(&self, idx: usize, seq: u32, tag: u32) -> bool {
+        let token = Token::from_raw(tag).is_some();
+        let n = self.n();
+        if !n.is_power_of_two() {
+            return tag == 0 || tag == TOMBSTONE || token;
+        }
+        if u64::from(seq) % n == idx as u64 {
+            tag == 0 || token
+        } else if u64::from(seq.wrapping_sub(1)) % n == idx as u64 {
+            tag == 0 || tag == TOMBSTONE || token
+        } else {
+            false
+        }
     }
 
     /// Checks both cursors against their neighbour cells and moves a
@@ -411,8 +452,10 @@ impl Ring<'_> {
     /// neither can be trusted or rebuilt.
     pub(crate) fn fix_cursors(&self) -> Option<bool> {
         let (tail, head) = (&self.cursors.tail, &self.cursors.head);
-        let t = tail.load(Ordering::Acquire);
+        // The head first: it never passes the tail, so a head read before
+        // the tail that is past it is damage (in one of the two).
         let h = head.load(Ordering::Acquire);
+        let t = tail.load(Ordering::Acquire);
         let n = self.n();
         // True if the cursor was moved, or moved by someone else since it
         // was judged (then the caller's view is stale either way).
@@ -427,7 +470,21 @@ impl Ring<'_> {
             }
             true
         };
-        match (self.plausible(t, true), self.plausible(h, false)) {
+        let (tw, hw) = (self.witness(t, true), self.witness(h, false));
+        // The two cursors contradict each other: the head past the tail, or
+        // the tail more than two laps past a head that stays (the tail runs
+        // at most a lap ahead, plus claims whose head step is pending).
+        let ahead = (h.wrapping_sub(t) as i64) > 0;
+        let far = !ahead && t.wrapping_sub(h) > 2 * n && head.load(Ordering::Acquire) == h;
+        let odd = ahead || far;
+        // A witness decides for its cursor; where it is damaged itself, the
+        // contradiction with the other cursor does.
+        // (Both witnesses content and the tail far ahead: two faults made
+        // the tail look right; moving it back to the head is safe either way.)
+        let tail_bad =
+            tw == Some(false) || (odd && tw.is_none() && hw != Some(false)) || (far && hw == Some(true));
+        let head_bad = hw == Some(false) || (odd && !tail_bad && (hw.is_none() || ahead));
+        match (!tail_bad, !head_bad) {
             (true, true) => Some(false),
             (false, true) => Some(moved(tail, t, h)),
             (true, false) => Some(moved(head, h, t.saturating_sub(n))),
@@ -618,18 +675,21 @@ impl Ring<'_> {
     }
 
     /// Claims a cell (`writer`: for writing, else for reading an item of
-    /// at most `max_len` bytes), sleeping on `waits` up to `timeout`. While
+    /// at most `max_len` bytes, in a ring whose items are at most `limit`
+    /// bytes), sleeping on `waits` up to `timeout`. While
     /// blocked it asks `live`, after 1 ms and then at growing intervals up
     /// to 50 ms, whether the claimant in the way is dead, and repairs its
     /// cell if so (an item a dead reader held goes to `on_dead_read`).
     /// Returns `(position, cell index, length word)`.
     #[cfg(not(tachyon_loom))]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn claim_blocking(
         &self,
         live: &dyn Liveness,
         waits: &Waits<'_>,
         writer: bool,
         max_len: u64,
+        limit: u64,
         timeout: Option<std::time::Duration>,
         on_dead_read: &dyn Fn(u64, Token),
     ) -> crate::Result<(u64, usize, u64)> {
@@ -642,7 +702,7 @@ impl Ring<'_> {
                 self.claim_write(me)
             } else {
                 let mut f = false;
-                let c = self.claim_read(me, max_len, &mut f);
+                let c = self.claim_read_within(me, max_len, limit, &mut f);
                 freed.set(freed.get() | f);
                 c
             }
