@@ -12,7 +12,7 @@
 //!
 //! The wire format and the session protocol are in `docs/rpc.md`.
 
-mod packet;
+pub(crate) mod packet;
 mod stats;
 
 pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
