@@ -636,3 +636,24 @@ fn an_item_length_past_the_node_size_is_dropped_not_refused_for_ever() {
     assert_eq!(ring.read_with(SHORT, |item| item.to_vec()).unwrap(), b"d");
     assert_eq!(raw.repairs(), 2);
 }
+
+/// Found by the `region_damage` fuzz target: a free-list head damaged into
+/// a valid *empty* list hid every chunk of the class (loans failed with
+/// `PoolExhausted` for ever); recovery sees FREE chunks no list holds and
+/// rebuilds the list.
+#[test]
+fn a_head_damaged_into_an_empty_list_is_rebuilt_by_recovery() {
+    let name = unique("heal-empty-head");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+    let (_, _, count0) = pool_words(&raw, 0);
+    raw.get::<AtomicU64>(256).unwrap().store(0x4b4b_2b3b_0000_0000, Ordering::SeqCst); // empty, no announcement
+    assert!(topic.try_loan(64).is_ok(), "a larger class still lends");
+    region.recover().unwrap();
+    assert_eq!(region.pool_stats().unwrap()[0].free as u64, count0);
+    let loans: Vec<_> = (0..count0).map(|_| topic.try_loan(64).unwrap()).collect();
+    assert_eq!(region.pool_stats().unwrap()[0].free, 0);
+    drop(loans);
+}

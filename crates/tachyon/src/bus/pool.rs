@@ -351,6 +351,19 @@ impl FreeList {
 }
 
 impl FreeList {
+    /// The head word if the list is empty now (no top, no announcement).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn empty_head(&self) -> Option<u64> {
+        let h = Head(self.head.load(Ordering::Acquire));
+        (h.top() == 0 && h.kind() == NONE).then_some(h.0)
+    }
+
+    /// Whether the head word is still `h` (every operation changes it).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn head_is(&self, h: u64) -> bool {
+        self.head.load(Ordering::Acquire) == h
+    }
+
     /// Rebuilds the list from the chunks' own state words, for a list whose
     /// head or links are damaged (an operation on it failed). The caller
     /// holds the region's control mutex, so rebuilders take turns; live

@@ -146,6 +146,8 @@ impl Region {
             // (A list damaged again meanwhile is rebuilt by its next user.)
             found.quarantined = self.core.rebuild_free_lists().unwrap_or(0);
         }
+        // A head damaged into a valid empty list loses every chunk on it.
+        found.quarantined += self.core.rebuild_lost_lists().unwrap_or(0);
         // 1. Read claims of dead consumers.
         self.repair_dead_reads(&is_dead)?;
         // 2. Chunks whose holder is dead, as they are now.

@@ -938,6 +938,29 @@ impl RegionCore {
     /// rebuilt. A list that works again by the time the mutex is taken
     /// (another process rebuilt it) is left alone.
     pub(crate) fn rebuild_free_lists_of(&self, only: Option<usize>) -> Result<usize> {
+        self.rebuild_lists(only, false)
+    }
+
+    /// Rebuilds the lists of the classes whose list reads empty while one
+    /// of their chunks reads FREE, the head unchanged across the look (a
+    /// FREE chunk is always on its list: a push makes it FREE while its
+    /// announcement is the head, a pop takes it before the head moves on):
+    /// a head damaged into a valid empty one. Returns chunks quarantined.
+    pub(crate) fn rebuild_lost_lists(&self) -> Result<usize> {
+        let (lists, metas) = (self.free_lists()?, self.pool()?.metas);
+        let mut quarantined = 0;
+        for (c, list) in lists.iter().enumerate() {
+            let Some(h) = list.empty_head() else { continue };
+            let range = self.layout.class_range(c);
+            let lost = range.clone().any(|i| metas[i as usize].word().state() == FREE);
+            if lost && list.head_is(h) {
+                quarantined += self.rebuild_lists(Some(c), true)?;
+            }
+        }
+        Ok(quarantined)
+    }
+
+    fn rebuild_lists(&self, only: Option<usize>, force: bool) -> Result<usize> {
         let control: &Mutex = self.seg.get(OFF_CONTROL)?;
         let guard = control.lock(&self.seg, Some(Duration::from_secs(5)))?;
         // A holder that died mid-rebuild left its list stopped: rebuilt below.
@@ -949,7 +972,7 @@ impl RegionCore {
             let range = self.layout.class_range(c);
             // An operation that failed on a list left it failing here too
             // (a top out of range, an announcement that cannot complete).
-            if only.is_some_and(|o| o != c) || list.help(&pool, &range).is_ok() {
+            if only.is_some_and(|o| o != c) || (!force && list.help(&pool, &range).is_ok()) {
                 continue;
             }
             let Ok(found) = list.rebuild(&pool, &range) else {

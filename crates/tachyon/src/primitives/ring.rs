@@ -472,10 +472,11 @@ impl Ring<'_> {
         };
         let (tw, hw) = (self.witness(t, true), self.witness(h, false));
         // The two cursors contradict each other: the head past the tail, or
-        // the tail more than two laps past a head that stays (the tail runs
-        // at most a lap ahead, plus claims whose head step is pending).
+        // the tail more than `n + 1` past a head that stays (the tail runs
+        // at most a lap ahead of the first cell not yet freed, and the head
+        // at most one behind the last read claim).
         let ahead = (h.wrapping_sub(t) as i64) > 0;
-        let far = !ahead && t.wrapping_sub(h) > 2 * n && head.load(Ordering::Acquire) == h;
+        let far = !ahead && t.wrapping_sub(h) > n + 1 && head.load(Ordering::Acquire) == h;
         let odd = ahead || far;
         // A witness decides for its cursor; where it is damaged itself, the
         // contradiction with the other cursor does.
