@@ -73,6 +73,10 @@ use crate::platform::atomic::{fence, AtomicU64, Ordering};
 use crate::platform::trace;
 use crate::sync::{Liveness, Token};
 
+/// Repairs one claim attempt may make before it reports `Wait` (see
+/// `Ring::repair_within`).
+const REPAIR_BUDGET: u32 = 64;
+
 /// The tag of a cell whose writer died: readers skip it.
 pub(crate) const TOMBSTONE: u32 = 0x8000_0000;
 
@@ -187,6 +191,7 @@ impl Ring<'_> {
     /// One attempt to claim the next free cell for writing. A damaged cell
     /// or cursor in the way is repaired on the spot (see "Damage").
     pub(crate) fn claim_write(&self, me: Token) -> Claim {
+        let mut budget = REPAIR_BUDGET;
         loop {
             let pos = self.cursors.tail.load(Ordering::Acquire);
             let (idx, cell) = self.cell(pos);
@@ -207,7 +212,7 @@ impl Ring<'_> {
                 // is behind. Help it on and look again. (At most a lap
                 // ahead while the tail stays at `pos`; more is damage.)
                 if i64::from(d) > self.n() as i64 && self.cursors.tail.load(Ordering::Acquire) == pos {
-                    if !self.repair(pos, w, true) {
+                    if !self.repair_within(&mut budget, pos, w, true) {
                         return Claim::Wait { blocker: None };
                     }
                     continue;
@@ -232,7 +237,7 @@ impl Ring<'_> {
                     _ => {}
                 }
                 // No state of the protocol: damaged.
-                if !self.repair(pos, w, true) {
+                if !self.repair_within(&mut budget, pos, w, true) {
                     return Claim::Wait { blocker: None };
                 }
             }
@@ -267,6 +272,7 @@ impl Ring<'_> {
     /// `limit` bytes: a length word above it is damage (the item is
     /// dropped and the cell freed, not refused as too long for ever).
     pub(crate) fn claim_read_within(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
+        let mut budget = REPAIR_BUDGET;
         loop {
             let pos = self.cursors.head.load(Ordering::Acquire);
             let (idx, cell) = self.cell(pos);
@@ -285,7 +291,10 @@ impl Ring<'_> {
                             }
                             if len > limit {
                                 // No writer writes that: a damaged length.
-                                *freed |= self.repair(pos, w, false);
+                                if !self.repair_within(&mut budget, pos, w, false) {
+                                    return Claim::Wait { blocker: None };
+                                }
+                                *freed = true;
                                 continue;
                             }
                             return Claim::TooLong { len };
@@ -316,13 +325,18 @@ impl Ring<'_> {
                     t if Token::from_raw(t).is_some() => self.advance(&self.cursors.head, pos),
                     // A tag that is no token: damaged; its item (if it
                     // had one) is lost.
-                    _ => *freed |= self.repair(pos, w, false),
+                    _ => {
+                        if !self.repair_within(&mut budget, pos, w, false) {
+                            return Claim::Wait { blocker: None };
+                        }
+                        *freed = true;
+                    }
                 }
             } else if d > 0 {
                 // Already read: the head is behind. (At most a lap ahead
                 // while the head stays at `pos`; more is damage.)
                 if i64::from(d) > self.n() as i64 && self.cursors.head.load(Ordering::Acquire) == pos {
-                    if !self.repair(pos, w, false) {
+                    if !self.repair_within(&mut budget, pos, w, false) {
                         return Claim::Wait { blocker: None };
                     }
                     *freed = true;
@@ -347,12 +361,23 @@ impl Ring<'_> {
                     _ => {}
                 }
                 // No state of the protocol: damaged.
-                if !self.repair(pos, w, false) {
+                if !self.repair_within(&mut budget, pos, w, false) {
                     return Claim::Wait { blocker: None };
                 }
                 *freed = true;
             }
         }
+    }
+
+    /// [`repair`](Self::repair), at most `REPAIR_BUDGET` times per claim:
+    /// damage that keeps the repairs going (cursors that keep contradicting
+    /// each other) makes the claim wait (and retry later) rather than spin.
+    fn repair_within(&self, budget: &mut u32, pos: u64, w: u64, writer: bool) -> bool {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        self.repair(pos, w, writer)
     }
 
     /// Repairs a damaged word `w` found in the cell of `pos` by a writer
