@@ -430,7 +430,9 @@ impl Ring<'_> {
     /// `None` if that witness cell is itself damaged (it cannot tell).
     fn witness(&self, at: u64, writer: bool) -> Option<bool> {
         if at == 0 {
-            return Some(true);
+            // No cell before the first position: it cannot tell (and a
+            // cursor damaged into 0 must not pass for a fresh ring's).
+            return None;
         }
         let (idx, prev) = self.cell(at - 1);
         let (seq, tag) = split(prev.word.load(Ordering::Acquire));
