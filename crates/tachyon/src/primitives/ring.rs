@@ -502,8 +502,10 @@ impl Ring<'_> {
         // the tail more than `n + 1` past a head that stays (the tail runs
         // at most a lap ahead of the first cell not yet freed, and the head
         // at most one behind the last read claim).
-        let ahead = (h.wrapping_sub(t) as i64) > 0;
-        let far = !ahead && t.wrapping_sub(h) > n + 1 && head.load(Ordering::Acquire) == h;
+        // (In 32 bits, as the protocol compares positions: damage to a
+        // cursor's high bits alone changes nothing a claimant does.)
+        let ahead = (h.wrapping_sub(t) as u32 as i32) > 0;
+        let far = !ahead && u64::from(t.wrapping_sub(h) as u32) > n + 1 && head.load(Ordering::Acquire) == h;
         let odd = ahead || far;
         // A witness decides for its cursor; where it is damaged itself, the
         // contradiction with the other cursor does.
@@ -653,7 +655,8 @@ impl Ring<'_> {
         let (_, cell) = self.cell(pos);
         let w = cell.word.load(Ordering::Acquire);
         let (seq, tag) = split(w);
-        if !writer_side && w == join(pos as u32, 0) && tail > pos && self.plausible(tail, true) {
+        let tail_past = (tail.wrapping_sub(pos) as u32 as i32) > 0;
+        if !writer_side && w == join(pos as u32, 0) && tail_past && self.plausible(tail, true) {
             // Free for the writer of `pos`, but the tail is past it: the
             // tail jumped (damage) and no writer will come back. Skip it.
             // (Writers move the tail past `pos` only after claiming the
