@@ -655,12 +655,21 @@ impl Ring<'_> {
         let (_, cell) = self.cell(pos);
         let w = cell.word.load(Ordering::Acquire);
         let (seq, tag) = split(w);
-        let tail_past = (tail.wrapping_sub(pos) as u32 as i32) > 0;
-        if !writer_side && w == join(pos as u32, 0) && tail_past && self.plausible(tail, true) {
-            // Free for the writer of `pos`, but the tail is past it: the
-            // tail jumped (damage) and no writer will come back. Skip it.
-            // (Writers move the tail past `pos` only after claiming the
-            // cell, and `tail` was loaded first: not a race.)
+        let tail_past = (tail.wrapping_sub(pos) as u32 as i32) > 0 && self.plausible(tail, true);
+        // Or the next position is claimed or written already: writers claim
+        // in order, so the tail went past `pos` and was moved back.
+        let next_taken = || {
+            let (_, next) = self.cell(pos.wrapping_add(1));
+            let (nseq, ntag) = split(next.word.load(Ordering::Acquire));
+            (dist(nseq, pos.wrapping_add(1)) == 0 && Token::from_raw(ntag).is_some())
+                || dist(nseq, pos.wrapping_add(2)) == 0
+        };
+        if !writer_side && w == join(pos as u32, 0) && (tail_past || next_taken()) {
+            // Free for the writer of `pos`, but the tail is past it, or the
+            // next cell taken: the tail jumped (damage) and no writer may
+            // come back. Skip it. (Writers move the tail past `pos` only
+            // after claiming the cell, and `tail` was loaded first; a late
+            // writer's claim and this CAS are one CAS apart: one wins.)
             return self.replace(cell, w, join(pos.wrapping_add(self.n()) as u32, 0));
         }
         let Some(holder) = Token::from_raw(tag) else { return false };
