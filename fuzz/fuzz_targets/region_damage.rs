@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
                     2 => ring + 192 + 16 * (usize::from(op >> 5) % CAPACITY) + 8, // descriptor
                     _ => 2048 + 32 + 8 * (usize::from(op >> 5) % 4),      // a counter
                 };
-                u64_at(at).store(v, Ordering::Relaxed);
+                u64_at(at).store(common::no_live_token(v), Ordering::Relaxed);
             }
             6 => {
                 // A chunk's state word, or its free-list link.
@@ -116,10 +116,18 @@ fuzz_target!(|data: &[u8]| {
                     break;
                 }
                 Ok(_) | Err(tachyon::Error::Corrupt { .. }) => {}
+                Err(tachyon::Error::Timeout { .. }) => break,
                 Err(e) => panic!("receive after the damage stopped: {e}"),
             }
         }
-        assert!(seen, "marker {marker} not received after the damage stopped");
+        let cells: Vec<String> =
+            (0..CAPACITY).map(|i| format!("{:x}", u64_at(ring + 192 + 16 * i).load(Ordering::Relaxed))).collect();
+        assert!(
+            seen,
+            "marker {marker} not received after the damage stopped: tail {:x} head {:x} cells {cells:?}",
+            u64_at(ring).load(Ordering::Relaxed),
+            u64_at(ring + 64).load(Ordering::Relaxed)
+        );
     }
     drop((topic, raw, region));
     let _ = Region::remove(&name);

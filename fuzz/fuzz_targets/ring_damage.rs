@@ -55,11 +55,11 @@ fuzz_target!(|data: &[u8]| {
             }
             4 => {
                 let Some(v) = input.u64() else { break };
-                let at = match (op >> 3) & 3 {
-                    0 => TAIL,
-                    1 => HEAD,
-                    2 => CELLS + 16 * (usize::from(op >> 5) % nodes) + 8, // an item length
-                    _ => CELLS + 16 * (usize::from(op >> 5) % nodes),
+                let (at, v) = match (op >> 3) & 3 {
+                    0 => (TAIL, v),
+                    1 => (HEAD, v),
+                    2 => (CELLS + 16 * (usize::from(op >> 5) % nodes) + 8, v), // an item length
+                    _ => (CELLS + 16 * (usize::from(op >> 5) % nodes), common::no_live_token(v)),
                 };
                 word(at).store(v, Ordering::Relaxed);
             }
