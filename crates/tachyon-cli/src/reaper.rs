@@ -162,7 +162,9 @@ impl Event {
     pub fn reclaimed(&self) -> bool {
         match self {
             Event::Removed { .. } => true,
-            Event::Recovered { recovered, .. } => recovered.total() + recovered.slots > 0,
+            Event::Recovered { recovered, .. } => {
+                recovered.total() + recovered.slots + recovered.repaired + recovered.quarantined > 0
+            }
             _ => false,
         }
     }
@@ -227,6 +229,18 @@ impl Event {
                     line.push_str(&format!(
                         "; {} of processes whose slot was reused",
                         text::count(*orphaned, "chunk", "chunks")
+                    ));
+                }
+                if recovered.repaired > 0 {
+                    line.push_str(&format!(
+                        "; repaired {} (damaged words)",
+                        text::count(recovered.repaired, "ring cell or cursor", "ring cells or cursors")
+                    ));
+                }
+                if recovered.quarantined > 0 {
+                    line.push_str(&format!(
+                        "; quarantined {} whose state could not be trusted",
+                        text::count(recovered.quarantined, "chunk", "chunks")
                     ));
                 }
                 if recovered.deferred > 0 {

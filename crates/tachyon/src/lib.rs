@@ -102,6 +102,9 @@
 
 pub mod bus;
 mod error;
+#[cfg(not(tachyon_loom))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod platform;
 pub mod primitives;
 pub mod segment;

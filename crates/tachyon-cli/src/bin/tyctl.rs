@@ -502,6 +502,10 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
         "\norphaned chunks (held by dead processes whose slot was reused): {}\n",
         report.orphaned_chunks
     ));
+    s.push_str(&format!(
+        "damage repaired: {} ring cells or cursors (per topic: CORRUPT); quarantined chunks (never handed out): {}\n",
+        report.ring_repairs, report.quarantined_chunks
+    ));
     s
 }
 

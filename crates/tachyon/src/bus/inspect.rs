@@ -1,6 +1,6 @@
 //! A snapshot of a region for inspectors (`tyctl`) and monitoring.
 
-use super::pool::{HELD, LOANED};
+use super::pool::{HELD, LOANED, QUARANTINE};
 use super::region::{ClassStats, Region};
 use super::topic::{Topic, TopicInfo};
 use crate::error::Result;
@@ -30,6 +30,12 @@ pub struct RegionReport {
     /// Chunks held by attachments whose slot has since been reused (their
     /// holders are dead; [`Region::recover`] returns them).
     pub orphaned_chunks: usize,
+    /// Chunks set aside for good because their state word could not be
+    /// trusted when a damaged free list was rebuilt (never handed out).
+    pub quarantined_chunks: usize,
+    /// Damaged ring cells and cursors repaired so far, all topics together
+    /// (each topic's share is in its `corrupt` counter).
+    pub ring_repairs: u64,
 }
 
 /// One topic of a [`RegionReport`].
@@ -89,11 +95,15 @@ impl Region {
     /// ```
     pub fn inspect(&self) -> Result<RegionReport> {
         let mut topics = Vec::new();
+        let mut ring_repairs = 0u64;
         for (index, entry) in self.entries()?.iter().enumerate() {
             if entry.is_free() {
                 continue;
             }
-            let topic = Topic::attach(self, index)?;
+            // A damaged directory entry: nothing reaches its rings; the
+            // other topics are still reported.
+            let Ok(topic) = Topic::attach(self, index) else { continue };
+            ring_repairs = ring_repairs.wrapping_add(topic.ring_repairs());
             let mut partitions = Vec::new();
             for p in 0..topic.partitions() {
                 let ring = topic.ring(p)?;
@@ -117,9 +127,14 @@ impl Region {
             })
             .collect();
         let mut orphaned_chunks = 0;
+        let mut quarantined_chunks = 0;
         for meta in self.metas()? {
             let w = meta.word();
             let state = w.state();
+            if state == LOANED && w.holder() == QUARANTINE {
+                quarantined_chunks += 1;
+                continue;
+            }
             if state != LOANED && state != HELD || super::region::is_free(meta) {
                 continue; // free, or kept free by its process for a loan
             }
@@ -140,6 +155,8 @@ impl Region {
             pool: self.pool_stats()?,
             processes,
             orphaned_chunks,
+            quarantined_chunks,
+            ring_repairs,
         })
     }
 }

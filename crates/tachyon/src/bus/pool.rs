@@ -174,6 +174,26 @@ impl Descriptor {
 const NONE: u64 = 0;
 const POP: u64 = 1;
 const PUSH: u64 = 2;
+/// Not an announcement: the list is stopped for a rebuild (see
+/// [`FreeList::rebuild`]); every operation fails on it until the rebuild
+/// ends, and a rebuilder that died leaves it for the next one.
+const REBUILDING: u64 = 3;
+
+/// The holder of a quarantined chunk (state LOANED): slot 127 at
+/// generation 0, which no token is, so that recovery never reclaims it and
+/// no free list takes it.
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) const QUARANTINE: u32 = 0x7F;
+
+/// What [`FreeList::rebuild`] made of a class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) struct Rebuilt {
+    /// Chunks on the rebuilt list.
+    pub free: usize,
+    /// Chunks quarantined (now or by an earlier rebuild).
+    pub quarantined: usize,
+}
 const TAG_MASK: u32 = (1 << 31) - 1;
 
 /// A free list's head word: `tag:31 | slot:7 | kind:2 | top + 1:24`.
@@ -282,10 +302,12 @@ impl FreeList {
     /// Completes the operation announced in the head now, if any (run by
     /// recovery after it found a process dead, and by a process attaching
     /// to a slot, so that the dead leave no announcement behind).
+    /// `Err(())` if the list is damaged at its head (a top out of the class,
+    /// an announcement that cannot be completed, a stopped rebuild).
     pub(crate) fn help(&self, pool: &Pool<'_>, range: &Range<u32>) -> Result<(), ()> {
         let h = Head(self.head.load(Ordering::Acquire));
         if h.kind() == NONE {
-            return Ok(());
+            return if h.top() == 0 { Ok(()) } else { check(range, pool, h.top() - 1).map(|_| ()) };
         }
         self.complete(pool, range, h)
     }
@@ -306,7 +328,14 @@ impl FreeList {
         let (outcome, top) = match h.kind() {
             POP => {
                 let holder = pool.journal.get(h.slot()).ok_or(())?.load(Ordering::Acquire);
-                (Word::new(h.tag(), LOANED, holder), meta.next.load(Ordering::Acquire))
+                let outcome = Word::new(h.tag(), LOANED, holder);
+                if w.state() != FREE && w != outcome {
+                    // While the pop stands its chunk is FREE or already
+                    // the outcome: a damaged link led to a chunk in use,
+                    // which must not be handed out twice.
+                    return Err(());
+                }
+                (outcome, meta.next.load(Ordering::Acquire))
             }
             PUSH => (Word::new(h.tag(), FREE, 0), h.top()),
             _ => return Err(()),
@@ -318,6 +347,94 @@ impl FreeList {
         let done = Head::new(top, NONE, 0, h.next_tag());
         let _ = self.head.compare_exchange(h.0, done.0, Ordering::AcqRel, Ordering::Acquire);
         Ok(())
+    }
+}
+
+impl FreeList {
+    /// The head word if the list is empty now (no top, no announcement).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn empty_head(&self) -> Option<u64> {
+        let h = Head(self.head.load(Ordering::Acquire));
+        (h.top() == 0 && h.kind() == NONE).then_some(h.0)
+    }
+
+    /// Whether the head word is still `h` (every operation changes it).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn head_is(&self, h: u64) -> bool {
+        self.head.load(Ordering::Acquire) == h
+    }
+
+    /// Rebuilds the list from the chunks' own state words, for a list whose
+    /// head or links are damaged (an operation on it failed). The caller
+    /// holds the region's control mutex, so rebuilders take turns; live
+    /// poppers and pushers do not take it, so the list is first *stopped*:
+    /// an announcement that can be completed is completed, then one CAS
+    /// puts [`REBUILDING`] in the head, on which every operation fails (its
+    /// caller waits for the mutex and tries again). Then every chunk of the
+    /// class whose word says FREE is chained, lowest index on top; a chunk
+    /// whose word cannot be trusted (FREE with a holder, or held by
+    /// something that is no token) is quarantined: LOANED by
+    /// [`QUARANTINE`], never handed out. One CAS restarts the list.
+    ///
+    /// A rebuilder killed at any point leaves the list stopped (or already
+    /// restarted), the chain half-linked (unreachable) and some chunks
+    /// quarantined: the next rebuild starts over from the words, which
+    /// every step left attributed.
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn rebuild(&self, pool: &Pool<'_>, range: &Range<u32>) -> Result<Rebuilt, ()> {
+        if range.end as usize > pool.metas.len() {
+            return Err(());
+        }
+        // The restart CAS fails only if the stopped head was written meanwhile
+        // (more damage): start over, a few times.
+        for _ in 0..3 {
+            if let Some(found) = self.rebuild_once(pool, range) {
+                return Ok(found);
+            }
+        }
+        Err(())
+    }
+
+    fn rebuild_once(&self, pool: &Pool<'_>, range: &Range<u32>) -> Option<Rebuilt> {
+        let stopped = loop {
+            let h = Head(self.head.load(Ordering::Acquire));
+            if h.kind() == REBUILDING {
+                break h; // a dead rebuilder's (the mutex says so): go on
+            }
+            if h.kind() != NONE && self.complete(pool, range, h).is_ok() {
+                continue; // a sound announcement: done, look again
+            }
+            let stop = Head::new(0, REBUILDING, 0, h.next_tag());
+            if self.head.compare_exchange(h.0, stop.0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                break stop;
+            }
+        };
+        crate::platform::fault::point("pool-rebuild-stopped");
+        let mut found = Rebuilt::default();
+        let mut top = 0;
+        for i in range.clone().rev() {
+            let meta = &pool.metas[i as usize];
+            let w = meta.word();
+            let trusted =
+                if w.state() == FREE { w.holder() == 0 } else { Token::from_raw(w.holder()).is_some() };
+            if w.state() == FREE && trusted {
+                meta.next.store(top, Ordering::Relaxed);
+                top = i + 1;
+                found.free += 1;
+            } else if !trusted {
+                let q = Word::new(w.tag(), LOANED, QUARANTINE);
+                // Fails only if the word changed: then it was alive (a
+                // recoverer's or holder's CAS), and the next rebuild sees it.
+                if w == q || meta.cas(w, q) {
+                    found.quarantined += 1;
+                }
+            }
+        }
+        // SYNC POINT: the links above are published by this Release (AcqRel)
+        // CAS; a popper reads them after its Acquire load of the head.
+        let done = Head::new(top, NONE, 0, stopped.next_tag());
+        self.head.compare_exchange(stopped.0, done.0, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        Some(found)
     }
 }
 
@@ -556,6 +673,74 @@ mod loom_models {
             p.die_pushing(mine);
             t.join().unwrap();
             p.drain_and_check(&[]);
+        });
+    }
+
+    /// A rebuild (as after damage was found) races a thread popping and
+    /// pushing: the stop completes the pop in flight for its popper, a push
+    /// that meets the stopped list retries after the rebuild (as
+    /// `free_shared` does), and afterwards every chunk is on the list once
+    /// or held: none handed out twice, none lost.
+    #[test]
+    fn a_rebuild_racing_pops_and_pushes_loses_and_duplicates_nothing() {
+        model(|| {
+            let p = Model::new(2);
+            let t = {
+                let p = p.clone();
+                loom::thread::spawn(move || {
+                    let Ok(Some(i)) = p.list.pop(&p.pool(), &p.range(), tok(1)) else { return };
+                    assert_eq!(p.held[i as usize].swap(1, Ordering::SeqCst), 0, "chunk {i} handed out twice");
+                    assert_eq!(p.held[i as usize].swap(0, Ordering::SeqCst), 1);
+                    while p.list.push(&p.pool(), &p.range(), i).is_err() {
+                        loom::thread::yield_now(); // the rebuilder holds the mutex
+                    }
+                })
+            };
+            let found = p.list.rebuild(&p.pool(), &p.range()).unwrap();
+            assert_eq!(found.quarantined, 0);
+            t.join().unwrap();
+            p.drain_and_check(&[]);
+        });
+    }
+
+    /// A damaged link (to a chunk in use) is refused by the pop that meets
+    /// it, never handed out twice; the rebuild then chains exactly the free
+    /// chunks and quarantines a word it cannot trust.
+    #[test]
+    fn a_damaged_link_is_refused_and_rebuilt() {
+        model(|| {
+            let p = Model::new(3);
+            // The list is 2 -> 1 -> 0; chunk 2 goes into use.
+            let a = p.take(0).unwrap();
+            assert_eq!(a, 2);
+            // Chunk 1, now on top, links to the chunk in use.
+            p.metas[1].next.store(a + 1, Ordering::Relaxed);
+            // Chunk 0: a word no process wrote (HELD by no token).
+            p.metas[0].word.store(Word::new(0, HELD, 0).0, Ordering::Relaxed);
+            let t = {
+                let p = p.clone();
+                loom::thread::spawn(move || {
+                    // Takes chunk 1 (sound) or fails on the damage.
+                    let r = p.list.pop(&p.pool(), &p.range(), tok(1));
+                    if let Ok(Some(i)) = r {
+                        assert_eq!(i, 1);
+                    }
+                    r
+                })
+            };
+            let second = p.list.pop(&p.pool(), &p.range(), tok(2));
+            let first = t.join().unwrap();
+            // Nobody got chunk 2 (in use) or 0 (damaged).
+            for r in [first, second] {
+                assert!(matches!(r, Ok(Some(1)) | Ok(None) | Err(())), "{r:?}");
+            }
+            let found = p.list.rebuild(&p.pool(), &p.range()).unwrap();
+            assert_eq!(found.quarantined, 1);
+            let w = p.metas[0].word();
+            assert_eq!((w.state(), w.holder()), (LOANED, QUARANTINE));
+            // Chunk 1 is free again unless a pop took it.
+            let held1 = p.metas[1].word().state() != FREE;
+            assert_eq!(found.free, usize::from(!held1));
         });
     }
 

@@ -61,6 +61,15 @@ pub struct Recovered {
     /// Attach slots of dead processes marked free, so that inspectors stop
     /// listing them (not counted in [`total`](Self::total)).
     pub slots: usize,
+    /// Damaged ring cells and cursors repaired (words no step of the
+    /// protocol writes, left by a process that scribbled on the region;
+    /// an item such a cell held is lost). Also counted in the topic's
+    /// `corrupt` counter. Not counted in [`total`](Self::total).
+    pub repaired: usize,
+    /// Chunks whose state word could not be trusted when a damaged free
+    /// list was rebuilt: set aside for good (never handed out), until the
+    /// region is recreated. Not counted in [`total`](Self::total).
+    pub quarantined: usize,
 }
 
 /// What became of a dead consumer's message on an at-least-once topic.
@@ -80,7 +89,7 @@ impl Recovered {
     /// was reclaimed or deferred.
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     fn trace(&self, region: &std::path::Path) {
-        if self.total() + self.deferred + self.slots > 0 {
+        if self.total() + self.deferred + self.slots + self.repaired + self.quarantined > 0 {
             crate::platform::trace::event!(
                 info,
                 "tachyon::recovery",
@@ -93,6 +102,8 @@ impl Recovered {
                 redelivered = self.redelivered,
                 deferred = self.deferred,
                 slots = self.slots,
+                repaired = self.repaired,
+                quarantined = self.quarantined,
                 "reclaimed what dead processes held"
             );
         }
@@ -125,9 +136,18 @@ impl Region {
                 .entry(holder)
                 .or_insert_with(|| Token::from_raw(holder).is_some_and(|t| self.is_dead(t)))
         };
+        // Damage first: rings whose cells or cursors hold words no step of
+        // the protocol writes are repaired, as their next claimant would.
+        let mut found = Recovered { repaired: self.repair_rings(), ..Recovered::default() };
         // 0. Complete what processes dead by now announced on the free
-        //    lists: a pop of theirs then reads LOANED by them below.
-        self.help_free_lists()?;
+        //    lists: a pop of theirs then reads LOANED by them below. A list
+        //    that is damaged is rebuilt from the chunks' words instead.
+        if self.help_free_lists().is_err() {
+            // (A list damaged again meanwhile is rebuilt by its next user.)
+            found.quarantined = self.core.rebuild_free_lists().unwrap_or(0);
+        }
+        // A head damaged into a valid empty list loses every chunk on it.
+        found.quarantined += self.core.rebuild_lost_lists().unwrap_or(0);
         // 1. Read claims of dead consumers.
         self.repair_dead_reads(&is_dead)?;
         // 2. Chunks whose holder is dead, as they are now.
@@ -138,7 +158,6 @@ impl Region {
             .map(|(i, m)| (i as u32, m.word()))
             .filter(|(_, w)| w.state() != FREE && w.holder() != 0 && is_dead(w.holder()))
             .collect();
-        let mut found = Recovered::default();
         if dead.is_empty() {
             found.slots = self.core.seg.release_dead_slots();
             found.trace(self.core.seg.path());
@@ -150,7 +169,9 @@ impl Region {
             HashSet::new()
         };
         // 3. Complete what those found dead in step 2 announced.
-        self.help_free_lists()?;
+        if self.help_free_lists().is_err() {
+            found.quarantined += self.core.rebuild_free_lists().unwrap_or(0);
+        }
         // 4. Reclaim (or deliver again).
         for (i, w) in dead {
             let route = metas[i as usize].route.load(Ordering::Acquire);
@@ -257,13 +278,31 @@ impl Region {
         }
     }
 
-    /// Runs `each` on every partition's ring of every topic.
+    /// Repairs damaged cells and cursors in every ring (see
+    /// `Ring::repair_damaged`); returns how many.
+    fn repair_rings(&self) -> usize {
+        let mut repaired = 0;
+        let _ = self.for_each_ring(|topic, p, ring| {
+            let n = ring.repair_damaged();
+            if n > 0 {
+                repaired += n as usize;
+                let waits = topic.waits(p)?;
+                waits.not_full.notify_all();
+                waits.not_empty.notify_all();
+            }
+            Ok(())
+        });
+        repaired
+    }
+
+    /// Runs `each` on every partition's ring of every topic (a topic whose
+    /// directory entry is damaged is left out: nothing can reach its rings).
     fn for_each_ring(&self, mut each: impl FnMut(&Topic, u32, &Ring<'_>) -> Result<()>) -> Result<()> {
         for (index, entry) in self.entries()?.iter().enumerate() {
             if entry.is_free() {
                 continue;
             }
-            let topic = Topic::attach(self, index)?;
+            let Ok(topic) = Topic::attach(self, index) else { continue };
             for p in 0..topic.partitions() {
                 each(&topic, p, &topic.ring(p)?)?;
             }

@@ -340,6 +340,9 @@ pub(crate) struct RegionCore {
     ops: std::sync::atomic::AtomicU32,
     /// What recovery reclaimed when this handle opened the region.
     on_open: std::sync::OnceLock<super::Recovered>,
+    /// Chunks quarantined by the rebuild of a damaged free list when this
+    /// handle attached (reported with `on_open`).
+    quarantined_on_attach: std::sync::atomic::AtomicUsize,
     /// Free chunks this handle keeps for its next loans, per class (see
     /// `ChunkCache`).
     cache: [ChunkCache; 8],
@@ -459,7 +462,9 @@ impl Region {
         let seg = Segment::builder(name).kind(Kind::REGION).open()?;
         let (layout, config) = Region::check(&seg)?;
         let region = Region::new(seg, layout, config)?;
-        let _ = region.core.on_open.set(region.recover().unwrap_or_default());
+        let mut found = region.recover().unwrap_or_default();
+        found.quarantined += region.core.quarantined_on_attach.load(Ordering::Relaxed);
+        let _ = region.core.on_open.set(found);
         Ok(region)
     }
 
@@ -539,6 +544,7 @@ impl Region {
             lease_ns: config.lease.as_nanos() as u64,
             ops: std::sync::atomic::AtomicU32::new(0),
             on_open: std::sync::OnceLock::new(),
+            quarantined_on_attach: std::sync::atomic::AtomicUsize::new(0),
             cache: std::array::from_fn(|_| ChunkCache::new()),
             config,
         };
@@ -550,7 +556,13 @@ impl Region {
         // A free-list operation the previous, dead, occupant of this attach
         // slot announced is completed in its name before the slot's journal
         // entry names this process.
-        region.help_free_lists()?;
+        if region.help_free_lists().is_err() {
+            // A damaged list: rebuilt from the chunks' words, not refused.
+            // (If even that fails, the list's next user rebuilds it: the
+            // open goes on.)
+            let q = region.core.rebuild_free_lists().unwrap_or(0);
+            region.core.quarantined_on_attach.store(q, Ordering::Relaxed);
+        }
         let journal = region.core.seg.get::<AtomicU32>(OFF_JOURNAL + 4 * region.core.seg.slot())?;
         journal.store(region.token(), Ordering::Release);
         region.heartbeat();
@@ -707,7 +719,12 @@ impl Region {
 
     /// The topics of the region.
     pub fn topics(&self) -> Result<Vec<TopicInfo>> {
-        Ok(self.entries()?.iter().filter_map(TopicEntry::info).collect())
+        Ok(self
+            .entries()?
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Topic::attach(self, i).ok().map(|t| t.info()).or_else(|| e.info()))
+            .collect())
     }
 
     /// Free chunks per class now (a snapshot: it reads every chunk's
@@ -830,7 +847,18 @@ impl Region {
         let me = self.core.seg.token();
         let try_pop = || -> Option<Result<(usize, u32)>> {
             for (c, list) in lists.iter().enumerate().skip(want) {
-                match list.pop(&pool, &self.class_range(c), me) {
+                let range = self.class_range(c);
+                let popped = match list.pop(&pool, &range, me) {
+                    // A damaged list: rebuilt from the chunks' words, then
+                    // once more (a pop cut short by the damage left its
+                    // chunk as it was).
+                    Err(()) => match self.core.rebuild_free_lists_of(Some(c)) {
+                        Ok(_) => list.pop(&pool, &range, me),
+                        Err(e) => return Some(Err(e)),
+                    },
+                    other => other,
+                };
+                match popped {
                     Ok(Some(i)) => return Some(Ok((c, i))),
                     Ok(None) => {}
                     Err(()) => return Some(Err(damaged_list(c))),
@@ -923,6 +951,77 @@ impl Drop for RegionCore {
 }
 
 impl RegionCore {
+    /// Rebuilds, under the control mutex, every free list on which an
+    /// operation fails (or only class `only`'s, if it fails; see
+    /// `FreeList::rebuild`). Returns the chunks quarantined in the classes
+    /// rebuilt. A list that works again by the time the mutex is taken
+    /// (another process rebuilt it) is left alone.
+    pub(crate) fn rebuild_free_lists_of(&self, only: Option<usize>) -> Result<usize> {
+        self.rebuild_lists(only, false)
+    }
+
+    /// Rebuilds the lists of the classes whose list reads empty while one
+    /// of their chunks reads FREE, the head unchanged across the look (a
+    /// FREE chunk is always on its list: a push makes it FREE while its
+    /// announcement is the head, a pop takes it before the head moves on):
+    /// a head damaged into a valid empty one. Returns chunks quarantined.
+    pub(crate) fn rebuild_lost_lists(&self) -> Result<usize> {
+        let (lists, metas) = (self.free_lists()?, self.pool()?.metas);
+        let mut quarantined = 0;
+        for (c, list) in lists.iter().enumerate() {
+            let Some(h) = list.empty_head() else { continue };
+            let range = self.layout.class_range(c);
+            let lost = range.clone().any(|i| metas[i as usize].word().state() == FREE);
+            if lost && list.head_is(h) {
+                quarantined += self.rebuild_lists(Some(c), true)?;
+            }
+        }
+        Ok(quarantined)
+    }
+
+    fn rebuild_lists(&self, only: Option<usize>, force: bool) -> Result<usize> {
+        let control: &Mutex = self.seg.get(OFF_CONTROL)?;
+        let guard = control.lock(&self.seg, Some(Duration::from_secs(5)))?;
+        // A holder that died mid-rebuild left its list stopped: rebuilt below.
+        let _ = guard.owner_died();
+        let pool = self.pool()?;
+        let mut quarantined = 0;
+        let mut failed = None;
+        for (c, list) in self.free_lists()?.iter().enumerate() {
+            let range = self.layout.class_range(c);
+            // An operation that failed on a list left it failing here too
+            // (a top out of range, an announcement that cannot complete).
+            if only.is_some_and(|o| o != c) || (!force && list.help(&pool, &range).is_ok()) {
+                continue;
+            }
+            let Ok(found) = list.rebuild(&pool, &range) else {
+                failed = Some(c); // the other classes still get theirs
+                continue;
+            };
+            crate::platform::trace::event!(
+                warn,
+                "tachyon::corrupt",
+                class = c,
+                free = found.free,
+                quarantined = found.quarantined,
+                "rebuilt a damaged free list from the chunks' state words"
+            );
+            quarantined += found.quarantined;
+        }
+        drop(guard);
+        self.freed().notify_all();
+        match failed {
+            Some(c) => Err(damaged_list(c)),
+            None => Ok(quarantined),
+        }
+    }
+
+    /// [`rebuild_free_lists_of`](Self::rebuild_free_lists_of) every class
+    /// whose list fails.
+    pub(crate) fn rebuild_free_lists(&self) -> Result<usize> {
+        self.rebuild_free_lists_of(None)
+    }
+
     fn free_lists(&self) -> Result<&[FreeList]> {
         self.seg.get_slice(OFF_FREE_LISTS, 8)
     }
@@ -942,7 +1041,13 @@ impl RegionCore {
             pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
             // The chunk stays attributed to the caller until the push's
             // announcement, which turns it FREE in the same instant.
-            if lists[class].push(&pool, &self.layout.class_range(class), chunk).is_ok() {
+            let range = self.layout.class_range(class);
+            let mut pushed = lists[class].push(&pool, &range, chunk).is_ok();
+            if !pushed && self.rebuild_free_lists_of(Some(class)).is_ok() {
+                // A damaged list, rebuilt (the chunk, still ours, is not on it).
+                pushed = lists[class].push(&pool, &range, chunk).is_ok();
+            }
+            if pushed {
                 self.freed().notify_all();
             }
         }

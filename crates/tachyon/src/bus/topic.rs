@@ -517,9 +517,10 @@ impl Topic {
         (mix64(key.0) & u64::from(self.core.partitions - 1)) as u32
     }
 
-    /// Counters of the topic.
+    /// Counters of the topic. `corrupt` includes the ring cells and
+    /// cursors of its partitions repaired after damage.
     pub fn info(&self) -> TopicInfo {
-        self.entry().info().unwrap_or_else(|| TopicInfo {
+        let mut info = self.entry().info().unwrap_or_else(|| TopicInfo {
             name: self.core.name.clone(),
             partitions: self.core.partitions,
             capacity: self.core.capacity as u32,
@@ -529,7 +530,17 @@ impl Topic {
             received: 0,
             corrupt: 0,
             lost: 0,
-        })
+        });
+        info.corrupt = info.corrupt.wrapping_add(self.ring_repairs());
+        info
+    }
+
+    /// Repairs of damaged cells and cursors in the topic's rings so far.
+    pub(crate) fn ring_repairs(&self) -> u64 {
+        (0..self.core.partitions)
+            .filter_map(|p| self.ring(p).ok())
+            .map(|r| r.cursors.repairs.load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
     }
 
     /// Messages waiting in `partition` now (a snapshot).
@@ -980,7 +991,7 @@ impl Topic {
     ) -> Result<(u64, usize, u64)> {
         let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
         let max_len = if writer { 0 } else { u64::MAX };
-        ring.claim_blocking(self.region(), waits, writer, max_len, timeout, &adopt)
+        ring.claim_blocking(self.region(), waits, writer, max_len, u64::MAX, timeout, &adopt)
     }
 
     /// Publishes a raw descriptor, bypassing the pool. For tests of the

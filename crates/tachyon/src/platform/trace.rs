@@ -65,6 +65,24 @@ macro_rules! ring_repair {
     };
 }
 
+/// A ring cell or cursor found damaged (a word no step of the protocol
+/// writes) and repaired: target `tachyon::ring`, level WARN, fields `from`
+/// (the damaged word) and `to` (what it was set to).
+#[cfg_attr(all(tachyon_loom, not(test)), allow(unused_macros))]
+macro_rules! ring_damage {
+    ($from:expr, $to:expr) => {
+        $crate::platform::trace::event!(
+            warn,
+            "tachyon::ring",
+            from = $from,
+            to = $to,
+            "repairing a damaged ring cell or cursor"
+        )
+    };
+}
+
 pub(crate) use owner_died;
+#[cfg_attr(all(tachyon_loom, not(test)), allow(unused_imports))]
+pub(crate) use ring_damage;
 #[cfg_attr(all(tachyon_loom, not(test)), allow(unused_imports))]
 pub(crate) use ring_repair;

@@ -481,7 +481,8 @@ impl CircularBuffer {
             closed: Some(self.closed_flag()),
             repaired: Some(self.repaired()),
         };
-        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, timeout, &|_, _| {})
+        let limit = self.node_size as u64;
+        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, limit, timeout, &|_, _| {})
     }
 
     /// Writes one item, waiting up to `timeout` for a free node, then

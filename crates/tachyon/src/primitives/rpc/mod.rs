@@ -12,7 +12,7 @@
 //!
 //! The wire format and the session protocol are in `docs/rpc.md`.
 
-mod packet;
+pub(crate) mod packet;
 mod stats;
 
 pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
@@ -322,7 +322,17 @@ impl RpcBuilder {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn open(self) -> Result<RpcBuffer> {
-        let ctl = Segment::builder(&self.name).kind(Kind::RPC).open()?;
+        let ctl = match Segment::builder(&self.name).kind(Kind::RPC).open() {
+            Ok(ctl) => ctl,
+            Err(e) => {
+                if matches!(e, Error::NotFound { .. }) {
+                    // No live channel: the segment layer removed a stale
+                    // control segment (its owner died); its rings go too.
+                    remove_stale_rings(&self.name);
+                }
+                return Err(e);
+            }
+        };
         let version = ctl.get::<AtomicU64>(CTL_VERSION)?.load(Ordering::Relaxed);
         if version != u64::from(PROTOCOL_VERSION) {
             return Err(Error::VersionMismatch {
@@ -356,6 +366,9 @@ impl RpcBuilder {
             }
             let owner = ctl.get::<AtomicU32>(CTL_OWNER)?.load(Ordering::SeqCst);
             if Token::from_raw(owner).is_none_or(|t| ctl.is_dead(t)) {
+                // The whole channel is dead: its rings nobody holds go now,
+                // the control segment when this handle drops (if last).
+                remove_stale_rings(&self.name);
                 return Err(Error::PeerDied);
             }
             let current = opener.load(Ordering::SeqCst);

@@ -1,0 +1,659 @@
+//! Damage costs what it touched: words another process scribbled on a
+//! ring cell, a ring cursor, a free list or a chunk's state are repaired
+//! or quarantined by the next claimant, by `Region::open` or by
+//! `recover()`, and the channel goes on. Each test plants one kind of
+//! damage through a raw handle on the segment and shows producers and
+//! consumers work again, with the repair counted.
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::unique;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+use tachyon::{CircularBuffer, Kind, Segment};
+
+const SHORT: Option<Duration> = Some(Duration::from_millis(200));
+
+/// A tag that is neither 0, a tombstone nor a token.
+const GARBAGE: u64 = 0x4000_0001;
+
+/// Removes a (persistent) region when the test ends, however it ends.
+struct Cleanup(String);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = Region::remove(&self.0);
+    }
+}
+
+fn region(name: &str) -> Region {
+    Region::create(name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap()
+}
+
+/// Raw words of a ring: a region's first topic's first partition, or a
+/// `CircularBuffer`.
+struct RawRing {
+    seg: Segment,
+    /// The cursors (tail, then head 64 bytes on, the repair count at 72).
+    base: usize,
+    /// The first cell (16 bytes each: word, length).
+    cells: usize,
+}
+
+impl RawRing {
+    fn of_region(name: &str) -> RawRing {
+        let seg = Segment::builder(name).kind(Kind::REGION).open().unwrap();
+        // The first topic entry's ring offset (region.rs: topic directory at
+        // 2048, ring offset at byte 16 of an entry); cells 192 bytes on.
+        let base = seg.get::<AtomicU64>(2048 + 16).unwrap().load(Ordering::SeqCst) as usize;
+        RawRing { seg, base, cells: base + 192 }
+    }
+    fn of_circular(name: &str) -> RawRing {
+        // circular.rs: cursors at 64, cells at 320.
+        RawRing { seg: Segment::builder(name).kind(Kind::CIRCULAR).open().unwrap(), base: 64, cells: 320 }
+    }
+    fn word(&self, off: usize) -> &AtomicU64 {
+        self.seg.get::<AtomicU64>(off).unwrap()
+    }
+    fn tail(&self) -> &AtomicU64 {
+        self.word(self.base)
+    }
+    fn head(&self) -> &AtomicU64 {
+        self.word(self.base + 64)
+    }
+    fn cell(&self, i: usize) -> &AtomicU64 {
+        self.word(self.cells + 16 * i)
+    }
+    fn repairs(&self) -> u64 {
+        self.word(self.base + 72).load(Ordering::SeqCst)
+    }
+}
+
+/// Sends and receives `count` messages through partition 0, in order.
+fn flows(topic: &tachyon::bus::Topic, count: u64) {
+    for i in 0..count {
+        topic.send(&i.to_le_bytes(), Key(0), SHORT).unwrap_or_else(|e| panic!("send {i}: {e}"));
+        let m = topic.receive(0, SHORT).unwrap_or_else(|e| panic!("receive {i}: {e}"));
+        assert_eq!(&*m, &i.to_le_bytes());
+    }
+}
+
+#[test]
+fn a_ring_cell_with_a_garbage_tag_is_repaired_by_the_next_claimant() {
+    let name = unique("heal-cell");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default().capacity(4)).unwrap();
+    flows(&topic, 4); // tail = head = 4: every cell free for its next lap
+    let raw = RawRing::of_region(&name);
+    // The cell the next writer needs, as the acceptance run found it: its
+    // previous lap with a tag that is no token (blocked every send before).
+    raw.cell(0).store((1 << 32) | GARBAGE, Ordering::SeqCst);
+    // The cell after it: this lap's, garbage tag (a reader would have
+    // reported it corrupt for ever).
+    raw.cell(1).store((5 << 32) | GARBAGE, Ordering::SeqCst);
+    // A fresh process's view: open the region again.
+    let again = Region::open(&name).unwrap();
+    let t2 = again.topic("t").unwrap();
+    for i in 0..20u64 {
+        t2.send(&i.to_le_bytes(), Key(0), SHORT).unwrap();
+        assert_eq!(&*topic.receive(0, SHORT).unwrap(), &i.to_le_bytes());
+    }
+    assert!(raw.repairs() >= 2, "repairs {}", raw.repairs());
+    assert!(topic.info().corrupt >= 2, "{:?}", topic.info());
+    assert_eq!(t2.depth(0).unwrap(), 0);
+}
+
+#[test]
+fn a_damaged_cell_behind_the_cursors_is_repaired_by_recovery() {
+    let name = unique("heal-recover");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default().capacity(8).partitions(2)).unwrap();
+    flows(&topic, 3);
+    let raw = RawRing::of_region(&name);
+    // Cells nobody is at: a garbage tag, and a sequence of no lap of its cell.
+    raw.cell(6).store((6 << 32) | GARBAGE, Ordering::SeqCst);
+    raw.cell(7).store(0x1234_5674 << 32, Ordering::SeqCst);
+    // A sequence of the right phase but a far lap: found by its claimant.
+    raw.cell(5).store(0x1234_5675 << 32, Ordering::SeqCst);
+    let found = region.recover().unwrap();
+    assert_eq!(found.repaired, 2, "{found:?}");
+    assert_eq!(region.recover().unwrap().repaired, 0);
+    flows(&topic, 40); // five laps over the repaired cells
+    assert_eq!(topic.info().corrupt, 3);
+}
+
+#[test]
+fn damaged_cursors_are_moved_back_and_nothing_queued_is_lost() {
+    let name = unique("heal-cursor");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default().capacity(8)).unwrap();
+    flows(&topic, 5);
+    let raw = RawRing::of_region(&name);
+    for (which, value) in [("tail", 0xdead_beef_1234u64), ("head", 0x7777_0000_0003), ("both", 3)] {
+        // Three messages queued, then the damage.
+        for i in 0..3u64 {
+            topic.send(&i.to_le_bytes(), Key(0), SHORT).unwrap();
+        }
+        match which {
+            "tail" => raw.tail().store(value, Ordering::SeqCst),
+            "head" => raw.head().store(value, Ordering::SeqCst),
+            _ => {
+                raw.tail().store(0x5555_5555_5555, Ordering::SeqCst);
+                raw.head().store(value, Ordering::SeqCst);
+            }
+        }
+        let repairs = raw.repairs();
+        topic.send(&3u64.to_le_bytes(), Key(0), SHORT).unwrap_or_else(|e| panic!("{which}: {e}"));
+        for i in 0..4u64 {
+            let m = topic.receive(0, SHORT).unwrap_or_else(|e| panic!("{which}: receive {i}: {e}"));
+            assert_eq!(&*m, &i.to_le_bytes(), "{which}");
+        }
+        assert!(raw.repairs() > repairs, "{which}");
+        flows(&topic, 20);
+        assert_eq!(topic.depth(0).unwrap(), 0, "{which}");
+    }
+}
+
+#[test]
+fn a_circular_buffer_cell_with_a_garbage_tag_is_repaired() {
+    let name = unique("heal-circular");
+    let ring = CircularBuffer::create(&name, 3, 16).unwrap(); // not a power of two
+    let mut buf = [0u8; 16];
+    for i in 0..3u8 {
+        ring.write(&[i], SHORT).unwrap();
+        assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+    }
+    let raw = RawRing::of_circular(&name);
+    assert_eq!(raw.tail().load(Ordering::SeqCst), 3);
+    // Writer side: the next cell holds its last lap's sequence, garbage tag.
+    raw.cell(0).store((1 << 32) | GARBAGE, Ordering::SeqCst);
+    // Reader side: this lap's sequence, garbage tag.
+    raw.cell(1).store((4 << 32) | GARBAGE, Ordering::SeqCst);
+    let peer = CircularBuffer::open(&name).unwrap();
+    for i in 0..30u8 {
+        peer.write(&[i], SHORT).unwrap();
+        assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+        assert_eq!(buf[0], i);
+    }
+    assert!(raw.repairs() >= 2, "repairs {}", raw.repairs());
+    assert_eq!(ring.try_read(&mut buf).unwrap(), None);
+}
+
+/// Roles run by a child copy of this test binary.
+#[test]
+fn child_entry() {
+    let Some((role, name)) = common::role() else { return };
+    match role.as_str() {
+        "rpc-owner" => {
+            let _server = tachyon::RpcBuffer::create(&name).unwrap();
+            println!("ready");
+            std::thread::sleep(common::LIMIT);
+            std::process::exit(4);
+        }
+        "open-region" => {
+            // Run with TACHYON_FAULT set: killed inside the open.
+            let _ = Region::open(&name);
+            std::process::exit(3);
+        }
+        "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, &name),
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// The files of channel `name` (control segment and rings) in the
+/// segment directory now.
+fn channel_files(name: &str) -> Vec<String> {
+    tachyon::segment::list()
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .filter(|n| n == name || n.starts_with(&format!("{name}.")))
+        .collect()
+}
+
+#[test]
+fn opening_a_channel_whose_owner_was_sigkilled_removes_all_its_files() {
+    let name = unique("heal-rpc-stale");
+    let mut child = common::spawn("child_entry", "rpc-owner", &name);
+    // The control segment and the two rings made for the first client.
+    assert!(
+        common::wait_for(common::LIMIT, || channel_files(&name).len() == 3),
+        "{:?}",
+        channel_files(&name)
+    );
+    common::kill(&mut child);
+    let err = tachyon::RpcBuffer::open(&name).unwrap_err();
+    assert!(matches!(err, tachyon::Error::NotFound { .. } | tachyon::Error::PeerDied), "{err}");
+    // Right after the failed open, not eventually.
+    assert_eq!(channel_files(&name), Vec::<String>::new());
+}
+
+#[test]
+fn message_too_large_names_the_limit_and_the_fix_of_its_context() {
+    use tachyon::Error;
+    let text = |e: Error| match e {
+        Error::MessageTooLarge { .. } => e.to_string(),
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    };
+    // A bus topic: the 1 MiB class limit; there are no nodes to enlarge.
+    let name = unique("heal-too-large");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    for e in [
+        topic.loan((1 << 20) + 1, SHORT).unwrap_err(),
+        topic.send(&vec![0; (1 << 20) + 1], Key(0), SHORT).unwrap_err(),
+    ] {
+        let t = text(e);
+        assert!(t.contains("at most 1048576 bytes") && t.contains("1 MiB"), "{t}");
+        assert!(!t.contains("node") && !t.contains("max_message"), "{t}");
+    }
+    // A ring: the node size.
+    let ring_name = unique("heal-too-large-ring");
+    let ring = CircularBuffer::create(&ring_name, 4, 16).unwrap();
+    let t = text(ring.write(&[0; 17], SHORT).unwrap_err());
+    assert!(t.contains("at most 16 bytes") && t.contains("larger nodes"), "{t}");
+    // RPC: it splits messages over nodes already; the limit is max_message.
+    let rpc_name = unique("heal-too-large-rpc");
+    let server = tachyon::RpcBuffer::builder(&rpc_name).max_message(1000).create().unwrap();
+    let client = tachyon::RpcBuffer::builder(&rpc_name)
+        .handler(|_, m: &[u8]| Ok::<_, String>(m.to_vec()))
+        .open()
+        .unwrap();
+    let t = text(server.request(&[0; 1001], SHORT).unwrap_err());
+    assert!(t.contains("at most 1000 bytes") && t.contains("max_message") && !t.contains("node"), "{t}");
+    drop((client, server));
+}
+
+/// Region layout (region.rs): free list heads at 256 (16 bytes per class),
+/// the chunk metadata offset at 40, each class's first chunk at 64 and
+/// chunk count at 128 (8 bytes per class); 24 bytes of metadata per chunk
+/// (state word, then the free-list link).
+fn pool_words(raw: &Segment, class: usize) -> (usize, u64, u64) {
+    let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst);
+    (get(40) as usize, get(64 + 8 * class), get(128 + 8 * class))
+}
+
+#[test]
+fn a_damaged_free_list_is_rebuilt_and_untrusted_chunks_are_quarantined() {
+    let name = unique("heal-free-list");
+    let _cleanup = Cleanup(name.clone());
+    {
+        let region = region(&name);
+        region.create_topic("t", TopicConfig::default()).unwrap();
+    }
+    let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+    let (metas, first0, count0) = pool_words(&raw, 0);
+    let (_, first1, count1) = pool_words(&raw, 1);
+    // Class 0: a head whose top is out of range (every open failed on it).
+    raw.get::<AtomicU64>(256).unwrap().store(0x00ff_fff0, Ordering::SeqCst);
+    // ... and a chunk whose word says HELD by something that is no token.
+    let bad = (first0 + 3) as usize;
+    raw.get::<AtomicU64>(metas + 24 * bad).unwrap().store(3 << 30, Ordering::SeqCst);
+    // Class 1: the head is fine, a link deep down points out of the class.
+    let link = raw.get::<std::sync::atomic::AtomicU32>(metas + 24 * (first1 + 5) as usize + 8).unwrap();
+    link.store(0xdead, Ordering::SeqCst);
+    drop(raw);
+
+    let region = Region::open(&name).expect("a damaged free list no longer fails the open");
+    assert_eq!(region.recovered_on_open().quarantined, 1, "{:?}", region.recovered_on_open());
+    let report = region.inspect().unwrap();
+    assert_eq!(report.quarantined_chunks, 1);
+    assert_eq!(report.pool[0].free as u64, count0 - 1);
+    // Every chunk not quarantined is on the rebuilt list: loan them all
+    // (64-byte loans take class 0 first), each a distinct chunk.
+    let topic = region.topic("t").unwrap();
+    let mut loans = Vec::new();
+    for i in 0..count0 - 1 {
+        let mut loan = topic.try_loan(64).unwrap();
+        loan[..8].copy_from_slice(&i.to_le_bytes());
+        loans.push(loan);
+    }
+    assert_eq!(region.pool_stats().unwrap()[0].free, 0);
+    // Class 1 through its damaged link: every chunk, then the list is empty.
+    for i in 0..count1 {
+        let mut loan = topic.try_loan(256).unwrap_or_else(|e| panic!("class 1 loan {i}: {e}"));
+        loan[..8].copy_from_slice(&(1000 + i).to_le_bytes());
+        loans.push(loan);
+    }
+    assert_eq!(region.pool_stats().unwrap()[1].free, 0);
+    for (i, loan) in loans.iter().enumerate() {
+        let want = if (i as u64) < count0 - 1 { i as u64 } else { 1000 + i as u64 - (count0 - 1) };
+        assert_eq!(&loan[..8], &want.to_le_bytes(), "two loans share a chunk");
+    }
+    drop(loans);
+    let stats = region.pool_stats().unwrap();
+    assert_eq!((stats[0].free as u64, stats[1].free as u64), (count0 - 1, count1));
+    flows(&topic, 10);
+    // The quarantined chunk stays out, also for a later open and recovery.
+    assert_eq!(Region::open(&name).unwrap().recover().unwrap().quarantined, 0);
+    assert_eq!(region.inspect().unwrap().quarantined_chunks, 1);
+}
+
+/// A process killed in the middle of a rebuild (after it stopped the list,
+/// holding the control mutex) leaves what the next open rebuilds again.
+#[test]
+#[cfg(debug_assertions)] // fault-injection points exist in debug builds only
+fn a_rebuild_killed_half_way_is_done_again_by_the_next_open() {
+    let name = unique("heal-rebuild-killed");
+    let _cleanup = Cleanup(name.clone());
+    {
+        let region = region(&name);
+        region.create_topic("t", TopicConfig::default()).unwrap();
+    }
+    let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+    let (_, _, count0) = pool_words(&raw, 0);
+    raw.get::<AtomicU64>(256).unwrap().store(0x00ff_fff0, Ordering::SeqCst);
+    let mut child = common::child_command("child_entry", "open-region", &name)
+        .env("TACHYON_FAULT", "pool-rebuild-stopped")
+        .spawn()
+        .unwrap();
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "killed at the fault point: {status:?}");
+    // The list is left stopped (and the mutex held by the dead).
+    assert_eq!(raw.get::<AtomicU64>(256).unwrap().load(Ordering::SeqCst) >> 24 & 3, 3);
+    drop(raw);
+    let region = Region::open(&name).unwrap();
+    assert_eq!(region.pool_stats().unwrap()[0].free as u64, count0);
+    let topic = region.topic("t").unwrap();
+    let loans: Vec<_> = (0..count0).map(|_| topic.try_loan(64).unwrap()).collect();
+    assert_eq!(region.pool_stats().unwrap()[0].free, 0);
+    drop(loans);
+    flows(&topic, 10);
+}
+
+/// Found by the `ring_damage` fuzz target: a head one ahead of the tail
+/// of an empty ring; the first item written must still be read.
+#[test]
+fn a_head_that_jumped_ahead_of_the_tail_is_moved_back() {
+    let name = unique("heal-head-ahead");
+    let ring = CircularBuffer::create(&name, 4, 24).unwrap();
+    let raw = RawRing::of_circular(&name);
+    raw.head().fetch_xor(1, Ordering::SeqCst);
+    let mut buf = [0u8; 24];
+    assert_eq!(ring.try_read(&mut buf).unwrap(), None);
+    for i in 0..10u8 {
+        ring.write(&[i], SHORT).unwrap();
+        assert_eq!(ring.read(&mut buf, SHORT).unwrap_or_else(|e| panic!("item {i}: {e}")), 1);
+        assert_eq!(buf[0], i);
+    }
+}
+
+// The broad test: one process flips random words across a live region's
+// ring arena, pool metadata and topic directory while others produce and
+// consume; afterwards the region serves every topic again.
+
+const BROAD_TOPICS: [(&str, u32, u32); 2] = [("a", 2, 8), ("b", 1, 4)];
+
+/// `(region name, stop flag segment name, seed)` of a broad-test child.
+fn broad_args(arg: &str) -> (String, String, u64) {
+    let mut parts = arg.split(',');
+    let region = parts.next().unwrap().to_owned();
+    let side = parts.next().unwrap().to_owned();
+    (region, side, parts.next().unwrap().parse().unwrap())
+}
+
+fn broad_role(role: &str, arg: &str) {
+    let (name, side, seed) = broad_args(arg);
+    let stop = Segment::open(&side).unwrap();
+    let stopped = || stop.get::<AtomicU64>(0).unwrap().load(Ordering::SeqCst) != 0;
+    let mut rng = common::chaos::Rng(seed);
+    match role {
+        "flipper" | "burst" => {
+            // Where the words are (region.rs): metadata offset and chunk
+            // count at 40 and 48, the ring arena at 16 (its used bytes at
+            // 32), free-list heads at 256..384, the directory at 2048
+            // (128-byte entries; the counters at 32..64 of an entry: the
+            // name, geometry and ring offset have no second copy and are
+            // not flipped, see docs/CRASH-SAFETY.md).
+            // Two words are left alone so that the report stays readable:
+            // each partition's repair counter and each topic's corrupt
+            // counter (flipping them garbles numbers, nothing else).
+            let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+            let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst) as usize;
+            let (metas, chunks, arena, used) = (get(40), get(48), get(16), get(32));
+            let mut counters = vec![];
+            let mut base = arena;
+            for (_, partitions, capacity) in BROAD_TOPICS {
+                let block = (192 + 16 * capacity as usize).div_ceil(64) * 64;
+                for p in 0..partitions as usize {
+                    counters.push(base + p * block + 72);
+                }
+                base += partitions as usize * block;
+            }
+            let burst = role == "burst";
+            let deadline = std::time::Instant::now() + Duration::from_millis(if burst { 0 } else { 1500 });
+            let mut flips = 0u64;
+            while std::time::Instant::now() < deadline || (burst && flips < 300) {
+                let off = match rng.below(8) {
+                    0..=3 => arena + 8 * rng.below(used as u64 / 8) as usize,
+                    4 | 5 => metas + 8 * rng.below(chunks as u64 * 3) as usize,
+                    6 => 256 + 8 * rng.below(16) as usize,
+                    _ => 2048 + 128 * rng.below(2) as usize + [32, 40, 56][rng.below(3) as usize],
+                };
+                if counters.contains(&off) {
+                    continue;
+                }
+                let w = raw.get::<AtomicU64>(off).unwrap();
+                let new = match rng.below(3) {
+                    0 => rng.next(),
+                    _ => w.load(Ordering::SeqCst) ^ (1 << rng.below(64)),
+                };
+                // Not the token of a live attachment in a ring word: a
+                // forged live claim cannot be told from a real one (a
+                // documented limit; a bit flip of a full cell's tag makes
+                // the token of slot 0, generation 1, often).
+                let live = |v: u32| {
+                    raw.attach_slots().iter().any(|a| {
+                        a.alive
+                            && raw
+                                .slot_generation(a.slot)
+                                .is_some_and(|g| v == tachyon::sync::Token::new(a.slot, g).raw())
+                    })
+                };
+                if off >= arena && off < arena + used && (live(new as u32) || live((new >> 32) as u32)) {
+                    continue;
+                }
+                w.store(new, Ordering::SeqCst);
+                flips += 1;
+                if !burst && flips % 16 == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            println!("flips {flips}");
+        }
+        _ => {
+            // Producers and consumers: any typed error is fine while the
+            // damage goes on; a panic or a crash is not.
+            let region = Region::open(&name).unwrap();
+            let topics: Vec<_> = BROAD_TOPICS.iter().filter_map(|(t, ..)| region.topic(t).ok()).collect();
+            let mut ok = 0u64;
+            let mut errors = 0u64;
+            while !stopped() {
+                for topic in &topics {
+                    let r = if role == "producer" {
+                        topic.send(&rng.next().to_le_bytes(), Key(rng.next()), Some(Duration::from_millis(5)))
+                    } else {
+                        let p = rng.below(u64::from(topic.partitions())) as u32;
+                        topic.receive(p, Some(Duration::from_millis(5))).map(drop)
+                    };
+                    match r {
+                        Ok(()) => ok += 1,
+                        Err(_) => errors += 1,
+                    }
+                }
+            }
+            println!("{role}: {ok} ok, {errors} errors");
+        }
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn a_region_flipped_at_random_serves_every_topic_again() {
+    let name = unique("heal-broad");
+    let _cleanup = Cleanup(name.clone());
+    let side = unique("heal-broad-stop");
+    let stop = Segment::create(&side, 64).unwrap();
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(64 << 10).max_topics(2))
+            .unwrap();
+    for (t, partitions, capacity) in BROAD_TOPICS {
+        region.create_topic(t, TopicConfig::default().partitions(partitions).capacity(capacity)).unwrap();
+    }
+    let seed = std::env::var("TACHYON_HEAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::process::id() as u64);
+    println!("seed {seed} (TACHYON_HEAL_SEED replays the flipper)");
+    let arg = |i: u64| format!("{name},{side},{}", seed.wrapping_add(i));
+    let mut workers: Vec<_> = (0..2)
+        .flat_map(|i| {
+            [
+                common::spawn("child_entry", "producer", &arg(10 + i)),
+                common::spawn("child_entry", "consumer", &arg(20 + i)),
+            ]
+        })
+        .collect();
+    let mut flipper = common::spawn("child_entry", "flipper", &arg(0));
+    assert_eq!(common::wait_child(&mut flipper, common::LIMIT), Some(0), "the flipper");
+    stop.get::<AtomicU64>(0).unwrap().store(1, Ordering::SeqCst);
+    for w in &mut workers {
+        // None of them crashed, panicked or hung on the damage.
+        assert_eq!(common::wait_child(w, common::LIMIT), Some(0), "a producer or consumer");
+    }
+
+    // A last burst with nobody working, so that recovery finds damage.
+    let mut burst = common::spawn("child_entry", "burst", &arg(1));
+    assert_eq!(common::wait_child(&mut burst, common::LIMIT), Some(0), "the burst");
+
+    // The damage has stopped: recovery reports what it repaired, and every
+    // partition of every topic serves again.
+    let found = region.recover().unwrap();
+    println!("recover: {found:?}");
+    assert!(found.repaired + found.quarantined > 0, "{found:?}");
+    let dump = || {
+        let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+        let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst);
+        let (arena, mut base) = (get(16) as usize, 0);
+        for (t2, partitions, capacity) in BROAD_TOPICS {
+            let block = (192 + 16 * capacity as usize).div_ceil(64) * 64;
+            for p2 in 0..partitions as usize {
+                let at = arena + base + p2 * block;
+                let cells: Vec<String> =
+                    (0..capacity as usize).map(|i| format!("{:x}", get(at + 192 + 16 * i))).collect();
+                println!("{t2}/{p2}: tail {:x} head {:x} cells {cells:?}", get(at), get(at + 64));
+            }
+            base += partitions as usize * block;
+        }
+    };
+    for (t, partitions, _) in BROAD_TOPICS {
+        let topic = region.topic(t).unwrap();
+        let mut keys = vec![None; partitions as usize];
+        for k in 0..1000u64 {
+            keys[topic.partition_of(Key(k)) as usize].get_or_insert(k);
+        }
+        for (p, key) in keys.into_iter().enumerate() {
+            for marker in 0..12u64 {
+                let item = [t.as_bytes()[0], p as u8, marker as u8, 0x5a];
+                let mut sent = false;
+                let mut errors = vec![];
+                for _ in 0..50 {
+                    match topic.send(&item, Key(key.unwrap()), SHORT) {
+                        Ok(()) => {
+                            sent = true;
+                            break;
+                        }
+                        // Full of what the workers left, or chunks of the
+                        // dead still held: make room, reclaim.
+                        Err(e) => {
+                            errors.push(e.to_string());
+                            let _ = topic.receive(p as u32, SHORT);
+                            let _ = region.recover();
+                        }
+                    }
+                }
+                if !sent {
+                    dump();
+                }
+                assert!(sent, "topic {t} partition {p}: no send after the damage stopped: {errors:?}");
+                let mut seen = false;
+                let mut got = vec![];
+                for _ in 0..50 {
+                    match topic.receive(p as u32, SHORT) {
+                        Ok(m) if *m == item => {
+                            seen = true;
+                            break;
+                        }
+                        Ok(m) => got.push(format!("{:x?}", &m[..m.len().min(8)])),
+                        Err(e) => got.push(e.to_string()),
+                    }
+                }
+                if !seen {
+                    println!("receives: {got:?}");
+                }
+                if !seen {
+                    dump();
+                }
+                assert!(seen, "topic {t} partition {p}: marker {marker} not received");
+            }
+        }
+    }
+    let report = Region::inspect_name(&name).unwrap();
+    let corrupt: u64 = report.topics.iter().map(|t| t.info.corrupt).sum();
+    println!(
+        "after: ring repairs {}, quarantined chunks {}, corrupt counters {corrupt}",
+        report.ring_repairs, report.quarantined_chunks
+    );
+    // What `tyctl info` shows: every topic, the repairs in their CORRUPT
+    // counters and in the total.
+    assert_eq!(report.topics.len(), BROAD_TOPICS.len());
+    assert!(report.ring_repairs > 0 && corrupt >= report.ring_repairs, "{report:?}");
+}
+
+/// Found by the `ring_damage` fuzz target: an item whose length word was
+/// overwritten with more than a node holds was refused as too long by
+/// every read, for ever; it is dropped as damage now.
+#[test]
+fn an_item_length_past_the_node_size_is_dropped_not_refused_for_ever() {
+    let name = unique("heal-len");
+    let ring = CircularBuffer::create(&name, 4, 24).unwrap();
+    let raw = RawRing::of_circular(&name);
+    ring.write(b"", SHORT).unwrap();
+    ring.write(b"b", SHORT).unwrap();
+    raw.word(320 + 8).store(0x0d0d_0d0d_0d0d_0d0d, Ordering::SeqCst); // cell 0's length
+    let mut buf = [0u8; 24];
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+    assert_eq!(buf[0], b'b');
+    ring.write(b"c", SHORT).unwrap();
+    raw.word(320 + 16 * 2 + 8).store(25, Ordering::SeqCst); // one past the node size
+    ring.write(b"d", SHORT).unwrap();
+    assert_eq!(ring.read_with(SHORT, |item| item.to_vec()).unwrap(), b"d");
+    assert_eq!(raw.repairs(), 2);
+}
+
+/// Found by the `region_damage` fuzz target: a free-list head damaged into
+/// a valid *empty* list hid every chunk of the class (loans failed with
+/// `PoolExhausted` for ever); recovery sees FREE chunks no list holds and
+/// rebuilds the list.
+#[test]
+fn a_head_damaged_into_an_empty_list_is_rebuilt_by_recovery() {
+    let name = unique("heal-empty-head");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+    let (_, _, count0) = pool_words(&raw, 0);
+    raw.get::<AtomicU64>(256).unwrap().store(0x4b4b_2b3b_0000_0000, Ordering::SeqCst); // empty, no announcement
+    assert!(topic.try_loan(64).is_ok(), "a larger class still lends");
+    region.recover().unwrap();
+    assert_eq!(region.pool_stats().unwrap()[0].free as u64, count0);
+    let loans: Vec<_> = (0..count0).map(|_| topic.try_loan(64).unwrap()).collect();
+    assert_eq!(region.pool_stats().unwrap()[0].free, 0);
+    drop(loans);
+}
