@@ -582,6 +582,7 @@ impl Ring<'_> {
     /// repairs every cell whose word no step of the protocol can have
     /// written (a tag that is no token, or a sequence of another cell's
     /// phase), as its next claimant would. Returns the repairs made.
+    #[cfg_attr(tachyon_loom, allow(dead_code))] // recovery is not in the loom build
     pub(crate) fn repair_damaged(&self) -> u64 {
         let before = self.cursors.repairs.load(Ordering::Relaxed);
         let n = self.n();
