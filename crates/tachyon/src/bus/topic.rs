@@ -827,9 +827,10 @@ impl Topic {
 
     /// [`receive`](Self::receive) that another thread can end early with
     /// [`ReceiveStop::stop`]: it then returns [`Error::Interrupted`] (a
-    /// message already in the partition is still received). For a binding
-    /// whose callers cancel waits (a Go `context.Context`, a Python
-    /// `KeyboardInterrupt`), without polling.
+    /// message already in the partition is still received). For callers
+    /// that cancel waits from another thread (a Go `context.Context`, an
+    /// abandoned request), without polling. Not from a signal handler:
+    /// `stop` takes a lock.
     ///
     /// ```
     /// use std::time::Duration;
