@@ -5,13 +5,30 @@
 use std::path::PathBuf;
 use std::sync::Once;
 
-/// Points the library at a private directory under /dev/shm (once).
+fn dir_of_this_process() -> PathBuf {
+    PathBuf::from(format!("/dev/shm/tachyon-fuzz-{}", std::process::id()))
+}
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Removes the private directory when libFuzzer ends the process (it calls
+/// `exit`, so no destructor runs): /dev/shm is left as it was found.
+extern "C" fn remove_private_dir() {
+    let _ = std::fs::remove_dir_all(dir_of_this_process());
+}
+
+/// Points the library at a private directory under /dev/shm (once),
+/// removed when the process exits.
 pub fn private_dir() -> PathBuf {
     static INIT: Once = Once::new();
-    let dir = PathBuf::from(format!("/dev/shm/tachyon-fuzz-{}", std::process::id()));
+    let dir = dir_of_this_process();
     INIT.call_once(|| {
         let _ = std::fs::create_dir_all(&dir);
         std::env::set_var("TACHYON_SHM_DIR", &dir);
+        // SAFETY: registers a plain `extern "C" fn()`, as atexit expects.
+        unsafe { atexit(remove_private_dir) };
     });
     dir
 }
