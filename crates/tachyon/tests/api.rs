@@ -302,7 +302,9 @@ fn receive_until_is_woken_by_its_stop() {
         let topic = region.create_topic(&format!("t{i}"), TopicConfig::default().wait(policy)).unwrap();
         let stop = ReceiveStop::new();
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| topic.receive_until(0, None, &stop).map(|m| m.to_vec()));
+            // Bounded: a stop that failed to wake it ends in `Timeout`,
+            // which fails the assertion below instead of hanging the test.
+            let waiter = s.spawn(|| topic.receive_until(0, WAIT, &stop).map(|m| m.to_vec()));
             // Let it block (nothing asserts it did: a stop that comes first
             // must end it too).
             std::thread::sleep(Duration::from_millis(30));

@@ -85,6 +85,7 @@ impl Topic {
     /// # let topic = region.create_topic("raw", TopicConfig::default())?;
     /// let loan = topic.loan_raw(64, None)?;
     /// assert!((loan.index as usize) < topic.chunk_count());
+    /// # // SAFETY: loaned through this region, given back once.
     /// # unsafe { topic.unloan_raw(loan.index)? };
     /// # drop(topic); drop(region); Region::remove(&name)?;
     /// # Ok::<(), tachyon::Error>(())
@@ -106,6 +107,7 @@ impl Topic {
     /// let loan = topic.loan_raw(64, None)?;
     /// assert_eq!(topic.chunk_index(loan.ptr.as_ptr()), Some(loan.index));
     /// assert_eq!(topic.chunk_index(loan.ptr.as_ptr().wrapping_add(1)), None);
+    /// # // SAFETY: loaned through this region, given back once.
     /// # unsafe { topic.unloan_raw(loan.index)? };
     /// # drop(topic); drop(region); Region::remove(&name)?;
     /// # Ok::<(), tachyon::Error>(())
@@ -186,6 +188,7 @@ impl Topic {
     /// let first = unsafe { topic.publish_raw_or_keep(loan.index, 1, Key(0), slice) };
     /// assert!(first.unwrap_err().is_timeout());
     /// drop(topic.receive(0, None)?);
+    /// // SAFETY: the loan was kept by the timeout above; published once now.
     /// unsafe { topic.publish_raw_or_keep(loan.index, 1, Key(0), slice)? };
     /// # drop(topic); drop(region); Region::remove(&name)?;
     /// # Ok::<(), tachyon::Error>(())
