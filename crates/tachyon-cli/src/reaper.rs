@@ -163,7 +163,12 @@ impl Event {
         match self {
             Event::Removed { .. } => true,
             Event::Recovered { recovered, .. } => {
-                recovered.total() + recovered.slots + recovered.repaired + recovered.quarantined > 0
+                recovered.total()
+                    + recovered.slots
+                    + recovered.repaired
+                    + recovered.quarantined
+                    + recovered.directory
+                    > 0
             }
             _ => false,
         }
@@ -235,6 +240,16 @@ impl Event {
                     line.push_str(&format!(
                         "; repaired {} (damaged words)",
                         text::count(recovered.repaired, "ring cell or cursor", "ring cells or cursors")
+                    ));
+                }
+                if recovered.directory > 0 {
+                    line.push_str(&format!(
+                        "; restored {} from their second copy",
+                        text::count(
+                            recovered.directory,
+                            "damaged header or directory part",
+                            "damaged header or directory parts"
+                        )
                     ));
                 }
                 if recovered.quarantined > 0 {

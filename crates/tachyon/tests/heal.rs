@@ -407,13 +407,18 @@ fn broad_role(role: &str, arg: &str) {
         "flipper" | "burst" => {
             // Where the words are (region.rs): metadata offset and chunk
             // count at 40 and 48, the ring arena at 16 (its used bytes at
-            // 32), free-list heads at 256..384, the directory at 2048
-            // (128-byte entries; the counters at 32..64 of an entry: the
-            // name, geometry and ring offset have no second copy and are
-            // not flipped, see docs/CRASH-SAFETY.md).
+            // 32), free-list heads at 256..384, the configuration at 8,
+            // 56, 200..256 (sealed at 248), the directory at 2048 (256-byte
+            // entries, directory.rs: two sealed copies of the fixed fields,
+            // counters at 32..64), the configuration's second copy after
+            // it.
             // Two words are left alone so that the report stays readable:
             // each partition's repair counter and each topic's corrupt
             // counter (flipping them garbles numbers, nothing else).
+            // The header and directory are hit at most once per 40 ms: two
+            // copies survive damage to one between two recovery passes
+            // (the test process recovers every 10 ms meanwhile, as the
+            // reaper would), not damage to both.
             let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
             let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst) as usize;
             let (metas, chunks, arena, used) = (get(40), get(48), get(16), get(32));
@@ -429,12 +434,31 @@ fn broad_role(role: &str, arg: &str) {
             let burst = role == "burst";
             let deadline = std::time::Instant::now() + Duration::from_millis(if burst { 0 } else { 1500 });
             let mut flips = 0u64;
+            let mut directory_flips = 0u64;
+            let mut last_directory = std::time::Instant::now();
+            let copy = 2048 + 256 * BROAD_TOPICS.len();
             while std::time::Instant::now() < deadline || (burst && flips < 300) {
                 let off = match rng.below(8) {
                     0..=3 => arena + 8 * rng.below(used as u64 / 8) as usize,
                     4 | 5 => metas + 8 * rng.below(chunks as u64 * 3) as usize,
                     6 => 256 + 8 * rng.below(16) as usize,
-                    _ => 2048 + 128 * rng.below(2) as usize + [32, 40, 56][rng.below(3) as usize],
+                    _ if burst || last_directory.elapsed() < Duration::from_millis(40) => continue,
+                    _ => {
+                        last_directory = std::time::Instant::now();
+                        directory_flips += 1;
+                        match rng.below(4) {
+                            // Any word of an entry but its corrupt counter
+                            // (48) and its unused tail (240..256).
+                            0 | 1 => {
+                                let w = [0, 1, 2, 3, 4, 5, 7].into_iter().chain(8..30).collect::<Vec<_>>();
+                                2048 + 256 * rng.below(2) as usize + 8 * w[rng.below(w.len() as u64) as usize]
+                            }
+                            2 => {
+                                [0, 8, 40, 48, 56, 200, 208, 216, 224, 232, 240, 248][rng.below(12) as usize]
+                            }
+                            _ => copy + 8 * rng.below(9) as usize,
+                        }
+                    }
                 };
                 if counters.contains(&off) {
                     continue;
@@ -465,7 +489,7 @@ fn broad_role(role: &str, arg: &str) {
                     std::thread::sleep(Duration::from_micros(200));
                 }
             }
-            println!("flips {flips}");
+            println!("flips {flips}, of which in the header and directory {directory_flips}");
         }
         _ => {
             // Producers and consumers: any typed error is fine while the
@@ -521,7 +545,19 @@ fn a_region_flipped_at_random_serves_every_topic_again() {
         })
         .collect();
     let mut flipper = common::spawn("child_entry", "flipper", &arg(0));
-    assert_eq!(common::wait_child(&mut flipper, common::LIMIT), Some(0), "the flipper");
+    // Meanwhile this process recovers every 10 ms, as the reaper would.
+    let mut directory = 0;
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = flipper.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(started.elapsed() < common::LIMIT, "the flipper did not finish");
+        directory += region.recover().map_or(0, |r| r.directory);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status, Some(0), "the flipper");
+    println!("header and directory repairs during the damage: {directory}");
     stop.get::<AtomicU64>(0).unwrap().store(1, Ordering::SeqCst);
     for w in &mut workers {
         // None of them crashed, panicked or hung on the damage.
@@ -614,6 +650,8 @@ fn a_region_flipped_at_random_serves_every_topic_again() {
     // counters and in the total.
     assert_eq!(report.topics.len(), BROAD_TOPICS.len());
     assert!(report.ring_repairs > 0 && corrupt >= report.ring_repairs, "{report:?}");
+    assert!(report.directory_repairs > 0, "{report:?}");
+    assert_eq!(report.damaged_topics, 0, "{report:?}");
 }
 
 /// Found by the `ring_damage` fuzz target: an item whose length word was
@@ -656,4 +694,72 @@ fn a_head_damaged_into_an_empty_list_is_rebuilt_by_recovery() {
     let loans: Vec<_> = (0..count0).map(|_| topic.try_loan(64).unwrap()).collect();
     assert_eq!(region.pool_stats().unwrap()[0].free, 0);
     drop(loans);
+}
+
+/// A segment header's fixed part (magic, version, kind, sizes, creator)
+/// is sealed and kept twice: a damaged byte in either copy is read past
+/// and repaired by the next `open`; damage to both is refused.
+#[test]
+fn a_damaged_segment_header_is_read_and_repaired_from_its_second_copy() {
+    use std::os::unix::fs::FileExt;
+    let name = unique("heal-seghdr");
+    let ring = CircularBuffer::create(&name, 4, 64).unwrap();
+    let path = Segment::builder(&name).kind(Kind::CIRCULAR).open().unwrap().path().to_owned();
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let header = || {
+        let mut b = [0u8; 512];
+        file.read_exact_at(&mut b, 0).unwrap();
+        b
+    };
+    let good = header();
+    // segment/header.rs: kind at 12, total size at 16, data offset at 24,
+    // slots at 44, the first copy's seal at 336, the second copy at 344.
+    for at in [0, 9, 12, 16, 24, 44, 336, 344 + 12, 344 + 16, 424] {
+        file.write_at(&[good[at] ^ 0x21], at as u64).unwrap();
+        let other = CircularBuffer::open(&name).unwrap_or_else(|e| panic!("byte {at}: {e}"));
+        assert_eq!(header(), good, "byte {at}: repaired by the open");
+        other.write(b"x", SHORT).unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 1);
+    }
+    // Both copies of the kind damaged: refused (typed), not guessed.
+    file.write_at(&[good[12] ^ 1], 12).unwrap();
+    file.write_at(&[good[344 + 12] ^ 1], 344 + 12).unwrap();
+    assert!(CircularBuffer::open(&name).is_err());
+    file.write_at(&good, 0).unwrap();
+    CircularBuffer::open(&name).unwrap();
+}
+
+/// A wait cell whose sleeper count another process erased: the notifier
+/// sees nobody and skips the wake-up; the sleeper still notices its
+/// condition (it never sleeps unbounded), so a wait without a timeout
+/// returns instead of hanging for ever.
+#[test]
+fn a_waiter_whose_registration_was_erased_still_wakes() {
+    use std::sync::atomic::AtomicU32;
+    use tachyon::sync::{WaitCell, WaitPolicy};
+    let name = unique("heal-wait");
+    let seg = Segment::create(&name, 64).unwrap();
+    let other = Segment::open(&name).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let cell = other.get::<WaitCell>(0).unwrap();
+        let flag = other.get::<AtomicU32>(8).unwrap();
+        let r = cell.wait_until(WaitPolicy::Futex, None, || (flag.load(Ordering::SeqCst) != 0).then_some(()));
+        let _ = tx.send(r);
+    });
+    // WaitCell (sync/wait.rs): the futex word at 0, the sleeper count at 4.
+    let sleepers = seg.get::<AtomicU32>(4).unwrap();
+    let deadline = std::time::Instant::now() + common::LIMIT;
+    while sleepers.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the waiter never registered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    sleepers.store(0, Ordering::SeqCst); // the damage
+    seg.get::<AtomicU32>(8).unwrap().store(1, Ordering::SeqCst);
+    seg.get::<WaitCell>(0).unwrap().notify_all(); // sees no sleeper: no wake
+    let r = rx.recv_timeout(Duration::from_secs(10)).expect("the waiter hangs");
+    r.unwrap();
+    // And its leaving did not wrap the erased count below zero.
+    assert_eq!(sleepers.load(Ordering::SeqCst), 0);
 }

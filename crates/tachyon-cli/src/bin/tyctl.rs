@@ -503,9 +503,15 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
         report.orphaned_chunks
     ));
     s.push_str(&format!(
-        "damage repaired: {} ring cells or cursors (per topic: CORRUPT); quarantined chunks (never handed out): {}\n",
-        report.ring_repairs, report.quarantined_chunks
+        "damage repaired: {} ring cells or cursors (per topic: CORRUPT), {} header or directory words; quarantined chunks (never handed out): {}\n",
+        report.ring_repairs, report.directory_repairs, report.quarantined_chunks
     ));
+    if report.damaged_topics > 0 {
+        s.push_str(&format!(
+            "topics lost to damage (both copies of their directory entry): {}\n",
+            report.damaged_topics
+        ));
+    }
     s
 }
 

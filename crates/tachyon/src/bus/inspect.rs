@@ -36,6 +36,12 @@ pub struct RegionReport {
     /// Damaged ring cells and cursors repaired so far, all topics together
     /// (each topic's share is in its `corrupt` counter).
     pub ring_repairs: u64,
+    /// Damaged words of the region's header and topic directory restored
+    /// so far (from their second copy).
+    pub directory_repairs: u64,
+    /// Topic entries whose two copies are both damaged: those topics
+    /// cannot be opened (their rings are left as they are).
+    pub damaged_topics: usize,
 }
 
 /// One topic of a [`RegionReport`].
@@ -96,13 +102,17 @@ impl Region {
     pub fn inspect(&self) -> Result<RegionReport> {
         let mut topics = Vec::new();
         let mut ring_repairs = 0u64;
+        let mut damaged_topics = 0;
         for (index, entry) in self.entries()?.iter().enumerate() {
             if entry.is_free() {
                 continue;
             }
-            // A damaged directory entry: nothing reaches its rings; the
-            // other topics are still reported.
-            let Ok(topic) = Topic::attach(self, index) else { continue };
+            // A directory entry damaged beyond repair: nothing reaches its
+            // rings; the other topics are still reported.
+            let Ok(topic) = Topic::attach(self, index) else {
+                damaged_topics += 1;
+                continue;
+            };
             ring_repairs = ring_repairs.wrapping_add(topic.ring_repairs());
             let mut partitions = Vec::new();
             for p in 0..topic.partitions() {
@@ -157,6 +167,8 @@ impl Region {
             orphaned_chunks,
             quarantined_chunks,
             ring_repairs,
+            directory_repairs: self.directory_repairs(),
+            damaged_topics,
         })
     }
 }

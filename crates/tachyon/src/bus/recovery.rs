@@ -70,6 +70,10 @@ pub struct Recovered {
     /// list was rebuilt: set aside for good (never handed out), until the
     /// region is recreated. Not counted in [`total`](Self::total).
     pub quarantined: usize,
+    /// Damaged parts of the region's header and topic directory restored
+    /// (from their second copy, or from the configuration this handle
+    /// holds). Not counted in [`total`](Self::total).
+    pub directory: usize,
 }
 
 /// What became of a dead consumer's message on an at-least-once topic.
@@ -89,7 +93,7 @@ impl Recovered {
     /// was reclaimed or deferred.
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     fn trace(&self, region: &std::path::Path) {
-        if self.total() + self.deferred + self.slots + self.repaired + self.quarantined > 0 {
+        if self.total() + self.deferred + self.slots + self.repaired + self.quarantined + self.directory > 0 {
             crate::platform::trace::event!(
                 info,
                 "tachyon::recovery",
@@ -104,6 +108,7 @@ impl Recovered {
                 slots = self.slots,
                 repaired = self.repaired,
                 quarantined = self.quarantined,
+                directory = self.directory,
                 "reclaimed what dead processes held"
             );
         }
@@ -138,7 +143,11 @@ impl Region {
         };
         // Damage first: rings whose cells or cursors hold words no step of
         // the protocol writes are repaired, as their next claimant would.
-        let mut found = Recovered { repaired: self.repair_rings(), ..Recovered::default() };
+        let mut found = Recovered {
+            directory: self.repair_directory(),
+            repaired: self.repair_rings(),
+            ..Recovered::default()
+        };
         // 0. Complete what processes dead by now announced on the free
         //    lists: a pop of theirs then reads LOANED by them below. A list
         //    that is damaged is rebuilt from the chunks' words instead.

@@ -29,10 +29,12 @@
 //! stored offset to match, so no offset or count from shared memory is used
 //! unchecked.
 
+use super::directory::{TopicEntry, ENTRY_BYTES};
 use super::pool::{ChunkCache, ChunkMeta, FreeList, Pool, FREE, MAX_CHUNKS};
-use super::topic::{Topic, TopicConfig, TopicEntry, TopicInfo, PARTITION_HEADER};
+use super::topic::{Topic, TopicConfig, TopicInfo, PARTITION_HEADER};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::segment::seal::seal;
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{Liveness, Mutex, Token, WaitCell, MAX_SLOTS};
 use std::sync::Arc;
@@ -45,7 +47,7 @@ pub const CLASS_SIZES: [usize; 8] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 
 /// The largest message: the largest class.
 pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
 
-const LAYOUT_VERSION: u64 = 2;
+const LAYOUT_VERSION: u64 = 3;
 /// How often a loan waiting for the pool looks for chunks held by dead
 /// processes.
 pub(crate) const RECOVERY_INTERVAL: Duration = Duration::from_millis(50);
@@ -63,13 +65,23 @@ pub(crate) const OFF_CONTROL: usize = 192;
 const OFF_CFG_SIZE: usize = 200;
 const OFF_CFG_RING_ARENA: usize = 208;
 const OFF_CFG_WEIGHTS: usize = 216; // 8 x u32, two per u64
+/// The seal over the configuration words (`segment::seal`).
+const OFF_CFG_SEAL: usize = 248;
 const OFF_FREE_LISTS: usize = 256;
 const OFF_FREED: usize = 384;
 const OFF_CLASS_DATA: usize = 448;
 const OFF_HEARTBEATS: usize = 512;
 const OFF_JOURNAL: usize = OFF_HEARTBEATS + 8 * MAX_SLOTS;
 pub(crate) const OFF_TOPICS: usize = OFF_JOURNAL + 4 * MAX_SLOTS;
-const TOPIC_ENTRY: usize = 128;
+/// Bytes of the configuration's second copy, after the topic directory:
+/// the eight configuration words (as [`config_words`] orders them) and
+/// their seal; then the count of header and directory repairs so far
+/// ([`DIRECTORY_REPAIRS`]).
+const CFG_COPY: usize = 128;
+/// Where the repair count is, from the configuration's second copy.
+const DIRECTORY_REPAIRS: usize = 72;
+/// The seal's domain: a region's configuration, layout 3.
+const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e33;
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for FreeList {}
@@ -156,6 +168,92 @@ fn round_up(v: usize, to: usize) -> usize {
     v.div_ceil(to) * to
 }
 
+/// Where the configuration's second copy is in a region of `max_topics`.
+fn cfg_copy_at(max_topics: usize) -> usize {
+    OFF_TOPICS + max_topics * ENTRY_BYTES
+}
+
+/// The configuration as eight words: size, max_topics, ring arena, lease
+/// (ns), the class weights two per word.
+fn config_words(config: &RegionConfig) -> [u64; 8] {
+    let w = |pair: usize| {
+        u64::from(config.class_weights[2 * pair]) | u64::from(config.class_weights[2 * pair + 1]) << 32
+    };
+    [
+        config.size as u64,
+        config.max_topics as u64,
+        config.ring_arena as u64,
+        config.lease.as_nanos() as u64,
+        w(0),
+        w(1),
+        w(2),
+        w(3),
+    ]
+}
+
+/// The configuration eight words stand for (unchecked: `layout` checks).
+fn config_of(words: [u64; 8]) -> RegionConfig {
+    let mut class_weights = [0u32; 8];
+    for (c, w) in class_weights.iter_mut().enumerate() {
+        *w = (words[4 + c / 2] >> (32 * (c % 2))) as u32;
+    }
+    RegionConfig {
+        size: usize::try_from(words[0]).unwrap_or(usize::MAX),
+        max_topics: usize::try_from(words[1]).unwrap_or(usize::MAX),
+        ring_arena: usize::try_from(words[2]).unwrap_or(usize::MAX),
+        class_weights,
+        lease: Duration::from_nanos(words[3]),
+    }
+}
+
+/// Every word of a region's header, as `(offset, value)`: what `create`
+/// writes and what damage to the header is repaired to.
+fn header_words(config: &RegionConfig, layout: &Layout) -> Vec<(usize, u64)> {
+    let cfg = config_words(config);
+    let sealed = seal(CFG_DOMAIN, cfg);
+    let mut words = vec![
+        (OFF_VERSION, LAYOUT_VERSION),
+        (OFF_CFG_SIZE, cfg[0]),
+        (OFF_MAX_TOPICS, cfg[1]),
+        (OFF_CFG_RING_ARENA, cfg[2]),
+        (OFF_LEASE, cfg[3]),
+        (OFF_CFG_WEIGHTS, cfg[4]),
+        (OFF_CFG_WEIGHTS + 8, cfg[5]),
+        (OFF_CFG_WEIGHTS + 16, cfg[6]),
+        (OFF_CFG_WEIGHTS + 24, cfg[7]),
+        (OFF_CFG_SEAL, sealed),
+        (OFF_ARENA, layout.arena as u64),
+        (OFF_ARENA_SIZE, layout.arena_size as u64),
+        (OFF_METAS, layout.metas as u64),
+        (OFF_TOTAL_CHUNKS, layout.total_chunks as u64),
+    ];
+    for c in 0..8 {
+        words.push((OFF_CLASS_FIRST + 8 * c, layout.class_first[c] as u64));
+        words.push((OFF_CLASS_COUNT + 8 * c, layout.class_count[c] as u64));
+        words.push((OFF_CLASS_DATA + 8 * c, layout.class_data[c] as u64));
+    }
+    let copy = cfg_copy_at(config.max_topics);
+    words.extend(cfg.iter().enumerate().map(|(i, &w)| (copy + 8 * i, w)));
+    words.push((copy + 64, sealed));
+    words
+}
+
+/// Rewrites the header words that differ from what they should be;
+/// returns how many it rewrote. Every writer writes the same values (from
+/// a configuration whose seal held, or a live handle's), so writers that
+/// race agree.
+fn repair_header(seg: &Segment, config: &RegionConfig, layout: &Layout) -> Result<usize> {
+    let mut fixed = 0;
+    for (off, value) in header_words(config, layout) {
+        let word = seg.get::<AtomicU64>(off)?;
+        if word.load(Ordering::Relaxed) != value {
+            word.store(value, Ordering::Relaxed);
+            fixed += 1;
+        }
+    }
+    Ok(fixed)
+}
+
 impl RegionConfig {
     /// Sets [`size`](Self::size).
     pub fn size(mut self, bytes: usize) -> Self {
@@ -225,7 +323,7 @@ impl RegionConfig {
         if weights == 0 {
             return bad("class_weights are all zero: the pool would be empty".into());
         }
-        let arena = round_up(OFF_TOPICS + self.max_topics * TOPIC_ENTRY, 64);
+        let arena = round_up(cfg_copy_at(self.max_topics) + CFG_COPY, 64);
         let arena_size = round_up(self.ring_arena, 64);
         let fixed = arena + arena_size;
         if fixed + (1 << 20) > self.size {
@@ -411,29 +509,7 @@ impl Region {
         let layout = config.layout()?;
         let seg = Segment::builder(name).kind(Kind::REGION).size(config.size).persistent(true).create_with(
             |seg| {
-                let put = |off: usize, v: usize| -> Result<()> {
-                    seg.get::<AtomicU64>(off)?.store(v as u64, Ordering::Relaxed);
-                    Ok(())
-                };
-                put(OFF_VERSION, LAYOUT_VERSION as usize)?;
-                put(OFF_MAX_TOPICS, config.max_topics)?;
-                put(OFF_CFG_SIZE, config.size)?;
-                put(OFF_CFG_RING_ARENA, config.ring_arena)?;
-                seg.get::<AtomicU64>(OFF_LEASE)?.store(config.lease.as_nanos() as u64, Ordering::Relaxed);
-                for pair in 0..4 {
-                    let w = u64::from(config.class_weights[2 * pair])
-                        | u64::from(config.class_weights[2 * pair + 1]) << 32;
-                    seg.get::<AtomicU64>(OFF_CFG_WEIGHTS + 8 * pair)?.store(w, Ordering::Relaxed);
-                }
-                put(OFF_ARENA, layout.arena)?;
-                put(OFF_ARENA_SIZE, layout.arena_size)?;
-                put(OFF_METAS, layout.metas)?;
-                put(OFF_TOTAL_CHUNKS, layout.total_chunks)?;
-                for c in 0..8 {
-                    put(OFF_CLASS_FIRST + 8 * c, layout.class_first[c])?;
-                    put(OFF_CLASS_COUNT + 8 * c, layout.class_count[c])?;
-                    put(OFF_CLASS_DATA + 8 * c, layout.class_data[c])?;
-                }
+                repair_header(seg, &config, &layout)?;
                 let pool = Pool {
                     metas: seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?,
                     journal: seg.get_slice::<AtomicU32>(OFF_JOURNAL, MAX_SLOTS)?,
@@ -461,8 +537,12 @@ impl Region {
     pub fn open(name: &str) -> Result<Region> {
         let seg = Segment::builder(name).kind(Kind::REGION).open()?;
         let (layout, config) = Region::check(&seg)?;
+        // Header words damaged in one copy are restored from the other.
+        let header = repair_header(&seg, &config, &layout)?;
         let region = Region::new(seg, layout, config)?;
+        region.count_directory_repairs(header);
         let mut found = region.recover().unwrap_or_default();
+        found.directory += header;
         found.quarantined += region.core.quarantined_on_attach.load(Ordering::Relaxed);
         let _ = region.core.on_open.set(found);
         Ok(region)
@@ -490,47 +570,57 @@ impl Region {
         Region::with(seg, layout, config).inspect()
     }
 
-    /// Validates a region segment's header: the recorded configuration as
-    /// a caller's would be, and every stored offset against the layout
-    /// recomputed from it.
+    /// Reads a region segment's configuration from whichever of its two
+    /// copies is sealed (validated like a caller's) and computes the layout
+    /// from it; nothing else in the header is trusted (`open` rewrites the
+    /// rest from it: [`repair_header`]).
     fn check(seg: &Segment) -> Result<(Layout, RegionConfig)> {
         let get = |off: usize| -> Result<u64> { Ok(seg.get::<AtomicU64>(off)?.load(Ordering::Relaxed)) };
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
-        if get(OFF_VERSION)? != LAYOUT_VERSION {
-            return Err(bad("region layout version", get(OFF_VERSION)?));
-        }
-        // Recompute the whole layout from the configuration the creator
-        // recorded (validated like a caller's), and require every stored
-        // offset to be exactly that: nothing else from the header is used.
-        let mut weights = [0u32; 8];
-        for (c, w) in weights.iter_mut().enumerate() {
-            *w = (get(OFF_CFG_WEIGHTS + 8 * (c / 2))? >> (32 * (c % 2))) as u32;
-        }
-        let config = RegionConfig {
-            size: usize::try_from(get(OFF_CFG_SIZE)?).map_err(|_| bad("region size", 0))?,
-            max_topics: usize::try_from(get(OFF_MAX_TOPICS)?).map_err(|_| bad("max_topics", 0))?,
-            ring_arena: usize::try_from(get(OFF_CFG_RING_ARENA)?).map_err(|_| bad("ring arena", 0))?,
-            class_weights: weights,
-            lease: Duration::from_nanos(get(OFF_LEASE)?),
+        let read = |at: [usize; 9]| -> Result<Option<[u64; 8]>> {
+            let mut words = [0u64; 8];
+            for (w, &off) in words.iter_mut().zip(&at) {
+                *w = get(off)?;
+            }
+            Ok((seal(CFG_DOMAIN, words) == get(at[8])?).then_some(words))
         };
+        let w = OFF_CFG_WEIGHTS;
+        let mut words = read([
+            OFF_CFG_SIZE,
+            OFF_MAX_TOPICS,
+            OFF_CFG_RING_ARENA,
+            OFF_LEASE,
+            w,
+            w + 8,
+            w + 16,
+            w + 24,
+            OFF_CFG_SEAL,
+        ])?;
+        // The first copy is damaged: the second one is after the directory,
+        // whose size (max_topics) is one of the sealed words, so each
+        // possible place is tried.
+        for n in 1..=1024 {
+            if words.is_some() {
+                break;
+            }
+            let at = cfg_copy_at(n);
+            if at + 72 > seg.size() {
+                break;
+            }
+            words = read(std::array::from_fn(|i| at + 8 * i))?.filter(|w| w[1] == n as u64);
+        }
+        let Some(words) = words else {
+            let version = get(OFF_VERSION)?;
+            if version != LAYOUT_VERSION {
+                return Err(bad("region layout version", version));
+            }
+            return Err(bad("region configuration", seg.size() as u64));
+        };
+        let config = config_of(words);
         if config.size != seg.size() {
             return Err(bad("region size", config.size as u64));
         }
         let layout = config.layout().map_err(|_| bad("region configuration", config.size as u64))?;
-        let mut recorded =
-            vec![get(OFF_ARENA)?, get(OFF_ARENA_SIZE)?, get(OFF_METAS)?, get(OFF_TOTAL_CHUNKS)?];
-        let mut expected = vec![layout.arena, layout.arena_size, layout.metas, layout.total_chunks];
-        for c in 0..8 {
-            recorded.extend([
-                get(OFF_CLASS_FIRST + 8 * c)?,
-                get(OFF_CLASS_COUNT + 8 * c)?,
-                get(OFF_CLASS_DATA + 8 * c)?,
-            ]);
-            expected.extend([layout.class_first[c], layout.class_count[c], layout.class_data[c]]);
-        }
-        if recorded.iter().zip(&expected).any(|(&r, &e)| r != e as u64) {
-            return Err(bad("region layout", seg.size() as u64));
-        }
         Ok((layout, config))
     }
 
@@ -638,6 +728,15 @@ impl Region {
         match self.find(name)? {
             Some(index) => Topic::attach(self, index),
             None => {
+                // An entry damaged beyond repair may have been this topic:
+                // say so rather than "not found".
+                if let Some(lost) = self.entries()?.iter().position(|e| !e.is_free() && e.record().is_none())
+                {
+                    return Err(Error::corrupt(Corruption::BadField {
+                        field: "topic directory entry (both copies damaged; it may have been this topic)",
+                        value: lost as u64,
+                    }));
+                }
                 Err(Error::TopicNotFound { topic: name.to_owned(), region: self.core.seg.name().to_owned() })
             }
         }
@@ -712,7 +811,7 @@ impl Region {
         used.store((start + bytes) as u64, Ordering::Relaxed);
         let ring_off = self.core.layout.arena + start;
         super::topic::init_rings(&self.core.seg, ring_off, &config)?;
-        entries[index].publish(name, &config, ring_off as u64);
+        entries[index].publish(&super::topic::record_of(name, &config, ring_off as u64));
         drop(guard);
         Topic::attach(self, index)
     }
@@ -723,7 +822,9 @@ impl Region {
             .entries()?
             .iter()
             .enumerate()
-            .filter_map(|(i, e)| Topic::attach(self, i).ok().map(|t| t.info()).or_else(|| e.info()))
+            .filter_map(|(i, e)| {
+                Topic::attach(self, i).ok().map(|t| t.info()).or_else(|| super::topic::info_of(e))
+            })
             .collect())
     }
 
@@ -739,12 +840,40 @@ impl Region {
     }
 
     fn find(&self, name: &str) -> Result<Option<usize>> {
-        Ok(self.entries()?.iter().position(|e| e.info().is_some_and(|i| i.name == name)))
+        Ok(self.entries()?.iter().position(|e| e.record().and_then(|r| r.name()).is_some_and(|n| n == name)))
     }
 
     /// Where the ring arena lies in the data area.
     pub(crate) fn arena(&self) -> std::ops::Range<usize> {
         self.core.layout.arena..self.core.layout.arena + self.core.layout.arena_size
+    }
+
+    /// Restores damaged words of the header (from the configuration this
+    /// handle holds) and of the topic directory (each entry from its
+    /// second copy); returns how many parts it rewrote.
+    pub(crate) fn repair_directory(&self) -> usize {
+        let header = repair_header(&self.core.seg, &self.core.config, &self.core.layout).unwrap_or(0);
+        let fixed = header + self.entries().map_or(0, |e| e.iter().map(TopicEntry::repair).sum());
+        self.count_directory_repairs(fixed);
+        fixed
+    }
+
+    fn repairs_word(&self) -> Result<&AtomicU64> {
+        self.core.seg.get(cfg_copy_at(self.core.max_topics) + DIRECTORY_REPAIRS)
+    }
+
+    fn count_directory_repairs(&self, n: usize) {
+        if n > 0 {
+            if let Ok(w) = self.repairs_word() {
+                w.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Header and directory repairs so far (a statistic: damage to it
+    /// garbles the number, nothing else).
+    pub(crate) fn directory_repairs(&self) -> u64 {
+        self.repairs_word().map_or(0, |w| w.load(Ordering::Relaxed))
     }
 
     pub(crate) fn entries(&self) -> Result<&[TopicEntry]> {

@@ -10,12 +10,13 @@
 //! validated (chunk index in range, length within its chunk, chunk really
 //! queued) before any payload byte is touched.
 
+use super::directory::{Record, TopicEntry, MAX_NAME};
 use super::pool::{Descriptor, HELD, LOANED, QUEUED};
 use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
-use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::platform::atomic::{AtomicU32, Ordering};
 use crate::primitives::ring::{Cell, Cursors, Ring, Waits};
-use crate::segment::{Segment, ShmSafe};
+use crate::segment::Segment;
 use crate::sync::{Liveness, WaitPolicy};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -27,8 +28,6 @@ use std::time::{Duration, Instant};
 pub(crate) const PARTITION_HEADER: usize = 192;
 const NOT_EMPTY: usize = 128;
 const NOT_FULL: usize = 136;
-const MAX_NAME: usize = 64;
-const READY: u32 = 1;
 /// What a receive waits for.
 const WAIT_MESSAGE: &str = "a message in the topic's partition";
 /// What to do about a message larger than the largest chunk.
@@ -162,28 +161,6 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A topic's directory entry in the region (128 bytes).
-#[repr(C)]
-pub(crate) struct TopicEntry {
-    state: AtomicU32,
-    partitions: AtomicU32,
-    capacity: AtomicU32,
-    wait: AtomicU32,
-    ring_off: AtomicU64,
-    name_len: AtomicU32,
-    delivery: AtomicU32,
-    published: AtomicU64,
-    received: AtomicU64,
-    corrupt: AtomicU64,
-    pub(crate) lost: AtomicU64,
-    name: [AtomicU64; 8],
-}
-
-const _: () = assert!(std::mem::size_of::<TopicEntry>() == 128);
-
-// SAFETY: `repr(C)`, atomics only; any bits are valid.
-unsafe impl ShmSafe for TopicEntry {}
-
 /// A topic as listed by [`Region::topics`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -235,58 +212,27 @@ fn policy_code(p: WaitPolicy) -> u32 {
     }
 }
 
-impl TopicEntry {
-    pub(crate) fn is_free(&self) -> bool {
-        self.state.load(Ordering::Acquire) != READY
-    }
+/// The directory record of a new topic.
+pub(crate) fn record_of(name: &str, cfg: &TopicConfig, ring_off: u64) -> Record {
+    let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce);
+    Record::new(name, cfg.partitions, cfg.capacity, policy_code(cfg.wait), delivery, ring_off)
+}
 
-    /// Fills the entry and marks it ready (under the region's control lock).
-    pub(crate) fn publish(&self, name: &str, cfg: &TopicConfig, ring_off: u64) {
-        self.partitions.store(cfg.partitions, Ordering::Relaxed);
-        self.capacity.store(cfg.capacity, Ordering::Relaxed);
-        self.wait.store(policy_code(cfg.wait), Ordering::Relaxed);
-        self.delivery.store(u32::from(cfg.delivery == Delivery::AtLeastOnce), Ordering::Relaxed);
-        self.ring_off.store(ring_off, Ordering::Relaxed);
-        self.name_len.store(name.len() as u32, Ordering::Relaxed);
-        let mut bytes = [0u8; MAX_NAME];
-        bytes[..name.len()].copy_from_slice(name.as_bytes());
-        for (w, chunk) in self.name.iter().zip(bytes.chunks(8)) {
-            w.store(u64::from_le_bytes(chunk.try_into().expect("8-byte chunks")), Ordering::Relaxed);
-        }
-        for c in [&self.published, &self.received, &self.corrupt, &self.lost] {
-            c.store(0, Ordering::Relaxed);
-        }
-        self.state.store(READY, Ordering::Release);
-    }
-
-    fn name(&self) -> Option<String> {
-        let len = self.name_len.load(Ordering::Relaxed) as usize;
-        if len == 0 || len > MAX_NAME {
-            return None;
-        }
-        let mut bytes = [0u8; MAX_NAME];
-        for (w, chunk) in self.name.iter().zip(bytes.chunks_mut(8)) {
-            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-        }
-        String::from_utf8(bytes[..len].to_vec()).ok()
-    }
-
-    pub(crate) fn info(&self) -> Option<TopicInfo> {
-        if self.is_free() {
-            return None;
-        }
-        Some(TopicInfo {
-            name: self.name()?,
-            partitions: self.partitions.load(Ordering::Relaxed),
-            capacity: self.capacity.load(Ordering::Relaxed),
-            wait: policy_of(self.wait.load(Ordering::Relaxed)),
-            delivery: delivery_of(self.delivery.load(Ordering::Relaxed)),
-            published: self.published.load(Ordering::Relaxed),
-            received: self.received.load(Ordering::Relaxed),
-            corrupt: self.corrupt.load(Ordering::Relaxed),
-            lost: self.lost.load(Ordering::Relaxed),
-        })
-    }
+/// What the directory says of a topic (from whichever copy of its entry
+/// holds), `None` for a free entry or one damaged beyond repair.
+pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
+    let r = entry.record()?;
+    Some(TopicInfo {
+        name: r.name()?,
+        partitions: r.partitions,
+        capacity: r.capacity,
+        wait: policy_of(r.wait),
+        delivery: delivery_of(r.delivery),
+        published: entry.published.load(Ordering::Relaxed),
+        received: entry.received.load(Ordering::Relaxed),
+        corrupt: entry.corrupt.load(Ordering::Relaxed),
+        lost: entry.lost.load(Ordering::Relaxed),
+    })
 }
 
 /// Sets every cell of every partition free for its first writer.
@@ -423,19 +369,18 @@ impl Topic {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         // `index` may come from shared memory (a chunk's route).
         let entry = region.entries()?.get(index).ok_or_else(|| bad("topic index", index as u64))?;
-        let info = entry.info().ok_or_else(|| bad("topic entry", index as u64))?;
+        // Read from whichever copy holds (recovery restores the other: an
+        // inspector attaches too, and writes nothing).
+        let record = entry.record().ok_or_else(|| bad("topic entry", index as u64))?;
+        let info = info_of(entry).ok_or_else(|| bad("topic name", index as u64))?;
         let cfg = TopicConfig {
             partitions: info.partitions,
             capacity: info.capacity,
-            wait: info
-                .wait
-                .ok_or_else(|| bad("topic wait policy", u64::from(entry.wait.load(Ordering::Relaxed))))?,
-            delivery: info
-                .delivery
-                .ok_or_else(|| bad("topic delivery", u64::from(entry.delivery.load(Ordering::Relaxed))))?,
+            wait: info.wait.ok_or_else(|| bad("topic wait policy", u64::from(record.wait)))?,
+            delivery: info.delivery.ok_or_else(|| bad("topic delivery", u64::from(record.delivery)))?,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
-        let raw_off = entry.ring_off.load(Ordering::Relaxed);
+        let raw_off = record.ring_off;
         // The topic's rings must lie inside the ring arena.
         let arena = region.arena();
         let ring_off = usize::try_from(raw_off).map_err(|_| bad("topic ring offset", raw_off))?;
@@ -520,7 +465,7 @@ impl Topic {
     /// Counters of the topic. `corrupt` includes the ring cells and
     /// cursors of its partitions repaired after damage.
     pub fn info(&self) -> TopicInfo {
-        let mut info = self.entry().info().unwrap_or_else(|| TopicInfo {
+        let mut info = info_of(self.entry()).unwrap_or_else(|| TopicInfo {
             name: self.core.name.clone(),
             partitions: self.core.partitions,
             capacity: self.core.capacity as u32,

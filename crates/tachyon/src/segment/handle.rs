@@ -725,6 +725,18 @@ fn read_header(fd: rustix::fd::BorrowedFd<'_>, info: &FileInfo) -> Result<Header
     Header::decode(&buf[..n], info.size)
 }
 
+/// Rewrites a header one of whose two copies of the fixed part is
+/// damaged (best effort: a failure leaves it to the next open, which reads
+/// the good copy just the same).
+fn heal_header(fd: rustix::fd::BorrowedFd<'_>) {
+    let mut buf = [0u8; HEADER_SIZE];
+    if fs::read_exact_at(fd, &mut buf, 0).is_ok() {
+        if let Some(img) = Header::repair(&buf) {
+            let _ = rustix::io::pwrite(fd, &img, 0);
+        }
+    }
+}
+
 fn now_unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -830,6 +842,9 @@ fn open(name: &str, kind: Kind) -> Result<Segment> {
         if header.kind != kind {
             return Err(Error::KindMismatch { found: header.kind, expected: kind });
         }
+        // One copy of the header's fixed part damaged: restored from the
+        // other (under the lifecycle lock; observers only read).
+        heal_header(fd.as_fd());
         if !header.persistent && !any_live(fd.as_fd(), header.slots) {
             // Stale: every attacher died without cleaning up.
             let _ = fs::unlink(&path);

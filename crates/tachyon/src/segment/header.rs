@@ -17,9 +17,18 @@
 //!     72     4  length of the name below
 //!     76     4  flags (bit 0: persistent)
 //!     80   256  the name as given (cut to 256 bytes)
-//!    336   176  reserved (0)
+//!    336     8  seal of bytes 0..80 (`segment::seal`)
+//!    344    80  a second copy of bytes 0..80
+//!    424     8  seal of the second copy
+//!    432    80  reserved (0)
 //!    512  32*n  attach slots
 //! ```
+//!
+//! Bytes 0..80 never change once the segment is published; a damaged byte
+//! among them breaks their seal, and the header is read from the second
+//! copy (and, by `open`, repaired from it: [`Header::repair`]). A header
+//! with neither seal holding (written before seals existed, or both copies
+//! damaged) is read as it is and validated field by field.
 //!
 //! All integers are little-endian (the native order of every Linux target
 //! tachyon supports). The header is read with `pread` into a private buffer
@@ -39,6 +48,22 @@ pub(crate) const HEADER_SIZE: usize = 512;
 pub(crate) const NAME_CAP: usize = 256;
 pub(crate) const SLOT_SIZE: usize = 32;
 pub(crate) const PAGE: u64 = 4096;
+/// The fixed part of the header (sealed, and kept twice).
+const FIXED: usize = 80;
+const SEAL_AT: usize = 336;
+const COPY_AT: usize = 344;
+const COPY_SEAL_AT: usize = 424;
+/// The seal's domain: a segment header's fixed part.
+const DOMAIN: u64 = 0x0073_6567_6d65_6e74;
+
+fn seal_of(fixed: &[u8]) -> u64 {
+    crate::segment::seal::seal(DOMAIN, fixed.chunks_exact(8).map(|c| u64_at(c, 0)))
+}
+
+/// Whether the fixed part at `at` matches the seal at `seal_at`.
+fn sealed(b: &[u8], at: usize, seal_at: usize) -> bool {
+    seal_of(&b[at..at + FIXED]) == u64_at(b, seal_at)
+}
 
 /// Slot states.
 pub(crate) const SLOT_FREE: u32 = 0;
@@ -154,7 +179,29 @@ impl Header {
         b[72..76].copy_from_slice(&(name.len() as u32).to_le_bytes());
         b[76..80].copy_from_slice(&u32::from(self.persistent).to_le_bytes());
         b[80..80 + name.len()].copy_from_slice(name.as_bytes());
+        let seal = seal_of(&b[..FIXED]).to_le_bytes();
+        b.copy_within(..FIXED, COPY_AT);
+        b[SEAL_AT..SEAL_AT + 8].copy_from_slice(&seal);
+        b[COPY_SEAL_AT..COPY_SEAL_AT + 8].copy_from_slice(&seal);
         b
+    }
+
+    /// The header image with a damaged copy of its fixed part restored
+    /// from the other, if one copy is damaged and the other holds (`None`:
+    /// nothing to repair, or nothing to repair it from).
+    pub(crate) fn repair(b: &[u8]) -> Option<[u8; HEADER_SIZE]> {
+        let mut img: [u8; HEADER_SIZE] = b.get(..HEADER_SIZE)?.try_into().ok()?;
+        let (first, second) = (sealed(&img, 0, SEAL_AT), sealed(&img, COPY_AT, COPY_SEAL_AT));
+        if first && (!second || img[..FIXED] != img[COPY_AT..COPY_AT + FIXED]) {
+            img.copy_within(..FIXED, COPY_AT);
+            img.copy_within(SEAL_AT..SEAL_AT + 8, COPY_SEAL_AT);
+        } else if !first && second {
+            img.copy_within(COPY_AT..COPY_AT + FIXED, 0);
+            img.copy_within(COPY_SEAL_AT..COPY_SEAL_AT + 8, SEAL_AT);
+        } else {
+            return None;
+        }
+        Some(img)
     }
 
     /// Validates a header read from a file of `file_size` bytes. `b` holds
@@ -170,6 +217,11 @@ impl Header {
                 actual: file_size,
             }));
         }
+        // The first copy of the fixed part is damaged and the second holds:
+        // read that one.
+        let healed =
+            if !sealed(b, 0, SEAL_AT) && sealed(b, COPY_AT, COPY_SEAL_AT) { Header::repair(b) } else { None };
+        let b = healed.as_ref().map_or(b, |img| &img[..]);
         if b[0..8] != MAGIC {
             return Err(Error::corrupt(Corruption::BadMagic));
         }
@@ -265,7 +317,10 @@ mod tests {
     #[test]
     fn each_damage_has_its_own_error() {
         let h = sample();
-        let img = h.encode();
+        // Without the seals and the second copy (as before them, or with
+        // both copies damaged) every field is validated on its own.
+        let mut img = h.encode();
+        img[SEAL_AT..].fill(0);
         let corrupt = |r: Result<Header>| match r {
             Err(Error::Corrupt { what }) => what,
             other => panic!("expected Corrupt, got {other:?}"),
@@ -292,6 +347,30 @@ mod tests {
         let mut d = img;
         d[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(corrupt(Header::decode(&d, h.total_size)), Corruption::BadField { .. }));
+    }
+
+    #[test]
+    fn a_damaged_byte_of_either_copy_is_read_and_repaired_from_the_other() {
+        let h = sample();
+        let img = h.encode();
+        assert!(Header::repair(&img).is_none(), "nothing to repair");
+        for at in (0..FIXED).chain(SEAL_AT..SEAL_AT + 8).chain(COPY_AT..COPY_SEAL_AT + 8) {
+            let mut d = img;
+            d[at] ^= 0x10;
+            assert_eq!(Header::decode(&d, h.total_size).unwrap(), h, "byte {at}");
+            assert_eq!(Header::repair(&d).map(|r| r.to_vec()), Some(img.to_vec()), "byte {at}");
+        }
+        // Both copies damaged: validated field by field (as a header from
+        // before the seals is).
+        let mut both = img;
+        both[0] = b'X';
+        both[COPY_AT] = b'X';
+        assert!(Header::repair(&both).is_none());
+        assert!(matches!(Header::decode(&both, h.total_size), Err(Error::Corrupt { .. })));
+        let mut legacy = img;
+        legacy[SEAL_AT..].fill(0);
+        legacy[12] ^= 1; // another kind, unsealed: taken as it is
+        assert_ne!(Header::decode(&legacy, h.total_size).unwrap().kind, h.kind);
     }
 
     #[test]

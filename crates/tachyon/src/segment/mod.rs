@@ -16,6 +16,8 @@
 
 mod kind;
 pub mod name;
+#[cfg(not(tachyon_loom))]
+pub(crate) mod seal;
 
 pub use kind::Kind;
 

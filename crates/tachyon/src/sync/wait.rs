@@ -164,6 +164,12 @@ impl WaitCell {
                 Ok(r) => r,
                 Err(e) => return ready().ok_or(e),
             };
+            // Never an unbounded sleep: a registration erased by damage
+            // to `sleepers` (another process scribbling on the cell) would
+            // make every notifier skip the wake-up; the condition is
+            // looked at again after at most `HEAL_SLICE` instead.
+            #[cfg(not(tachyon_loom))]
+            let remaining = Some(remaining.map_or(HEAL_SLICE, |r| r.min(HEAL_SLICE)));
             if let Some(v) = self.park(remaining, &|| false, &mut ready) {
                 return Ok(v);
             }
@@ -187,7 +193,9 @@ impl WaitCell {
         if r.is_none() {
             sleep(&self.seq, seq, timeout, holder_gone);
         }
-        self.sleepers.fetch_sub(1, Relaxed);
+        // Never below zero: a count another process erased must not wrap
+        // into "always sleepers" (every notify a system call for ever).
+        let _ = self.sleepers.fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
         r
     }
 
@@ -242,6 +250,11 @@ impl Deadline {
         }
     }
 }
+
+/// The longest a [`WaitCell::wait_until`] sleeps before it looks at its
+/// condition again, notified or not (a lost wake-up costs at most this).
+#[cfg(not(tachyon_loom))]
+const HEAL_SLICE: Duration = Duration::from_millis(100);
 
 /// How long a lock waiter sleeps before it looks at the holder again.
 const FIRST_SLICE: Duration = Duration::from_millis(1);
