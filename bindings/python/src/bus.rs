@@ -904,6 +904,12 @@ pub struct PyRecovered {
     deferred: usize,
     /// Attach slots of dead processes marked free.
     slots: usize,
+    /// Damaged ring cells and cursors repaired.
+    repaired: usize,
+    /// Chunks set aside for good (their state word could not be trusted).
+    quarantined: usize,
+    /// Damaged parts of the region header and topic directory restored.
+    directory: usize,
     /// Chunks returned to the pool in all.
     total: usize,
 }
@@ -918,6 +924,9 @@ impl From<tachyon::bus::Recovered> for PyRecovered {
             redelivered: r.redelivered,
             deferred: r.deferred,
             slots: r.slots,
+            repaired: r.repaired,
+            quarantined: r.quarantined,
+            directory: r.directory,
             total: r.total(),
         }
     }
@@ -927,8 +936,18 @@ impl From<tachyon::bus::Recovered> for PyRecovered {
 impl PyRecovered {
     fn __repr__(&self) -> String {
         format!(
-            "Recovered(loans={}, cached={}, held={}, unpublished={}, redelivered={}, deferred={}, slots={}, total={})",
-            self.loans, self.cached, self.held, self.unpublished, self.redelivered, self.deferred, self.slots, self.total
+            "Recovered(loans={}, cached={}, held={}, unpublished={}, redelivered={}, deferred={}, slots={}, repaired={}, quarantined={}, directory={}, total={})",
+            self.loans,
+            self.cached,
+            self.held,
+            self.unpublished,
+            self.redelivered,
+            self.deferred,
+            self.slots,
+            self.repaired,
+            self.quarantined,
+            self.directory,
+            self.total
         )
     }
 }

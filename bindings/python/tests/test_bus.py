@@ -193,7 +193,10 @@ def test_statistics(region):
     assert info.delivery == "at-least-once" and info.wait == "hybrid"
     stats = region.pool_stats()
     assert len(stats) == 8 and stats[0].chunk_size == 64 and stats[0].free <= stats[0].chunks
-    assert region.recover().total == 0
+    found = region.recover()
+    assert found.total == 0
+    assert (found.repaired, found.quarantined, found.directory) == (0, 0, 0)
+    assert "directory=0" in repr(found)
     assert "Topic(" in repr(topic) and "TopicInfo(" in repr(info)
 
 

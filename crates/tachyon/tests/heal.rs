@@ -763,3 +763,185 @@ fn a_waiter_whose_registration_was_erased_still_wakes() {
     // And its leaving did not wrap the erased count below zero.
     assert_eq!(sleepers.load(Ordering::SeqCst), 0);
 }
+
+/// Every object keeps its unchanging header words (its geometry) a second
+/// time, sealed, in the segment header: words damaged in the object's own
+/// header are restored by the next `open`, which then works as before.
+#[test]
+fn damaged_object_headers_are_restored_from_the_segment_header() {
+    use tachyon::{BroadcastBuffer, RpcBuffer, SharedArray, SharedBuffer};
+    let damage = |name: &str, kind: Kind, offsets: &[usize]| -> Vec<u64> {
+        let raw = Segment::builder(name).kind(kind).open().unwrap();
+        offsets
+            .iter()
+            .map(|&off| raw.get::<AtomicU64>(off).unwrap().swap(0xdead_beef_dead_beef, Ordering::SeqCst))
+            .collect()
+    };
+    let check = |name: &str, kind: Kind, offsets: &[usize], old: &[u64]| {
+        let raw = Segment::builder(name).kind(kind).open().unwrap();
+        for (&off, &want) in offsets.iter().zip(old) {
+            assert_eq!(
+                raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst),
+                want,
+                "{kind:?} word {off}"
+            );
+        }
+    };
+    let mut buf = [0u8; 64];
+
+    // CircularBuffer (circular.rs): node count at 0, node size at 8.
+    let name = unique("heal-obj-ring");
+    let ring = CircularBuffer::create(&name, 4, 64).unwrap();
+    let old = damage(&name, Kind::CIRCULAR, &[0, 8]);
+    let other = CircularBuffer::open(&name).unwrap();
+    check(&name, Kind::CIRCULAR, &[0, 8], &old);
+    other.write(b"ring", SHORT).unwrap();
+    assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 4);
+
+    // BroadcastBuffer (broadcast.rs): node count, node size, overflow.
+    let name = unique("heal-obj-bc");
+    let bus = BroadcastBuffer::builder(&name).node_count(4).node_size(64).create().unwrap();
+    let old = damage(&name, Kind::BROADCAST, &[0, 8, 16]);
+    let other = BroadcastBuffer::open(&name).unwrap();
+    check(&name, Kind::BROADCAST, &[0, 8, 16], &old);
+    assert_eq!((other.node_count(), other.node_size()), (4, 64));
+    drop(bus);
+
+    // SharedBuffer (buffer.rs): size at 0.
+    let name = unique("heal-obj-buf");
+    let b = SharedBuffer::create(&name, 100).unwrap();
+    let old = damage(&name, Kind::BUFFER, &[0]);
+    assert_eq!(SharedBuffer::open(&name).unwrap().len(), 100);
+    check(&name, Kind::BUFFER, &[0], &old);
+    drop(b);
+
+    // SharedArray (array.rs): length, element size, alignment, type.
+    let name = unique("heal-obj-array");
+    let a = SharedArray::<u64>::create(&name, 10).unwrap();
+    let old = damage(&name, Kind::ARRAY, &[0, 8, 16, 24]);
+    assert_eq!(SharedArray::<u64>::open(&name).unwrap().len(), 10);
+    check(&name, Kind::ARRAY, &[0, 8, 16, 24], &old);
+    drop(a);
+
+    // RpcBuffer (rpc/mod.rs): the control block's node count, node size,
+    // protocol version and the server's largest message.
+    let name = unique("heal-obj-rpc");
+    let server =
+        RpcBuffer::builder(&name).handler(|_, msg: &[u8]| Ok::<_, String>(msg.to_vec())).create().unwrap();
+    let old = damage(&name, Kind::RPC, &[0, 8, 16, 80]);
+    let client = RpcBuffer::open(&name).unwrap();
+    check(&name, Kind::RPC, &[0, 8, 16, 80], &old);
+    assert_eq!(client.request(b"rpc", Some(Duration::from_secs(5))).unwrap(), b"rpc");
+    drop((client, server));
+}
+
+/// A broadcast node whose word or length another process damaged costs
+/// that item only: the read that meets it says so (`Corrupt`) and steps
+/// over it, the next read goes on and counts it in `missed`.
+#[test]
+fn a_damaged_broadcast_node_costs_one_item() {
+    use tachyon::{BroadcastBuffer, Error, Overflow};
+    let name = unique("heal-bc-node");
+    let bus = BroadcastBuffer::create(&name, 8, 64, Overflow::Block).unwrap();
+    let mut reader = bus.subscribe().unwrap();
+    for item in [b"a", b"b", b"c", b"d", b"e"] {
+        bus.write(item, SHORT).unwrap();
+    }
+    // broadcast.rs: the node words and lengths (16 bytes a node) after the
+    // 128 16-byte reader entries from 320.
+    let raw = Segment::builder(&name).kind(Kind::BROADCAST).open().unwrap();
+    let cells = 320 + 128 * 16;
+    raw.get::<AtomicU64>(cells + 16).unwrap().store(3, Ordering::SeqCst); // item 1: "being written"
+    raw.get::<AtomicU64>(cells + 16 * 3 + 8).unwrap().store(65, Ordering::SeqCst); // item 3: too long
+    let mut buf = [0u8; 64];
+    let mut read = || reader.read(&mut buf, SHORT).map(|r| (buf[..r.len].to_vec(), r.missed));
+    assert_eq!(read().unwrap(), (b"a".to_vec(), 0));
+    assert!(matches!(read(), Err(Error::Corrupt { .. })));
+    assert_eq!(read().unwrap(), (b"c".to_vec(), 1));
+    assert!(matches!(read(), Err(Error::Corrupt { .. })));
+    assert_eq!(read().unwrap(), (b"e".to_vec(), 1));
+    // And the buffer goes on.
+    bus.write(b"f", SHORT).unwrap();
+    assert_eq!(read().unwrap(), (b"f".to_vec(), 0));
+}
+
+/// Both cursors of a ring whose node count is not a power of two damaged
+/// at once: rebuilt from the cells (their positions recovered from each
+/// cell's 32-bit sequence and its index), nothing queued lost, in order.
+#[test]
+fn both_cursors_of_a_ring_of_any_size_are_rebuilt() {
+    for nodes in [3usize, 5, 6, 7, 12] {
+        let name = unique("heal-cursors-any");
+        let ring = CircularBuffer::create(&name, nodes, 16).unwrap();
+        let raw = RawRing::of_circular(&name);
+        let mut buf = [0u8; 16];
+        let mut next = 0u64;
+        let mut expect = 0u64;
+        // Several laps, so that cells hold positions of different laps.
+        for round in 0..4 {
+            let queued = 1 + (round * 2) % nodes;
+            for _ in 0..queued {
+                ring.write(&next.to_le_bytes(), SHORT).unwrap();
+                next += 1;
+            }
+            // Read all but one, so that one item is queued at the damage.
+            while expect + 1 < next {
+                assert_eq!(ring.read(&mut buf, SHORT).unwrap(), 8);
+                assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), expect, "{nodes} nodes");
+                expect += 1;
+            }
+            let repairs = raw.repairs();
+            raw.tail().store(0x5555_5555_5555 + round as u64, Ordering::SeqCst);
+            raw.head().store(0x1234_5678_9abc, Ordering::SeqCst);
+            ring.write(&next.to_le_bytes(), SHORT)
+                .unwrap_or_else(|e| panic!("{nodes} nodes, round {round}: {e}"));
+            next += 1;
+            while expect < next {
+                let n = ring
+                    .read(&mut buf, SHORT)
+                    .unwrap_or_else(|e| panic!("{nodes} nodes, round {round}: {e}"));
+                assert_eq!(n, 8);
+                assert_eq!(
+                    u64::from_le_bytes(buf[..8].try_into().unwrap()),
+                    expect,
+                    "{nodes} nodes, round {round}"
+                );
+                expect += 1;
+            }
+            assert!(raw.repairs() > repairs, "{nodes} nodes, round {round}: no repair counted");
+            assert_eq!(ring.try_read(&mut buf).unwrap(), None, "{nodes} nodes");
+        }
+    }
+}
+
+/// A free-list link damaged into another valid-looking link (skipping
+/// chunks) or into 0 (cutting the list short) keeps the list working but
+/// loses the chunks it no longer reaches; recovery walks the list, finds
+/// them missing and rebuilds it: every chunk can be lent again.
+#[test]
+fn a_free_list_link_damaged_into_a_valid_one_is_found_and_rebuilt() {
+    let name = unique("heal-link");
+    let _cleanup = Cleanup(name.clone());
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
+    // Class 0 (64-byte loans) gets a link that skips five chunks, class 1
+    // (256-byte loans) one cut to 0. Each list was pushed in reverse at
+    // create: chunk i links to chunk i + 1 (links are index + 1).
+    for (what, class, size, at, skip_to) in [("skip", 0, 64, 2u64, Some(8u64)), ("cut", 1, 256, 4, None)] {
+        let (metas, first, count) = pool_words(&raw, class);
+        let link = raw.get::<std::sync::atomic::AtomicU32>(metas + 24 * (first + at) as usize + 8).unwrap();
+        assert_eq!(link.load(Ordering::SeqCst) as u64, first + at + 2, "{what}: the list as created");
+        link.store(skip_to.map_or(0, |to| (first + to + 1) as u32), Ordering::SeqCst);
+        let found = region.recover().unwrap();
+        assert_eq!(found.quarantined, 0, "{what}: {found:?}");
+        // Every chunk of the class can be lent, each once.
+        let loans: Vec<_> = (0..count)
+            .map(|i| topic.try_loan(size).unwrap_or_else(|e| panic!("{what}: loan {i} of {count}: {e}")))
+            .collect();
+        let mut chunks: Vec<_> = loans.iter().map(|l| l.as_ptr() as usize).collect();
+        chunks.sort_unstable();
+        chunks.dedup();
+        assert_eq!(chunks.len() as u64, count, "{what}");
+    }
+}

@@ -156,6 +156,9 @@ class Recovered:
     redelivered: int
     deferred: int
     slots: int
+    repaired: int
+    quarantined: int
+    directory: int
     total: int
 
 DType = Literal[

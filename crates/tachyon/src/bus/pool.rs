@@ -364,6 +364,41 @@ impl FreeList {
         self.head.load(Ordering::Acquire) == h
     }
 
+    /// Whether the list reaches exactly the chunks of its class whose words
+    /// say FREE, looked at while no operation is announced and the head
+    /// stays the same (every operation changes it, and every change of a
+    /// chunk to or from FREE happens inside an announcement, so an
+    /// unchanged head means one list was seen). `false` only for a list
+    /// that, unchanged throughout, reaches a chunk twice, a chunk that is
+    /// not FREE or out of its class, or fewer chunks than read FREE: a link
+    /// damaged into another valid-looking one, or into 0. `true` if it is
+    /// whole, or if it changed meanwhile (another look will tell).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn intact(&self, pool: &Pool<'_>, range: &Range<u32>) -> bool {
+        let h = Head(self.head.load(Ordering::Acquire));
+        if h.kind() != NONE || range.end as usize > pool.metas.len() {
+            return true; // an operation in flight (or a head `help` refuses)
+        }
+        let mut seen = vec![0u64; range.len().div_ceil(64)];
+        let (mut top, mut reached, mut whole) = (h.top(), 0usize, true);
+        while top != 0 {
+            let Ok(idx) = check(range, pool, top - 1) else {
+                whole = false;
+                break;
+            };
+            let (k, meta) = ((idx - range.start) as usize, &pool.metas[idx as usize]);
+            if seen[k / 64] & (1 << (k % 64)) != 0 || meta.word().state() != FREE {
+                whole = false;
+                break;
+            }
+            seen[k / 64] |= 1 << (k % 64);
+            reached += 1;
+            top = meta.next.load(Ordering::Acquire);
+        }
+        let free = range.clone().filter(|&i| pool.metas[i as usize].word().state() == FREE).count();
+        !self.head_is(h.0) || (whole && free == reached)
+    }
+
     /// Rebuilds the list from the chunks' own state words, for a list whose
     /// head or links are damaged (an operation on it failed). The caller
     /// holds the region's control mutex, so rebuilders take turns; live
@@ -700,6 +735,32 @@ mod loom_models {
             assert_eq!(found.quarantined, 0);
             t.join().unwrap();
             p.drain_and_check(&[]);
+        });
+    }
+
+    /// The audit walk (`intact`) racing a thread that pops and pushes
+    /// (and one that dies mid-pop, leaving an announcement) never calls a
+    /// healthy list damaged: it either saw one list or saw the head move.
+    /// Quiet again, a link cut short is found.
+    #[test]
+    fn the_audit_walk_never_calls_a_healthy_list_damaged() {
+        model(|| {
+            let p = Model::new(3);
+            let t = {
+                let p = p.clone();
+                loom::thread::spawn(move || {
+                    if let Some(i) = p.take(1) {
+                        p.give(i);
+                    }
+                })
+            };
+            assert!(p.list.intact(&p.pool(), &p.range()), "a healthy list called damaged");
+            t.join().unwrap();
+            assert!(p.list.intact(&p.pool(), &p.range()));
+            // Quiet: the top chunk's link cut to 0 loses the two below it.
+            let top = Head(p.list.head.load(Ordering::SeqCst)).top() - 1;
+            p.metas[top as usize].next.store(0, Ordering::SeqCst);
+            assert!(!p.list.intact(&p.pool(), &p.range()), "a cut link not found");
         });
     }
 

@@ -1093,15 +1093,22 @@ impl RegionCore {
     /// of their chunks reads FREE, the head unchanged across the look (a
     /// FREE chunk is always on its list: a push makes it FREE while its
     /// announcement is the head, a pop takes it before the head moves on):
-    /// a head damaged into a valid empty one. Returns chunks quarantined.
+    /// a head damaged into a valid empty one; and of the classes whose list
+    /// misses FREE chunks (`FreeList::intact`: a link damaged into another
+    /// valid-looking one). Returns chunks quarantined.
     pub(crate) fn rebuild_lost_lists(&self) -> Result<usize> {
         let (lists, metas) = (self.free_lists()?, self.pool()?.metas);
         let mut quarantined = 0;
         for (c, list) in lists.iter().enumerate() {
-            let Some(h) = list.empty_head() else { continue };
             let range = self.layout.class_range(c);
-            let lost = range.clone().any(|i| metas[i as usize].word().state() == FREE);
-            if lost && list.head_is(h) {
+            let lost = match list.empty_head() {
+                Some(h) => range.clone().any(|i| metas[i as usize].word().state() == FREE) && list.head_is(h),
+                // A link damaged into another valid-looking one (or into
+                // 0) cuts chunks off a list that still works: found by a
+                // walk over a list that stays the same meanwhile.
+                None => !list.intact(&self.pool()?, &range),
+            };
+            if lost {
                 quarantined += self.rebuild_lists(Some(c), true)?;
             }
         }

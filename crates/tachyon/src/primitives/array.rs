@@ -369,7 +369,13 @@ impl<T: Pod> SharedArrayBuilder<T> {
         let (_, total) = layout(self.len, size, align).ok_or_else(|| {
             Error::invalid(format!("{} elements of {size} bytes do not fit in memory", self.len))
         })?;
-        let mut b = Segment::builder(&self.name).kind(Kind::ARRAY).size(total);
+        let ty = ElemType::of::<T>();
+        let mut b = Segment::builder(&self.name).kind(Kind::ARRAY).size(total).geometry([
+            self.len as u64,
+            ty.size,
+            ty.align,
+            ty.fingerprint,
+        ]);
         if let Some(n) = self.max_attachers {
             b = b.max_attachers(n);
         }
@@ -411,6 +417,9 @@ impl<T: Pod> SharedArray<T> {
 
     fn from_segment(seg: Segment, opts: &SharedArrayBuilder<T>) -> Result<Self> {
         let want = ElemType::of::<T>();
+        // Header words damaged since creation: restored from their sealed
+        // copy in the segment header.
+        seg.restore_geometry(&[LEN_OFF, ELEM_SIZE_OFF, ELEM_ALIGN_OFF, FINGERPRINT_OFF])?;
         let found = recorded_type(&seg)?;
         if found.size != want.size
             || found.align != want.align

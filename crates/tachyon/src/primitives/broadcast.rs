@@ -139,7 +139,9 @@ pub struct Received {
     /// Length of the item copied into the buffer.
     pub len: usize,
     /// Items this reader missed just before this one because writers
-    /// overwrote them ([`Overflow::Overwrite`] only; otherwise 0).
+    /// overwrote them ([`Overflow::Overwrite`]), or because another
+    /// process damaged them (a read that met the damage returned
+    /// [`Error::Corrupt`] and stepped over the item). Otherwise 0.
     pub missed: u64,
 }
 
@@ -223,6 +225,7 @@ impl BroadcastBufferBuilder {
         let seg = Segment::builder(&self.name)
             .kind(Kind::BROADCAST)
             .size(total)
+            .geometry([count as u64, size as u64, overflow as u64, 0])
             .create_with(|seg| init(seg, count, size, overflow))?;
         self.check(BroadcastBuffer::from_segment(seg, self.policy)?)
     }
@@ -265,6 +268,7 @@ impl BroadcastBufferBuilder {
         let seg = Segment::builder(&self.name)
             .kind(Kind::BROADCAST)
             .size(total)
+            .geometry([count as u64, size as u64, overflow as u64, 0])
             .create_or_open_with(|seg| init(seg, count, size, overflow))?;
         self.check(BroadcastBuffer::from_segment(seg, self.policy)?)
     }
@@ -376,6 +380,9 @@ impl BroadcastBuffer {
 
     fn from_segment(seg: Segment, policy: WaitPolicy) -> Result<Self> {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        // Geometry words damaged since creation: restored from their
+        // sealed copy in the segment header.
+        seg.restore_geometry(&[NODE_COUNT_OFF, NODE_SIZE_OFF, OVERFLOW_OFF])?;
         let nodes = seg.get::<AtomicU64>(NODE_COUNT_OFF)?.load(Ordering::Relaxed);
         let node_size = seg.get::<AtomicU64>(NODE_SIZE_OFF)?.load(Ordering::Relaxed);
         let overflow = match seg.get::<AtomicU64>(OVERFLOW_OFF)?.load(Ordering::Relaxed) {
@@ -765,17 +772,15 @@ impl BroadcastReader {
                     at.move_to(bus, c + 1, false);
                     continue;
                 }
-                if before + 1 == want {
-                    // Item `c` is still being stored (only ever seen for a
-                    // moment): look again, within the deadline.
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(Error::timeout("an item being written to the broadcast buffer", timeout));
-                    }
-                    std::hint::spin_loop();
-                    continue;
-                }
+                // Below `2c + 2` with `c < tail`: no step of the protocol
+                // leaves that (the writer stored `2c + 2` before it moved
+                // `tail` past `c`, and this reader's load of `tail`
+                // acquired it), so another process scribbled on the word.
+                // Item `c` is lost: the reader steps over it (counted in
+                // `missed`) and says so once; its next read goes on.
+                at.move_to(bus, c + 1, false);
                 return Err(Error::corrupt(Corruption::BadField {
-                    field: "broadcast node word",
+                    field: "broadcast node word (damaged; the item is skipped)",
                     value: before,
                 }));
             }
@@ -793,8 +798,10 @@ impl BroadcastReader {
                 continue;
             }
             if len as usize > bus.inner.node_size {
+                // Damaged as above: skipped, said once.
+                at.move_to(bus, c + 1, false);
                 return Err(Error::corrupt(Corruption::BadField {
-                    field: "broadcast item length",
+                    field: "broadcast item length (damaged; the item is skipped)",
                     value: len,
                 }));
             }

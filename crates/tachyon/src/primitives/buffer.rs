@@ -200,7 +200,8 @@ impl SharedBufferBuilder {
         let (_, total) = layout(self.size).ok_or_else(|| {
             Error::invalid(format!("a buffer of {} bytes does not fit in memory", self.size))
         })?;
-        let mut b = Segment::builder(&self.name).kind(Kind::BUFFER).size(total);
+        let mut b =
+            Segment::builder(&self.name).kind(Kind::BUFFER).size(total).geometry([self.size as u64, 0, 0, 0]);
         if let Some(n) = self.max_attachers {
             b = b.max_attachers(n);
         }
@@ -245,6 +246,9 @@ impl SharedBuffer {
 
     fn from_segment(seg: Segment, timeout: Option<Duration>) -> Result<Self> {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        // The size damaged since creation: restored from its sealed copy in
+        // the segment header.
+        seg.restore_geometry(&[SIZE_OFF])?;
         let raw = seg.get::<AtomicU64>(SIZE_OFF)?.load(Relaxed);
         let len = usize::try_from(raw).map_err(|_| bad("buffer size", raw))?;
         if len == 0 {

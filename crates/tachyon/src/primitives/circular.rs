@@ -165,6 +165,7 @@ impl CircularBufferBuilder {
         let seg = Segment::builder(&self.name)
             .kind(Kind::CIRCULAR)
             .size(total)
+            .geometry([self.nodes as u64, self.node_size as u64, 0, 0])
             .create_with(|seg| init(seg, self.nodes, self.node_size))?;
         CircularBuffer::from_segment(seg, self.policy, Some((data_off, stride)))
     }
@@ -184,6 +185,7 @@ impl CircularBufferBuilder {
         let seg = Segment::builder(&self.name)
             .kind(Kind::CIRCULAR)
             .size(total)
+            .geometry([self.nodes as u64, self.node_size as u64, 0, 0])
             .create_or_open_with(|seg| init(seg, self.nodes, self.node_size))?;
         self.check(CircularBuffer::from_segment(seg, self.policy, None)?)
     }
@@ -259,6 +261,9 @@ impl CircularBuffer {
 
     fn from_segment(seg: Segment, policy: WaitPolicy, known: Option<(usize, usize)>) -> Result<Self> {
         use crate::platform::atomic::{AtomicU64, Ordering};
+        // Geometry words damaged since creation: restored from their
+        // sealed copy in the segment header.
+        seg.restore_geometry(&[NODE_COUNT_OFF, NODE_SIZE_OFF])?;
         let nodes = seg.get::<AtomicU64>(NODE_COUNT_OFF)?.load(Ordering::Relaxed);
         let node_size = seg.get::<AtomicU64>(NODE_SIZE_OFF)?.load(Ordering::Relaxed);
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });

@@ -57,8 +57,11 @@
 //! before it, which the protocol claimed before moving the cursor and
 //! which cannot be more than a lap ahead while the cursor stays
 //! ([`Ring::fix_cursors`]). A cursor its witness contradicts is moved
-//! back (`tail := head`, `head := tail - n`, or both to a lap behind the
-//! lap most cells are in); a cursor behind the truth costs nothing, since
+//! back (`tail := head`, `head := tail - n`, or both, when both are
+//! contradicted, rebuilt from the cells: the first unread item of the lap
+//! most cells are in; for a ring whose size is not a power of two, each
+//! cell's position is recovered modulo `lcm(n, 2^32)` from its sequence
+//! and its index, see `rebuild_cursor_any_size`); a cursor behind the truth costs nothing, since
 //! claimants step over cells already done. This check runs on slow paths
 //! only: before any repair of a cell (it may be the cursor that is
 //! wrong), while a claimant waits, and in recovery. A reader waiting on a cell free for its writer while the
@@ -476,8 +479,8 @@ impl Ring<'_> {
     /// damaged one back to where the other says it must be (at or behind
     /// the truth: `tail := head`, `head := tail - n`; a cursor behind the
     /// truth costs nothing, claimants step over cells already done). If
-    /// both are implausible, a ring whose size is a power of two rebuilds
-    /// them from its cells (`rebuild_cursor`). `Some(true)` if a cursor was
+    /// both are implausible, they are rebuilt from the cells
+    /// (`rebuild_cursor`; any ring size). `Some(true)` if a cursor was
     /// moved (by this call or, meanwhile, by another process: either way
     /// the caller looks again), `Some(false)` if both look right (or the
     /// one that does not already is where it would be moved), `None` if
@@ -544,7 +547,7 @@ impl Ring<'_> {
     fn rebuild_cursor(&self) -> Option<u64> {
         let n = self.n();
         if !n.is_power_of_two() {
-            return None;
+            return self.rebuild_cursor_any_size();
         }
         // (position, unread) of each cell whose word is a state.
         let mut found = Vec::with_capacity(self.cells.len());
@@ -576,6 +579,68 @@ impl Ring<'_> {
         // In the low 32 bits (all a power-of-two ring's positions use),
         // above 2^32 so that no cursor arithmetic wraps below zero.
         Some((1 << 32) + u64::from(origin.wrapping_add(at)))
+    }
+
+    /// [`rebuild_cursor`](Self::rebuild_cursor) for a ring of any size.
+    /// A cell's word names its position only in the low 32 bits; the
+    /// cell's index names it modulo `n`. Together (Chinese remainder
+    /// theorem) they name it modulo `L = lcm(n, 2^32)`, which is all the
+    /// protocol uses (it picks cells by `pos % n` and compares positions in
+    /// 32 bits), so a cursor rebuilt modulo `L` works as the true one.
+    /// Each word has two readings, a writer-phase `(p, 0 | W)` and an
+    /// item-phase `(p + 1, 0 | TOMB | R)`: when `n` is even at most one of
+    /// them fits the cell's index, and when `n` is odd the wrong one lands
+    /// in a lap (`p div n`) chosen by the arithmetic, about uniformly among
+    /// `2^32`, far from the laps of the cells that agree with each other.
+    /// The lap most readings are in then decides, as for `2^k` cells.
+    fn rebuild_cursor_any_size(&self) -> Option<u64> {
+        let n = self.n();
+        let g = 1u64 << n.trailing_zeros().min(32);
+        let (m, laps) = (n / g, (1u64 << 32) / g);
+        // m is odd: its inverse modulo 2^64 (Newton's iteration doubles
+        // the correct low bits each step: 3, 6, 12, 24, 48, 96).
+        let mut inv = m;
+        for _ in 0..5 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(m.wrapping_mul(inv)));
+        }
+        // The lap `t` of the position `idx + n t` whose low 32 bits are
+        // `low`, if there is one.
+        let lap_of = |idx: usize, low: u32| -> Option<u64> {
+            let d = u64::from(low.wrapping_sub(idx as u32));
+            (d % g == 0).then(|| (d / g).wrapping_mul(inv) & (laps - 1))
+        };
+        // (lap, index, unread) of each reading that is a state.
+        let mut found = Vec::with_capacity(2 * self.cells.len());
+        let mut count = std::collections::HashMap::<u64, usize>::new();
+        for (idx, cell) in self.cells.iter().enumerate() {
+            let (seq, tag) = split(cell.word.load(Ordering::Acquire));
+            let token = Token::from_raw(tag).is_some();
+            let mut readings = [None, None];
+            if tag == 0 || token {
+                readings[0] = lap_of(idx, seq).map(|t| (t, token));
+            }
+            if tag == 0 || tag == TOMBSTONE {
+                readings[1] = lap_of(idx, seq.wrapping_sub(1)).map(|t| (t, true));
+            }
+            for (t, unread) in readings.into_iter().flatten() {
+                *count.entry(t).or_default() += 1;
+                found.push((t, idx as u64, unread));
+            }
+        }
+        let (&lap, _) = count.iter().max_by_key(|&(&lap, &c)| (c, std::cmp::Reverse(lap)))?;
+        // Positions relative to a lap before the majority's; near ones only.
+        let origin = lap.wrapping_sub(1) & (laps - 1);
+        let near = |t: u64, idx: u64| {
+            let r = (t.wrapping_sub(origin) & (laps - 1)) * n + idx;
+            (r < 3 * n).then_some(r)
+        };
+        let first = |unread: bool| {
+            found.iter().filter(|f| f.2 == unread).filter_map(|&(t, idx, _)| near(t, idx)).min()
+        };
+        let at = first(true).or_else(|| first(false))?;
+        // Modulo L, plus L so that no cursor arithmetic wraps below zero.
+        let l = n * laps;
+        Some(l + (origin * n + at) % l)
     }
 
     /// Recovery's pass over a ring of `2^k` cells: fixes the cursors, then
@@ -1101,6 +1166,32 @@ mod loom_models {
             assert_eq!(m.read(Token::new(2, 1), &Dead(dead)), 3);
             m.write(Token::new(1, 1), 4, &Dead(dead));
             assert_eq!(m.read(Token::new(2, 1), &Dead(dead)), 4);
+        });
+    }
+
+    /// The same for a ring of three cells (not a power of two: each
+    /// cell's position is recovered from its sequence and its index), two
+    /// laps in, with an item queued across the lap boundary.
+    #[test]
+    fn both_cursors_of_a_ring_of_three_are_rebuilt_from_the_cells() {
+        model(|| {
+            let m = Model::new(3);
+            let dead = Token::new(9, 1);
+            for v in 1..=4 {
+                m.write(Token::new(1, 1), v, &Dead(dead));
+                assert_eq!(m.read(Token::new(2, 1), &Dead(dead)), v);
+            }
+            m.write(Token::new(1, 1), 5, &Dead(dead));
+            m.cursors.tail.store(0x7777_0000_0003, Ordering::Relaxed);
+            m.cursors.head.store(0x1234_5678_9abc, Ordering::Relaxed);
+            let r = {
+                let m = m.clone();
+                loom::thread::spawn(move || m.read(Token::new(2, 1), &Dead(Token::new(9, 1))))
+            };
+            assert!(m.ring().fix_cursors().is_some());
+            assert_eq!(r.join().unwrap(), 5);
+            m.write(Token::new(1, 1), 6, &Dead(dead));
+            assert_eq!(m.read(Token::new(2, 1), &Dead(dead)), 6);
         });
     }
 

@@ -17,7 +17,7 @@ use super::header::{
 use super::name::SegmentName;
 use super::{Kind, ShmSafe};
 use crate::error::{Corruption, Error, Result};
-use crate::platform::atomic::Ordering;
+use crate::platform::atomic::{AtomicU64, Ordering};
 use crate::platform::fs::{self, FileInfo};
 use crate::platform::process::{euid, ProcessId};
 use crate::sync::{Liveness, Token, MAX_SLOTS};
@@ -117,9 +117,19 @@ pub struct SegmentBuilder {
     kind: Kind,
     slots: usize,
     persistent: bool,
+    geometry: Option<[u64; 4]>,
 }
 
 impl SegmentBuilder {
+    /// Words of the object's own header that never change (its geometry),
+    /// kept sealed in the segment header as their second copy (create
+    /// only): [`Segment::restore_geometry`] repairs the object's header
+    /// from them.
+    pub(crate) fn geometry(mut self, words: [u64; 4]) -> Self {
+        self.geometry = Some(words);
+        self
+    }
+
     /// Size of the caller's data area in bytes (create only).
     pub fn size(mut self, size: usize) -> Self {
         self.size = size;
@@ -223,6 +233,7 @@ impl Segment {
             kind: Kind::RAW,
             slots: MAX_SLOTS,
             persistent: false,
+            geometry: None,
         }
     }
 
@@ -294,6 +305,26 @@ impl Segment {
     /// The kind recorded in the header.
     pub fn kind(&self) -> Kind {
         self.inner.header.kind
+    }
+
+    /// Rewrites the object's geometry words at `offsets` of the data area
+    /// (each 8-byte aligned: `offsets[i]` holds word `i` of the geometry
+    /// given at create) that differ from the sealed copy in the segment
+    /// header; returns how many it rewrote. Nothing when the segment has no
+    /// sealed geometry (made before it existed, or its seal is damaged):
+    /// the caller validates its header as it is. Racing callers write the
+    /// same values.
+    pub(crate) fn restore_geometry(&self, offsets: &[usize]) -> Result<usize> {
+        let Some(geometry) = self.inner.header.geometry else { return Ok(0) };
+        let mut fixed = 0;
+        for (&off, &want) in offsets.iter().zip(&geometry) {
+            let word = self.get::<AtomicU64>(off)?;
+            if word.load(Ordering::Relaxed) != want {
+                word.store(want, Ordering::Relaxed);
+                fixed += 1;
+            }
+        }
+        Ok(fixed)
     }
 
     /// Size of the data area in bytes.
@@ -937,6 +968,7 @@ fn create(b: &SegmentBuilder, init: impl FnOnce(&Segment) -> Result<()>) -> Resu
         created_unix_ns: now_unix_ns(),
         persistent: b.persistent,
         name: name.given.clone(),
+        geometry: b.geometry,
     };
     rustix::io::pwrite(&fd, &header.encode(), 0).map_err(|e| Error::io("write segment header", e))?;
     let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;

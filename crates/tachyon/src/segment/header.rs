@@ -20,7 +20,9 @@
 //!    336     8  seal of bytes 0..80 (`segment::seal`)
 //!    344    80  a second copy of bytes 0..80
 //!    424     8  seal of the second copy
-//!    432    80  reserved (0)
+//!    432    32  the object's geometry (4 words its own header also holds)
+//!    464     8  seal of the geometry (0: none)
+//!    472    40  reserved (0)
 //!    512  32*n  attach slots
 //! ```
 //!
@@ -29,6 +31,12 @@
 //! copy (and, by `open`, repaired from it: [`Header::repair`]). A header
 //! with neither seal holding (written before seals existed, or both copies
 //! damaged) is read as it is and validated field by field.
+//!
+//! The geometry words are the second copy of the unchanging words of the
+//! object that lives in the segment (a ring's node count and size, an
+//! array's length and element layout, ...): an object whose own header is
+//! damaged restores it from them when it is opened
+//! (`Segment::restore_geometry`).
 //!
 //! All integers are little-endian (the native order of every Linux target
 //! tachyon supports). The header is read with `pread` into a private buffer
@@ -53,6 +61,10 @@ const FIXED: usize = 80;
 const SEAL_AT: usize = 336;
 const COPY_AT: usize = 344;
 const COPY_SEAL_AT: usize = 424;
+const GEOMETRY_AT: usize = 432;
+const GEOMETRY_SEAL_AT: usize = 464;
+/// The seal's domain: an object's geometry (with its kind).
+const GEOMETRY_DOMAIN: u64 = 0x0067_656f_6d65_7472;
 /// The seal's domain: a segment header's fixed part.
 const DOMAIN: u64 = 0x0073_6567_6d65_6e74;
 
@@ -98,6 +110,12 @@ pub(crate) struct Header {
     /// Kept when its last attacher closes or dies; removed only explicitly.
     pub persistent: bool,
     pub name: String,
+    /// The object's geometry, if the header holds it sealed.
+    pub geometry: Option<[u64; 4]>,
+}
+
+fn geometry_seal(kind: Kind, words: &[u64; 4]) -> u64 {
+    crate::segment::seal::seal(GEOMETRY_DOMAIN ^ u64::from(kind.raw()), *words)
 }
 
 /// One attach slot as it lies in shared memory.
@@ -183,6 +201,13 @@ impl Header {
         b.copy_within(..FIXED, COPY_AT);
         b[SEAL_AT..SEAL_AT + 8].copy_from_slice(&seal);
         b[COPY_SEAL_AT..COPY_SEAL_AT + 8].copy_from_slice(&seal);
+        if let Some(g) = &self.geometry {
+            for (i, w) in g.iter().enumerate() {
+                b[GEOMETRY_AT + 8 * i..GEOMETRY_AT + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
+            }
+            b[GEOMETRY_SEAL_AT..GEOMETRY_SEAL_AT + 8]
+                .copy_from_slice(&geometry_seal(self.kind, g).to_le_bytes());
+        }
         b
     }
 
@@ -261,8 +286,12 @@ impl Header {
         if name_len > NAME_CAP {
             return Err(bad("name_len", name_len as u64));
         }
+        let kind = Kind::from_raw(u32_at(b, 12));
+        let geometry: [u64; 4] = std::array::from_fn(|i| u64_at(b, GEOMETRY_AT + 8 * i));
+        let geometry = (geometry_seal(kind, &geometry) == u64_at(b, GEOMETRY_SEAL_AT)).then_some(geometry);
         Ok(Header {
-            kind: Kind::from_raw(u32_at(b, 12)),
+            kind,
+            geometry,
             total_size,
             data_offset,
             data_size,
@@ -304,6 +333,7 @@ mod tests {
             created_unix_ns: 99,
             persistent: true,
             name: "héllo".into(),
+            geometry: Some([1, 2, 3, 4]),
         }
     }
 

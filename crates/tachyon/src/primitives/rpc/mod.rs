@@ -286,15 +286,24 @@ impl RpcBuilder {
         remove_stale_rings(&self.name);
         let session = new_session(&self.name, self.node_count, self.node_size, self.policy)?;
         // The control segment comes last: once it exists, so do the rings.
-        let ctl = Segment::builder(&self.name).kind(Kind::RPC).size(CTL_SIZE).create_with(|seg| {
-            seg.get::<AtomicU64>(CTL_NODE_COUNT)?.store(self.node_count as u64, Ordering::Relaxed);
-            seg.get::<AtomicU64>(CTL_NODE_SIZE)?.store(self.node_size as u64, Ordering::Relaxed);
-            seg.get::<AtomicU64>(CTL_VERSION)?.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
-            seg.get::<AtomicU32>(CTL_OWNER)?.store(seg.token().raw(), Ordering::Relaxed);
-            seg.get::<AtomicU64>(CTL_OWNER_MAX)?.store(self.max_message as u64, Ordering::Relaxed);
-            seg.get::<AtomicU64>(CTL_SESSION)?.store(session.id, Ordering::Relaxed);
-            Ok(())
-        })?;
+        let geometry = [
+            self.node_count as u64,
+            self.node_size as u64,
+            u64::from(PROTOCOL_VERSION),
+            self.max_message as u64,
+        ];
+        let ctl =
+            Segment::builder(&self.name).kind(Kind::RPC).size(CTL_SIZE).geometry(geometry).create_with(
+                |seg| {
+                    seg.get::<AtomicU64>(CTL_NODE_COUNT)?.store(self.node_count as u64, Ordering::Relaxed);
+                    seg.get::<AtomicU64>(CTL_NODE_SIZE)?.store(self.node_size as u64, Ordering::Relaxed);
+                    seg.get::<AtomicU64>(CTL_VERSION)?.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
+                    seg.get::<AtomicU32>(CTL_OWNER)?.store(seg.token().raw(), Ordering::Relaxed);
+                    seg.get::<AtomicU64>(CTL_OWNER_MAX)?.store(self.max_message as u64, Ordering::Relaxed);
+                    seg.get::<AtomicU64>(CTL_SESSION)?.store(session.id, Ordering::Relaxed);
+                    Ok(())
+                },
+            )?;
         RpcBuffer::start(self, ctl, session, true)
     }
 
@@ -333,6 +342,9 @@ impl RpcBuilder {
                 return Err(e);
             }
         };
+        // Control words damaged since creation: restored from their sealed
+        // copy in the segment header.
+        ctl.restore_geometry(&[CTL_NODE_COUNT, CTL_NODE_SIZE, CTL_VERSION, CTL_OWNER_MAX])?;
         let version = ctl.get::<AtomicU64>(CTL_VERSION)?.load(Ordering::Relaxed);
         if version != u64::from(PROTOCOL_VERSION) {
             return Err(Error::VersionMismatch {
