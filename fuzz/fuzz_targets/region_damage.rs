@@ -1,9 +1,13 @@
 //! Structure-aware: a producer and a consumer on a region's topic while the
 //! input scribbles on the region between their operations: the topic's
 //! ring cells and cursors, chunk state words and links, free-list heads,
-//! the topic's counters. Then the damage stops, `recover()` runs, and the
-//! topic must serve again: each marker sent is received within a bounded
-//! number of receives; every error on the way is a typed one.
+//! the topic's counters, its directory entry and the region's
+//! configuration (each kept twice: the harness recovers before it hits the
+//! second copy of either, as the reaper would between two hits). Then the
+//! damage stops, `recover()` runs, and the topic must serve again: each
+//! marker sent is received within a bounded number of receives, and a
+//! fresh open of the region finds the topic; every error on the way is a
+//! typed one.
 #![no_main]
 
 mod common;
@@ -17,8 +21,13 @@ use tachyon::{Kind, Segment};
 
 // region.rs: chunk metadata offset at 40 (24 bytes per chunk: word, link,
 // route, length, version), free-list heads at 256 (16 bytes per class),
-// topic directory at 2048 (entry: ring offset at 16, counters at 32..64).
+// topic directory at 2048 (directory.rs, 256-byte entries: the first copy
+// of the fixed fields in words 0..4 and 8..17, counters in 4..8, the
+// second copy in 17..30); the configuration at 8, 56, 200..256 (sealed at
+// 248) and again after the directory (two entries here: at 2560).
 const CAPACITY: usize = 4;
+const ENTRY_COPIES: [&[usize]; 2] = [&[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16], &[17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29]];
+const CONFIG_COPIES: [&[usize]; 2] = [&[8, 56, 200, 208, 216, 224, 232, 240, 248], &[2560, 2568, 2576, 2584, 2592, 2600, 2608, 2616, 2624]];
 
 fuzz_target!(|data: &[u8]| {
     common::private_dir();
@@ -39,6 +48,9 @@ fuzz_target!(|data: &[u8]| {
     let ring = u64_at(2048 + 16).load(Ordering::Relaxed) as usize;
     let mut n = 0u8;
     let mut held = Vec::new();
+    // Which copy of the entry and of the configuration was hit since the
+    // last recovery.
+    let mut hit: [Option<usize>; 2] = [None, None];
     while let Some(op) = input.byte() {
         match op % 8 {
             0 | 1 => {
@@ -67,6 +79,20 @@ fuzz_target!(|data: &[u8]| {
                     _ => 2048 + 32 + 8 * (usize::from(op >> 5) % 4),      // a counter
                 };
                 u64_at(at).store(common::no_live_token(v), Ordering::Relaxed);
+                // And now and then a word of one copy of the topic's entry
+                // or of the configuration.
+                if op & 0x80 != 0 {
+                    let Some(w) = input.byte() else { break };
+                    let (what, copy) = (usize::from(w & 1), usize::from((w >> 1) & 1));
+                    if hit[what].is_some_and(|c| c != copy) {
+                        region.recover().expect("recover between two hits");
+                    }
+                    hit[what] = Some(copy);
+                    let words = if what == 0 { ENTRY_COPIES[copy] } else { CONFIG_COPIES[copy] };
+                    let word = words[usize::from(w >> 2) % words.len()];
+                    let off = if what == 0 { 2048 + 8 * word } else { word };
+                    u64_at(off).store(v, Ordering::Relaxed);
+                }
             }
             6 => {
                 // A chunk's state word, or its free-list link.
@@ -88,6 +114,10 @@ fuzz_target!(|data: &[u8]| {
     drop(held);
     // Healing: the damage has stopped.
     region.recover().expect("recover after the damage stopped");
+    {
+        let fresh = Region::open(&name).expect("a fresh open after the damage stopped");
+        fresh.topic("t").expect("the topic in a fresh open");
+    }
     let wait = Some(Duration::from_millis(500)); // a bound, not a timing claim (loaded machines)
     for marker in 0..2 * CAPACITY as u8 + 2 {
         let item = [0xA0, marker, 0x5A];

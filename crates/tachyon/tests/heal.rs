@@ -200,6 +200,7 @@ fn child_entry() {
             std::process::exit(3);
         }
         "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, &name),
+        "holder" => holder_role(&name),
         other => panic!("unknown role {other}"),
     }
 }
@@ -944,4 +945,75 @@ fn a_free_list_link_damaged_into_a_valid_one_is_found_and_rebuilt() {
         chunks.dedup();
         assert_eq!(chunks.len() as u64, count, "{what}");
     }
+}
+
+/// Holds a loan and a received message while the parent damages its
+/// attach-slot record; `name` is `region,side`. Side words: 0 = progress
+/// (1: holding, 2: beat), 8 = the parent's go (1: beat, 2: finish).
+fn holder_role(arg: &str) {
+    let (name, side) = arg.split_once(',').unwrap();
+    let side = Segment::open(side).unwrap();
+    let word = |off: usize| side.get::<AtomicU64>(off).unwrap();
+    let wait_go = |v: u64| assert!(common::wait_for(common::LIMIT, || word(8).load(Ordering::SeqCst) >= v));
+    let region = Region::open(name).unwrap();
+    let topic = region.topic("t").unwrap();
+    let mut loan = topic.loan(64, SHORT).unwrap();
+    loan[..6].copy_from_slice(b"mine!!");
+    loan.truncate(6);
+    let held = topic.receive(0, SHORT).unwrap();
+    word(0).store(1, Ordering::SeqCst);
+    wait_go(1);
+    region.heartbeat(); // restores its own slot record
+    word(0).store(2, Ordering::SeqCst);
+    wait_go(2);
+    assert_eq!(&held[..], b"first");
+    drop(held);
+    loan.publish(Key(0), SHORT).unwrap();
+    std::process::exit(0);
+}
+
+/// Another process damages a live process's attach-slot record (its
+/// generation and state words, which say which attachment holds the
+/// slot): the live process is still seen alive (the kernel's generation
+/// lock says so), so recovery takes nothing from it, and its next
+/// heartbeat restores the record.
+#[test]
+fn a_live_process_whose_slot_record_was_damaged_keeps_what_it_holds() {
+    use std::os::unix::fs::FileExt;
+    let name = unique("heal-slot");
+    let _cleanup = Cleanup(name.clone());
+    let side_name = unique("heal-slot-side");
+    let side = Segment::create(&side_name, 64).unwrap();
+    let word = |off: usize| side.get::<AtomicU64>(off).unwrap();
+    let region = region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let full = region.pool_stats().unwrap();
+    topic.send(b"first", Key(0), SHORT).unwrap();
+    let mut child = common::spawn("child_entry", "holder", &format!("{name},{side_name}"));
+    assert!(common::wait_for(common::LIMIT, || word(0).load(Ordering::SeqCst) == 1), "the holder never held");
+    let pid = child.id();
+    let slot = region.segment().attach_slots().into_iter().find(|a| a.process.pid == pid).unwrap().slot;
+    // segment/header.rs: the slot table at 512, 32 bytes a slot: state,
+    // then generation (u32 each).
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(region.segment().path()).unwrap();
+    let at = 512 + 32 * slot as u64;
+    let mut before = [0u8; 8];
+    file.read_exact_at(&mut before, at).unwrap();
+    file.write_at(&[0u8; 4], at).unwrap(); // state: FREE
+    file.write_at(&0x0012_3457u32.to_le_bytes(), at + 4).unwrap(); // another generation
+                                                                   // Recovery takes nothing from the live holder (before: its loan back
+                                                                   // to the pool while it writes, its message lost or delivered twice).
+    let found = region.recover().unwrap();
+    assert_eq!((found.total(), found.loans, found.held), (0, 0, 0), "{found:?}");
+    // Its heartbeat restores the record.
+    word(8).store(1, Ordering::SeqCst);
+    assert!(common::wait_for(common::LIMIT, || word(0).load(Ordering::SeqCst) == 2));
+    let mut after = [0u8; 8];
+    file.read_exact_at(&mut after, at).unwrap();
+    assert_eq!(after, before, "the slot record restored");
+    word(8).store(2, Ordering::SeqCst);
+    assert_eq!(common::wait_child(&mut child, common::LIMIT), Some(0), "the holder");
+    assert_eq!(&*topic.receive(0, SHORT).unwrap(), &b"mine!!"[..]);
+    region.recover().unwrap();
+    assert_eq!(region.pool_stats().unwrap(), full);
 }

@@ -690,6 +690,8 @@ impl Region {
         if let Ok(hb) = self.core.seg.get::<AtomicU64>(OFF_HEARTBEATS + 8 * self.core.seg.slot()) {
             hb.store(now, Ordering::Relaxed);
         }
+        // Its own attach-slot record, if another process scribbled on it.
+        self.core.seg.restore_own_slot();
     }
 
     /// Beats now and then: every 256 calls (one relaxed add otherwise).

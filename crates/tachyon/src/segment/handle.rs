@@ -11,8 +11,8 @@
 //! process ever sees a half-built segment.
 
 use super::header::{
-    layout, slot_lock, Header, SlotRepr, HEADER_SIZE, LIFECYCLE_LOCK, SLOT_ATTACHED, SLOT_EXITING, SLOT_FREE,
-    SLOT_SIZE,
+    gen_lock, layout, slot_lock, Header, SlotRepr, HEADER_SIZE, LIFECYCLE_LOCK, SLOT_ATTACHED, SLOT_EXITING,
+    SLOT_FREE, SLOT_SIZE,
 };
 use super::name::SegmentName;
 use super::{Kind, ShmSafe};
@@ -525,6 +525,13 @@ impl Segment {
         if i >= inner.header.slots {
             return Some(false);
         }
+        // The kernel's record first: the attachment's generation lock is
+        // held for as long as it lives, whatever the slot table says.
+        if matches!(fs::locked_by_other(inner.fd.as_fd(), gen_lock(i, token.gen())), Ok(true)) {
+            return Some(true);
+        }
+        // Then the slot table (attachments made before generation locks,
+        // and slots reused by a later attacher).
         let s = inner.slot_repr(i);
         if Token::wrap_gen(s.gen.load(Ordering::Acquire)) != token.gen()
             || s.state.load(Ordering::Acquire) == SLOT_FREE
@@ -534,6 +541,34 @@ impl Segment {
         }
         // Same slot and generation as recorded: the slot's OFD lock decides.
         fs::locked_by_other(inner.fd.as_fd(), slot_lock(i)).ok()
+    }
+
+    /// Rewrites this handle's own attach-slot record (its generation and
+    /// state) if another process damaged it, so that inspectors and older
+    /// builds (which read only the table) see it as it is; returns whether
+    /// it did. Liveness does not depend on it (see the generation lock).
+    pub(crate) fn restore_own_slot(&self) -> bool {
+        let inner = &self.inner;
+        if inner.owner_pid != std::process::id() {
+            return false; // an observer, or a forked child: not its slot
+        }
+        let s = inner.slot_repr(inner.slot);
+        let gen_ok = Token::wrap_gen(s.gen.load(Ordering::Relaxed)) == inner.token.gen();
+        let state = s.state.load(Ordering::Relaxed);
+        if gen_ok && (state == SLOT_ATTACHED || state == SLOT_EXITING) {
+            return false;
+        }
+        let st = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.detached {
+            return false;
+        }
+        if !gen_ok {
+            s.gen.store(inner.token.gen(), Ordering::Relaxed);
+        }
+        if state != SLOT_ATTACHED && state != SLOT_EXITING {
+            s.state.store(SLOT_ATTACHED, Ordering::Release);
+        }
+        true
     }
 
     /// Marks free the attach slots of attachments that died without
@@ -624,6 +659,7 @@ impl Inner {
         let lock = LifecycleLock::acquire(fd);
         if free_slot {
             self.slot_repr(self.slot).state.store(SLOT_FREE, Ordering::Release);
+            let _ = fs::unlock(fd, gen_lock(self.slot, self.token.gen()), 1);
             let _ = fs::unlock(fd, slot_lock(self.slot), 1);
         } else {
             // Exiting: keep the slot (and our claims) until the kernel ends
@@ -815,10 +851,36 @@ fn attach(name: SegmentName, path: PathBuf, fd: OwnedFd, file: FileInfo, header:
     // SAFETY: `map` is alive until the `Inner` built below unmaps it, and
     // `slot < header.slots`.
     let s = unsafe { slot_at(map, slot) };
-    // Skip generations that a token cannot tell apart from 0.
-    let mut gen = s.gen.load(Ordering::Relaxed).wrapping_add(1);
-    if gen & ((1 << crate::sync::GEN_BITS) - 1) == 0 {
+    // Skip generations that a token cannot tell apart from 0, and any whose
+    // generation lock is held (only after damage to the generation word:
+    // a holder of it would hold the slot's lock too).
+    let mut gen = s.gen.load(Ordering::Relaxed);
+    let mut locked = false;
+    for _ in 0..8 {
         gen = gen.wrapping_add(1);
+        if gen & ((1 << crate::sync::GEN_BITS) - 1) == 0 {
+            gen = gen.wrapping_add(1);
+        }
+        match fs::try_lock(fd.as_fd(), gen_lock(slot, Token::wrap_gen(gen)), 1) {
+            Ok(true) => {
+                locked = true;
+                break;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                // SAFETY: as above.
+                unsafe { fs::unmap(map, map_len) };
+                return Err(Error::io("lock attach generation", e));
+            }
+        }
+    }
+    if !locked {
+        // SAFETY: as above.
+        unsafe { fs::unmap(map, map_len) };
+        return Err(Error::corrupt(Corruption::BadField {
+            field: "attach slot generation",
+            value: u64::from(gen),
+        }));
     }
     s.gen.store(gen, Ordering::Relaxed);
     s.pid.store(me.pid, Ordering::Relaxed);

@@ -94,6 +94,14 @@ pub(crate) const LIFECYCLE_LOCK: u64 = LOCK_BASE;
 pub(crate) const fn slot_lock(i: usize) -> u64 {
     LOCK_BASE + 1 + i as u64
 }
+/// Held for its whole life by the attachment of slot `i` whose token has
+/// generation `gen`: the kernel's own record of which attachment holds the
+/// slot, which no write to shared memory can change (a damaged generation
+/// or state word in the slot table cannot make a live attachment look
+/// dead). Generations have 23 bits.
+pub(crate) const fn gen_lock(i: usize, gen: u32) -> u64 {
+    LOCK_BASE + (1 << 32) + ((i as u64) << 24) + (gen & 0xFF_FFFF) as u64
+}
 
 /// The validated contents of a header.
 #[derive(Debug, Clone, PartialEq, Eq)]
