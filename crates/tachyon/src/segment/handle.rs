@@ -25,6 +25,7 @@ use rustix::fd::{AsFd, OwnedFd};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -419,21 +420,38 @@ impl Segment {
     }
 
     /// Copies `buf.len()` bytes out of the data area at `offset`.
+    ///
+    /// Byte by byte, each a relaxed atomic load: another thread or process
+    /// writing the same bytes meanwhile can tear the copy (the caller's
+    /// protocol decides whether that matters) but is no data race. For
+    /// bulk data use a [`SharedBuffer`](crate::SharedBuffer) or a topic's
+    /// loans, which copy at memory speed under their own protocol; do not
+    /// mix these byte copies with wider atomics on the same bytes.
     pub fn read_bytes(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         self.check_range(offset, buf.len())?;
-        // SAFETY: the source range is inside the mapping (checked), the
-        // destination is a distinct private buffer. Concurrent writers can
-        // only make the copied bytes torn, which the caller's protocol rules
-        // out; no reference to shared memory is formed.
-        unsafe { std::ptr::copy_nonoverlapping(self.data.as_ptr().add(offset), buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: the range is inside the mapping (checked), which lives as
+        // long as `self`, and `AtomicU8` has the size and alignment of `u8`;
+        // every access to it here is atomic.
+        let src = unsafe {
+            std::slice::from_raw_parts(self.data.as_ptr().add(offset).cast::<AtomicU8>(), buf.len())
+        };
+        for (b, a) in buf.iter_mut().zip(src) {
+            *b = a.load(Ordering::Relaxed);
+        }
         Ok(())
     }
 
-    /// Copies `bytes` into the data area at `offset`.
+    /// Copies `bytes` into the data area at `offset` (byte by byte, each a
+    /// relaxed atomic store: see [`read_bytes`](Self::read_bytes)).
     pub fn write_bytes(&self, offset: usize, bytes: &[u8]) -> Result<()> {
         self.check_range(offset, bytes.len())?;
-        // SAFETY: as in `read_bytes`, with the roles swapped.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.as_ptr().add(offset), bytes.len()) };
+        // SAFETY: as in `read_bytes`.
+        let dst = unsafe {
+            std::slice::from_raw_parts(self.data.as_ptr().add(offset).cast::<AtomicU8>(), bytes.len())
+        };
+        for (a, &b) in dst.iter().zip(bytes) {
+            a.store(b, Ordering::Relaxed);
+        }
         Ok(())
     }
 
