@@ -27,6 +27,8 @@ mod recovery;
 #[cfg(not(tachyon_loom))]
 mod region;
 #[cfg(not(tachyon_loom))]
+mod subscription;
+#[cfg(not(tachyon_loom))]
 mod topic;
 
 #[cfg(not(tachyon_loom))]
@@ -37,6 +39,8 @@ pub use raw::RawChunk;
 pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
+#[cfg(not(tachyon_loom))]
+pub use subscription::{Partitions, Subscription};
 #[cfg(not(tachyon_loom))]
 pub use topic::{
     Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,

@@ -43,6 +43,8 @@ mod mutex;
 mod rwlock;
 mod token;
 mod wait;
+pub(crate) mod reactor;
+pub(crate) mod waitv;
 
 pub use event::{Event, EventMode};
 pub use mutex::{Mutex, MutexGuard};

@@ -191,6 +191,12 @@ impl WaitCell {
         r
     }
 
+    /// The cell as a [`SleepPoint`](super::waitv::SleepPoint): for waits
+    /// on several cells at once (`sync::waitv`).
+    pub(crate) fn sleep_point(&self) -> super::waitv::SleepPoint<'_> {
+        super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers }
+    }
+
     /// Forgets every registered sleeper. Only for a cell with a single
     /// possible waiter, called by that waiter before it registers, to drop
     /// a registration left by a predecessor that died while sleeping.
@@ -346,7 +352,7 @@ pub(crate) fn wake(word: &AtomicU32, count: u32) {
 }
 
 #[cfg(tachyon_loom)]
-pub(crate) use model::{sleep, wake};
+pub(crate) use model::{sleep, sleep_any, wake};
 
 /// Wakes every sleeper on `word`.
 pub(crate) fn wake_all(word: &AtomicU32) {
@@ -417,6 +423,27 @@ mod model {
                 None => return Wake::Woken,
             }
         }
+    }
+
+    /// [`sleep`] on several words at once: ends when any of them is woken
+    /// (or holds another value than expected on entry). No timeouts: a
+    /// lost wake-up is a loom deadlock.
+    pub(crate) fn sleep_any(words: &[(&AtomicU32, u32)]) -> Wake {
+        let mut q = FUTEX.queue.lock().unwrap();
+        if words.iter().any(|(w, e)| w.load(Relaxed) != *e) {
+            return Wake::Woken;
+        }
+        let id = q.next_id;
+        q.next_id += 1;
+        for (w, _) in words {
+            q.sleeping.push((*w as *const AtomicU32 as usize, id));
+        }
+        // Woken once a wake took any one of our entries off the queue.
+        while q.sleeping.iter().filter(|s| s.1 == id).count() == words.len() {
+            q = FUTEX.changed.wait(q).unwrap();
+        }
+        q.sleeping.retain(|s| s.1 != id);
+        Wake::Woken
     }
 
     pub(crate) fn wake(word: &AtomicU32, count: u32) {
