@@ -17,6 +17,8 @@
 
 // Under loom only the free list's models are built.
 #[cfg(not(tachyon_loom))]
+mod asynch;
+#[cfg(not(tachyon_loom))]
 mod inspect;
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;

@@ -1133,6 +1133,23 @@ impl Loan {
     pub fn topic(&self) -> &Topic {
         &self.topic
     }
+
+    /// One try to publish (for `publish_async`): `None` if the key's
+    /// partition is full (the loan stays live, its chunk LOANED, to try
+    /// again), else the result (the loan is spent either way).
+    pub(super) fn publish_now(&mut self, key: Key) -> Option<Result<()>> {
+        if !self.live {
+            return Some(Err(Error::invalid("this loan was already published")));
+        }
+        let len = self.len();
+        match self.topic.publish_chunk_or_keep(self.chunk, len, key, Some(Duration::ZERO), true) {
+            Err(Error::Timeout { .. }) => None,
+            r => {
+                self.live = false;
+                Some(r)
+            }
+        }
+    }
 }
 
 /// Appends to the message: the first write starts it at byte 0, and

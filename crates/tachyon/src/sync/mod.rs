@@ -39,6 +39,8 @@
 //! when a model calls `loom_time_passes` (after a holder dies).
 
 mod event;
+#[cfg(not(tachyon_loom))]
+mod event_async;
 mod mutex;
 mod rwlock;
 mod token;
@@ -47,6 +49,8 @@ pub(crate) mod reactor;
 pub(crate) mod waitv;
 
 pub use event::{Event, EventMode};
+#[cfg(not(tachyon_loom))]
+pub use event_async::EventWait;
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, MAX_READS_PER_ATTACH};
 pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};

@@ -543,10 +543,23 @@ mod loom_models {
                     }
                 })
             };
+            // A minimal executor: poll, and wait for the waker between polls.
+            struct Woken(loom::sync::Notify);
+            impl std::task::Wake for Woken {
+                fn wake(self: std::sync::Arc<Self>) {
+                    self.0.notify();
+                }
+            }
+            let woken = std::sync::Arc::new(Woken(loom::sync::Notify::new()));
+            let waker = Waker::from(woken.clone());
+            let mut cx = Context::from_waker(&waker);
             let mut parked = Parked::default();
-            loom::future::block_on(std::future::poll_fn(|cx| {
-                parked.poll(cx, &[cell.sleep_point()], || (flag.load(Acquire) == 1).then_some(()))
-            }));
+            while parked
+                .poll(&mut cx, &[cell.sleep_point()], || (flag.load(Acquire) == 1).then_some(()))
+                .is_pending()
+            {
+                woken.0.wait();
+            }
             drop(parked);
             notifier.join().unwrap();
             stop.store(1, Release);

@@ -21,7 +21,7 @@
 //! producer in a process built before subscriptions existed wakes a
 //! subscription's sleeper all the same.
 //!
-//! One `futex_waitv` call takes at most [`WAITV_MAX`] (128) words. A
+//! One `futex_waitv` call takes at most `WAITV_MAX` (128) words. A
 //! topic has at most 256 partitions, so a wait over more points sleeps in
 //! slices of at most [`OVERFLOW_SLICE`] on each group of 128 in turn (see
 //! `sleep_on`): correct, but it wakes every millisecond while nothing
@@ -31,11 +31,12 @@ use super::wait::{Deadline, SpinWait};
 use super::WaitPolicy;
 use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
 use crate::platform::futex::Wake;
-pub use crate::platform::futex::WAITV_MAX;
+#[cfg(not(tachyon_loom))]
+use crate::platform::futex::WAITV_MAX;
 use crate::{Error, Result};
 use std::time::Duration;
 
-/// How long one slice of a wait over more than [`WAITV_MAX`] points sleeps
+/// How long one slice of a wait over more than `WAITV_MAX` points sleeps
 /// on one group of them before it looks at the others.
 pub(crate) const OVERFLOW_SLICE: Duration = Duration::from_millis(1);
 
