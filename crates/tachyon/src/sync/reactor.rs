@@ -184,11 +184,15 @@ impl Shard {
             // From here a registration must wake us (it bumps `control`
             // after we read it, under the lock, so the sleep below either
             // sees the new value or is woken).
-            st.sleeping = true;
+            st.sleeping = fired.is_empty();
         }
-        // Outside the lock: a waker may run code that registers again.
-        for w in fired {
-            w.wake();
+        // Outside the lock: a waker may run code that registers again. A
+        // turn that fired anything looks again before it sleeps.
+        if !fired.is_empty() {
+            for w in fired {
+                w.wake();
+            }
+            return;
         }
         self.sleep(&words);
     }
@@ -562,8 +566,11 @@ mod loom_models {
             }
             drop(parked);
             notifier.join().unwrap();
+            // Stopping the thread: a registration on `stop`, then a notify
+            // of it, as a producer would.
+            MODEL_SHARD.register(vec![(&*stop as *const AtomicU32 as usize, 0)], Waker::noop().clone());
             stop.store(1, Release);
-            MODEL_SHARD.kick(&lock(&MODEL_SHARD.state));
+            super::super::wait::wake_all(&stop);
             thread.join().unwrap();
         });
     }
