@@ -449,3 +449,31 @@ fn async_ring_writer_waits_for_room() {
     }
     assert_eq!(items, vec![b"2".to_vec(), b"3".to_vec()]);
 }
+
+/// A wait set over a subscription and an idle topic: every wake-up names
+/// the subscription, and waiting then receiving gets every message a
+/// producer process sends.
+#[test]
+fn wait_set_across_processes() {
+    watchdog(120);
+    let name = unique("waitset");
+    let _c = Cleanup(name.clone());
+    let region = region(&name, WaitPolicy::Futex);
+    let idle = region.create_topic("u", TopicConfig::default()).unwrap();
+    let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
+    let mut set = tachyon::bus::WaitSet::new();
+    let idle_id = set.add_partition(&idle, 0).unwrap();
+    let sub_id = set.add_subscription(&sub);
+    let n = 2_000;
+    let mut child = producer(&name, n);
+    let mut order = Order::new();
+    while order.total < n {
+        let ready = set.wait(LONG).unwrap();
+        assert_eq!(ready, sub_id);
+        assert_ne!(ready, idle_id);
+        while let Some(m) = sub.try_receive().unwrap() {
+            order.check(&m);
+        }
+    }
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+}

@@ -32,6 +32,8 @@ mod region;
 mod subscription;
 #[cfg(not(tachyon_loom))]
 mod topic;
+#[cfg(not(tachyon_loom))]
+mod waitset;
 
 #[cfg(not(tachyon_loom))]
 pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
@@ -43,6 +45,8 @@ pub use recovery::Recovered;
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
 pub use subscription::{Partitions, Subscription};
+#[cfg(not(tachyon_loom))]
+pub use waitset::WaitSet;
 #[cfg(not(tachyon_loom))]
 pub use topic::{
     Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,

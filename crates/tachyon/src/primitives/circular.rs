@@ -456,7 +456,7 @@ impl CircularBuffer {
         }
     }
 
-    fn ring(&self) -> Ring<'_> {
+    pub(crate) fn ring(&self) -> Ring<'_> {
         // SAFETY: both pointers were validated against the segment in
         // `from_segment` (in bounds, aligned, `nodes` cells) and the mapping
         // lives as long as `self`.
