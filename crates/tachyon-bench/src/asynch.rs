@@ -99,7 +99,9 @@ impl Stall {
                 if now != last.0 {
                     last = (now, Instant::now());
                 } else if last.1.elapsed() >= stall {
-                    eprintln!("tachyon-bench: {what}: no progress for {stall:?} (round trip {now}); giving up");
+                    eprintln!(
+                        "tachyon-bench: {what}: no progress for {stall:?} (round trip {now}); giving up"
+                    );
                     std::process::exit(1);
                 }
             }
@@ -149,7 +151,8 @@ fn topic_case(case: Case, s: &Settings) -> Result<Percentiles, String> {
     let pong = region.create_topic("pong", cfg).map_err(|e| e.to_string())?;
     let from = pong.partition_of(Key(topics::KEY));
     let tcase = topics::Case::new(Test::Latency, Via::Copy, Some(policy), size);
-    let mut args = topics::peer_args(tcase, &topics::Settings { capacity: CAPACITY, ..t.clone() }, count, warmup);
+    let mut args =
+        topics::peer_args(tcase, &topics::Settings { capacity: CAPACITY, ..t.clone() }, count, warmup);
     args.extend(["--name".into(), name.clone()]);
     let mut peer = Peer::spawn(&args)?;
     peer.expect("ready", STARTUP)?;
@@ -209,7 +212,8 @@ fn unix_case(case: Case, s: &Settings) -> Result<Percentiles, String> {
         let rt = runtime()?;
         rt.block_on(async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut stream = tokio::net::UnixStream::from_std(std_stream).map_err(|e| format!("tokio: {e}"))?;
+            let mut stream =
+                tokio::net::UnixStream::from_std(std_stream).map_err(|e| format!("tokio: {e}"))?;
             let mut hist = latency::histogram()?;
             for seq in 0..total {
                 let t0 = Instant::now();
@@ -332,14 +336,7 @@ impl Group for Settings {
             let _ = writeln!(
                 out,
                 "\"{}\",{},{},{},{},{},{},{:.1}",
-                s.case,
-                s.rep,
-                r.count,
-                r.p50,
-                r.p99,
-                r.p999,
-                r.max,
-                r.mean
+                s.case, s.rep, r.count, r.p50, r.p99, r.p999, r.max, r.mean
             );
         }
         out

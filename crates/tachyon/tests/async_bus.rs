@@ -126,7 +126,9 @@ fn async_consumer_under_tokio_current_thread() {
     let mut child = producer(&name, MESSAGES);
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let order = rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(120), consume_stream(sub, MESSAGES)).await.expect("timed out")
+        tokio::time::timeout(Duration::from_secs(120), consume_stream(sub, MESSAGES))
+            .await
+            .expect("timed out")
     });
     assert_eq!(order.total, MESSAGES);
     assert_eq!(wait_child(&mut child, LIMIT), Some(0));
@@ -194,7 +196,9 @@ fn async_topic_receive_per_partition() {
                     // Stop once every message is in: the other tasks' receives
                     // are cancelled by the timeout (and must take nothing).
                     while remaining.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-                        if let Ok(m) = tokio::time::timeout(Duration::from_millis(50), topic.receive_async(p)).await {
+                        if let Ok(m) =
+                            tokio::time::timeout(Duration::from_millis(50), topic.receive_async(p)).await
+                        {
                             m.unwrap();
                             got += 1;
                             remaining.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);

@@ -25,7 +25,8 @@ fn child_entry() {
                     s.spawn(move || {
                         for i in 0..n {
                             let msg = format!("{t}-{i}");
-                            let reply = client.request(msg.as_bytes(), Some(Duration::from_secs(30))).unwrap();
+                            let reply =
+                                client.request(msg.as_bytes(), Some(Duration::from_secs(30))).unwrap();
                             let want: Vec<u8> = msg.bytes().rev().collect();
                             assert_eq!(reply, want);
                         }

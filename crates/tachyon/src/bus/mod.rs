@@ -46,9 +46,9 @@ pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
 pub use subscription::{Partitions, Subscription};
 #[cfg(not(tachyon_loom))]
-pub use waitset::WaitSet;
-#[cfg(not(tachyon_loom))]
 pub use topic::{
     Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
     MAX_CAPACITY, MAX_PARTITIONS,
 };
+#[cfg(not(tachyon_loom))]
+pub use waitset::WaitSet;

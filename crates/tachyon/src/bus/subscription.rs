@@ -198,7 +198,7 @@ impl Subscription {
     /// [`receive`](Self::receive) without waiting: `Ok(None)` if every
     /// partition is empty now.
     pub fn try_receive(&self) -> Result<Option<Message>> {
-        Ok(self.take().transpose()?)
+        self.take().transpose()
     }
 
     /// [`receive`](Self::receive) that another thread can end early with
@@ -242,8 +242,9 @@ impl Subscription {
         }
         // Registered with the stop for the whole wait, so that its `stop`
         // wakes the partitions' sleepers (us among them).
-        let _watches: Vec<_> =
-            stop.map(|s| self.partitions.iter().map(|&p| s.watch(&self.topic, p)).collect()).unwrap_or_default();
+        let _watches: Vec<_> = stop
+            .map(|s| self.partitions.iter().map(|&p| s.watch(&self.topic, p)).collect())
+            .unwrap_or_default();
         let points = self.sleep_points()?;
         let region = self.topic.region();
         let got = waitv::wait_any(

@@ -178,7 +178,8 @@ impl<'a> WaitSet<'a> {
                 }
             }
         };
-        let r = waitv::wait_any(&points, policy, timeout, Some(RECOVERY_INTERVAL), maintain, || self.try_ready());
+        let r =
+            waitv::wait_any(&points, policy, timeout, Some(RECOVERY_INTERVAL), maintain, || self.try_ready());
         match r {
             Err(Error::Timeout { .. }) => Err(Error::timeout(WAIT_READY, timeout)),
             r => r,

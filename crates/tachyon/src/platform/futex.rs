@@ -95,8 +95,12 @@ pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) -> Wake 
         let secs = now.tv_sec.checked_add(nanos / 1_000_000_000)?;
         Some(futex::Timespec { tv_sec: secs, tv_nsec: nanos % 1_000_000_000 })
     });
-    match futex::waitv(&waiters[..words.len()], futex::WaitvFlags::empty(), deadline.as_ref(), ClockId::Monotonic)
-    {
+    match futex::waitv(
+        &waiters[..words.len()],
+        futex::WaitvFlags::empty(),
+        deadline.as_ref(),
+        ClockId::Monotonic,
+    ) {
         Err(rustix::io::Errno::TIMEDOUT) => Wake::TimedOut,
         // EAGAIN (a value changed), EINTR, EFAULT and success: look again.
         _ => Wake::Woken,

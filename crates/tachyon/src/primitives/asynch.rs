@@ -78,7 +78,10 @@ impl BroadcastReader {
     /// assert_eq!(&buf[..got.len], b"tick");
     /// # Ok::<(), tachyon::Error>(())
     /// ```
-    pub fn read_async<'a>(&'a mut self, buf: &'a mut [u8]) -> impl Future<Output = Result<Received>> + Send + 'a {
+    pub fn read_async<'a>(
+        &'a mut self,
+        buf: &'a mut [u8],
+    ) -> impl Future<Output = Result<Received>> + Send + 'a {
         let mut parked = Parked::default();
         poll_fn(move |cx| {
             // Split the borrow: the cell lives in the buffer's mapping, which

@@ -42,10 +42,10 @@ mod event;
 #[cfg(not(tachyon_loom))]
 mod event_async;
 mod mutex;
+pub(crate) mod reactor;
 mod rwlock;
 mod token;
 mod wait;
-pub(crate) mod reactor;
 pub(crate) mod waitv;
 
 pub use event::{Event, EventMode};

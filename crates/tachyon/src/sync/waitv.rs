@@ -38,6 +38,7 @@ use std::time::Duration;
 
 /// How long one slice of a wait over more than `WAITV_MAX` points sleeps
 /// on one group of them before it looks at the others.
+#[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) const OVERFLOW_SLICE: Duration = Duration::from_millis(1);
 
 /// A futex word and its sleeper count (see the module documentation).
@@ -186,9 +187,14 @@ mod tests {
                         cells[which].notify_all();
                     });
                     let points: Vec<_> = cells.iter().map(|c| c.sleep_point()).collect();
-                    let r = wait_any(&points, policy, Some(Duration::from_secs(10)), None, || {}, || {
-                        flag.load(Acquire).then_some(which)
-                    });
+                    let r = wait_any(
+                        &points,
+                        policy,
+                        Some(Duration::from_secs(10)),
+                        None,
+                        || {},
+                        || flag.load(Acquire).then_some(which),
+                    );
                     assert_eq!(r.unwrap(), which, "{policy:?}");
                 });
                 for c in &cells {
@@ -240,9 +246,14 @@ mod loom_models {
                     })
                 };
                 let points: Vec<_> = cells.iter().map(|c| c.sleep_point()).collect();
-                let got = wait_any(&points, WaitPolicy::Futex, None, None, || {}, || {
-                    (flag.load(Acquire) == 1).then_some(())
-                });
+                let got = wait_any(
+                    &points,
+                    WaitPolicy::Futex,
+                    None,
+                    None,
+                    || {},
+                    || (flag.load(Acquire) == 1).then_some(()),
+                );
                 assert!(got.is_ok());
                 n.join().unwrap();
             });
