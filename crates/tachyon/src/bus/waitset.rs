@@ -12,7 +12,8 @@
 //! looked at; another consumer may take it first, so the caller's
 //! `try_receive` / `try_read` may still find nothing, and then waits
 //! again. An event is ready while it is set (the wait set does not reset
-//! it).
+//! it; an auto-reset event's wake-up that reached the wait set is passed on
+//! to a thread blocked in `Event::wait`).
 
 use super::region::RECOVERY_INTERVAL;
 use super::subscription::Subscription;
@@ -180,6 +181,14 @@ impl<'a> WaitSet<'a> {
         };
         let r =
             waitv::wait_any(&points, policy, timeout, Some(RECOVERY_INTERVAL), maintain, || self.try_ready());
+        // An auto-reset `set` wakes one sleeper: if that was this wait set
+        // (which does not pass the event), pass the wake-up on to a thread
+        // blocked in `Event::wait`.
+        for s in &sources {
+            if let Source::Event(e) = *s {
+                e.pass_on();
+            }
+        }
         match r {
             Err(Error::Timeout { .. }) => Err(Error::timeout(WAIT_READY, timeout)),
             r => r,
@@ -278,6 +287,27 @@ mod tests {
             drop(set);
             drop((sub, a, b, region));
             Region::remove(&name).unwrap();
+        }
+    }
+
+    /// An auto-reset set whose one wake-up reaches the wait set is passed
+    /// on: a thread blocked in `Event::wait` still passes.
+    #[test]
+    fn an_event_wake_is_passed_on_to_a_blocked_waiter() {
+        for _ in 0..20 {
+            let event = Event::new(EventMode::AutoReset);
+            std::thread::scope(|s| {
+                let blocked = s.spawn(|| event.wait(Some(Duration::from_secs(30))));
+                let mut set = WaitSet::new();
+                set.add_event(&event);
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(2));
+                    event.set();
+                });
+                // Ready or not (the thread may take the set first).
+                let _ = set.wait(Some(Duration::from_millis(50)));
+                blocked.join().unwrap().unwrap();
+            });
         }
     }
 

@@ -75,6 +75,20 @@ pub const WAITV_MAX: usize = 128;
 /// spurious; callers re-check their condition.
 #[cfg(not(tachyon_loom))]
 pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
+    let mut addrs = [(std::ptr::null::<AtomicU32>(), 0u32); WAITV_MAX];
+    for (a, (w, v)) in addrs.iter_mut().zip(words) {
+        *a = (*w as *const AtomicU32, *v);
+    }
+    wait_any_at(&addrs[..words.len().min(WAITV_MAX)], timeout)
+}
+
+/// [`wait_any`] on word addresses, which need not be mapped any more: the
+/// kernel only compares and queues on them (an unmapped address is an
+/// `EFAULT`, reported as a spurious wake-up). For a waiter that cannot
+/// keep the words' mappings alive across the call (the async waiter
+/// thread). No reference to the words is formed.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
     use rustix::thread::futex;
     use rustix::time::{clock_gettime, ClockId};
     let words = &words[..words.len().min(WAITV_MAX)];
@@ -84,7 +98,7 @@ pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) -> Wake 
     let mut waiters = [futex::Wait::new(); WAITV_MAX];
     for (w, (word, expected)) in waiters.iter_mut().zip(words) {
         w.val = u64::from(*expected);
-        w.uaddr = futex::WaitPtr::new(word.as_ptr().cast());
+        w.uaddr = futex::WaitPtr::new(word.cast_mut().cast());
         // Shared (no FUTEX2_PRIVATE): woken by `wake`, which is shared too.
         w.flags = futex::WaitFlags::SIZE_U32;
     }

@@ -199,21 +199,12 @@ impl Shard {
 
     #[cfg(not(tachyon_loom))]
     fn sleep(&self, words: &[(usize, u32)]) {
-        // SAFETY: `AtomicU32` is `u32`-sized and the kernel only compares
-        // and queues on the addresses; a registration withdrawn meanwhile
-        // leaves an address the kernel may find unmapped (EFAULT: a
-        // spurious wake-up) or reused (a compare, no write). No Rust
-        // reference is formed to any of them here.
-        let refs: Vec<(&AtomicU32, u32)> = words
-            .iter()
-            .map(|&(a, v)| {
-                // SAFETY: see above: these references only carry the address
-                // into the system call; `futex::wait_any` does not read them.
-                (unsafe { &*(a as *const AtomicU32) }, v)
-            })
-            .collect();
+        // Addresses only: a registration withdrawn since the lock was let go
+        // may leave an address whose mapping is gone (see "Memory").
+        let addrs: Vec<(*const AtomicU32, u32)> =
+            words.iter().map(|&(a, v)| (a as *const AtomicU32, v)).collect();
         let timeout = if words.len() > 1 { Some(RECHECK) } else { None };
-        crate::platform::futex::wait_any(&refs, timeout);
+        crate::platform::futex::wait_any_at(&addrs, timeout);
     }
 
     #[cfg(tachyon_loom)]
@@ -322,6 +313,10 @@ impl Parked {
 
     /// Hands the words to shards with room (starting threads as needed).
     fn register(&mut self, words: Vec<(usize, u32)>, waker: &Waker) {
+        if words.is_empty() {
+            // Nothing can announce progress: look again at once.
+            waker.wake_by_ref();
+        }
         for chunk in words.chunks(SHARD_WORDS) {
             match shard_for(chunk.len()) {
                 Some(shard) => {
