@@ -145,6 +145,7 @@ impl Shard {
     }
 
     /// Room for `n` more words?
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
     fn has_room(&self, n: usize) -> bool {
         lock(&self.state).used + n <= SHARD_WORDS
     }
@@ -318,11 +319,8 @@ impl Parked {
             waker.wake_by_ref();
         }
         for chunk in words.chunks(SHARD_WORDS) {
-            match shard_for(chunk.len()) {
-                Some(shard) => {
-                    let id = shard.register(chunk.to_vec(), waker.clone());
-                    self.regs.push((shard, id));
-                }
+            match register_with_room(chunk.to_vec(), waker) {
+                Some(reg) => self.regs.push(reg),
                 // No thread could be started: ask to be polled again (a
                 // busy poll, but never a hang).
                 None => waker.wake_by_ref(),
@@ -388,12 +386,21 @@ mod registry {
         }
     }
 
-    /// A shard with room for `n` words, started if need be.
-    pub(super) fn shard_for(n: usize) -> Option<Arc<Shard>> {
+    /// Registers `words` with a shard that has room for them (started if
+    /// need be), under the list's lock, so that no other registration
+    /// takes the room in between.
+    pub(super) fn register_with_room(words: Vec<(usize, u32)>, waker: &Waker) -> Option<(Arc<Shard>, u64)> {
         let mut list = shards().lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = list.iter().find(|s| s.has_room(n)) {
-            return Some(Arc::clone(s));
-        }
+        let shard = match list.iter().find(|s| s.has_room(words.len())) {
+            Some(s) => Arc::clone(s),
+            None => start(&mut list)?,
+        };
+        let id = shard.register(words, waker.clone());
+        Some((shard, id))
+    }
+
+    /// Starts a shard and its thread.
+    fn start(list: &mut Vec<Arc<Shard>>) -> Option<Arc<Shard>> {
         let shard = Arc::new(Shard::default());
         let run = Arc::clone(&shard);
         std::thread::Builder::new()
@@ -414,7 +421,7 @@ mod registry {
 }
 
 #[cfg(not(tachyon_loom))]
-use registry::shard_for;
+use registry::register_with_room;
 
 #[cfg(tachyon_loom)]
 loom::lazy_static! {
@@ -423,8 +430,9 @@ loom::lazy_static! {
 }
 
 #[cfg(tachyon_loom)]
-fn shard_for(_n: usize) -> Option<Arc<Shard>> {
-    Some(Arc::clone(&MODEL_SHARD))
+fn register_with_room(words: Vec<(usize, u32)>, waker: &Waker) -> Option<(Arc<Shard>, u64)> {
+    let id = MODEL_SHARD.register(words, waker.clone());
+    Some((Arc::clone(&MODEL_SHARD), id))
 }
 
 #[cfg(all(test, not(tachyon_loom)))]
