@@ -204,6 +204,35 @@ mod tests {
         }
     }
 
+    /// Futex and hybrid waits sleep: over a 200 ms wait with nothing
+    /// coming, the condition is looked at a handful of times (a busy poll
+    /// would look millions of times; spurious wake-ups add a few).
+    #[test]
+    fn futex_and_hybrid_do_not_poll() {
+        let cells: Vec<WaitCell> = (0..4).map(|_| WaitCell::new()).collect();
+        let points: Vec<_> = cells.iter().map(|c| c.sleep_point()).collect();
+        for policy in [WaitPolicy::Futex, WaitPolicy::Hybrid] {
+            let mut looks = 0u64;
+            let r = wait_any(
+                &points,
+                policy,
+                Some(Duration::from_millis(200)),
+                None,
+                || {},
+                || {
+                    looks += 1;
+                    None::<()>
+                },
+            );
+            assert!(matches!(r, Err(Error::Timeout { .. })));
+            // Hybrid spins first: at most a few thousand looks in its 10 µs.
+            assert!(looks < 100_000, "{policy:?}: {looks} looks");
+            if policy == WaitPolicy::Futex {
+                assert!(looks < 1_000, "{looks} looks");
+            }
+        }
+    }
+
     #[test]
     fn timeout_and_between() {
         let cells = [WaitCell::new(), WaitCell::new()];
