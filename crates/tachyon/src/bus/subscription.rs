@@ -370,6 +370,36 @@ mod tests {
         }
     }
 
+    /// 256 partitions: more words than one futex_waitv takes (the rest go
+    /// through the waiter thread); a publish to any partition still wakes
+    /// the one blocked receive.
+    #[test]
+    fn a_wait_over_256_partitions() {
+        let (region, name) = region("256");
+        let topic = region
+            .create_topic("t", TopicConfig::default().partitions(256).capacity(2).wait(WaitPolicy::Futex))
+            .unwrap();
+        let sub = topic.subscribe(Partitions::All).unwrap();
+        // One key per partition, the high ones included.
+        let keys: Vec<u64> = (0..256u32)
+            .step_by(37)
+            .chain([127, 128, 255])
+            .map(|p| (0u64..).find(|&k| topic.partition_of(Key(k)) == p).unwrap())
+            .collect();
+        for &k in &keys {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(2));
+                    topic.send(&k.to_le_bytes(), Key(k), None).unwrap();
+                });
+                let msg = sub.receive(Some(Duration::from_secs(10))).unwrap();
+                assert_eq!(&msg[..], &k.to_le_bytes());
+            });
+        }
+        drop((sub, topic, region));
+        Region::remove(&name).unwrap();
+    }
+
     #[test]
     fn timeouts_and_stops() {
         let (region, name) = region("timeout");

@@ -160,6 +160,8 @@ impl Event {
     }
 }
 
+#[cfg(any(not(tachyon_loom), test))]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
 impl Event {
     /// The event's futex word and waiter count, for waits on several
     /// things at once (`sync::waitv`, the async waiter).

@@ -42,10 +42,13 @@ mod event;
 #[cfg(not(tachyon_loom))]
 mod event_async;
 mod mutex;
+// Under loom only their models use `reactor` and `waitv`.
+#[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod reactor;
 mod rwlock;
 mod token;
 mod wait;
+#[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod waitv;
 
 pub use event::{Event, EventMode};

@@ -61,6 +61,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// How long a registration waits before its future is woken to look for
 /// dead peers.
+#[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) const RECHECK: Duration = Duration::from_millis(100);
 
 /// Words one shard's thread sleeps on besides its control word.
@@ -261,6 +262,7 @@ impl Parked {
 
     /// Whether it has been waiting (pending) for [`RECHECK`] or more: time
     /// for the owner's housekeeping (heartbeat, repairs).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
     pub(crate) fn overdue(&self) -> bool {
         #[cfg(not(tachyon_loom))]
         return self.since.is_some_and(|s| s.elapsed() >= RECHECK);
@@ -312,8 +314,9 @@ impl Parked {
         }
     }
 
-    /// Hands the words to shards with room (starting threads as needed).
-    fn register(&mut self, words: Vec<(usize, u32)>, waker: &Waker) {
+    /// Hands the words to shards with room (starting threads as needed):
+    /// their waker is woken once any of them no longer holds its value.
+    pub(crate) fn register(&mut self, words: Vec<(usize, u32)>, waker: &Waker) {
         if words.is_empty() {
             // Nothing can announce progress: look again at once.
             waker.wake_by_ref();

@@ -193,6 +193,7 @@ impl WaitCell {
 
     /// The cell as a [`SleepPoint`](super::waitv::SleepPoint): for waits
     /// on several cells at once (`sync::waitv`).
+    #[cfg(any(not(tachyon_loom), test))]
     pub(crate) fn sleep_point(&self) -> super::waitv::SleepPoint<'_> {
         super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers }
     }
@@ -351,8 +352,10 @@ pub(crate) fn wake(word: &AtomicU32, count: u32) {
     futex::wake(word, count);
 }
 
+#[cfg(all(tachyon_loom, test))]
+pub(crate) use model::sleep_any;
 #[cfg(tachyon_loom)]
-pub(crate) use model::{sleep, sleep_any, wake};
+pub(crate) use model::{sleep, wake};
 
 /// Wakes every sleeper on `word`.
 pub(crate) fn wake_all(word: &AtomicU32) {
@@ -428,6 +431,7 @@ mod model {
     /// [`sleep`] on several words at once: ends when any of them is woken
     /// (or holds another value than expected on entry). No timeouts: a
     /// lost wake-up is a loom deadlock.
+    #[cfg(test)]
     pub(crate) fn sleep_any(words: &[(&AtomicU32, u32)]) -> Wake {
         let mut q = FUTEX.queue.lock().unwrap();
         if words.iter().any(|(w, e)| w.load(Relaxed) != *e) {

@@ -21,25 +21,22 @@
 //! producer in a process built before subscriptions existed wakes a
 //! subscription's sleeper all the same.
 //!
-//! One `futex_waitv` call takes at most `WAITV_MAX` (128) words. A
-//! topic has at most 256 partitions, so a wait over more points sleeps in
-//! slices of at most [`OVERFLOW_SLICE`] on each group of 128 in turn (see
-//! `sleep_on`): correct, but it wakes every millisecond while nothing
-//! comes. The async waiter thread (`sync::reactor`) shards instead.
+//! One `futex_waitv` call takes at most `WAITV_MAX` (128) words, and a
+//! topic has up to 256 partitions. A wait over more points sleeps on the
+//! first 127 words and a private doorbell word, and hands the rest to the
+//! process's async waiter thread (`sync::reactor`, which shards over as
+//! many threads as it needs), which rings the doorbell when one of them
+//! moves: one more thread hop for those words, never a poll.
 
 use super::wait::{Deadline, SpinWait};
 use super::WaitPolicy;
 use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
+#[cfg(tachyon_loom)]
 use crate::platform::futex::Wake;
 #[cfg(not(tachyon_loom))]
 use crate::platform::futex::WAITV_MAX;
 use crate::{Error, Result};
 use std::time::Duration;
-
-/// How long one slice of a wait over more than `WAITV_MAX` points sleeps
-/// on one group of them before it looks at the others.
-#[cfg_attr(tachyon_loom, allow(dead_code))]
-pub(crate) const OVERFLOW_SLICE: Duration = Duration::from_millis(1);
 
 /// A futex word and its sleeper count (see the module documentation).
 #[derive(Clone, Copy, Debug)]
@@ -86,19 +83,36 @@ pub(crate) fn park_any<T>(
 #[cfg(not(tachyon_loom))]
 fn sleep_on(words: &mut [(&AtomicU32, u32)], timeout: Option<Duration>) {
     use crate::platform::futex::wait_any;
+    use std::sync::Arc;
+    use std::task::Waker;
     if words.len() <= WAITV_MAX {
         wait_any(words, timeout);
         return;
     }
-    // More words than one call takes: a slice on each group in turn. A
-    // notify of a word in another group is seen when its group's turn
-    // comes, or at once by the kernel's compare if it came before.
-    let slice = timeout.map_or(OVERFLOW_SLICE, |t| t.min(OVERFLOW_SLICE));
-    for group in words.chunks(WAITV_MAX) {
-        if wait_any(group, Some(slice)) == Wake::Woken && group.iter().any(|(w, e)| w.load(Relaxed) != *e) {
-            return;
+    // More words than one call takes: the words past the first 127 go to
+    // the process's async waiter thread (`sync/reactor.rs`), which rings a
+    // doorbell word of ours when one of them moves; we sleep on the first
+    // 127 and the doorbell.
+    struct Doorbell(AtomicU32);
+    impl std::task::Wake for Doorbell {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Release);
+            crate::platform::futex::wake_all(&self.0);
         }
     }
+    let bell = Arc::new(Doorbell(AtomicU32::new(0)));
+    let waker = Waker::from(Arc::clone(&bell));
+    let (mine, overflow) = words.split_at(WAITV_MAX - 1);
+    let mut parked = super::reactor::Parked::default();
+    parked.register(overflow.iter().map(|&(w, v)| (w as *const AtomicU32 as usize, v)).collect(), &waker);
+    let mut all: Vec<(&AtomicU32, u32)> = mine.to_vec();
+    all.push((&bell.0, 0));
+    wait_any(&all, timeout);
+    // Withdrawn before the words' owners can go (our caller keeps them).
+    drop(parked);
 }
 
 #[cfg(tachyon_loom)]
