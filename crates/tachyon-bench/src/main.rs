@@ -17,12 +17,15 @@
 //! * `topics`: topic round-trip latency and one-way throughput, copy and
 //!   loan paths, spin / hybrid / futex, against a Unix domain socket, a
 //!   pipe and a raw shared-memory ring ([`topics`]).
+//! * `async`: an awaited topic receive (tokio) against the blocking
+//!   receive and a tokio `UnixStream`, round trips ([`asynch`]).
 //!
 //! The binary starts itself again as the peer process (`tachyon-bench peer
 //! ...`, hidden from `--help`). Every wait is bounded: a peer that dies or
 //! stalls fails the run with an error naming the configuration. See
 //! `docs/BENCHMARK.md`.
 
+mod asynch;
 mod bandwidth;
 mod charts;
 #[cfg(feature = "iceoryx2")]
@@ -91,6 +94,8 @@ enum Group {
     Topics,
     /// Loan-path round trip vs payload size; throughput vs partitions.
     Scaling,
+    /// Awaited topic receive vs blocking receive vs tokio UnixStream.
+    Async,
 }
 
 #[derive(Debug, clap::Args)]
@@ -350,6 +355,19 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         policy: args.scaling_policy,
     };
 
+    let asynch = asynch::Settings {
+        topics: topics.clone(),
+        policies: {
+            let p: Vec<_> =
+                dedup(&args.topic_policies).into_iter().filter(|&p| p != bandwidth::Policy::Spin).collect();
+            if p.is_empty() {
+                vec![bandwidth::Policy::Hybrid]
+            } else {
+                p
+            }
+        },
+    };
+
     let mut progress = Progress { done: 0, total: 0, started: Instant::now() };
     if wants(Group::Bandwidth) {
         progress.total += bandwidth.cases().len() * common.reps;
@@ -362,6 +380,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     if wants(Group::Scaling) {
         progress.total += scaling.cases().len() * common.reps;
+    }
+    if wants(Group::Async) {
+        progress.total += asynch.cases().len() * common.reps;
     }
     let started = Instant::now();
     let mut sections = Vec::new();
@@ -379,6 +400,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     if wants(Group::Scaling) {
         run(&|p| measure(&scaling, common.reps, p))?;
+    }
+    if wants(Group::Async) {
+        run(&|p| measure(&asynch, common.reps, p))?;
     }
     if wants(Group::Bandwidth) {
         run(&|p| measure(&bandwidth, common.reps, p))?;

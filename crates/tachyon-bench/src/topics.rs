@@ -50,7 +50,7 @@ use tachyon::bus::{Key, Region, RegionConfig, Topic, TopicConfig, CLASS_SIZES};
 use tachyon::{CircularBuffer, Segment};
 
 /// Every message is published with this key (one partition per topic).
-const KEY: u64 = 0;
+pub(crate) const KEY: u64 = 0;
 /// Where the raw ring's slots start in its segment.
 const RAW_DATA_OFF: usize = 256;
 /// Where the cache-line ping-pong's word sits in its segment.
@@ -304,7 +304,7 @@ impl Sample {
     }
 }
 
-fn unique_name() -> String {
+pub(crate) fn unique_name() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("tachyon-bench-topics-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
@@ -317,7 +317,7 @@ fn unique_name() -> String {
 ///
 /// A ping-pong has at most one message per topic in flight: its pool gets
 /// 16 chunks per topic.
-fn region_config(size: usize, capacity: u32, topics: usize, ping_pong: bool) -> RegionConfig {
+pub(crate) fn region_config(size: usize, capacity: u32, topics: usize, ping_pong: bool) -> RegionConfig {
     let class = CLASS_SIZES.iter().position(|&c| c >= size).unwrap_or(CLASS_SIZES.len() - 1);
     let mut class_weights = [0u32; 8];
     class_weights[class] = 1;
@@ -334,7 +334,7 @@ fn region_config(size: usize, capacity: u32, topics: usize, ping_pong: bool) -> 
 }
 
 /// Removes a region's name when dropped (regions are persistent).
-struct RemoveRegion<'a>(&'a str);
+pub(crate) struct RemoveRegion<'a>(pub(crate) &'a str);
 
 impl Drop for RemoveRegion<'_> {
     fn drop(&mut self) {
@@ -403,7 +403,7 @@ fn partition_keys(topic: &Topic) -> Vec<u64> {
 }
 
 /// Checks that a pong equals its ping.
-fn same(pong: &[u8], ping: &[u8], seq: u64) -> Result<(), String> {
+pub(crate) fn same(pong: &[u8], ping: &[u8], seq: u64) -> Result<(), String> {
     if pong == ping {
         return Ok(());
     }
@@ -414,7 +414,7 @@ fn same(pong: &[u8], ping: &[u8], seq: u64) -> Result<(), String> {
     Err(format!("pong {seq} differs from its ping (damaged)"))
 }
 
-fn peer_args(case: Case, settings: &Settings, count: u64, warmup: u64) -> Vec<String> {
+pub(crate) fn peer_args(case: Case, settings: &Settings, count: u64, warmup: u64) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "peer".into(),
         "topics".into(),
@@ -450,7 +450,7 @@ fn peer_args(case: Case, settings: &Settings, count: u64, warmup: u64) -> Vec<St
 }
 
 /// Waits for the peer's `done <nanoseconds>` and its exit.
-fn collect(mut peer: Peer, stall: Duration) -> Result<Duration, String> {
+pub(crate) fn collect(mut peer: Peer, stall: Duration) -> Result<Duration, String> {
     let done = peer.expect("done", stall + STARTUP)?;
     peer.finish(STARTUP)?;
     let nanos: u64 = done.parse().map_err(|_| format!("the peer reported {done:?}, not a duration"))?;

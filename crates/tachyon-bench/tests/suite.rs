@@ -289,3 +289,33 @@ fn a_lost_message_in_the_scaling_group_fails_the_run() {
     // The first case, the raw floor at 64 B, fails on its 50th round trip.
     assert!(e.contains("pong 50 differs") || e.contains("expected item 50"), "{e}");
 }
+
+/// A tiny async group: 100 round trips per case.
+const TINY_ASYNC: [&str; 4] = ["--group", "async", "--round-trips", "100"];
+
+#[test]
+fn a_tiny_async_group_runs_and_writes_its_report() {
+    let (o, dir) = run_group("async-ok", &TINY_ASYNC, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "## async: awaited receive vs blocking receive vs tokio UnixStream",
+        "| tokio UnixStream |",
+        "| topic/hybrid, receive_async |",
+        "| topic/futex, blocking receive |",
+    ] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("async.csv")).expect("async.csv");
+    // Header; Unix socket, tokio UnixStream; blocking and async × hybrid, futex.
+    assert_eq!(csv.lines().count(), 1 + 2 + 4, "{csv}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_damaged_pong_fails_the_async_run() {
+    let (o, _) = run_group("async-lose", &TINY_ASYNC, Some("lose:50"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("pong 50 differs"), "{e}");
+}

@@ -12,7 +12,7 @@
 //! ```
 
 use std::time::Duration;
-use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
 use tachyon::Result;
 
 /// How long a loan, a publish or a receive may wait.
@@ -48,7 +48,9 @@ fn hello(region: &Region, name: &str) -> Result<()> {
     // The consumer's side: another process would do exactly this.
     let region2 = Region::open(name)?;
     let topic2 = region2.topic("greetings")?;
-    let message = topic2.receive(topic2.partition_of(Key(key)), WAIT)?; // a view into shared memory
+    // A subscription over all partitions: no need to know where the key went.
+    let subscription = topic2.subscribe(Partitions::All)?;
+    let message = subscription.receive(WAIT)?; // a view into shared memory
     println!("received {} bytes: {:?}", message.len(), String::from_utf8_lossy(&message));
     drop(message); // releases the chunk back to the pool
 

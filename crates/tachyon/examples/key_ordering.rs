@@ -6,7 +6,8 @@
 //! producer publishes 50000 messages for 8 keys (account ids 1001 to 1008,
 //! picked in a pseudo-random order), each message carrying the producer's
 //! id, the key and that key's next sequence number (1, 2, 3, ... per
-//! producer and key), then an end marker into every partition. The two
+//! producer and key), then an end marker for every key (so that the
+//! markers reach every partition that has keys, behind the key's messages). The two
 //! producers run at the same time, so their messages interleave in the
 //! rings. A key always maps to the same partition, and a partition is a
 //! FIFO ring, so each consumer must see, for every (producer, key), the
@@ -25,7 +26,7 @@ use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 use tachyon::{Error, Result};
 
 mod support;
-use support::{check_failed, field, key_for, Children};
+use support::{check_failed, field, Children};
 
 const PARTITIONS: u32 = 4;
 const PRODUCERS: u64 = 2;
@@ -34,8 +35,8 @@ const PER_PRODUCER: u64 = 50_000;
 const KEYS: [u64; 8] = [1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008];
 /// A data message: producer, key, sequence number (little-endian u64s).
 const DATA: usize = 24;
-/// An end marker: the producer alone.
-const END: usize = 8;
+/// An end marker: the producer and the key.
+const END: usize = 16;
 /// How long one loan, publish or receive may wait: a process that stops
 /// answering ends the run with an error instead of a hang.
 const WAIT: Option<Duration> = Some(Duration::from_secs(10));
@@ -111,7 +112,7 @@ fn parent(region: &Region, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A producer: per-key sequence numbers, then an end marker per partition.
+/// A producer: per-key sequence numbers, then an end marker per key.
 fn producer(name: &str, id: u64) -> Result<()> {
     let region = Region::open(name)?;
     let orders = region.topic("orders")?;
@@ -130,8 +131,11 @@ fn producer(name: &str, id: u64) -> Result<()> {
         loan.publish(Key(KEYS[k]), WAIT)?;
         next[k] += 1;
     }
-    for p in 0..PARTITIONS {
-        orders.send(&id.to_le_bytes(), Key(key_for(&orders, p)?), WAIT)?;
+    for key in KEYS {
+        let mut end = [0u8; END];
+        end[..8].copy_from_slice(&id.to_le_bytes());
+        end[8..].copy_from_slice(&key.to_le_bytes());
+        orders.send(&end, Key(key), WAIT)?;
     }
     println!(
         "producer {id} (pid {}): published {PER_PRODUCER} messages, per key {:?}",
@@ -142,16 +146,20 @@ fn producer(name: &str, id: u64) -> Result<()> {
 }
 
 /// A consumer: checks the order of every (producer, key) stream of its
-/// partition until every producer's end marker has come.
+/// partition until every producer's end marker of every key of the
+/// partition has come.
 fn consumer(name: &str, partition: u32) -> Result<()> {
     let region = Region::open(name)?;
     let orders = region.topic("orders")?;
     let results = region.topic("results")?;
     let mut last: HashMap<(u64, u64), u64> = HashMap::new();
+    let mine = orders.subscribe(partition)?;
+    // The keys that map here (none is possible: then nothing comes).
+    let keys_here = KEYS.iter().filter(|&&k| orders.partition_of(Key(k)) == partition).count() as u64;
     let mut ended = HashSet::new();
     let (mut count, mut violations) = (0u64, 0u64);
-    while (ended.len() as u64) < PRODUCERS {
-        let message = orders.receive(partition, WAIT)?; // a view into shared memory
+    while (ended.len() as u64) < PRODUCERS * keys_here {
+        let message = mine.receive(WAIT)?; // a view into shared memory
         let producer = field(&message, 0)?;
         if producer >= PRODUCERS {
             return Err(check_failed(format!(
@@ -160,7 +168,7 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
         }
         match message.len() {
             END => {
-                ended.insert(producer);
+                ended.insert((producer, field(&message, 1)?));
             }
             DATA => {
                 let (key, seq) = (field(&message, 1)?, field(&message, 2)?);
@@ -168,7 +176,7 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
                 let previous = last.insert((producer, key), seq).unwrap_or(0);
                 let problem = if orders.partition_of(Key(key)) != partition {
                     Some(format!("key {key} belongs to partition {}", orders.partition_of(Key(key))))
-                } else if ended.contains(&producer) {
+                } else if ended.contains(&(producer, key)) {
                     Some(format!("producer {producer} sent key {key} #{seq} after its end marker"))
                 } else if seq != previous + 1 {
                     Some(format!("producer {producer}, key {key}: #{seq} came after #{previous}"))

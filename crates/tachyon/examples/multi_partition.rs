@@ -3,11 +3,15 @@
 //! The parent creates a region with a 4-partition topic `events` and starts
 //! four copies of itself, each consuming one partition. It then publishes
 //! 100000 messages with 1000 different keys (the key decides the partition:
-//! one key always lands in the same one) and, when done, an empty message
-//! into each partition that tells its consumer to stop. Each consumer counts
-//! what it received, checks that every message's key belongs to its
-//! partition, prints its count and reports count and checksum back on a
-//! second topic, `results`. The parent checks every partition against what
+//! one key always lands in the same one) and, when done, one stop message
+//! per consumer on a third topic, `control`. Each consumer waits on its
+//! partition (a [`Subscription`](tachyon::bus::Subscription) of one
+//! partition) and on `control` at once, with a
+//! [`WaitSet`](tachyon::bus::WaitSet); it counts what it received, checks
+//! that every message's key belongs to its partition, and once it took a
+//! stop message drains its partition (everything published before the stop
+//! is there by then), prints its count and reports count and checksum back
+//! on a second topic, `results`. The parent checks every partition against what
 //! it published there and that the counts add up to the total.
 //!
 //! ```text
@@ -16,11 +20,11 @@
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
-use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig, WaitSet};
 use tachyon::{Error, Result};
 
 mod support;
-use support::{check_failed, field, key_for, Children};
+use support::{check_failed, field, Children};
 
 const PARTITIONS: u32 = 4;
 const MESSAGES: u64 = 100_000;
@@ -55,6 +59,7 @@ fn producer(region: &Region, name: &str) -> Result<()> {
     let events =
         region.create_topic("events", TopicConfig::default().partitions(PARTITIONS).capacity(1024))?;
     let results = region.create_topic("results", TopicConfig::default().partitions(1).capacity(16))?;
+    let control = region.create_topic("control", TopicConfig::default().partitions(1).capacity(16))?;
     let mut consumers = Children::default();
     for p in 0..PARTITIONS {
         consumers.spawn(format!("the consumer of partition {p}"), &["consumer", name, &p.to_string()])?;
@@ -79,9 +84,9 @@ fn producer(region: &Region, name: &str) -> Result<()> {
         slot.0 += 1;
         slot.1 = slot.1.wrapping_add(i);
     }
-    // Every consumer stops at an empty message in its partition.
-    for p in 0..PARTITIONS {
-        events.send(&[], Key(key_for(&events, p)?), WAIT)?;
+    // One stop message per consumer: each takes one and stops.
+    for _ in 0..PARTITIONS {
+        control.send(b"stop", Key(0), WAIT)?;
     }
     let published = started.elapsed();
 
@@ -116,19 +121,21 @@ fn producer(region: &Region, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A consumer: takes every message of `partition` until the empty one.
+/// A consumer: takes every message of `partition` until a stop message
+/// comes on `control`, waiting on both at once.
 fn consumer(name: &str, partition: u32) -> Result<()> {
     let region = Region::open(name)?;
     let events = region.topic("events")?;
+    let control = region.topic("control")?;
     let results = region.topic("results")?;
+    let mine = events.subscribe(partition)?;
+    let mut set = WaitSet::new();
+    let data = set.add_subscription(&mine);
+    set.add_partition(&control, 0)?;
     let (mut count, mut sum) = (0u64, 0u64);
     let mut keys = HashSet::new();
-    loop {
-        let message = events.receive(partition, WAIT)?; // a view into shared memory
-        if message.is_empty() {
-            break;
-        }
-        let key = field(&message, 0)?;
+    let mut take = |message: &[u8]| -> Result<()> {
+        let key = field(message, 0)?;
         if events.partition_of(Key(key)) != partition {
             return Err(check_failed(format!(
                 "partition {partition} received key {key}, which belongs to another"
@@ -136,8 +143,22 @@ fn consumer(name: &str, partition: u32) -> Result<()> {
         }
         keys.insert(key);
         count += 1;
-        sum = sum.wrapping_add(field(&message, 1)?);
-        // `message` is dropped here: its chunk goes back to the pool.
+        sum = sum.wrapping_add(field(message, 1)?);
+        Ok(())
+    };
+    loop {
+        // Ready is a hint: another consumer may take a stop message first.
+        if set.wait(WAIT)? == data {
+            while let Some(message) = mine.try_receive()? {
+                take(&message)?; // `message` (a view into shared memory) is released here
+            }
+        } else if control.try_receive(0)?.is_some() {
+            // Everything published before the stop is in the partition now.
+            while let Some(message) = mine.try_receive()? {
+                take(&message)?;
+            }
+            break;
+        }
     }
     println!(
         "consumer of partition {partition} (pid {}): {count} messages, {} distinct keys",

@@ -152,6 +152,8 @@ doc_pages! {
     SyncDoctests = "../../../docs/sync.md";
     /// docs/bus.md
     BusDoctests = "../../../docs/bus.md";
+    /// docs/async.md
+    AsyncDoctests = "../../../docs/async.md";
     /// docs/rings.md
     RingsDoctests = "../../../docs/rings.md";
     /// docs/rpc.md

@@ -18,7 +18,7 @@ const ENTRY: &str = "child_entry";
 fn quick_start() -> Result<(), tachyon::Error> {
     // BEGIN quick start
     use std::time::Duration;
-    use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
     use tachyon::{CircularBuffer, Segment, SharedArray};
 
     // A named segment: /dev/shm/tachyon.u{uid}.prices, removed when the last handle
@@ -44,7 +44,8 @@ fn quick_start() -> Result<(), tachyon::Error> {
     let mut loan = topic.loan(5, None)?;
     loan.copy_from_slice(b"hello");
     loan.publish(Key(7), None)?; // the key picks the partition
-    let msg = topic.receive(topic.partition_of(Key(7)), Some(Duration::from_secs(1)))?; // &[u8] in shared memory
+    let sub = topic.subscribe(Partitions::All)?; // one receive over every partition
+    let msg = sub.receive(Some(Duration::from_secs(1)))?; // &[u8] in shared memory
     assert_eq!(&*msg, b"hello");
     drop(msg); // releases the chunk
 

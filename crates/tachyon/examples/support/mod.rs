@@ -4,15 +4,7 @@
 use std::io;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Key, Topic};
 use tachyon::{Error, Result};
-
-/// A key that lands in `partition`.
-pub fn key_for(topic: &Topic, partition: u32) -> Result<u64> {
-    (0..1 << 20)
-        .find(|&k| topic.partition_of(Key(k)) == partition)
-        .ok_or_else(|| check_failed(format!("no key found for partition {partition}")))
-}
 
 /// The `i`-th little-endian u64 of a message (whose bytes another process
 /// wrote: a short message is an error, not a panic).

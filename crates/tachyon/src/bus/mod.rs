@@ -17,6 +17,8 @@
 
 // Under loom only the free list's models are built.
 #[cfg(not(tachyon_loom))]
+mod asynch;
+#[cfg(not(tachyon_loom))]
 mod directory;
 #[cfg(not(tachyon_loom))]
 mod inspect;
@@ -29,7 +31,11 @@ mod recovery;
 #[cfg(not(tachyon_loom))]
 mod region;
 #[cfg(not(tachyon_loom))]
+mod subscription;
+#[cfg(not(tachyon_loom))]
 mod topic;
+#[cfg(not(tachyon_loom))]
+mod waitset;
 
 #[cfg(not(tachyon_loom))]
 pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
@@ -40,7 +46,11 @@ pub use recovery::Recovered;
 #[cfg(not(tachyon_loom))]
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
+pub use subscription::{Partitions, Subscription};
+#[cfg(not(tachyon_loom))]
 pub use topic::{
     Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
     MAX_CAPACITY, MAX_PARTITIONS,
 };
+#[cfg(not(tachyon_loom))]
+pub use waitset::WaitSet;

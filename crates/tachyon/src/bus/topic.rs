@@ -940,6 +940,20 @@ impl Topic {
         ring.claim_blocking(self.region(), waits, writer, max_len, u64::MAX, timeout, &adopt)
     }
 
+    /// Repairs what dead claimants left in the way in `partition` (as a
+    /// blocked receive does between its sleeps; see `Ring::recover_with`)
+    /// and wakes the partition's sleepers if anything was repaired. For
+    /// waits that do not go through `claim` (subscriptions, futures).
+    pub(super) fn repair_partition(&self, partition: u32) {
+        if let (Ok(ring), Ok(waits)) = (self.ring(partition), self.waits(partition)) {
+            let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
+            if ring.recover_with(self.region(), false, &adopt) {
+                waits.not_full.notify_all();
+                waits.not_empty.notify_all();
+            }
+        }
+    }
+
     /// Publishes a raw descriptor, bypassing the pool. For tests of the
     /// library's defences against corrupt rings only.
     #[doc(hidden)]
@@ -1063,6 +1077,23 @@ impl Loan {
     /// The topic the loan will be published on.
     pub fn topic(&self) -> &Topic {
         &self.topic
+    }
+
+    /// One try to publish (for `publish_async`): `None` if the key's
+    /// partition is full (the loan stays live, its chunk LOANED, to try
+    /// again), else the result (the loan is spent either way).
+    pub(super) fn publish_now(&mut self, key: Key) -> Option<Result<()>> {
+        if !self.live {
+            return Some(Err(Error::invalid("this loan was already published")));
+        }
+        let len = self.len();
+        match self.topic.publish_chunk_or_keep(self.chunk, len, key, Some(Duration::ZERO), true) {
+            Err(Error::Timeout { .. }) => None,
+            r => {
+                self.live = false;
+                Some(r)
+            }
+        }
     }
 }
 
@@ -1260,7 +1291,7 @@ impl std::fmt::Debug for Message {
 #[derive(Debug, Default)]
 pub struct ReceiveStop {
     /// Non-zero once stopped (the ring's wait ends on it).
-    stopped: AtomicU32,
+    pub(super) stopped: AtomicU32,
     /// The partitions receives with this stop wait on now (to wake them).
     waiting: std::sync::Mutex<Vec<(Topic, u32)>>,
 }
@@ -1300,14 +1331,14 @@ impl ReceiveStop {
 
     /// Records a receive waiting on `partition` of `topic` until the guard
     /// goes.
-    fn watch(&self, topic: &Topic, partition: u32) -> StopWatch<'_> {
+    pub(super) fn watch(&self, topic: &Topic, partition: u32) -> StopWatch<'_> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner()).push((topic.clone(), partition));
         StopWatch { stop: self, topic: Arc::as_ptr(&topic.core) as usize, partition }
     }
 }
 
 /// A receive's entry in [`ReceiveStop::waiting`], removed on drop.
-struct StopWatch<'a> {
+pub(super) struct StopWatch<'a> {
     stop: &'a ReceiveStop,
     topic: usize,
     partition: u32,

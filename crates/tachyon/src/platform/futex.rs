@@ -63,3 +63,67 @@ pub fn wake(_word: &AtomicU32, _count: u32) -> usize {
 pub fn wake_all(word: &AtomicU32) -> usize {
     wake(word, u32::MAX)
 }
+
+/// Most words one [`wait_any`] can sleep on (the kernel's `FUTEX_WAITV_MAX`).
+pub const WAITV_MAX: usize = 128;
+
+/// Sleeps while every `words[i].0 == words[i].1`, for at most `timeout`
+/// (`None`: no limit): one `futex_waitv` (Linux 5.16+), woken by a
+/// [`wake`] on any of the words. At most [`WAITV_MAX`] words (more are an
+/// `InvalidArgument` from the kernel, reported here as a spurious wake-up
+/// after a sleep on the first [`WAITV_MAX`]). Every outcome may be
+/// spurious; callers re-check their condition.
+#[cfg(not(tachyon_loom))]
+pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
+    let mut addrs = [(std::ptr::null::<AtomicU32>(), 0u32); WAITV_MAX];
+    for (a, (w, v)) in addrs.iter_mut().zip(words) {
+        *a = (*w as *const AtomicU32, *v);
+    }
+    wait_any_at(&addrs[..words.len().min(WAITV_MAX)], timeout)
+}
+
+/// [`wait_any`] on word addresses, which need not be mapped any more: the
+/// kernel only compares and queues on them (an unmapped address is an
+/// `EFAULT`, reported as a spurious wake-up). For a waiter that cannot
+/// keep the words' mappings alive across the call (the async waiter
+/// thread). No reference to the words is formed.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
+    use rustix::thread::futex;
+    use rustix::time::{clock_gettime, ClockId};
+    let words = &words[..words.len().min(WAITV_MAX)];
+    if words.is_empty() {
+        return Wake::Woken;
+    }
+    let mut waiters = [futex::Wait::new(); WAITV_MAX];
+    for (w, (word, expected)) in waiters.iter_mut().zip(words) {
+        w.val = u64::from(*expected);
+        w.uaddr = futex::WaitPtr::new(word.cast_mut().cast());
+        // Shared (no FUTEX2_PRIVATE): woken by `wake`, which is shared too.
+        w.flags = futex::WaitFlags::SIZE_U32;
+    }
+    // futex_waitv takes an absolute CLOCK_MONOTONIC deadline.
+    let deadline = timeout.and_then(|t| {
+        let now = clock_gettime(ClockId::Monotonic);
+        let nanos = i64::try_from(t.as_nanos()).ok()?.checked_add(now.tv_nsec)?;
+        let secs = now.tv_sec.checked_add(nanos / 1_000_000_000)?;
+        Some(futex::Timespec { tv_sec: secs, tv_nsec: nanos % 1_000_000_000 })
+    });
+    match futex::waitv(
+        &waiters[..words.len()],
+        futex::WaitvFlags::empty(),
+        deadline.as_ref(),
+        ClockId::Monotonic,
+    ) {
+        Err(rustix::io::Errno::TIMEDOUT) => Wake::TimedOut,
+        // EAGAIN (a value changed), EINTR, EFAULT and success: look again.
+        _ => Wake::Woken,
+    }
+}
+
+/// Loom model of [`wait_any`]: a yield, reported as a spurious wake-up.
+#[cfg(tachyon_loom)]
+pub fn wait_any(_words: &[(&AtomicU32, u32)], _timeout: Option<Duration>) -> Wake {
+    loom::thread::yield_now();
+    Wake::Woken
+}

@@ -486,7 +486,7 @@ impl BroadcastBuffer {
     fn mutex(&self) -> &Mutex {
         self.inner.seg.get(MUTEX_OFF).expect("validated layout")
     }
-    fn wait_cell(&self, not_full: bool) -> &WaitCell {
+    pub(crate) fn wait_cell(&self, not_full: bool) -> &WaitCell {
         self.inner.seg.get(if not_full { NOT_FULL_OFF } else { NOT_EMPTY_OFF }).expect("validated layout")
     }
     fn readers(&self) -> &[ReaderEntry] {

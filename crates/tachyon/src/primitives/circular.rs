@@ -450,7 +450,18 @@ impl CircularBuffer {
         &self.seg
     }
 
-    fn ring(&self) -> Ring<'_> {
+    /// Repairs a dead claimant's cell in the way of a `writer` (else of a
+    /// reader), as a blocked claim does between its sleeps; for futures,
+    /// which do not block in `claim`.
+    pub(crate) fn repair_in_the_way(&self, writer: bool) {
+        if self.ring().recover_with(&self.seg, writer, &|_, _| {}) {
+            self.repaired().fetch_add(1, crate::platform::atomic::Ordering::Relaxed);
+            self.wait_cell(true).notify_all();
+            self.wait_cell(false).notify_all();
+        }
+    }
+
+    pub(crate) fn ring(&self) -> Ring<'_> {
         // SAFETY: both pointers were validated against the segment in
         // `from_segment` (in bounds, aligned, `nodes` cells) and the mapping
         // lives as long as `self`.
@@ -462,7 +473,7 @@ impl CircularBuffer {
         }
     }
 
-    fn wait_cell(&self, writer: bool) -> &WaitCell {
+    pub(crate) fn wait_cell(&self, writer: bool) -> &WaitCell {
         let off = if writer { NOT_FULL_OFF } else { NOT_EMPTY_OFF };
         // SAFETY: checked in bounds and aligned in `from_segment`; WaitCell
         // is ShmSafe; the mapping lives as long as `self`.

@@ -6,6 +6,8 @@
 #[cfg(not(tachyon_loom))]
 mod array;
 #[cfg(not(tachyon_loom))]
+mod asynch;
+#[cfg(not(tachyon_loom))]
 mod broadcast;
 #[cfg(not(tachyon_loom))]
 mod buffer;

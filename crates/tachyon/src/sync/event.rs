@@ -160,6 +160,49 @@ impl Event {
     }
 }
 
+#[cfg(any(not(tachyon_loom), test))]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+impl Event {
+    /// The event's futex word and waiter count, for waits on several
+    /// things at once (`sync::waitv`, the async waiter).
+    pub(crate) fn sleep_point(&self) -> super::waitv::SleepPoint<'_> {
+        super::waitv::SleepPoint { word: &self.state, sleepers: &self.waiters }
+    }
+
+    /// The count of sets so far (wrapping), for [`try_pass`](Self::try_pass).
+    pub(crate) fn generation(&self) -> u32 {
+        self.state.load(Acquire) & !(SET | MANUAL)
+    }
+
+    /// One look of [`wait`](Self::wait) begun at `start_gen`: true if the
+    /// waiter passes (in auto-reset mode, having reset the event).
+    pub(crate) fn try_pass(&self, start_gen: u32) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            if s & MANUAL != 0 {
+                return s & SET != 0 || s & !(SET | MANUAL) != start_gen;
+            }
+            if s & SET == 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, s & !SET, Acquire, Acquire) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Passes a set on to another sleeper: for a waiter that was woken by
+    /// an auto-reset `set` (which wakes one sleeper) and leaves without
+    /// passing (a cancelled future).
+    pub(crate) fn pass_on(&self) {
+        fence(SeqCst);
+        if self.is_set() && self.waiters.load(Relaxed) != 0 {
+            wake(&self.state, 1);
+        }
+    }
+}
+
 impl Default for Event {
     fn default() -> Self {
         Self::new(EventMode::AutoReset)

@@ -39,12 +39,21 @@
 //! when a model calls `loom_time_passes` (after a holder dies).
 
 mod event;
+#[cfg(not(tachyon_loom))]
+mod event_async;
 mod mutex;
+// Under loom only their models use `reactor` and `waitv`.
+#[cfg(any(not(tachyon_loom), test))]
+pub(crate) mod reactor;
 mod rwlock;
 mod token;
 mod wait;
+#[cfg(any(not(tachyon_loom), test))]
+pub(crate) mod waitv;
 
 pub use event::{Event, EventMode};
+#[cfg(not(tachyon_loom))]
+pub use event_async::EventWait;
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, MAX_READS_PER_ATTACH};
 pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};

@@ -199,6 +199,13 @@ impl WaitCell {
         r
     }
 
+    /// The cell as a [`SleepPoint`](super::waitv::SleepPoint): for waits
+    /// on several cells at once (`sync::waitv`).
+    #[cfg(any(not(tachyon_loom), test))]
+    pub(crate) fn sleep_point(&self) -> super::waitv::SleepPoint<'_> {
+        super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers }
+    }
+
     /// Forgets every registered sleeper. Only for a cell with a single
     /// possible waiter, called by that waiter before it registers, to drop
     /// a registration left by a predecessor that died while sleeping.
@@ -358,6 +365,8 @@ pub(crate) fn wake(word: &AtomicU32, count: u32) {
     futex::wake(word, count);
 }
 
+#[cfg(all(tachyon_loom, test))]
+pub(crate) use model::sleep_any;
 #[cfg(tachyon_loom)]
 pub(crate) use model::{sleep, wake};
 
@@ -430,6 +439,28 @@ mod model {
                 None => return Wake::Woken,
             }
         }
+    }
+
+    /// [`sleep`] on several words at once: ends when any of them is woken
+    /// (or holds another value than expected on entry). No timeouts: a
+    /// lost wake-up is a loom deadlock.
+    #[cfg(test)]
+    pub(crate) fn sleep_any(words: &[(&AtomicU32, u32)]) -> Wake {
+        let mut q = FUTEX.queue.lock().unwrap();
+        if words.iter().any(|(w, e)| w.load(Relaxed) != *e) {
+            return Wake::Woken;
+        }
+        let id = q.next_id;
+        q.next_id += 1;
+        for (w, _) in words {
+            q.sleeping.push((*w as *const AtomicU32 as usize, id));
+        }
+        // Woken once a wake took any one of our entries off the queue.
+        while q.sleeping.iter().filter(|s| s.1 == id).count() == words.len() {
+            q = FUTEX.changed.wait(q).unwrap();
+        }
+        q.sleeping.retain(|s| s.1 != id);
+        Wake::Woken
     }
 
     pub(crate) fn wake(word: &AtomicU32, count: u32) {

@@ -13,6 +13,7 @@
 //! The wire format and the session protocol are in `docs/rpc.md`.
 
 pub(crate) mod packet;
+mod serve_async;
 mod stats;
 
 pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
@@ -957,7 +958,9 @@ impl RpcBuffer {
     }
 
     /// Sets an `async` handler: each request's future is driven to
-    /// completion on a handler thread (no runtime needed).
+    /// completion on a handler thread (no runtime needed). No runtime runs
+    /// there either: a handler that uses tokio timers or I/O needs
+    /// [`serve_async`](Self::serve_async), which your executor polls.
     pub fn set_async_handler<F, Fut, E>(&self, f: F)
     where
         F: Fn(u64, Vec<u8>) -> Fut + Send + Sync + 'static,

@@ -1,0 +1,422 @@
+//! Subscriptions: one consumer of several partitions of a topic, with one
+//! wait woken by any of them.
+//!
+//! A [`Subscription`] owns a set of partitions ([`Partitions::All`] or a
+//! chosen [`Partitions::Set`]). [`receive`](Subscription::receive) takes
+//! the next message of whichever partition has one, starting each look at
+//! the partition after the one it last took from (round robin), so that a
+//! busy partition cannot starve the others. Messages of one key stay in
+//! order: a key maps to one partition, and a partition is a FIFO.
+//!
+//! # One wait for many partitions
+//!
+//! With nothing to take, the receive sleeps on every partition's
+//! "not empty" wait cell at once, with one `futex_waitv` system call (see
+//! `sync/waitv.rs`): it registers as a sleeper in each cell, fences, reads
+//! each cell's sequence word, looks at the partitions once more and sleeps
+//! on all the words. A producer publishing to any of them runs the
+//! notifier side it always runs (fence, look at the sleepers of its
+//! partition's cell, bump and wake), so the wake-up reaches the
+//! subscription without a change to the publish path, and without being
+//! lost. Under [`WaitPolicy::Spin`](crate::sync::WaitPolicy::Spin) topics
+//! (whose producers never wake anybody) it spins over the partitions.
+//!
+//! While it sleeps it wakes every [`RECOVERY_INTERVAL`] (50 ms) to beat its
+//! heartbeat and repair what dead peers left in its partitions, as
+//! [`Topic::receive`] does.
+//!
+//! Consumers of one partition compete (each message goes to one of them),
+//! whether they use a subscription or [`Topic::receive`]. A subscription is
+//! the unit that consumer groups (every group seeing every message) will
+//! extend; today every subscription is in the topic's one default group.
+
+use super::region::RECOVERY_INTERVAL;
+use super::topic::{Message, ReceiveStop, Topic};
+use crate::error::{Error, Result};
+use crate::platform::atomic::Ordering;
+use crate::sync::waitv::{self, SleepPoint};
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+/// What a receive on a subscription waits for.
+const WAIT_MESSAGE: &str = "a message in the subscription's partitions";
+
+/// Which partitions of a topic a [`Subscription`] receives from.
+///
+/// ```
+/// use tachyon::bus::Partitions;
+/// assert_eq!(Partitions::from(3), Partitions::Set(vec![3]));
+/// assert_eq!(Partitions::default(), Partitions::All);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Partitions {
+    /// Every partition of the topic.
+    #[default]
+    All,
+    /// These partitions (each `0..partitions`; duplicates count once).
+    Set(Vec<u32>),
+}
+
+impl From<u32> for Partitions {
+    fn from(p: u32) -> Partitions {
+        Partitions::Set(vec![p])
+    }
+}
+
+impl From<Vec<u32>> for Partitions {
+    fn from(ps: Vec<u32>) -> Partitions {
+        Partitions::Set(ps)
+    }
+}
+
+impl From<&[u32]> for Partitions {
+    fn from(ps: &[u32]) -> Partitions {
+        Partitions::Set(ps.to_vec())
+    }
+}
+
+/// A consumer of several partitions of one topic: one blocking
+/// [`receive`](Self::receive) takes from whichever has a message, fairly.
+/// Made by [`Topic::subscribe`].
+///
+/// Owned like a [`Topic`] (no lifetime, `Send + Sync`): it can live in a
+/// struct or move into a thread or task. It is also a
+/// [`Stream`](futures_core::Stream) of messages, and has
+/// [`receive_async`](Self::receive_async) (see `docs/async.md`).
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+/// # let name = format!("doc-subscription-{}", std::process::id());
+/// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+/// let topic = region.create_topic("orders", TopicConfig::default().partitions(4))?;
+/// let sub = topic.subscribe(Partitions::All)?;
+///
+/// // Keys spread over the 4 partitions; one receive loop gets them all.
+/// for k in 0..8u64 {
+///     topic.send(&k.to_le_bytes(), Key(k), None)?;
+/// }
+/// let mut got = Vec::new();
+/// for _ in 0..8 {
+///     let msg = sub.receive(Some(Duration::from_secs(5)))?;
+///     got.push(u64::from_le_bytes(msg[..8].try_into().unwrap()));
+/// }
+/// got.sort();
+/// assert_eq!(got, (0..8).collect::<Vec<_>>());
+/// assert!(sub.try_receive()?.is_none());
+/// # drop(sub); drop(topic); drop(region); Region::remove(&name)?;
+/// # Ok::<(), tachyon::Error>(())
+/// ```
+pub struct Subscription {
+    /// The registration of the [`Stream`](futures_core::Stream) poll (it
+    /// points into the mapping `topic` keeps: dropped first).
+    pub(super) parked: crate::sync::reactor::Parked,
+    topic: Topic,
+    partitions: Box<[u32]>,
+    /// Where the next look starts (an index into `partitions`).
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("topic", &self.topic.name())
+            .field("partitions", &self.partitions)
+            .finish()
+    }
+}
+
+impl Topic {
+    /// A [`Subscription`] to `partitions` of this topic: one blocking
+    /// receive over all of them. [`Error::InvalidArgument`] for an empty
+    /// set or a partition the topic does not have.
+    ///
+    /// ```
+    /// use tachyon::bus::{Partitions, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-subscribe-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("t", TopicConfig::default().partitions(4))?;
+    /// assert_eq!(topic.subscribe(Partitions::All)?.partitions(), &[0, 1, 2, 3]);
+    /// assert_eq!(topic.subscribe(Partitions::Set(vec![3, 1, 3]))?.partitions(), &[1, 3]);
+    /// assert!(topic.subscribe(Partitions::Set(vec![4])).is_err());
+    /// assert!(topic.subscribe(Partitions::Set(vec![])).is_err());
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn subscribe(&self, partitions: impl Into<Partitions>) -> Result<Subscription> {
+        let parts: Vec<u32> = match partitions.into() {
+            Partitions::All => (0..self.partitions()).collect(),
+            Partitions::Set(mut set) => {
+                set.sort_unstable();
+                set.dedup();
+                if set.is_empty() {
+                    return Err(Error::invalid("a subscription needs at least one partition"));
+                }
+                if let Some(bad) = set.iter().find(|&&p| p >= self.partitions()) {
+                    return Err(Error::invalid(format!(
+                        "partition {bad} of topic {:?}, which has {} (0 to {})",
+                        self.name(),
+                        self.partitions(),
+                        self.partitions() - 1
+                    )));
+                }
+                set
+            }
+        };
+        Ok(Subscription {
+            parked: Default::default(),
+            topic: self.clone(),
+            partitions: parts.into_boxed_slice(),
+            next: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Subscription {
+    /// The topic it receives from.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
+    /// Its partitions, ascending.
+    pub fn partitions(&self) -> &[u32] {
+        &self.partitions
+    }
+
+    /// Waits up to `timeout` (`None`: for ever) for a message in any of the
+    /// subscription's partitions and returns it (see [`Topic::receive`]).
+    /// Looks at the partitions in turn, starting after the one it last
+    /// took from. `Some(Duration::ZERO)` looks once: [`Error::Timeout`] if
+    /// all are empty ([`try_receive`](Self::try_receive) says `Ok(None)`).
+    /// A corrupt descriptor is dropped and reported as
+    /// [`Error::Corrupt`]; the next call goes on.
+    pub fn receive(&self, timeout: Option<Duration>) -> Result<Message> {
+        self.receive_inner(timeout, None)
+    }
+
+    /// [`receive`](Self::receive) without waiting: `Ok(None)` if every
+    /// partition is empty now.
+    pub fn try_receive(&self) -> Result<Option<Message>> {
+        self.take().transpose()
+    }
+
+    /// [`receive`](Self::receive) that another thread can end early with
+    /// [`ReceiveStop::stop`]: it then returns [`Error::Interrupted`] (a
+    /// message there already is still received).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Partitions, ReceiveStop, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-sub-until-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("t", TopicConfig::default().partitions(2))?;
+    /// let sub = topic.subscribe(Partitions::All)?;
+    /// let stop = ReceiveStop::new();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         std::thread::sleep(Duration::from_millis(20));
+    ///         stop.stop();
+    ///     });
+    ///     let r = sub.receive_until(Some(Duration::from_secs(10)), &stop);
+    ///     assert!(matches!(r, Err(tachyon::Error::Interrupted)));
+    /// });
+    /// # drop(sub); drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn receive_until(&self, timeout: Option<Duration>, stop: &ReceiveStop) -> Result<Message> {
+        self.receive_inner(timeout, Some(stop))
+    }
+
+    fn receive_inner(&self, timeout: Option<Duration>, stop: Option<&ReceiveStop>) -> Result<Message> {
+        // The fast path: one look, no clock read, no system call.
+        if let Some(r) = self.take() {
+            return r;
+        }
+        let stopped = || stop.is_some_and(|s| s.stopped.load(Ordering::SeqCst) != 0);
+        if stopped() {
+            return Err(Error::Interrupted);
+        }
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::timeout(WAIT_MESSAGE, timeout));
+        }
+        // Registered with the stop for the whole wait, so that its `stop`
+        // wakes the partitions' sleepers (us among them).
+        let _watches: Vec<_> = stop
+            .map(|s| self.partitions.iter().map(|&p| s.watch(&self.topic, p)).collect())
+            .unwrap_or_default();
+        let points = self.sleep_points()?;
+        let region = self.topic.region();
+        let got = waitv::wait_any(
+            &points,
+            self.topic.config().wait,
+            timeout,
+            Some(RECOVERY_INTERVAL),
+            || self.maintain(),
+            || match self.take() {
+                Some(r) => Some(r),
+                None if stopped() => Some(Err(Error::Interrupted)),
+                None => None,
+            },
+        );
+        region.beat_sometimes();
+        match got {
+            Ok(r) => r,
+            Err(Error::Timeout { .. }) => Err(Error::timeout(WAIT_MESSAGE, timeout)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One look at every partition, in turn from `next`: the first message
+    /// (or error) found, `None` if all are empty.
+    pub(super) fn take(&self) -> Option<Result<Message>> {
+        let n = self.partitions.len();
+        let start = self.next.load(Ordering::Relaxed) % n;
+        for k in 0..n {
+            let i = (start + k) % n;
+            match self.topic.try_receive(self.partitions[i]) {
+                Ok(None) => continue,
+                r => {
+                    self.next.store((i + 1) % n, Ordering::Relaxed);
+                    return r.transpose();
+                }
+            }
+        }
+        None
+    }
+
+    /// The "not empty" wait cells of the partitions.
+    pub(super) fn sleep_points(&self) -> Result<Vec<SleepPoint<'_>>> {
+        self.partitions.iter().map(|&p| Ok(self.topic.waits(p)?.not_empty.sleep_point())).collect()
+    }
+
+    /// What a waiting receive does between its sleeps: beat, recover what
+    /// dead processes held, repair dead claimants' cells in the way.
+    pub(super) fn maintain(&self) {
+        let region = self.topic.region();
+        region.heartbeat();
+        region.recover_now_and_then();
+        for &p in self.partitions.iter() {
+            self.topic.repair_partition(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::{Key, Region, RegionConfig, TopicConfig};
+    use crate::sync::WaitPolicy;
+
+    fn region(tag: &str) -> (Region, String) {
+        let name = format!("t-sub-{tag}-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let r = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+        (r, name)
+    }
+
+    /// Every partition gets its turn: with all four partitions full, four
+    /// receives take one message from each.
+    #[test]
+    fn round_robin_over_partitions() {
+        let (region, name) = region("rr");
+        let topic = region.create_topic("t", TopicConfig::default().partitions(4)).unwrap();
+        // 16 messages in each partition, each naming its partition.
+        let mut k = 0u64;
+        for p in 0..4u32 {
+            for _ in 0..16 {
+                while topic.partition_of(Key(k)) != p {
+                    k += 1;
+                }
+                topic.send(&[p as u8], Key(k), None).unwrap();
+                k += 1;
+            }
+        }
+        let sub = topic.subscribe(Partitions::All).unwrap();
+        for _ in 0..16 {
+            let mut seen = [0u32; 4];
+            for _ in 0..4 {
+                let msg = sub.try_receive().unwrap().unwrap();
+                seen[msg[0] as usize] += 1;
+            }
+            // The 4 receives took one message from each partition.
+            assert_eq!(seen, [1; 4]);
+        }
+        assert!(sub.try_receive().unwrap().is_none());
+        drop((sub, topic, region));
+        Region::remove(&name).unwrap();
+    }
+
+    /// A sleeping subscription is woken by a publish to any partition,
+    /// under each wait policy.
+    #[test]
+    fn one_wait_woken_by_any_partition() {
+        for policy in [WaitPolicy::Futex, WaitPolicy::Hybrid, WaitPolicy::Spin] {
+            let (region, name) = region(&format!("wake-{policy:?}"));
+            let topic = region.create_topic("t", TopicConfig::default().partitions(4).wait(policy)).unwrap();
+            let sub = topic.subscribe(Partitions::All).unwrap();
+            for k in 0..40u64 {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        std::thread::sleep(Duration::from_micros(200));
+                        topic.send(&k.to_le_bytes(), Key(k), None).unwrap();
+                    });
+                    let msg = sub.receive(Some(Duration::from_secs(10))).unwrap();
+                    assert_eq!(&msg[..], &k.to_le_bytes());
+                });
+            }
+            drop((sub, topic, region));
+            Region::remove(&name).unwrap();
+        }
+    }
+
+    /// 256 partitions: more words than one futex_waitv takes (the rest go
+    /// through the waiter thread); a publish to any partition still wakes
+    /// the one blocked receive.
+    #[test]
+    fn a_wait_over_256_partitions() {
+        let (region, name) = region("256");
+        let topic = region
+            .create_topic("t", TopicConfig::default().partitions(256).capacity(2).wait(WaitPolicy::Futex))
+            .unwrap();
+        let sub = topic.subscribe(Partitions::All).unwrap();
+        // One key per partition, the high ones included.
+        let keys: Vec<u64> = (0..256u32)
+            .step_by(37)
+            .chain([127, 128, 255])
+            .map(|p| (0u64..).find(|&k| topic.partition_of(Key(k)) == p).unwrap())
+            .collect();
+        for &k in &keys {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(2));
+                    topic.send(&k.to_le_bytes(), Key(k), None).unwrap();
+                });
+                let msg = sub.receive(Some(Duration::from_secs(10))).unwrap();
+                assert_eq!(&msg[..], &k.to_le_bytes());
+            });
+        }
+        drop((sub, topic, region));
+        Region::remove(&name).unwrap();
+    }
+
+    #[test]
+    fn timeouts_and_stops() {
+        let (region, name) = region("timeout");
+        let topic = region.create_topic("t", TopicConfig::default().partitions(2)).unwrap();
+        let sub = topic.subscribe(1).unwrap();
+        let r = sub.receive(Some(Duration::from_millis(5)));
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        let r = sub.receive(Some(Duration::ZERO));
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        let stop = ReceiveStop::new();
+        stop.stop();
+        assert!(matches!(sub.receive_until(None, &stop), Err(Error::Interrupted)));
+        // A message there already is still received.
+        let key = (0..).map(Key).find(|&k| topic.partition_of(k) == 1).unwrap();
+        topic.send(b"x", key, None).unwrap();
+        assert_eq!(&sub.receive_until(None, &stop).unwrap()[..], b"x");
+        drop((sub, topic, region));
+        Region::remove(&name).unwrap();
+    }
+}
