@@ -256,7 +256,9 @@ impl Parked {
         for a in self.entered.drain(..) {
             // SAFETY: an entered sleeper count, in a mapping the owner keeps
             // (see the type's contract).
-            unsafe { &*(a as *const AtomicU32) }.fetch_sub(1, Relaxed);
+            // Never below zero (see `WaitCell::park`).
+            let _ = unsafe { &*(a as *const AtomicU32) }
+                .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
         }
     }
 
