@@ -148,9 +148,7 @@ struct Ledger {
 
 impl Ledger {
     fn digest(&self, bytes: &[u8]) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        bytes.hash(&mut h);
-        h.finish()
+        self.hasher.hash_one(bytes)
     }
 
     fn record(&self, chunk: u32, bytes: &[u8]) {
@@ -259,7 +257,9 @@ impl Bridge {
     /// does not exist yet waits for it (and says so on stderr).
     pub fn start(config: &Config) -> Result<Bridge> {
         config.validate()?;
-        let session = zenoh::open(zenoh_config(config)?).wait().map_err(|e| BridgeError::zenoh("opening the session", e))?;
+        let session = zenoh::open(zenoh_config(config)?)
+            .wait()
+            .map_err(|e| BridgeError::zenoh("opening the session", e))?;
         let shared = Arc::new(Shared {
             name: config.display_name(),
             id: run_id(),
@@ -274,6 +274,13 @@ impl Bridge {
         for r in &config.outgoing {
             if config.incoming.iter().any(|i| i.region == r.region && i.topic == r.topic) {
                 ledgers.insert((r.region.clone(), r.topic.clone()), Arc::new(Ledger::default()));
+                shared.log(format_args!(
+                    "warning: topic {:?} of region {:?} is both imported and exported: the bridge is one of its \
+                     consumers, so an imported message it takes itself is not sent back (no loop) but is not \
+                     delivered locally either (counted as `echoes`); import into a separate topic to give local \
+                     consumers every message (docs/bridge.md, \"Both ways\")",
+                    r.topic, r.region
+                ));
             }
         }
 
@@ -290,7 +297,8 @@ impl Bridge {
             bridge.start_rpc_serve(i, route.clone())?;
         }
         for (i, route) in config.rpc_call.iter().enumerate() {
-            let server = start_rpc_call(&shared, route).map_err(|e| with_field(e, &format!("rpc_call[{i}]")))?;
+            let server =
+                start_rpc_call(&shared, route).map_err(|e| with_field(e, &format!("rpc_call[{i}]")))?;
             bridge.rpc_servers.push(server);
         }
         Ok(bridge)
@@ -344,7 +352,9 @@ impl Bridge {
             .reliability(Reliability::Reliable)
             .allowed_destination(Locality::Remote)
             .wait()
-            .map_err(|e| BridgeError::zenoh(&format!("out[{i}]: declaring the publisher on {:?}", route.key), e))?;
+            .map_err(|e| {
+                BridgeError::zenoh(&format!("out[{i}]: declaring the publisher on {:?}", route.key), e)
+            })?;
         // Open now when it exists (errors other than "not there yet" are
         // configuration errors); otherwise the route's thread waits for it.
         let topic = match open_outgoing(&route) {
@@ -366,7 +376,9 @@ impl Bridge {
                         }
                         match open_outgoing(&route) {
                             Ok(t) => break t,
-                            Err(TyError::NotFound { .. } | TyError::TopicNotFound { .. }) => std::thread::sleep(TICK),
+                            Err(TyError::NotFound { .. } | TyError::TopicNotFound { .. }) => {
+                                std::thread::sleep(TICK)
+                            }
                             Err(e) => {
                                 shared.log(format_args!("out[{i}]: cannot open the topic: {e}"));
                                 return;
@@ -384,12 +396,17 @@ impl Bridge {
                 "out[{i}]: {}/{} partitions {parts:?} ({}) -> {:?}",
                 route.region,
                 route.topic,
-                if delivery == Delivery::AtLeastOnce { "at-least-once, acknowledged" } else { "at-most-once" },
+                if delivery == Delivery::AtLeastOnce {
+                    "at-least-once, acknowledged"
+                } else {
+                    "at-most-once"
+                },
                 route.key
             ));
             std::thread::scope(|s| {
                 for p in parts {
-                    let (shared, topic, route, ledger, publisher) = (&shared, &topic, &route, &ledger, &publisher);
+                    let (shared, topic, route, ledger, publisher) =
+                        (&shared, &topic, &route, &ledger, &publisher);
                     s.spawn(move || match delivery {
                         Delivery::AtLeastOnce => forward_acked(shared, topic, p, route, ledger.as_deref()),
                         _ => forward_unacked(shared, topic, p, publisher, ledger.as_deref()),
@@ -400,7 +417,13 @@ impl Bridge {
         })
     }
 
-    fn start_incoming(&mut self, i: usize, route: &InRoute, topic: Topic, ledger: Option<Arc<Ledger>>) -> Result<()> {
+    fn start_incoming(
+        &mut self,
+        i: usize,
+        route: &InRoute,
+        topic: Topic,
+        ledger: Option<Arc<Ledger>>,
+    ) -> Result<()> {
         let keys = partition_keys(&topic)?;
         let shared = Arc::clone(&self.shared);
         let subscriber = shared
@@ -416,7 +439,9 @@ impl Bridge {
             .allowed_origin(Locality::Remote)
             .with(FifoChannel::new(64))
             .wait()
-            .map_err(|e| BridgeError::zenoh(&format!("in[{i}]: declaring the queryable on {:?}", route.key), e))?;
+            .map_err(|e| {
+                BridgeError::zenoh(&format!("in[{i}]: declaring the queryable on {:?}", route.key), e)
+            })?;
         shared.log(format_args!("in[{i}]: {:?} -> {}/{}", route.key, route.region, route.topic));
         let importer = Arc::new(Importer { shared: Arc::clone(&shared), topic, keys, ledger });
         let imp = Arc::clone(&importer);
@@ -454,7 +479,9 @@ impl Bridge {
             .allowed_origin(Locality::Remote)
             .with(FifoChannel::new(256))
             .wait()
-            .map_err(|e| BridgeError::zenoh(&format!("rpc_serve[{i}]: declaring the queryable on {:?}", route.key), e))?;
+            .map_err(|e| {
+                BridgeError::zenoh(&format!("rpc_serve[{i}]: declaring the queryable on {:?}", route.key), e)
+            })?;
         shared.log(format_args!("rpc_serve[{i}]: local channel {:?} answers {:?}", route.channel, route.key));
         self.spawn(format!("rpc-serve{i}"), move || {
             let client: Mutex<Option<Arc<RpcBuffer>>> = Mutex::new(None);
@@ -469,7 +496,8 @@ impl Bridge {
                                 Ok(None) => continue,
                                 Err(_) => break,
                             };
-                            let payload = query.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
+                            let payload =
+                                query.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
                             match call_local(client, &route.channel, &payload, timeout) {
                                 Ok(response) => {
                                     bump(&shared.counters.rpc_served, 1);
@@ -560,9 +588,28 @@ fn partition_keys(topic: &Topic) -> Result<Vec<Key>> {
 // Outgoing
 
 /// At-most-once: take, put, release. Nothing is sent twice.
-fn forward_unacked(shared: &Shared, topic: &Topic, p: u32, publisher: &zenoh::pubsub::Publisher<'_>, ledger: Option<&Ledger>) {
+fn forward_unacked(
+    shared: &Shared,
+    topic: &Topic,
+    p: u32,
+    publisher: &zenoh::pubsub::Publisher<'_>,
+    ledger: Option<&Ledger>,
+) {
     let mut seq = 0u64;
+    let mut matched = false;
+    let mut checked = Instant::now() - TICK;
     while !shared.stopped() {
+        // Take nothing while no remote subscriber listens (the far bridge
+        // is not up, or the link is down): the messages wait in the topic
+        // instead of being put into the void.
+        if !matched || checked.elapsed() >= TICK {
+            matched = publisher.matching_status().wait().map(|m| m.matching()).unwrap_or(false);
+            checked = Instant::now();
+            if !matched {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        }
         let msg = match topic.receive(p, Some(TICK)) {
             Ok(m) => m,
             Err(e) if e.is_timeout() => continue,
@@ -582,7 +629,9 @@ fn forward_unacked(shared: &Shared, topic: &Topic, p: u32, publisher: &zenoh::pu
         drop(msg);
         match publisher.put(bytes).attachment(header.encode().to_vec()).wait() {
             Ok(()) => bump(&shared.counters.forwarded, 1),
-            Err(e) => shared.log(format_args!("out: put on {:?} failed (message lost): {e}", publisher.key_expr())),
+            Err(e) => {
+                shared.log(format_args!("out: put on {:?} failed (message lost): {e}", publisher.key_expr()))
+            }
         }
     }
 }
@@ -632,7 +681,8 @@ fn forward_acked(shared: &Shared, topic: &Topic, p: u32, route: &OutRoute, ledge
         for m in &pending {
             push_record(&mut batch, m);
         }
-        let header = Header { kind: Kind::Batch, origin: shared.id, partition: p, count: pending.len() as u32, seq };
+        let header =
+            Header { kind: Kind::Batch, origin: shared.id, partition: p, count: pending.len() as u32, seq };
         let mut backoff = Duration::from_millis(20);
         let mut tries = 0u32;
         loop {
@@ -743,7 +793,11 @@ impl Importer {
                 Err(e) if e.is_timeout() || matches!(e, TyError::PoolExhausted { .. }) => continue,
                 Err(e) => {
                     bump(&self.shared.counters.malformed, 1);
-                    self.shared.log(format_args!("in: a message of {} bytes cannot go into {:?}: {e}", bytes.len(), self.topic.name()));
+                    self.shared.log(format_args!(
+                        "in: a message of {} bytes cannot go into {:?}: {e}",
+                        bytes.len(),
+                        self.topic.name()
+                    ));
                     return true; // not retried: it will never fit
                 }
             };
@@ -785,7 +839,9 @@ impl Importer {
                 return;
             }
             Some(h) => {
-                if let Seen::Duplicate = check_seq(seqs, h.origin, h.partition, h.seq, &self.shared.counters.gaps) {
+                if let Seen::Duplicate =
+                    check_seq(seqs, h.origin, h.partition, h.seq, &self.shared.counters.gaps)
+                {
                     bump(&self.shared.counters.duplicates, 1);
                     return;
                 }
@@ -833,7 +889,12 @@ impl Importer {
 
 /// One call through the local channel, opening it when needed; the error
 /// text starts with what happened ("peer died", "timeout", "remote").
-fn call_local(client: &Mutex<Option<Arc<RpcBuffer>>>, channel: &str, payload: &[u8], timeout: Duration) -> std::result::Result<Vec<u8>, String> {
+fn call_local(
+    client: &Mutex<Option<Arc<RpcBuffer>>>,
+    channel: &str,
+    payload: &[u8],
+    timeout: Duration,
+) -> std::result::Result<Vec<u8>, String> {
     let c = {
         let mut guard = lock(client);
         if guard.as_ref().is_some_and(|c| c.closed().is_some()) {
@@ -879,7 +940,12 @@ fn start_rpc_call(shared: &Arc<Shared>, route: &RpcCallRoute) -> Result<RpcBuffe
     Ok(server)
 }
 
-fn call_remote(shared: &Shared, key: &str, payload: &[u8], timeout: Duration) -> std::result::Result<Vec<u8>, String> {
+fn call_remote(
+    shared: &Shared,
+    key: &str,
+    payload: &[u8],
+    timeout: Duration,
+) -> std::result::Result<Vec<u8>, String> {
     let start = Instant::now();
     let replies = shared
         .session
@@ -896,7 +962,11 @@ fn call_remote(shared: &Shared, key: &str, payload: &[u8], timeout: Duration) ->
             Ok(sample) => Ok(sample.payload().to_bytes().into_owned()),
             Err(e) => Err(String::from_utf8_lossy(&e.payload().to_bytes()).into_owned()),
         },
-        Err(_) if start.elapsed() >= timeout => Err(format!("timeout: no reply on {key:?} within {timeout:?}")),
-        Err(_) => Err(format!("peer died: nothing answers on {key:?} (the far bridge or its server is gone)")),
+        Err(_) if start.elapsed() >= timeout => {
+            Err(format!("timeout: no reply on {key:?} within {timeout:?}"))
+        }
+        Err(_) => {
+            Err(format!("peer died: nothing answers on {key:?} (the far bridge or its server is gone)"))
+        }
     }
 }

@@ -212,14 +212,23 @@ impl Config {
             check_key(&at("key"), &r.key, false)?;
             if let Some(parts) = &r.partitions {
                 if parts.is_empty() {
-                    return Err(BridgeError::invalid(at("partitions"), "is empty: leave it out to forward all"));
+                    return Err(BridgeError::invalid(
+                        at("partitions"),
+                        "is empty: leave it out to forward all",
+                    ));
                 }
                 if let Some(p) = parts.iter().find(|p| **p >= 256) {
-                    return Err(BridgeError::invalid(at("partitions"), format!("{p} is not a partition (0 to 255)")));
+                    return Err(BridgeError::invalid(
+                        at("partitions"),
+                        format!("{p} is not a partition (0 to 255)"),
+                    ));
                 }
             }
             if !(1..=4096).contains(&r.max_batch) {
-                return Err(BridgeError::invalid(at("max_batch"), format!("{} is not in 1 to 4096", r.max_batch)));
+                return Err(BridgeError::invalid(
+                    at("max_batch"),
+                    format!("{} is not in 1 to 4096", r.max_batch),
+                ));
             }
             if r.ack_timeout_ms == 0 {
                 return Err(BridgeError::invalid(at("ack_timeout_ms"), "must be above 0"));
@@ -242,17 +251,26 @@ impl Config {
             check_name(&at("topic"), &r.topic)?;
             if let Some(p) = r.partitions {
                 if !p.is_power_of_two() || p > 256 {
-                    return Err(BridgeError::invalid(at("partitions"), format!("{p} is not a power of two from 1 to 256")));
+                    return Err(BridgeError::invalid(
+                        at("partitions"),
+                        format!("{p} is not a power of two from 1 to 256"),
+                    ));
                 }
             }
             if let Some(c) = r.capacity {
                 if !c.is_power_of_two() || !(2..=1 << 20).contains(&c) {
-                    return Err(BridgeError::invalid(at("capacity"), format!("{c} is not a power of two from 2 to 2^20")));
+                    return Err(BridgeError::invalid(
+                        at("capacity"),
+                        format!("{c} is not a power of two from 2 to 2^20"),
+                    ));
                 }
             }
             if let Some(d) = &r.delivery {
                 parse_delivery(d).ok_or_else(|| {
-                    BridgeError::invalid(at("delivery"), format!("{d:?}: use \"at-most-once\" or \"at-least-once\""))
+                    BridgeError::invalid(
+                        at("delivery"),
+                        format!("{d:?}: use \"at-most-once\" or \"at-least-once\""),
+                    )
                 })?;
             }
         }
@@ -315,7 +333,10 @@ fn check_key(field: &str, key: &str, wildcards: bool) -> Result<()> {
     let ke = zenoh::key_expr::KeyExpr::try_from(key)
         .map_err(|e| BridgeError::invalid(field, format!("{key:?} is not a Zenoh key expression: {e}")))?;
     if !wildcards && (ke.as_str().contains('*') || ke.as_str().contains('$')) {
-        return Err(BridgeError::invalid(field, format!("{key:?}: no wildcards here (a route publishes on one key)")));
+        return Err(BridgeError::invalid(
+            field,
+            format!("{key:?}: no wildcards here (a route publishes on one key)"),
+        ));
     }
     Ok(())
 }

@@ -163,8 +163,9 @@ struct ZArgs {
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn topic(t: &TopicArgs) -> Res<Topic> {
-    let region = Region::create_or_open(&t.region, RegionConfig::default().size(32 << 20).ring_arena(1 << 20))
-        .or_else(|_| Region::open(&t.region))?;
+    let region =
+        Region::create_or_open(&t.region, RegionConfig::default().size(32 << 20).ring_arena(1 << 20))
+            .or_else(|_| Region::open(&t.region))?;
     let delivery = if t.delivery == "at-least-once" { Delivery::AtLeastOnce } else { Delivery::AtMostOnce };
     let cfg = TopicConfig::default().partitions(t.partitions).capacity(t.capacity).delivery(delivery);
     Ok(region.create_or_open_topic(&t.topic, cfg).or_else(|_| region.topic(&t.topic))?)
@@ -181,7 +182,7 @@ fn session(z: &ZArgs) -> Res<zenoh::Session> {
     let mut c = tachyon_bridge::Config::default();
     c.zenoh.listen = z.listen.clone();
     c.zenoh.connect = z.connect.clone();
-    Ok(zenoh::open(tachyon_bridge::zenoh_config(&c)?).wait()?)
+    zenoh::open(tachyon_bridge::zenoh_config(&c)?).wait()
 }
 
 fn p50(mut v: Vec<Duration>) -> Duration {
@@ -317,10 +318,8 @@ fn run(cmd: Cmd) -> Res<()> {
         }
         Cmd::ZenohPub { z, key, count, size } => {
             let s = session(&z)?;
-            let publisher = s
-                .declare_publisher(key)
-                .congestion_control(zenoh::qos::CongestionControl::Block)
-                .wait()?;
+            let publisher =
+                s.declare_publisher(key).congestion_control(zenoh::qos::CongestionControl::Block).wait()?;
             // Wait (bounded) for a subscriber.
             let deadline = Instant::now() + Duration::from_secs(20);
             while !publisher.matching_status().wait()?.matching() && Instant::now() < deadline {
