@@ -54,11 +54,15 @@ impl Hosts {
         let tag = format!("{pid}{n}");
         let dir = std::env::temp_dir().join(format!("tachyon-bridge-test-{tag}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let shm = [0, 1].map(|i| PathBuf::from(format!("/dev/shm/tachyon-bridge-{tag}-{}", ["a", "b"][i])));
+        // .ci/test-bridge sets the prefix, so that its trap can remove
+        // what a killed run left behind.
+        let prefix = std::env::var("TACHYON_BRIDGE_NETNS_PREFIX").unwrap_or_else(|_| "tyb".into());
+        let ns = [format!("{prefix}{tag}a"), format!("{prefix}{tag}b")];
+        let shm =
+            [0, 1].map(|i| PathBuf::from(format!("/dev/shm/tachyon-bridge-{prefix}{tag}-{}", ["a", "b"][i])));
         for d in &shm {
             std::fs::create_dir_all(d).unwrap();
         }
-        let ns = [format!("tyb{tag}a"), format!("tyb{tag}b")];
         let veth = [format!("tv{tag}a"), format!("tv{tag}b")];
         let octet = (n % 250) + 1;
         let addr = [format!("10.213.{octet}.1"), format!("10.213.{octet}.2")];
@@ -82,6 +86,9 @@ impl Hosts {
 
     fn make_namespaces(&self) -> Result<(), String> {
         let Some([a, b]) = &self.ns else { return Err("not asked".into()) };
+        if std::env::var_os("TACHYON_BRIDGE_FORCE_LOOPBACK").is_some() {
+            return Err("TACHYON_BRIDGE_FORCE_LOOPBACK is set".into());
+        }
         let [va, vb] = &self.veth;
         ip(&["netns", "add", a])?;
         ip(&["netns", "add", b])?;
