@@ -53,9 +53,15 @@ struct Args {
     check: bool,
 }
 
-fn split2<'a>(flag: &str, v: &'a str, sep: char, what: &str) -> Result<(&'a str, &'a str), BridgeError> {
+fn split2<'a>(
+    flag: &str,
+    whole: &str,
+    v: &'a str,
+    sep: char,
+    what: &str,
+) -> Result<(&'a str, &'a str), BridgeError> {
     v.split_once(sep).ok_or_else(|| BridgeError::InvalidConfig {
-        field: format!("--{flag} {v}"),
+        field: format!("--{flag} {whole}"),
         why: format!("write {what}"),
     })
 }
@@ -79,21 +85,21 @@ fn build(args: &Args) -> Result<Config, BridgeError> {
     let mut extra = String::new();
     let q = |s: &str| format!("{s:?}");
     for v in &args.outgoing {
-        let (rt, key) = split2("out", v, '=', "REGION/TOPIC=KEY")?;
-        let (region, topic) = split2("out", rt, '/', "REGION/TOPIC=KEY")?;
+        let (rt, key) = split2("out", v, v, '=', "REGION/TOPIC=KEY")?;
+        let (region, topic) = split2("out", v, rt, '/', "REGION/TOPIC=KEY")?;
         extra += &format!("[[out]]\nregion = {}\ntopic = {}\nkey = {}\n", q(region), q(topic), q(key));
     }
     for v in &args.incoming {
-        let (key, rt) = split2("in", v, '=', "KEY=REGION/TOPIC")?;
-        let (region, topic) = split2("in", rt, '/', "KEY=REGION/TOPIC")?;
+        let (key, rt) = split2("in", v, v, '=', "KEY=REGION/TOPIC")?;
+        let (region, topic) = split2("in", v, rt, '/', "KEY=REGION/TOPIC")?;
         extra += &format!("[[in]]\nkey = {}\nregion = {}\ntopic = {}\n", q(key), q(region), q(topic));
     }
     for v in &args.rpc_serve {
-        let (channel, key) = split2("rpc-serve", v, '=', "CHANNEL=KEY")?;
+        let (channel, key) = split2("rpc-serve", v, v, '=', "CHANNEL=KEY")?;
         extra += &format!("[[rpc_serve]]\nchannel = {}\nkey = {}\n", q(channel), q(key));
     }
     for v in &args.rpc_call {
-        let (key, channel) = split2("rpc-call", v, '=', "KEY=CHANNEL")?;
+        let (key, channel) = split2("rpc-call", v, v, '=', "KEY=CHANNEL")?;
         extra += &format!("[[rpc_call]]\nkey = {}\nchannel = {}\n", q(key), q(channel));
     }
     if !extra.is_empty() {
