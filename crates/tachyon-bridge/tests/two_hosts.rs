@@ -356,19 +356,19 @@ fn topics_cross_in_per_key_order_once() {
 }
 
 /// At-least-once: the sending bridge is SIGKILLed mid-stream and
-/// restarted; no message is lost (duplicates are allowed).
+/// restarted, then the receiving one, then the sending one again while
+/// the link is down; no message is lost (duplicates are allowed).
 #[test]
 fn at_least_once_loses_nothing_when_the_bridge_is_killed() {
     let h = Hosts::new("at_least_once_loses_nothing_when_the_bridge_is_killed");
     let routes_a = "[[out]]\nregion = \"bridge\"\ntopic = \"alo\"\nkey = \"t/alo\"\nmax_batch = 16\n";
+    let routes_b =
+        "[[in]]\nkey = \"t/alo\"\nregion = \"bridge\"\ntopic = \"alo\"\npartitions = 4\ndelivery = \"at-least-once\"\n";
     // The topic exists before the bridge starts, at-least-once.
     h.run(Side::A, &["produce", "--topic", "alo", "--delivery", "at-least-once", "--count", "0"], SECS(30));
     let mut a = h.bridge(Side::A, routes_a);
-    let _b = h.bridge(
-        Side::B,
-        "[[in]]\nkey = \"t/alo\"\nregion = \"bridge\"\ntopic = \"alo\"\npartitions = 4\ndelivery = \"at-least-once\"\n",
-    );
-    let n = 3000u64;
+    let mut b = h.bridge(Side::B, routes_b);
+    let n = 6000u64;
     let c = h.probe(Side::B, &["consume", "--topic", "alo", "--count", "1000000", "--idle-ms", "15000"]);
     let mut p = h.probe(
         Side::A,
@@ -383,18 +383,39 @@ fn at_least_once_loses_nothing_when_the_bridge_is_killed() {
             "--keys",
             "8",
             "--pace-us",
-            "300",
+            "500",
         ],
     );
-    // Kill the bridge once a part has crossed.
-    let deadline = Instant::now() + SECS(60);
-    while c.count_lines("msg") < 500 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let wait_for = |count: usize| {
+        let deadline = Instant::now() + SECS(60);
+        while c.count_lines("msg") < count && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // Kill the sending bridge once a part has crossed, restart it.
+    wait_for(800);
     a.kill();
-    let crossed_before = c.count_lines("msg");
-    eprintln!("killed bridge A after {crossed_before} messages crossed");
-    let _a2 = h.bridge(Side::A, routes_a);
+    let at_kill_a = c.count_lines("msg");
+    let mut a2 = h.bridge(Side::A, routes_a);
+    // Then the receiving bridge.
+    wait_for(at_kill_a + 800);
+    b.kill();
+    let at_kill_b = c.count_lines("msg");
+    let mut b2 = h.bridge(Side::B, routes_b);
+    // Then the sending bridge again, while the link is down and a batch
+    // is waiting for its acknowledgement.
+    wait_for(at_kill_b + 800);
+    h.set_link(false, &mut b2);
+    std::thread::sleep(Duration::from_millis(300));
+    a2.kill();
+    let at_kill_a2 = c.count_lines("msg");
+    h.set_link(true, &mut b2);
+    let _a3 = h.bridge(Side::A, routes_a);
+    eprintln!(
+        "killed bridge A after {at_kill_a} messages crossed, bridge B after {at_kill_b}, \
+         A again (link down) after {at_kill_a2}"
+    );
+    assert!(at_kill_a2 < n as usize, "the kills were not mid-stream: the test proves nothing");
     assert!(p.wait_exit(SECS(60)).is_some_and(|s| s.success()));
     let mut c = c;
     assert!(c.wait_exit(SECS(120)).is_some());
@@ -406,7 +427,7 @@ fn at_least_once_loses_nothing_when_the_bridge_is_killed() {
         assert!(times >= 1, "message {i} lost");
         dups += times - 1;
     }
-    eprintln!("at-least-once across a SIGKILL: all {n} arrived, {dups} duplicates");
+    eprintln!("at-least-once across three SIGKILLs: all {n} arrived, {dups} duplicates");
 }
 
 /// At-most-once: the sending bridge is SIGKILLed mid-stream and
@@ -431,6 +452,8 @@ fn at_most_once_never_duplicates_when_the_bridge_is_killed() {
         std::thread::sleep(Duration::from_millis(10));
     }
     a.kill();
+    let at_kill = c.count_lines("msg");
+    assert!(at_kill < n as usize, "the kill was not mid-stream: the test proves nothing");
     let _a2 = h.bridge(Side::A, routes_a);
     assert!(p.wait_exit(SECS(60)).is_some_and(|s| s.success()));
     // After the restart, a second batch: all of it must arrive.
