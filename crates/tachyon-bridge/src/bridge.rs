@@ -391,6 +391,12 @@ impl Bridge {
                 Some(p) => p.iter().copied().filter(|p| *p < topic.partitions()).collect(),
                 None => (0..topic.partitions()).collect(),
             };
+            if let Some(missing) = route.partitions.as_ref().filter(|p| p.len() != parts.len()) {
+                shared.log(format_args!(
+                    "out[{i}]: warning: the topic has {} partitions; ignoring those of {missing:?} beyond",
+                    topic.partitions()
+                ));
+            }
             let delivery = topic.delivery();
             shared.log(format_args!(
                 "out[{i}]: {}/{} partitions {parts:?} ({}) -> {:?}",
