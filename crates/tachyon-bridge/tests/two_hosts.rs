@@ -530,6 +530,9 @@ fn rpc_crosses_and_fails_when_the_far_end_is_gone() {
 #[test]
 fn link_cut_and_restored() {
     let h = Hosts::new("link_cut_and_restored");
+    let t0 = Instant::now();
+    let phase =
+        |what: &str| eprintln!("link_cut_and_restored: {what} at {:.1} s", t0.elapsed().as_secs_f64());
     h.run(Side::A, &["produce", "--topic", "alo", "--delivery", "at-least-once", "--count", "0"], SECS(30));
     h.run(Side::A, &["produce", "--topic", "amo", "--count", "0"], SECS(30));
     let _a = h.bridge(
@@ -549,6 +552,7 @@ fn link_cut_and_restored() {
     );
     assert!(alo.wait_line(|l| l == "msg 3 499", SECS(60)).is_some(), "the first part did not cross");
 
+    phase("first part crossed");
     h.set_link(false, &mut b);
     h.run(
         Side::A,
@@ -571,6 +575,7 @@ fn link_cut_and_restored() {
     // and must be made again.
     std::thread::sleep(SECS(4));
     h.set_link(true, &mut b);
+    phase("link restored");
     h.run(
         Side::A,
         &[
@@ -590,6 +595,7 @@ fn link_cut_and_restored() {
     );
     let mut alo = alo;
     assert!(alo.wait_exit(SECS(120)).is_some());
+    phase("at-least-once all in");
     assert_in_order_exactly(&alo.lines(), 0..1500, 4);
 
     // At-most-once traffic resumes after the cut.

@@ -214,24 +214,34 @@ fn run(cmd: Cmd) -> Res<()> {
             let got = Arc::new(AtomicU64::new(0));
             let first_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
             let last_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+            // Idle: no message on any partition for idle_ms (each thread
+            // waits in short slices, so that the end is noticed at once).
+            let started = Instant::now();
+            let last_ms = AtomicU64::new(0);
             std::thread::scope(|s| {
                 for p in 0..topic.partitions() {
-                    let (topic, got, first_at, last_at) = (&topic, &got, &first_at, &last_at);
+                    let (topic, got, first_at, last_at, last_ms) =
+                        (&topic, &got, &first_at, &last_at, &last_ms);
                     s.spawn(move || {
                         let mut buf = Vec::new();
                         while got.load(Ordering::Relaxed) < count {
-                            match topic.recv_into(p, &mut buf, Some(Duration::from_millis(idle_ms))) {
+                            let now_ms = started.elapsed().as_millis() as u64;
+                            if now_ms.saturating_sub(last_ms.load(Ordering::Relaxed)) > idle_ms {
+                                break;
+                            }
+                            match topic.recv_into(p, &mut buf, Some(Duration::from_millis(50))) {
                                 Ok(_) => {
                                     let now = Instant::now();
                                     first_at.lock().unwrap().get_or_insert(now);
                                     *last_at.lock().unwrap() = Some(now);
                                     got.fetch_add(1, Ordering::Relaxed);
+                                    last_ms.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
                                     if !quiet {
                                         let text = String::from_utf8_lossy(&buf);
                                         out(format_args!("msg {}", text.trim_end()));
                                     }
                                 }
-                                Err(e) if e.is_timeout() => break,
+                                Err(e) if e.is_timeout() => {}
                                 Err(e) => {
                                     out(format_args!("error {e}"));
                                     break;
