@@ -1,5 +1,6 @@
 //! The running bridge: one Zenoh session, a thread per forwarded partition,
-//! per incoming route and per RPC route.
+//! a subscriber callback and an acknowledging thread per incoming route,
+//! threads per RPC route.
 //!
 //! The guarantees and how each is kept are in `docs/bridge.md`; in short:
 //!
@@ -7,8 +8,8 @@
 //!   partition's order and hands them, in that order, to the route's one
 //!   Zenoh publisher (reliable, congestion control `Block`) or, on an
 //!   at-least-once topic, to one acknowledged query at a time; the far
-//!   side's route publishes them in arrival order into the same partition
-//!   index.
+//!   side's route publishes them in arrival order (from Zenoh's receiving
+//!   callback) into the same partition index.
 //! * **at-most-once topics**: a message is taken from the topic once and
 //!   put once; nothing is ever sent twice (a bridge killed in between loses
 //!   what it held, as any consumer of an at-most-once topic would).
@@ -197,6 +198,7 @@ pub struct Bridge {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     rpc_servers: Vec<RpcBuffer>,
+    subscribers: Vec<zenoh::pubsub::Subscriber<()>>,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -267,7 +269,12 @@ impl Bridge {
             stop: AtomicBool::new(false),
             counters: Counters::default(),
         });
-        let mut bridge = Bridge { shared: Arc::clone(&shared), threads: Vec::new(), rpc_servers: Vec::new() };
+        let mut bridge = Bridge {
+            shared: Arc::clone(&shared),
+            threads: Vec::new(),
+            rpc_servers: Vec::new(),
+            subscribers: Vec::new(),
+        };
 
         // A ledger for each topic that this bridge both imports and exports.
         let mut ledgers: HashMap<(String, String), Arc<Ledger>> = HashMap::new();
@@ -327,6 +334,9 @@ impl Bridge {
         self.shared.stop.store(true, Ordering::Relaxed);
         for s in self.rpc_servers.drain(..) {
             s.close();
+        }
+        for s in self.subscribers.drain(..) {
+            let _ = s.undeclare().wait();
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -432,13 +442,6 @@ impl Bridge {
     ) -> Result<()> {
         let keys = partition_keys(&topic)?;
         let shared = Arc::clone(&self.shared);
-        let subscriber = shared
-            .session
-            .declare_subscriber(route.key.clone())
-            .allowed_origin(Locality::Remote)
-            .with(FifoChannel::new(1024))
-            .wait()
-            .map_err(|e| BridgeError::zenoh(&format!("in[{i}]: subscribing to {:?}", route.key), e))?;
         let queryable = shared
             .session
             .declare_queryable(route.key.clone())
@@ -450,19 +453,19 @@ impl Bridge {
             })?;
         shared.log(format_args!("in[{i}]: {:?} -> {}/{}", route.key, route.region, route.topic));
         let importer = Arc::new(Importer { shared: Arc::clone(&shared), topic, keys, ledger });
+        // Samples are published into the topic from Zenoh's receiving
+        // thread, in arrival order, with no hand-off to another thread (a
+        // full topic holds that thread: back-pressure to the sender).
         let imp = Arc::clone(&importer);
-        self.spawn(format!("in{i}-sub"), move || {
-            let mut seqs: HashMap<(u64, u32), u64> = HashMap::new();
-            while !imp.shared.stopped() {
-                let sample = match subscriber.recv_timeout(TICK) {
-                    Ok(Some(s)) => s,
-                    Ok(None) => continue,
-                    Err(_) => break,
-                };
-                imp.import_sample(&sample, &mut seqs);
-            }
-            let _ = subscriber.undeclare().wait();
-        })?;
+        let mut seqs: HashMap<(u64, u32), u64> = HashMap::new();
+        let subscriber = shared
+            .session
+            .declare_subscriber(route.key.clone())
+            .allowed_origin(Locality::Remote)
+            .callback_mut(move |sample| imp.import_sample(&sample, &mut seqs))
+            .wait()
+            .map_err(|e| BridgeError::zenoh(&format!("in[{i}]: subscribing to {:?}", route.key), e))?;
+        self.subscribers.push(subscriber);
         self.spawn(format!("in{i}-ack"), move || {
             let mut seqs: HashMap<(u64, u32), u64> = HashMap::new();
             while !importer.shared.stopped() {
