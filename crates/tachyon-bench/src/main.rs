@@ -20,6 +20,11 @@
 //! * `async`: an awaited topic receive (tokio) against the blocking
 //!   receive and a tokio `UnixStream`, round trips ([`asynch`]).
 //!
+//! * `bridge` (only when asked for, not in `all`): 1 KiB throughput and
+//!   round trip across `tachyon-bridge` between two network namespaces,
+//!   next to Zenoh's own pub/sub ([`bridge`]; needs root, `ip` and
+//!   `cargo build --release -p tachyon-bridge` first).
+//!
 //! The binary starts itself again as the peer process (`tachyon-bench peer
 //! ...`, hidden from `--help`). Every wait is bounded: a peer that dies or
 //! stalls fails the run with an error naming the configuration. See
@@ -27,6 +32,7 @@
 
 mod asynch;
 mod bandwidth;
+mod bridge;
 mod charts;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
@@ -83,7 +89,7 @@ enum PeerRole {
 /// Groups of measurements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Group {
-    /// Every group.
+    /// Every group (but `bridge`).
     All,
     /// CircularBuffer streaming bandwidth vs memcpy and a raw ring.
     Bandwidth,
@@ -96,6 +102,10 @@ enum Group {
     Scaling,
     /// Awaited topic receive vs blocking receive vs tokio UnixStream.
     Async,
+    /// Topics across tachyon-bridge between two network namespaces vs
+    /// Zenoh pub/sub (not in `all`; needs root and the tachyon-bridge
+    /// binaries: `cargo build --release -p tachyon-bridge`).
+    Bridge,
 }
 
 #[derive(Debug, clap::Args)]
@@ -238,6 +248,14 @@ struct SuiteArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     scaling_partitions: Vec<u32>,
 
+    /// bridge: messages per throughput run.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    bridge_messages: u64,
+
+    /// bridge: round trips per latency run.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    bridge_round_trips: u64,
+
     /// scaling: wait policy of both ends.
     #[arg(long, value_enum, default_value = "spin")]
     scaling_policy: Policy,
@@ -305,7 +323,8 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             tachyon::bus::MAX_PARTITIONS
         ));
     }
-    let wants = |g: Group| args.groups.contains(&g) || args.groups.contains(&Group::All);
+    let wants =
+        |g: Group| args.groups.contains(&g) || (args.groups.contains(&Group::All) && g != Group::Bridge);
     sweep_stale_segments();
     let machine = machine::Machine::probe();
     let placement = pin::Placement::choose(args.no_pin, args.cpus.as_deref())?;
@@ -367,6 +386,7 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             }
         },
     };
+    let bridge = bridge::Settings { messages: args.bridge_messages, round_trips: args.bridge_round_trips };
 
     let mut progress = Progress { done: 0, total: 0, started: Instant::now() };
     if wants(Group::Bandwidth) {
@@ -383,6 +403,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     if wants(Group::Async) {
         progress.total += asynch.cases().len() * common.reps;
+    }
+    if wants(Group::Bridge) {
+        progress.total += bridge.cases().len() * common.reps;
     }
     let started = Instant::now();
     let mut sections = Vec::new();
@@ -409,6 +432,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     if wants(Group::Rpc) {
         run(&|p| measure(&rpc, common.reps, p))?;
+    }
+    if wants(Group::Bridge) {
+        run(&|p| measure(&bridge, common.reps, p))?;
     }
 
     std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;

@@ -176,4 +176,6 @@ doc_pages! {
     PortingFromDotnetDoctests = "../../../docs/porting-from-dotnet.md";
     /// docs/go.md
     GoDoctests = "../../../docs/go.md";
+    /// docs/bridge.md
+    BridgeDoctests = "../../../docs/bridge.md";
 }

@@ -66,7 +66,11 @@ struct Log;
 impl Log {
     fn new() -> Log {
         let filter = EnvFilter::builder().with_default_directive(LevelFilter::INFO.into()).from_env_lossy();
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        // No colour codes, whatever features the build unified (a
+        // workspace build with tachyon-bridge turns tracing-subscriber's
+        // `ansi` on through zenoh): the lines go to files and the journal.
+        let builder =
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false);
         if std::env::var_os("JOURNAL_STREAM").is_some() {
             builder.event_format(Journal).init();
         } else {

@@ -1,0 +1,166 @@
+//! The library in one process: two `Bridge`s over 127.0.0.1, one region
+//! each (in a private `TACHYON_SHM_DIR`), an at-most-once and an
+//! at-least-once topic and an RPC channel across. Quick; the two-host
+//! tests with real processes and namespaces are `tests/two_hosts.rs`.
+
+use std::time::{Duration, Instant};
+
+use tachyon::bus::{Delivery, Key, Region, RegionConfig, TopicConfig};
+use tachyon::{Error, RpcBuffer};
+use tachyon_bridge::{Bridge, Config};
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Receives until `n` messages came (each bounded by 20 s) from every
+/// partition; (key, index) pairs in arrival order per partition.
+fn receive_all(topic: &tachyon::bus::Topic, n: usize) -> Vec<(u64, u64)> {
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < n && Instant::now() < deadline {
+        for p in 0..topic.partitions() {
+            if let Ok(Some(_)) = topic.try_recv_into(p, &mut buf) {
+                let text = String::from_utf8(buf.clone()).unwrap();
+                let mut it = text.split(' ').map(|x| x.parse::<u64>().unwrap());
+                got.push((it.next().unwrap(), it.next().unwrap()));
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    got
+}
+
+fn check_order(got: &[(u64, u64)], n: u64, keys: u64) {
+    assert_eq!(got.len() as u64, n, "messages arrived: {}", got.len());
+    for k in 0..keys {
+        let v: Vec<u64> = got.iter().filter(|(kk, _)| *kk == k).map(|(_, i)| *i).collect();
+        let want: Vec<u64> = (0..n).filter(|i| i % keys == k).collect();
+        assert_eq!(v, want, "key {k}");
+    }
+}
+
+#[test]
+fn two_bridges_in_one_process() {
+    let dir = std::path::PathBuf::from(format!("/dev/shm/tachyon-bridge-loopback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::env::set_var("TACHYON_SHM_DIR", &dir);
+    let tag = std::process::id();
+    let (ra, rb) = (format!("lb-a-{tag}"), format!("lb-b-{tag}"));
+    let (chan_a, chan_b) = (format!("lb-calc-a-{tag}"), format!("lb-calc-b-{tag}"));
+    let port = free_port();
+
+    let region_a = Region::create(&ra, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+    let amo = region_a.create_topic("amo", TopicConfig::default().partitions(4)).unwrap();
+    let alo = region_a
+        .create_topic("alo", TopicConfig::default().partitions(4).delivery(Delivery::AtLeastOnce))
+        .unwrap();
+    let server = RpcBuffer::builder(&chan_a)
+        .handler(|_id, msg: &[u8]| Ok::<_, String>([&b"pong: "[..], msg].concat()))
+        .create()
+        .unwrap();
+
+    let a = Bridge::start(
+        &Config::from_toml(
+            &format!(
+                r#"
+                name = "A"
+                [zenoh]
+                listen = ["tcp/127.0.0.1:{port}"]
+                [[out]]
+                region = "{ra}"
+                topic = "amo"
+                key = "lb{tag}/amo"
+                [[out]]
+                region = "{ra}"
+                topic = "alo"
+                key = "lb{tag}/alo"
+                [[rpc_serve]]
+                channel = "{chan_a}"
+                key = "lb{tag}/rpc"
+                "#
+            ),
+            "A",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let b = Bridge::start(
+        &Config::from_toml(
+            &format!(
+                r#"
+                name = "B"
+                [zenoh]
+                connect = ["tcp/127.0.0.1:{port}"]
+                [[in]]
+                key = "lb{tag}/amo"
+                region = "{rb}"
+                region_size = 8388608
+                topic = "amo"
+                partitions = 4
+                [[in]]
+                key = "lb{tag}/alo"
+                region = "{rb}"
+                topic = "alo"
+                partitions = 4
+                delivery = "at-least-once"
+                [[rpc_call]]
+                key = "lb{tag}/rpc"
+                channel = "{chan_b}"
+                timeout_ms = 3000
+                "#
+            ),
+            "B",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_ne!(a.id(), b.id());
+
+    let n = 400u64;
+    for i in 0..n {
+        let text = format!("{} {i}", i % 5);
+        amo.send(text.as_bytes(), Key(i % 5), Some(Duration::from_secs(10))).unwrap();
+        alo.send(text.as_bytes(), Key(i % 5), Some(Duration::from_secs(10))).unwrap();
+    }
+    let region_b = Region::open(&rb).unwrap();
+    check_order(&receive_all(&region_b.topic("amo").unwrap(), n as usize), n, 5);
+    check_order(&receive_all(&region_b.topic("alo").unwrap(), n as usize), n, 5);
+
+    // The key's partition is the same on both sides (same partition count).
+    amo.send(b"7 0", Key(7), None).unwrap();
+    let far = region_b.topic("amo").unwrap();
+    let msg = far.receive(far.partition_of(Key(7)), Some(Duration::from_secs(20))).unwrap();
+    assert_eq!(&*msg, b"7 0");
+    drop(msg);
+
+    // RPC: a call through B's local channel reaches A's server.
+    let client = RpcBuffer::open(&chan_b).unwrap();
+    let mut reply = Err(Error::Closed);
+    for _ in 0..50 {
+        reply = client.request(b"hello", Some(Duration::from_secs(10)));
+        if reply.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(reply.unwrap(), b"pong: hello");
+    // The server gone: the call fails (it does not hang).
+    drop(server);
+    let e = client.request(b"again", Some(Duration::from_secs(10))).unwrap_err();
+    assert!(matches!(&e, Error::Remote(t) if t.contains("peer died")), "{e:?}");
+
+    let sa = a.stop();
+    let sb = b.stop();
+    assert_eq!(sa.forwarded, 2 * n + 1);
+    assert_eq!(sb.imported, 2 * n + 1);
+    assert!(sa.batches_acked >= 1);
+    assert_eq!((sa.rpc_served, sb.rpc_called), (1, 1));
+    drop(client);
+    drop((amo, alo, far, region_a, region_b));
+    Region::remove(&ra).unwrap();
+    Region::remove(&rb).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
