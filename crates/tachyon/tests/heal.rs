@@ -437,6 +437,7 @@ fn broad_role(role: &str, arg: &str) {
             let mut flips = 0u64;
             let mut directory_flips = 0u64;
             let mut last_directory = std::time::Instant::now();
+            let mut entry_hits: [Option<(usize, std::time::Instant)>; 2] = [None, None];
             let copy = 2048 + 256 * BROAD_TOPICS.len();
             while std::time::Instant::now() < deadline || (burst && flips < 300) {
                 let off = match rng.below(8) {
@@ -452,7 +453,21 @@ fn broad_role(role: &str, arg: &str) {
                             // (48) and its unused tail (240..256).
                             0 | 1 => {
                                 let w = [0, 1, 2, 3, 4, 5, 7].into_iter().chain(8..30).collect::<Vec<_>>();
-                                2048 + 256 * rng.below(2) as usize + 8 * w[rng.below(w.len() as u64) as usize]
+                                let (entry, word) =
+                                    (rng.below(2) as usize, w[rng.below(w.len() as u64) as usize]);
+                                // Words 17.. are the second copy (directory.rs).
+                                let copy = usize::from(word >= 17);
+                                // Not the other copy of an entry hit less than
+                                // 250 ms ago (a loaded machine may delay the
+                                // repair that long): damage to both copies
+                                // between two repairs is a loss, as documented.
+                                if entry_hits[entry].is_some_and(|(c, at): (usize, std::time::Instant)| {
+                                    c != copy && at.elapsed() < Duration::from_millis(250)
+                                }) {
+                                    continue;
+                                }
+                                entry_hits[entry] = Some((copy, std::time::Instant::now()));
+                                2048 + 256 * entry + 8 * word
                             }
                             2 => {
                                 [0, 8, 40, 48, 56, 200, 208, 216, 224, 232, 240, 248][rng.below(12) as usize]
