@@ -3,6 +3,13 @@
 //! it, so that a process killed at any instruction leaves nothing behind
 //! that recovery cannot attribute.
 //!
+//! Source: the free lists are Treiber stacks (R. K. Treiber, "Systems
+//! Programming: Coping with Parallelism", IBM RJ 5118, 1986) with a tag in
+//! the head against ABA, made crash-safe by announcing each operation in
+//! the head and letting anyone complete it (the "helping" of wait-free
+//! constructions, M. Herlihy, "Wait-free synchronization", TOPLAS 1991):
+//! see "Free lists: announce, then help".
+//!
 //! # The chunk word
 //!
 //! `tag << 32 | state << 30 | holder`: the state (FREE, LOANED, QUEUED,

@@ -1,6 +1,12 @@
 //! `BroadcastBuffer`: a ring in which every reader sees every item, in
 //! order, each reader with its own cursor.
 //!
+//! Source: each node is a seqlock (the Linux kernel's `seqlock_t`; with
+//! the reader's copy done through atomics and an acquire fence before the
+//! second load, as H.-J. Boehm, "Can seqlocks get along with programming
+//! language memory models?", MSPC 2012, shows is needed), in a ring with
+//! per-reader cursors as in the LMAX Disruptor.
+//!
 //! # Invariant
 //!
 //! Writers take turns through a robust [`Mutex`]; the holder writes position

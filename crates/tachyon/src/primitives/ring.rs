@@ -2,6 +2,13 @@
 //! behind [`CircularBuffer`](crate::CircularBuffer), over plain memory (so
 //! that `loom` can model it).
 //!
+//! Source: Dmitry Vyukov's bounded MPMC queue (a per-cell sequence number
+//! tells each side whether the cell is its turn; 1024cores.net, "Bounded
+//! MPMC queue", 2010; the design of crossbeam's `ArrayQueue`), changed so
+//! that a cell is *claimed* with the claimant's token before its cursor
+//! moves: a process killed at any instruction leaves a cell that names it,
+//! which the next claimant repairs (see "Invariant" and "Damage").
+//!
 //! # Invariant
 //!
 //! Positions are 64-bit counters: `tail` is the next position to write,

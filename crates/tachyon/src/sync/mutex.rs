@@ -1,5 +1,11 @@
 //! A robust process-shared mutex.
 //!
+//! Source: the futex mutex of U. Drepper, "Futexes Are Tricky" (2011),
+//! its third version (a contended flag, so that an uncontended unlock makes
+//! no system call), with the holder's token in the word instead of a bare
+//! "locked" state, so that waiters can tell a dead holder (the robust
+//! futex idea of the Linux kernel, done here without its kernel list).
+//!
 //! Invariant. `word` = `holder | DIED | CONTENDED`, where `holder` is the
 //! raw [`Token`] of the attachment holding the lock (0: free), CONTENDED
 //! (bit 31) means someone may sleep on the word, and DIED (bit 30) means a

@@ -1,6 +1,11 @@
 //! Waiting for a condition: the [`WaitPolicy`], the eventcount [`WaitCell`],
 //! and the deadline / spin / sleep helpers every lock here uses.
 //!
+//! Source: `WaitCell` is an eventcount (D. P. Reed and R. K. Kanodia,
+//! "Synchronization with eventcounts and sequencers", CACM 1979), in the
+//! futex form Dmitry Vyukov describes (a sleeper count beside the futex
+//! word, so that a notifier with nobody asleep makes no system call).
+//!
 //! Invariant (no lost wake-up). A waiter registers in `sleepers`, issues a
 //! `SeqCst` fence, reads `seq`, re-checks its condition and only then sleeps
 //! on `seq` with the value it read. A notifier changes the condition, issues
