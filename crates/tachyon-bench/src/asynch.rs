@@ -1,4 +1,4 @@
-//! The async group (issue 15 §5): the round trip of a small message when
+//! The async group: the round trip of a small message when
 //! the receiving side awaits it (`Topic::receive_async` on a tokio
 //! current-thread runtime), against the same round trip received blocking
 //! (`Topic::recv_into`), and against a tokio `UnixStream` round trip (and a

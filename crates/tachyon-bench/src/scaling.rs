@@ -1,4 +1,4 @@
-//! The scaling group (issue 7 §1): how the loan path's round trip grows
+//! The scaling group: how the loan path's round trip grows
 //! with the payload, and how topic throughput changes with the number of
 //! partitions. It runs the topics group's code ([`topics::run`]) on other
 //! cases.

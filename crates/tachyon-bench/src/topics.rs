@@ -1,4 +1,4 @@
-//! The topics group (issue 5 §10): round-trip latency of small messages
+//! The topics group: round-trip latency of small messages
 //! and one-way throughput of 1 KiB messages through tachyon topics, on the
 //! copy path and the loan path, with spin, hybrid and futex waiting,
 //! against a Unix domain socket, a pipe and a raw shared-memory ring
@@ -1408,7 +1408,7 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
     if rows.is_empty() {
         return out;
     }
-    let _ = writeln!(out, "### Against the project's bars (issue 7 §3)\n");
+    let _ = writeln!(out, "### Against the project's bars\n");
     let _ = writeln!(out, "| measure | median ratio | (min – max) | bar | met |");
     let _ = writeln!(out, "| --- | ---: | --- | ---: | --- |");
     for (what, r, limit, lower) in rows {

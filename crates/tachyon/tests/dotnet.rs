@@ -1,5 +1,5 @@
 //! What a program ported from the .NET SharedMemory library relies on,
-//! across real processes (issue 20):
+//! across real processes:
 //!
 //! 1. a zero timeout tries once without waiting, for every blocking call
 //!    (an RPC request with a zero timeout is sent and handled);
