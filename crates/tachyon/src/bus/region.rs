@@ -164,10 +164,6 @@ fn damaged_list(class: usize) -> Error {
     Error::corrupt(Corruption::BadField { field: "free list of class", value: class as u64 })
 }
 
-fn round_up(v: usize, to: usize) -> usize {
-    v.div_ceil(to) * to
-}
-
 /// Where the configuration's second copy is in a region of `max_topics`.
 fn cfg_copy_at(max_topics: usize) -> usize {
     OFF_TOPICS + max_topics * ENTRY_BYTES
@@ -323,8 +319,8 @@ impl RegionConfig {
         if weights == 0 {
             return bad("class_weights are all zero: the pool would be empty".into());
         }
-        let arena = round_up(cfg_copy_at(self.max_topics) + CFG_COPY, 64);
-        let arena_size = round_up(self.ring_arena, 64);
+        let arena = (cfg_copy_at(self.max_topics) + CFG_COPY).next_multiple_of(64);
+        let arena_size = (self.ring_arena).next_multiple_of(64);
         let fixed = arena + arena_size;
         if fixed + (1 << 20) > self.size {
             return bad(format!(
@@ -366,11 +362,11 @@ impl RegionConfig {
             first += class_count[c];
         }
         let metas = fixed;
-        let mut at = round_up(metas + total_chunks * std::mem::size_of::<ChunkMeta>(), 64);
+        let mut at = (metas + total_chunks * std::mem::size_of::<ChunkMeta>()).next_multiple_of(64);
         let mut class_data = [0usize; 8];
         for c in 0..8 {
             class_data[c] = at;
-            at = round_up(at + class_count[c] * CLASS_SIZES[c], 64);
+            at = (at + class_count[c] * CLASS_SIZES[c]).next_multiple_of(64);
         }
         if at > self.size {
             return bad(format!("internal: pool layout of {at} bytes exceeds the region's {}", self.size));

@@ -34,15 +34,12 @@ const TYPE_NAME_MAX: usize = LOCK_OFF - TYPE_NAME_OFF;
 const LOCK_OFF: usize = 256;
 /// Non-zero once [`SharedArray::close`] was called (u32): right after the
 /// lock, before the elements (which start at 832 or later).
-const CLOSED_OFF: usize = round_up_const(LOCK_OFF + std::mem::size_of::<RwLock>(), 8);
+const CLOSED_OFF: usize = (LOCK_OFF + std::mem::size_of::<RwLock>()).next_multiple_of(8);
 const _: () = assert!(
-    CLOSED_OFF + 4 <= round_up_const(LOCK_OFF + std::mem::size_of::<RwLock>(), DATA_ALIGN),
+    CLOSED_OFF + 4 <= (LOCK_OFF + std::mem::size_of::<RwLock>()).next_multiple_of(DATA_ALIGN),
     "the closed flag must lie between the lock and the first element"
 );
 
-const fn round_up_const(v: usize, to: usize) -> usize {
-    v.div_ceil(to) * to
-}
 /// The elements start at a multiple of this (or of the element alignment,
 /// if larger): a cache line, so the lock and the data do not share one.
 const DATA_ALIGN: usize = 64;
@@ -53,14 +50,11 @@ pub(crate) const MAX_ELEM_ALIGN: usize = 4096;
 /// The default for how long plain operations wait for the lock.
 pub(crate) const DEFAULT_LOCK_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
 
-pub(crate) fn round_up(v: usize, to: usize) -> Option<usize> {
-    Some(v.checked_add(to - 1)? / to * to)
-}
-
 /// `(offset of the first element, data area size)` of an array of `len`
 /// elements of `size` bytes aligned to `align` (a power of two).
 fn layout(len: usize, size: usize, align: usize) -> Option<(usize, usize)> {
-    let data_off = round_up(LOCK_OFF + std::mem::size_of::<RwLock>(), align.max(DATA_ALIGN))?;
+    let data_off =
+        (LOCK_OFF + std::mem::size_of::<RwLock>()).checked_next_multiple_of(align.max(DATA_ALIGN))?;
     let total = data_off.checked_add(len.checked_mul(size)?)?;
     // A mapping larger than isize::MAX bytes cannot exist.
     (total <= isize::MAX as usize).then_some((data_off, total))

@@ -9,7 +9,7 @@
 //! offset and length is checked against the size (without overflow) before
 //! the lock is even taken.
 
-use super::array::{round_up, DEFAULT_LOCK_TIMEOUT};
+use super::array::DEFAULT_LOCK_TIMEOUT;
 use crate::error::{Corruption, Error, Result};
 use crate::segment::{Kind, Segment};
 use crate::sync::RwLock;
@@ -30,7 +30,7 @@ const DATA_ALIGN: usize = 64;
 /// `(offset of the first byte, data area size)` of a buffer of `size`
 /// bytes.
 fn layout(size: usize) -> Option<(usize, usize)> {
-    let data_off = round_up(LOCK_OFF + std::mem::size_of::<RwLock>(), DATA_ALIGN)?;
+    let data_off = (LOCK_OFF + std::mem::size_of::<RwLock>()).checked_next_multiple_of(DATA_ALIGN)?;
     let total = data_off.checked_add(size)?;
     // A mapping larger than isize::MAX bytes cannot exist.
     (total <= isize::MAX as usize).then_some((data_off, total))

@@ -169,9 +169,10 @@ pub(crate) fn nodes_layout(
     node_size: usize,
 ) -> Option<(usize, usize, usize)> {
     const LINE: usize = 64;
-    let round_up = |v: usize| Some(v.checked_add(LINE - 1)? / LINE * LINE);
-    let data_off = round_up(cells_off.checked_add(nodes.checked_mul(std::mem::size_of::<Cell>())?)?)?;
-    let stride = round_up(node_size)?;
+    let data_off = cells_off
+        .checked_add(nodes.checked_mul(std::mem::size_of::<Cell>())?)?
+        .checked_next_multiple_of(LINE)?;
+    let stride = node_size.checked_next_multiple_of(LINE)?;
     Some((data_off, stride, data_off.checked_add(nodes.checked_mul(stride)?)?))
 }
 

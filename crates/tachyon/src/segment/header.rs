@@ -162,14 +162,10 @@ impl SlotCopy {
 /// The layout that follows from a number of slots and a data size.
 pub(crate) fn layout(slots: usize, data_size: u64) -> Option<(u64, u64)> {
     let table_end = HEADER_SIZE as u64 + (SLOT_SIZE * slots) as u64;
-    let data_offset = round_up(table_end, PAGE)?;
-    let total = data_offset.checked_add(round_up(data_size, PAGE)?)?;
+    let data_offset = table_end.checked_next_multiple_of(PAGE)?;
+    let total = data_offset.checked_add(data_size.checked_next_multiple_of(PAGE)?)?;
     // A mapping must fit the address space and an `isize`.
     (total <= isize::MAX as u64).then_some((data_offset, total))
-}
-
-fn round_up(v: u64, to: u64) -> Option<u64> {
-    Some(v.checked_add(to - 1)? / to * to)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
