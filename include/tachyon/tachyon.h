@@ -929,7 +929,8 @@ int ty_rpc_request_cancel(const ty_rpc_t *rpc,
 // not freed before.
 void ty_rpc_free(void *resp, size_t len);
 
-// Closes an RPC end: waits for its handler calls to finish; requests in
+// Closes an RPC end: waits for its handler calls to finish (their
+// responses go out before the close); requests in
 // flight fail with `TY_ECLOSED`; the other end sees `TY_ECLOSED`. NULL is
 // ignored. Must be the last call on `rpc`, and not made from its handler.
 //

@@ -644,7 +644,8 @@ pub unsafe extern "C" fn ty_rpc_free(resp: *mut c_void, len: usize) {
     })
 }
 
-/// Closes an RPC end: waits for its handler calls to finish; requests in
+/// Closes an RPC end: waits for its handler calls to finish (their
+/// responses go out before the close); requests in
 /// flight fail with `TY_ECLOSED`; the other end sees `TY_ECLOSED`. NULL is
 /// ignored. Must be the last call on `rpc`, and not made from its handler.
 ///

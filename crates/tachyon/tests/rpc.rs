@@ -488,12 +488,75 @@ fn message_limits_are_agreed_between_the_ends() {
 #[test]
 fn server_entry() {
     let Some((role, name)) = common::role() else { return };
+    if role == "server-bye" {
+        // Closes from its main thread as soon as the handler has seen
+        // "bye", while that handler is still running.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let server = RpcBuffer::builder(&name)
+            .handler(move |_id, msg: &[u8]| {
+                if msg == b"bye" {
+                    let _ = tx.lock().unwrap().send(());
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Ok::<_, String>(msg.to_ascii_uppercase())
+            })
+            .create()
+            .unwrap();
+        println!("ready");
+        rx.recv_timeout(LIMIT).expect("no bye");
+        server.close();
+        std::process::exit(0);
+    }
     assert_eq!(role, "server-killed");
     let server = RpcBuffer::create(&name).unwrap();
     println!("ready");
     std::thread::sleep(LIMIT);
     drop(server);
     std::process::exit(4);
+}
+
+/// A server process closes while its handler is still answering: the
+/// answer reaches the client before the close does.
+#[test]
+fn a_closing_server_sends_the_answers_its_handlers_are_writing() {
+    let name = unique("rpc-bye");
+    let mut child = spawn("server_entry", "server-bye", &name);
+    assert!(wait_for(LIMIT, || RpcBuffer::open(&name).is_ok_and(|c| c.is_connected())), "server up");
+    let client = RpcBuffer::open(&name).unwrap();
+    assert_eq!(client.request(b"hello", LONG).unwrap(), b"HELLO");
+    assert_eq!(client.request(b"bye", LONG).unwrap(), b"BYE", "the answer written while closing");
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    client.wait_closed(Some(LIMIT)).unwrap();
+    assert!(matches!(client.request(b"anyone?", LONG), Err(Error::Closed)));
+    drop(client);
+    assert_no_files(&name);
+}
+
+/// A handler that never returns holds `close` for the default timeout, no
+/// longer; the call it was handling fails with `Closed`.
+#[test]
+fn close_waits_for_a_hung_handler_only_the_default_timeout() {
+    let name = unique("rpc-hung");
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = Arc::clone(&started);
+    let server = RpcBuffer::builder(&name)
+        .default_timeout(Duration::from_millis(200))
+        .handler(move |_id, _msg: &[u8]| {
+            running.store(true, Ordering::SeqCst);
+            std::thread::sleep(LIMIT);
+            Ok::<_, String>(Vec::new())
+        })
+        .create()
+        .unwrap();
+    let client = RpcBuffer::open(&name).unwrap();
+    std::thread::scope(|s| {
+        let call = s.spawn(|| client.request(b"hang", LONG));
+        assert!(wait_for(LIMIT, || started.load(Ordering::SeqCst)), "the handler runs");
+        server.close();
+        assert!(matches!(server.closed(), Some(Error::Closed)));
+        assert!(matches!(call.join().unwrap(), Err(Error::Closed)));
+    });
 }
 
 #[test]

@@ -54,6 +54,10 @@ thread_local! {
     /// thread now (its address), so that a call back through that channel,
     /// which only this thread could answer, fails instead of deadlocking.
     static INLINE_HANDLER_OF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The channel whose handler runs on this thread now (its address),
+    /// inline or on a handler thread: its `close` cannot wait for that
+    /// handler, which is the caller.
+    static HANDLER_OF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 // Layout of the control segment.
@@ -683,6 +687,12 @@ struct Inner {
     closed_lock: Mutex<()>,
     closed_cond: Condvar,
     stop: AtomicBool,
+    /// Requests and notifications handed to a handler and not yet
+    /// answered.
+    in_flight: AtomicUsize,
+    /// `close` was called: the reader takes no new requests, and the last
+    /// running handler (or `close` itself) ends the channel.
+    closing: AtomicBool,
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, Arc<Slot>>>,
     handler: RwLock<Option<Arc<HandlerFn>>>,
@@ -791,6 +801,8 @@ impl RpcBuffer {
             closed_lock: Mutex::new(()),
             closed_cond: Condvar::new(),
             stop: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             handler: RwLock::new(None),
@@ -863,13 +875,18 @@ impl RpcBuffer {
         self.inner.check_open().err()
     }
 
-    /// Closes this end now, from any thread (also from a handler, through
-    /// [`RpcClient::close`]): pending and later calls fail with
+    /// Closes this end, from any thread (also from a handler, through
+    /// [`RpcClient::close`]). Requests not yet taken by a handler are not
+    /// handled; handlers already running finish and their responses go
+    /// out first (`close` waits for them, at most the default timeout;
+    /// called from a handler, it returns at once and the last running
+    /// handler ends the channel). Then pending and later calls fail with
     /// [`Error::Closed`], [`serve`](Self::serve) and
     /// [`wait_closed`](Self::wait_closed) return, and the peer notices
-    /// within about 20 ms. Closing the server ends the channel for its
-    /// client; closing a client lets the server take the next one.
-    /// Dropping the handle closes it too.
+    /// within about 20 ms, after it has taken the responses sent before.
+    /// Closing the server ends the channel for its client; closing a
+    /// client lets the server take the next one. Dropping the handle
+    /// closes it too.
     ///
     /// ```
     /// use std::time::Duration;
@@ -912,7 +929,7 @@ impl RpcBuffer {
     ///         // Usually another process.
     ///         let client = RpcBuffer::open(&name)?;
     ///         assert_eq!(client.call(b"hello")?, b"hello");
-    ///         let _ = client.call(b"quit"); // the answer may not make it
+    ///         assert_eq!(client.call(b"quit")?, b"quit"); // answered, then closed
     ///         Ok::<(), tachyon::Error>(())
     ///     });
     ///     server.serve()
@@ -1132,11 +1149,12 @@ impl RpcClient {
     /// let server = RpcBuffer::builder(&name)
     ///     .handler_with_client(|me| move |_id, _msg: &[u8]| {
     ///         me.close(); // a "shutdown" request
-    ///         Ok::<_, String>(Vec::new())
+    ///         Ok::<_, String>(b"bye".to_vec())
     ///     })
     ///     .create()?;
     /// let client = RpcBuffer::open(&name)?;
-    /// let _ = client.call(b"shutdown"); // the answer may not make it
+    /// // The handler's answer goes out before the channel closes.
+    /// assert_eq!(client.call(b"shutdown")?, b"bye");
     /// server.wait_closed(Some(Duration::from_secs(5)))?;
     /// client.wait_closed(Some(Duration::from_secs(5)))?;
     /// # Ok::<(), tachyon::Error>(())
@@ -1172,9 +1190,38 @@ impl Inner {
         Arc::clone(&self.session.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Closes this end (see [`RpcBuffer::close`]); the reader thread stops
-    /// at its next look.
+    /// Closes this end (see [`RpcBuffer::close`]): the reader thread stops
+    /// at its next look, so no new request reaches a handler; the running
+    /// handlers finish (waited for, unless this is one of them), then the
+    /// channel ends.
     fn close(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // SYNC: `closing` before the look at `in_flight`, and in
+        // `handled` the decrement before the look at `closing` (all
+        // SeqCst): whichever comes second sees the other, so the last
+        // handler or this call ends the channel, never neither.
+        self.closing.store(true, Ordering::SeqCst);
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.end();
+        } else if HANDLER_OF.with(|c| c.get()) != self as *const Inner as usize {
+            // A handler that never returns cannot hold the channel open
+            // for ever.
+            let _ = self.wait_closed(Some(self.default_timeout));
+            self.end();
+        }
+    }
+
+    /// A handler finished (its response, if any, is sent): the last one
+    /// after `close` ends the channel.
+    fn handled(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 && self.closing.load(Ordering::SeqCst) {
+            self.end();
+        }
+    }
+
+    /// Ends this end for good: the peer is told (after every response
+    /// this end sent), and pending calls fail with [`Error::Closed`].
+    fn end(&self) {
         if let Ok(f) =
             self.ctl.get::<AtomicU32>(if self.owner { CTL_OWNER_CLOSED } else { CTL_OPENER_CLOSED })
         {
@@ -1182,7 +1229,6 @@ impl Inner {
             // flag left by an earlier client.
             f.store(if self.owner { 1 } else { self.ctl.token().raw() }, Ordering::SeqCst);
         }
-        self.stop.store(true, Ordering::SeqCst);
         self.fail_all(CLOSED);
     }
 
@@ -1423,34 +1469,15 @@ impl Inner {
         let mut asm = Reassembler::new(session.rx.node_size(), max_message);
         let mut last_tick = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
-            let got = session.rx.read_with(Some(TICK), |packet| {
-                Stats::add(&self.stats.c.packets_received, 1);
-                Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
-                asm.push(packet)
-            });
-            match got {
-                Ok(Assembled::Complete(h, payload)) => {
-                    if self.dispatch(&session, h, payload) && self.policy != WaitPolicy::Futex {
-                        // Someone was woken (a requester, a handler thread),
-                        // likely on this core, and this thread would go on
-                        // spinning on the ring: let it run now.
-                        std::thread::yield_now();
-                    }
-                }
-                Ok(Assembled::TooLarge(h)) => self.refuse(&session, h, max_message),
-                Ok(Assembled::Incomplete) | Err(Error::Timeout { .. }) => {}
-                Ok(Assembled::Dropped(_)) => Stats::add(&self.stats.c.corrupt_packets, 1),
-                Err(_) => {
-                    // A ring that keeps failing (a damaged cell): count it and
-                    // do not spin on it.
-                    Stats::add(&self.stats.c.corrupt_packets, 1);
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+            if self.take(&session, &mut asm, TICK, max_message) && self.policy != WaitPolicy::Futex {
+                // Someone was woken (a requester, a handler thread), likely
+                // on this core, and this thread would go on spinning on the
+                // ring: let it run now.
+                std::thread::yield_now();
             }
-            Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
-                if let Some(next) = self.tick(&session) {
+                if let Some(next) = self.tick(&session, &mut asm, max_message) {
                     // A new client comes on fresh rings: nothing half-read
                     // of the last one is kept.
                     asm = Reassembler::new(next.rx.node_size(), max_message);
@@ -1460,6 +1487,44 @@ impl Inner {
                 Stats::add(&self.stats.c.corrupt_packets, stale as u64);
             }
         }
+    }
+
+    /// Reads one packet (waiting up to `wait`) and hands on the message it
+    /// completes; true if that woke another thread. `Err(Timeout)` and
+    /// the like are counted and swallowed: the reader goes on.
+    fn take(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        asm: &mut Reassembler,
+        wait: Duration,
+        max: usize,
+    ) -> bool {
+        let got = session.rx.read_with(Some(wait), |packet| {
+            Stats::add(&self.stats.c.packets_received, 1);
+            Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
+            asm.push(packet)
+        });
+        let woke = match got {
+            Ok(Assembled::Complete(h, payload)) => self.dispatch(session, h, payload),
+            Ok(Assembled::TooLarge(h)) => {
+                self.refuse(session, h, max);
+                false
+            }
+            Ok(Assembled::Incomplete) | Err(Error::Timeout { .. }) => false,
+            Ok(Assembled::Dropped(_)) => {
+                Stats::add(&self.stats.c.corrupt_packets, 1);
+                false
+            }
+            Err(_) => {
+                // A ring that keeps failing (a damaged cell): count it and do
+                // not spin on it.
+                Stats::add(&self.stats.c.corrupt_packets, 1);
+                std::thread::sleep(Duration::from_millis(1));
+                false
+            }
+        };
+        Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
+        woke
     }
 
     /// A message longer than this end accepts: a request is answered with
@@ -1491,6 +1556,12 @@ impl Inner {
     /// Hands a message to its handler or its requester; true if that woke
     /// another thread.
     fn dispatch(self: &Arc<Self>, session: &Arc<Session>, h: Header, payload: Vec<u8>) -> bool {
+        if matches!(h.kind, MsgType::Request | MsgType::Notify) {
+            if self.closing.load(Ordering::SeqCst) {
+                return false; // read as this end closed: not handled
+            }
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+        }
         match h.kind {
             MsgType::Request | MsgType::Notify if self.inline_handlers => {
                 let me = Arc::as_ptr(self) as usize;
@@ -1525,10 +1596,17 @@ impl Inner {
         }
     }
 
-    /// Runs the handler for a request or notification (on a pool thread)
-    /// and sends the response, in the session the request came in: if
-    /// that client has left meanwhile, the response goes nowhere.
+    /// Runs the handler for a request or notification (on a pool thread,
+    /// or inline) and sends the response, in the session the request came
+    /// in: if that client has left meanwhile, the response goes nowhere.
     fn handle(&self, session: &Session, h: Header, payload: Vec<u8>) {
+        let outer = HANDLER_OF.with(|c| c.replace(self as *const Inner as usize));
+        self.answer(session, h, payload);
+        HANDLER_OF.with(|c| c.set(outer));
+        self.handled();
+    }
+
+    fn answer(&self, session: &Session, h: Header, payload: Vec<u8>) {
         let handler = self.handler.read().unwrap_or_else(|p| p.into_inner()).clone();
         let result = match handler {
             None => Err("no handler: the other end has not set one".to_owned()),
@@ -1569,8 +1647,30 @@ impl Inner {
     /// Checks the peer and expires overdue requests. On the server, when
     /// the client has left, ends its session and returns the fresh one
     /// for the next client.
-    fn tick(&self, session: &Arc<Session>) -> Option<Arc<Session>> {
-        let next = if self.owner { self.check_client(session) } else { self.check_server() };
+    fn tick(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        asm: &mut Reassembler,
+        max: usize,
+    ) -> Option<Arc<Session>> {
+        let next = if self.owner {
+            self.check_client(session)
+        } else {
+            if let Some(why) = self.server_gone().filter(|_| self.check_open().is_ok()) {
+                // What the server sent before it closed (or died) still
+                // counts: a response written before the close is an
+                // answer. The ring holds at most its capacity of packets,
+                // and no more come.
+                for _ in 0..session.rx.node_count() {
+                    if session.rx.is_empty() {
+                        break;
+                    }
+                    self.take(session, asm, Duration::ZERO, max);
+                }
+                self.fail_all(why);
+            }
+            None
+        };
         let now = Instant::now();
         let overdue: Vec<Arc<Slot>> = {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -1591,15 +1691,17 @@ impl Inner {
         next
     }
 
-    /// A client's check of its server: closed, dead, or no longer ours.
-    fn check_server(&self) -> Option<Arc<Session>> {
+    /// A client's check of its server: why it is over for this client
+    /// (closed, dead, or no longer ours), if it is.
+    fn server_gone(&self) -> Option<u8> {
         let word = |off| self.ctl.get::<AtomicU32>(off).map_or(0, |w| w.load(Ordering::SeqCst));
         if word(CTL_OWNER_CLOSED) != 0 || word(CTL_OPENER) != self.ctl.token().raw() {
-            self.fail_all(CLOSED);
+            Some(CLOSED)
         } else if Token::from_raw(word(CTL_OWNER)).is_none_or(|t| self.ctl.is_dead(t)) {
-            self.fail_all(PEER_DIED);
+            Some(PEER_DIED)
+        } else {
+            None
         }
-        None
     }
 
     /// The server's check of its client: once it left (closed its end, or
