@@ -7,7 +7,7 @@
 //! per consumer on a third topic, `control`. Each consumer waits on its
 //! partition (a [`Subscription`](tachyon::bus::Subscription) of one
 //! partition) and on `control` at once, with a
-//! [`WaitSet`](tachyon::bus::WaitSet); it counts what it received, checks
+//! [`WaitSet`](tachyon::WaitSet); it counts what it received, checks
 //! that every message's key belongs to its partition, and once it took a
 //! stop message drains its partition (everything published before the stop
 //! is there by then), prints its count and reports count and checksum back
@@ -20,7 +20,8 @@
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
-use tachyon::bus::{Key, Region, RegionConfig, TopicConfig, WaitSet};
+use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+use tachyon::WaitSet;
 use tachyon::{Error, Result};
 
 mod support;

@@ -109,6 +109,9 @@ pub mod platform;
 pub mod primitives;
 pub mod segment;
 pub mod sync;
+// Above both the bus and the primitives: one wait over sources of each.
+#[cfg(not(tachyon_loom))]
+mod waitset;
 
 /// The `Pod` / `Zeroable` traits (and derives) that typed messages and
 /// arrays use, re-exported so that a user needs no version of its own.
@@ -128,6 +131,8 @@ pub use segment::cleanup_on_termination;
 pub use segment::Kind;
 #[cfg(not(tachyon_loom))]
 pub use segment::Segment;
+#[cfg(not(tachyon_loom))]
+pub use waitset::WaitSet;
 
 // Every Rust block in the README and in docs/*.md is compiled (and, unless
 // marked `no_run`, run) by `cargo test --doc`, so the documentation cannot

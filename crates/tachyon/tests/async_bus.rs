@@ -465,7 +465,7 @@ fn wait_set_across_processes() {
     let region = region(&name, WaitPolicy::Futex);
     let idle = region.create_topic("u", TopicConfig::default()).unwrap();
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
-    let mut set = tachyon::bus::WaitSet::new();
+    let mut set = tachyon::WaitSet::new();
     let idle_id = set.add_partition(&idle, 0).unwrap();
     let sub_id = set.add_subscription(&sub);
     let n = 2_000;

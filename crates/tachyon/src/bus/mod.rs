@@ -19,13 +19,21 @@
 #[cfg(not(tachyon_loom))]
 mod asynch;
 #[cfg(not(tachyon_loom))]
+mod catalog;
+#[cfg(not(tachyon_loom))]
 mod directory;
 #[cfg(not(tachyon_loom))]
 mod inspect;
+#[cfg(not(tachyon_loom))]
+mod open;
+#[cfg(not(tachyon_loom))]
+mod partition;
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
 #[cfg(not(tachyon_loom))]
 mod raw;
+#[cfg(not(tachyon_loom))]
+mod recovered;
 #[cfg(not(tachyon_loom))]
 mod recovery;
 #[cfg(not(tachyon_loom))]
@@ -34,15 +42,15 @@ mod region;
 mod subscription;
 #[cfg(not(tachyon_loom))]
 mod topic;
-#[cfg(not(tachyon_loom))]
-mod waitset;
 
 #[cfg(not(tachyon_loom))]
 pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
 #[cfg(not(tachyon_loom))]
 pub use raw::RawChunk;
 #[cfg(not(tachyon_loom))]
-pub use recovery::Recovered;
+pub use recovered::Recovered;
+#[cfg(not(tachyon_loom))]
+pub(crate) use region::RECOVERY_INTERVAL;
 #[cfg(not(tachyon_loom))]
 pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
 #[cfg(not(tachyon_loom))]
@@ -52,5 +60,3 @@ pub use topic::{
     Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
     MAX_CAPACITY, MAX_PARTITIONS,
 };
-#[cfg(not(tachyon_loom))]
-pub use waitset::WaitSet;

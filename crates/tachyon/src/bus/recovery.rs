@@ -28,53 +28,17 @@
 //! themselves, by whoever waits on them.
 
 use super::pool::{ChunkMeta, Descriptor, Word, FREE, HELD, LOANED, QUEUED};
+use super::recovered::Recovered;
 use super::region::{Region, CLASS_SIZES, RECOVERY_INTERVAL};
 use super::topic::Delivery;
 use super::topic::Topic;
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::Ordering;
-use crate::primitives::ring::Ring;
+use crate::sync::ring::Ring;
 use crate::sync::{Liveness, Token};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::HashSet;
-
-/// What one [`Region::recover`] reclaimed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct Recovered {
-    /// Chunks a dead producer had loaned and not published.
-    pub loans: usize,
-    /// Free chunks a dead process kept for its next loans (a process keeps
-    /// up to two per size class of 256 chunks or more).
-    pub cached: usize,
-    /// Messages a dead consumer had received and not released (lost).
-    pub held: usize,
-    /// Chunks a dead producer was publishing when it died (lost).
-    pub unpublished: usize,
-    /// Messages a dead consumer had received on an at-least-once topic,
-    /// published again.
-    pub redelivered: usize,
-    /// Such messages whose partition is full now: left as they are, and
-    /// published by a later recovery (not counted in [`total`](Self::total)).
-    pub deferred: usize,
-    /// Attach slots of dead processes marked free, so that inspectors stop
-    /// listing them (not counted in [`total`](Self::total)).
-    pub slots: usize,
-    /// Damaged ring cells and cursors repaired (words no step of the
-    /// protocol writes, left by a process that scribbled on the region;
-    /// an item such a cell held is lost). Also counted in the topic's
-    /// `corrupt` counter. Not counted in [`total`](Self::total).
-    pub repaired: usize,
-    /// Chunks whose state word could not be trusted when a damaged free
-    /// list was rebuilt: set aside for good (never handed out), until the
-    /// region is recreated. Not counted in [`total`](Self::total).
-    pub quarantined: usize,
-    /// Damaged parts of the region's header and topic directory restored
-    /// (from their second copy, or from the configuration this handle
-    /// holds). Not counted in [`total`](Self::total).
-    pub directory: usize,
-}
 
 /// What became of a dead consumer's message on an at-least-once topic.
 enum Redelivery {
@@ -84,11 +48,6 @@ enum Redelivery {
 }
 
 impl Recovered {
-    /// Chunks returned to the pool in all.
-    pub fn total(&self) -> usize {
-        self.loans + self.cached + self.held + self.unpublished + self.redelivered
-    }
-
     /// The `tachyon::recovery` event (`tracing` feature), when anything
     /// was reclaimed or deferred.
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]

@@ -30,13 +30,15 @@
 //! unchecked.
 
 use super::directory::{TopicEntry, ENTRY_BYTES};
+use super::partition;
 use super::pool::{ChunkCache, ChunkMeta, FreeList, Pool, FREE, MAX_CHUNKS};
-use super::topic::{Topic, TopicConfig, TopicInfo, PARTITION_HEADER};
+use super::recovered::Recovered;
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::seal::seal;
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{Liveness, Mutex, Token, WaitCell, MAX_SLOTS};
+use std::mem::{offset_of, size_of};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -46,33 +48,80 @@ use std::time::{Duration, SystemTime};
 pub const CLASS_SIZES: [usize; 8] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
 /// The largest message: the largest class.
 pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
+/// What to do about a message larger than the largest chunk.
+pub(crate) const TOO_LARGE: &str =
+    "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
 
 const LAYOUT_VERSION: u64 = 3;
 /// How often a loan waiting for the pool looks for chunks held by dead
 /// processes.
 pub(crate) const RECOVERY_INTERVAL: Duration = Duration::from_millis(50);
-const OFF_VERSION: usize = 0;
-const OFF_MAX_TOPICS: usize = 8;
-const OFF_ARENA: usize = 16;
-const OFF_ARENA_SIZE: usize = 24;
-const OFF_ARENA_USED: usize = 32;
-const OFF_METAS: usize = 40;
-const OFF_TOTAL_CHUNKS: usize = 48;
-const OFF_LEASE: usize = 56;
-const OFF_CLASS_FIRST: usize = 64;
-const OFF_CLASS_COUNT: usize = 128;
-pub(crate) const OFF_CONTROL: usize = 192;
-const OFF_CFG_SIZE: usize = 200;
-const OFF_CFG_RING_ARENA: usize = 208;
-const OFF_CFG_WEIGHTS: usize = 216; // 8 x u32, two per u64
-/// The seal over the configuration words (`segment::seal`).
-const OFF_CFG_SEAL: usize = 248;
-const OFF_FREE_LISTS: usize = 256;
-const OFF_FREED: usize = 384;
-const OFF_CLASS_DATA: usize = 448;
-const OFF_HEARTBEATS: usize = 512;
-const OFF_JOURNAL: usize = OFF_HEARTBEATS + 8 * MAX_SLOTS;
-pub(crate) const OFF_TOPICS: usize = OFF_JOURNAL + 4 * MAX_SLOTS;
+/// The region's header, at the start of its data area (the table at the
+/// top of this file). Code reaches its words through the `OFF_*` offsets
+/// below, which are taken from this struct, and `Segment::get` (bounds
+/// checked, atomics only).
+#[repr(C)]
+struct Header {
+    version: AtomicU64,
+    max_topics: AtomicU64,
+    arena: AtomicU64,
+    arena_size: AtomicU64,
+    arena_used: AtomicU64,
+    metas: AtomicU64,
+    total_chunks: AtomicU64,
+    lease: AtomicU64,
+    class_first: [AtomicU64; 8],
+    class_count: [AtomicU64; 8],
+    control: Mutex,
+    cfg_size: AtomicU64,
+    cfg_ring_arena: AtomicU64,
+    /// The class weights, two `u32` per word.
+    cfg_weights: [AtomicU64; 4],
+    /// The seal over the configuration words (`segment::seal`).
+    cfg_seal: AtomicU64,
+    free_lists: [FreeList; 8],
+    freed: WaitCell,
+    /// The rest of `freed`'s cache line.
+    _pad: [u64; 7],
+    class_data: [AtomicU64; 8],
+    heartbeats: [AtomicU64; MAX_SLOTS],
+    journal: [AtomicU32; MAX_SLOTS],
+}
+
+const OFF_VERSION: usize = offset_of!(Header, version);
+const OFF_MAX_TOPICS: usize = offset_of!(Header, max_topics);
+const OFF_ARENA: usize = offset_of!(Header, arena);
+const OFF_ARENA_SIZE: usize = offset_of!(Header, arena_size);
+const OFF_ARENA_USED: usize = offset_of!(Header, arena_used);
+const OFF_METAS: usize = offset_of!(Header, metas);
+const OFF_TOTAL_CHUNKS: usize = offset_of!(Header, total_chunks);
+const OFF_LEASE: usize = offset_of!(Header, lease);
+const OFF_CLASS_FIRST: usize = offset_of!(Header, class_first);
+const OFF_CLASS_COUNT: usize = offset_of!(Header, class_count);
+pub(crate) const OFF_CONTROL: usize = offset_of!(Header, control);
+const OFF_CFG_SIZE: usize = offset_of!(Header, cfg_size);
+const OFF_CFG_RING_ARENA: usize = offset_of!(Header, cfg_ring_arena);
+const OFF_CFG_WEIGHTS: usize = offset_of!(Header, cfg_weights);
+const OFF_CFG_SEAL: usize = offset_of!(Header, cfg_seal);
+const OFF_FREE_LISTS: usize = offset_of!(Header, free_lists);
+const OFF_FREED: usize = offset_of!(Header, freed);
+const OFF_CLASS_DATA: usize = offset_of!(Header, class_data);
+const OFF_HEARTBEATS: usize = offset_of!(Header, heartbeats);
+const OFF_JOURNAL: usize = offset_of!(Header, journal);
+/// The topic directory follows the header.
+pub(crate) const OFF_TOPICS: usize = size_of::<Header>();
+
+// The layout in shared memory is fixed (layout version 3): the struct must
+// not move a word.
+const _: () = {
+    assert!(OFF_LEASE == 56 && OFF_CLASS_FIRST == 64 && OFF_CLASS_COUNT == 128);
+    assert!(OFF_CONTROL == 192 && OFF_CFG_SIZE == 200 && OFF_CFG_WEIGHTS == 216 && OFF_CFG_SEAL == 248);
+    assert!(OFF_FREE_LISTS == 256 && size_of::<FreeList>() == 16);
+    assert!(OFF_FREED == 384 && OFF_CLASS_DATA == 448 && OFF_HEARTBEATS == 512);
+    assert!(OFF_JOURNAL == OFF_HEARTBEATS + 8 * MAX_SLOTS);
+    assert!(OFF_TOPICS == OFF_JOURNAL + 4 * MAX_SLOTS && OFF_TOPICS == 2048);
+};
+
 /// Bytes of the configuration's second copy, after the topic directory:
 /// the eight configuration words (as [`config_words`] orders them) and
 /// their seal; then the count of header and directory repairs so far
@@ -312,7 +361,7 @@ impl RegionConfig {
         if !(1..=1024).contains(&self.max_topics) {
             return bad(format!("max_topics must be 1 to 1024, not {}", self.max_topics));
         }
-        if self.ring_arena < PARTITION_HEADER + 32 || self.ring_arena > self.size {
+        if self.ring_arena < partition::MIN_ARENA || self.ring_arena > self.size {
             return bad(format!("ring_arena of {} bytes cannot hold one partition", self.ring_arena));
         }
         let weights: u64 = self.class_weights.iter().map(|&w| u64::from(w)).sum();
@@ -433,7 +482,7 @@ pub(crate) struct RegionCore {
     /// Loans and receives through this handle, to beat now and then.
     ops: std::sync::atomic::AtomicU32,
     /// What recovery reclaimed when this handle opened the region.
-    on_open: std::sync::OnceLock<super::Recovered>,
+    on_open: std::sync::OnceLock<Recovered>,
     /// Chunks quarantined by the rebuild of a damaged free list when this
     /// handle attached (reported with `on_open`).
     quarantined_on_attach: std::sync::atomic::AtomicUsize,
@@ -452,42 +501,6 @@ pub(crate) const CACHED: u32 = u32::MAX;
 const CACHE_MIN_CHUNKS: usize = 256;
 
 impl Region {
-    /// Opens the region `name` if it exists, else creates it with
-    /// `config` (the C library's `ty_region_open` with a configuration).
-    /// An existing region must have been created with the same
-    /// configuration: [`Error::Incompatible`] names the field that differs.
-    /// Safe to call from several processes at once.
-    ///
-    /// ```
-    /// use tachyon::bus::{Region, RegionConfig};
-    /// # let name = format!("doc-region-coo-{}", std::process::id());
-    /// let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
-    /// let first = Region::create_or_open(&name, config.clone())?;  // creates
-    /// let second = Region::create_or_open(&name, config.clone())?; // opens
-    /// let err = Region::create_or_open(&name, config.size(16 << 20)).unwrap_err();
-    /// assert!(matches!(err, tachyon::Error::Incompatible { field: "size", .. }), "{err}");
-    /// # drop((first, second)); Region::remove(&name)?;
-    /// # Ok::<(), tachyon::Error>(())
-    /// ```
-    pub fn create_or_open(name: &str, config: RegionConfig) -> Result<Region> {
-        config.validate()?;
-        for _ in 0..16 {
-            match Region::open(name) {
-                Ok(region) => {
-                    region.core.config.check_same(&config, &format!("region {name:?}"))?;
-                    return Ok(region);
-                }
-                Err(Error::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            match Region::create(name, config.clone()) {
-                Err(Error::AlreadyExists { .. }) => {}
-                other => return other,
-            }
-        }
-        Err(Error::timeout("a stable region to create or open (others kept creating and removing it)", None))
-    }
-
     /// The region's name, as given to create or open.
     pub fn name(&self) -> &str {
         self.core.seg.name()
@@ -498,10 +511,9 @@ impl Region {
         &self.core.config
     }
 
-    /// Creates a region; [`Error::AlreadyExists`] if one of that name
-    /// exists (open it, or remove it first, or use
-    /// [`create_or_open`](Self::create_or_open)).
-    pub fn create(name: &str, config: RegionConfig) -> Result<Region> {
+    /// Creates the region's segment and attaches to it; recovery is the
+    /// caller's (see `open.rs`).
+    pub(crate) fn create_attached(name: &str, config: RegionConfig) -> Result<Region> {
         let layout = config.layout()?;
         let seg = Segment::builder(name).kind(Kind::REGION).size(config.size).persistent(true).create_with(
             |seg| {
@@ -521,49 +533,33 @@ impl Region {
                 Ok(())
             },
         )?;
-        let region = Region::new(seg, layout, config)?;
-        // Attaching is a good moment to reclaim what dead processes held.
-        let _ = region.core.on_open.set(region.recover().unwrap_or_default());
-        Ok(region)
+        Region::new(seg, layout, config)
     }
 
-    /// Opens an existing region, checking its layout, and reclaims what
-    /// dead processes held ([`recovered_on_open`](Self::recovered_on_open)
-    /// says what).
-    pub fn open(name: &str) -> Result<Region> {
+    /// Opens an existing region's segment, checks its layout and attaches;
+    /// also returns how many damaged header words it restored. Recovery is
+    /// the caller's (see `open.rs`).
+    pub(crate) fn open_attached(name: &str) -> Result<(Region, usize)> {
         let seg = Segment::builder(name).kind(Kind::REGION).open()?;
         let (layout, config) = Region::check(&seg)?;
         // Header words damaged in one copy are restored from the other.
         let header = repair_header(&seg, &config, &layout)?;
         let region = Region::new(seg, layout, config)?;
         region.count_directory_repairs(header);
-        let mut found = region.recover().unwrap_or_default();
-        found.directory += header;
-        found.quarantined += region.core.quarantined_on_attach.load(Ordering::Relaxed);
-        let _ = region.core.on_open.set(found);
-        Ok(region)
+        Ok((region, header))
     }
 
-    /// A snapshot of the region named `name` ([`inspect`](Self::inspect)),
-    /// taken without attaching: it takes no attach slot, runs no recovery
-    /// and writes nothing, so an operator looking changes nothing (and an
-    /// inspector counts among no region's processes).
-    ///
-    /// ```
-    /// # use tachyon::bus::{Region, RegionConfig, TopicConfig};
-    /// # let name = format!("doc-inspect-name-{}", std::process::id());
-    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
-    /// region.create_topic("t", TopicConfig::default())?;
-    /// let report = Region::inspect_name(&name)?;
-    /// assert_eq!(report.topics[0].info.name, "t");
-    /// assert_eq!(report.processes.len(), 1); // only `region`'s process
-    /// # drop(region); Region::remove(&name)?;
-    /// # Ok::<(), tachyon::Error>(())
-    /// ```
-    pub fn inspect_name(name: &str) -> Result<super::RegionReport> {
+    /// The region `name` for looking only: no attach slot, no writes.
+    pub(crate) fn observe(name: &str) -> Result<Region> {
         let seg = Segment::builder(name).kind(Kind::REGION).observe()?;
         let (layout, config) = Region::check(&seg)?;
-        Region::with(seg, layout, config).inspect()
+        Ok(Region::with(seg, layout, config))
+    }
+
+    /// Records what recovery reclaimed when this handle attached.
+    pub(crate) fn set_recovered_on_open(&self, mut found: Recovered) {
+        found.quarantined += self.core.quarantined_on_attach.load(Ordering::Relaxed);
+        let _ = self.core.on_open.set(found);
     }
 
     /// Reads a region segment's configuration from whichever of its two
@@ -667,7 +663,7 @@ impl Region {
 
     /// What recovery reclaimed when this handle created or opened the
     /// region (chunks dead processes held, messages delivered again).
-    pub fn recovered_on_open(&self) -> super::Recovered {
+    pub fn recovered_on_open(&self) -> Recovered {
         self.core.on_open.get().copied().unwrap_or_default()
     }
 
@@ -712,89 +708,25 @@ impl Region {
             .map(|h| h.load(Ordering::Relaxed))
     }
 
-    /// Creates a topic: [`Error::TopicExists`] if the region has one of
-    /// that name, [`Error::NoSpace`] if the directory or the ring arena is
-    /// full.
-    pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<Topic> {
-        self.topic_with(name, Some(config), false)
+    /// Free chunks per class now (a snapshot: it reads every chunk's
+    /// state, so it costs a few microseconds per thousand chunks).
+    pub fn pool_stats(&self) -> Result<[ClassStats; 8]> {
+        let metas = self.metas()?;
+        Ok(std::array::from_fn(|c| ClassStats {
+            chunk_size: CLASS_SIZES[c],
+            chunks: self.core.layout.class_count[c],
+            free: self.core.layout.class_range(c).filter(|&i| is_free(&metas[i as usize])).count(),
+        }))
     }
 
-    /// Opens a topic: [`Error::TopicNotFound`] if the region has none of
-    /// that name.
-    pub fn topic(&self, name: &str) -> Result<Topic> {
-        super::topic::check_name(name)?;
-        match self.find(name)? {
-            Some(index) => Topic::attach(self, index),
-            None => {
-                // An entry damaged beyond repair may have been this topic:
-                // say so rather than "not found".
-                if let Some(lost) = self.entries()?.iter().position(|e| !e.is_free() && e.record().is_none())
-                {
-                    return Err(Error::corrupt(Corruption::BadField {
-                        field: "topic directory entry (both copies damaged; it may have been this topic)",
-                        value: lost as u64,
-                    }));
-                }
-                Err(Error::TopicNotFound { topic: name.to_owned(), region: self.core.seg.name().to_owned() })
-            }
-        }
+    /// Most topics the directory holds.
+    pub(crate) fn max_topics(&self) -> usize {
+        self.core.max_topics
     }
 
-    /// Opens the topic `name` if it exists, else creates it with `config`.
-    /// An existing topic must have been created with the same
-    /// configuration: [`Error::Incompatible`] names the field that differs.
-    /// Safe to call from several processes at once (one creates, the others
-    /// open).
-    ///
-    /// ```
-    /// use tachyon::bus::{Region, RegionConfig, TopicConfig};
-    /// # let name = format!("doc-topic-coo-{}", std::process::id());
-    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
-    /// let config = TopicConfig::default().partitions(4);
-    /// let a = region.create_or_open_topic("orders", config)?; // creates
-    /// let b = region.create_or_open_topic("orders", config)?; // opens
-    /// assert_eq!(a.partitions(), b.partitions());
-    /// let err = region.create_or_open_topic("orders", config.partitions(8)).unwrap_err();
-    /// assert!(err.to_string().contains("partitions = 4, not 8"), "{err}");
-    /// # drop((a, b)); drop(region); Region::remove(&name)?;
-    /// # Ok::<(), tachyon::Error>(())
-    /// ```
-    pub fn create_or_open_topic(&self, name: &str, config: TopicConfig) -> Result<Topic> {
-        self.topic_with(name, Some(config), true)
-    }
-
-    /// Creates the topic `name` with `config`, or with `may_open` opens the
-    /// one there (checking that it has `config`).
-    fn topic_with(&self, name: &str, config: Option<TopicConfig>, may_open: bool) -> Result<Topic> {
-        let config = config.unwrap_or_default();
-        config.validate()?;
-        super::topic::check_name(name)?;
-        let guard = self.control().lock(self, Some(Duration::from_secs(5)))?;
-        // A previous holder that died mid-creation left at most an entry in
-        // state CREATING, which is reused below (its arena bytes are lost).
-        let _ = guard.owner_died();
-        if let Some(index) = self.find(name)? {
-            drop(guard);
-            if !may_open {
-                return Err(Error::TopicExists {
-                    topic: name.to_owned(),
-                    region: self.core.seg.name().to_owned(),
-                });
-            }
-            let topic = Topic::attach(self, index)?;
-            topic.config().check_same(&config, &format!("topic {name:?}"))?;
-            return Ok(topic);
-        }
-        let entries = self.entries()?;
-        let Some(index) = entries.iter().position(|e| e.is_free()) else {
-            return Err(Error::NoSpace {
-                what: format!(
-                    "the region's {} topic entries are all used; create the region with a larger max_topics",
-                    self.core.max_topics
-                ),
-            });
-        };
-        let bytes = config.ring_bytes();
+    /// Takes `bytes` of the ring arena for a new topic's rings; returns
+    /// where they start. The caller holds the control lock.
+    pub(crate) fn reserve_ring_arena(&self, bytes: usize) -> Result<usize> {
         let used = self.core.seg.get::<AtomicU64>(OFF_ARENA_USED)?;
         let start = used.load(Ordering::Relaxed) as usize;
         if start.checked_add(bytes).is_none_or(|end| end > self.core.layout.arena_size) {
@@ -807,38 +739,7 @@ impl Region {
             });
         }
         used.store((start + bytes) as u64, Ordering::Relaxed);
-        let ring_off = self.core.layout.arena + start;
-        super::topic::init_rings(&self.core.seg, ring_off, &config)?;
-        entries[index].publish(&super::topic::record_of(name, &config, ring_off as u64));
-        drop(guard);
-        Topic::attach(self, index)
-    }
-
-    /// The topics of the region.
-    pub fn topics(&self) -> Result<Vec<TopicInfo>> {
-        Ok(self
-            .entries()?
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| {
-                Topic::attach(self, i).ok().map(|t| t.info()).or_else(|| super::topic::info_of(e))
-            })
-            .collect())
-    }
-
-    /// Free chunks per class now (a snapshot: it reads every chunk's
-    /// state, so it costs a few microseconds per thousand chunks).
-    pub fn pool_stats(&self) -> Result<[ClassStats; 8]> {
-        let metas = self.metas()?;
-        Ok(std::array::from_fn(|c| ClassStats {
-            chunk_size: CLASS_SIZES[c],
-            chunks: self.core.layout.class_count[c],
-            free: self.core.layout.class_range(c).filter(|&i| is_free(&metas[i as usize])).count(),
-        }))
-    }
-
-    fn find(&self, name: &str) -> Result<Option<usize>> {
-        Ok(self.entries()?.iter().position(|e| e.record().and_then(|r| r.name()).is_some_and(|n| n == name)))
+        Ok(self.core.layout.arena + start)
     }
 
     /// Where the ring arena lies in the data area.
@@ -878,7 +779,8 @@ impl Region {
         self.core.seg.get_slice(OFF_TOPICS, self.core.max_topics)
     }
 
-    fn control(&self) -> &Mutex {
+    /// The lock taken to create topics.
+    pub(crate) fn control(&self) -> &Mutex {
         self.core.seg.get(OFF_CONTROL).expect("fixed offset inside every region")
     }
 
@@ -962,7 +864,7 @@ impl Region {
     pub(crate) fn alloc(&self, size: usize, timeout: Option<Duration>) -> Result<(usize, u32)> {
         // Not `ok_or`: it would build (and drop) the error on every call.
         let Some(want) = CLASS_SIZES.iter().position(|&s| s >= size.max(1)) else {
-            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: super::topic::TOO_LARGE });
+            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
         };
         if let Some(chunk) = self.core.cache[want].take() {
             // Already LOANED by this process: a loan now.

@@ -286,13 +286,13 @@ impl Subscription {
     }
 
     /// The "not empty" wait cells of the partitions.
-    pub(super) fn sleep_points(&self) -> Result<Vec<SleepPoint<'_>>> {
+    pub(crate) fn sleep_points(&self) -> Result<Vec<SleepPoint<'_>>> {
         self.partitions.iter().map(|&p| Ok(self.topic.waits(p)?.not_empty.sleep_point())).collect()
     }
 
     /// What a waiting receive does between its sleeps: beat, recover what
     /// dead processes held, repair dead claimants' cells in the way.
-    pub(super) fn maintain(&self) {
+    pub(crate) fn maintain(&self) {
         let region = self.topic.region();
         region.heartbeat();
         region.recover_now_and_then();

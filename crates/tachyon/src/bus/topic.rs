@@ -11,12 +11,13 @@
 //! queued) before any payload byte is touched.
 
 use super::directory::{Record, TopicEntry, MAX_NAME};
+use super::partition;
 use super::pool::{Descriptor, HELD, LOANED, QUEUED};
-use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL};
+use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL, TOO_LARGE};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, Ordering};
-use crate::primitives::ring::{Cell, Cursors, Ring, Waits};
 use crate::segment::Segment;
+use crate::sync::ring::{Cell, Cursors, Ring, Waits};
 use crate::sync::{Liveness, WaitPolicy};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -24,15 +25,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes in front of each partition's cells: cursors and two wait cells.
-pub(crate) const PARTITION_HEADER: usize = 192;
-const NOT_EMPTY: usize = 128;
-const NOT_FULL: usize = 136;
 /// What a receive waits for.
 const WAIT_MESSAGE: &str = "a message in the topic's partition";
-/// What to do about a message larger than the largest chunk.
-pub(crate) const TOO_LARGE: &str =
-    "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
 /// Most partitions per topic.
 pub const MAX_PARTITIONS: u32 = 256;
 /// Most descriptors per partition.
@@ -143,7 +137,7 @@ impl TopicConfig {
     }
 
     fn block(&self) -> usize {
-        (PARTITION_HEADER + 16 * self.capacity as usize).div_ceil(64) * 64
+        partition::block(self.capacity)
     }
 
     pub(crate) fn ring_bytes(&self) -> usize {
@@ -237,18 +231,7 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
 
 /// Sets every cell of every partition free for its first writer.
 pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig) -> Result<()> {
-    for p in 0..cfg.partitions as usize {
-        let base = ring_off + p * cfg.block();
-        let cells = seg.get_slice::<Cell>(base + PARTITION_HEADER, cfg.capacity as usize)?;
-        for (i, c) in cells.iter().enumerate() {
-            c.word.store((i as u64) << 32, Ordering::Relaxed);
-            c.len.store(0, Ordering::Relaxed);
-        }
-        let cursors = seg.get::<Cursors>(base)?;
-        cursors.tail.store(0, Ordering::Relaxed);
-        cursors.head.store(0, Ordering::Relaxed);
-    }
-    Ok(())
+    partition::init(seg, ring_off, cfg.partitions, cfg.capacity)
 }
 
 /// The partition of a key: a 64-bit mix of the key, masked.
@@ -391,14 +374,12 @@ impl Topic {
         let seg = region.segment();
         let parts = (0..cfg.partitions as usize)
             .map(|p| -> Result<Partition> {
-                let base = ring_off + p * cfg.block();
+                let (header, cells) = partition::at(seg, ring_off + p * cfg.block(), cfg.capacity)?;
                 Ok(Partition {
-                    cursors: NonNull::from(seg.get::<Cursors>(base)?),
-                    cells: NonNull::from(
-                        seg.get_slice::<Cell>(base + PARTITION_HEADER, cfg.capacity as usize)?,
-                    ),
-                    not_empty: NonNull::from(seg.get::<crate::sync::WaitCell>(base + NOT_EMPTY)?),
-                    not_full: NonNull::from(seg.get::<crate::sync::WaitCell>(base + NOT_FULL)?),
+                    cursors: NonNull::from(&header.cursors),
+                    cells: NonNull::from(cells),
+                    not_empty: NonNull::from(&header.not_empty),
+                    not_full: NonNull::from(&header.not_full),
                 })
             })
             .collect::<Result<Box<[Partition]>>>()?;
@@ -944,7 +925,7 @@ impl Topic {
     /// blocked receive does between its sleeps; see `Ring::recover_with`)
     /// and wakes the partition's sleepers if anything was repaired. For
     /// waits that do not go through `claim` (subscriptions, futures).
-    pub(super) fn repair_partition(&self, partition: u32) {
+    pub(crate) fn repair_partition(&self, partition: u32) {
         if let (Ok(ring), Ok(waits)) = (self.ring(partition), self.waits(partition)) {
             let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
             if ring.recover_with(self.region(), false, &adopt) {

@@ -29,10 +29,10 @@
 //! A writer killed mid-item leaves `tail` unchanged: the next writer, which
 //! gets the mutex with `owner_died`, writes the same position again.
 
-use super::ring::Cell;
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Kind, Segment, ShmSafe};
+use crate::sync::ring::Cell;
 use crate::sync::{Liveness, Mutex, Token, WaitCell, WaitPolicy};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,7 +88,7 @@ struct ReaderEntry {
 unsafe impl ShmSafe for ReaderEntry {}
 
 fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
-    super::ring::nodes_layout(CELLS_OFF, nodes, node_size)
+    crate::sync::ring::nodes_layout(CELLS_OFF, nodes, node_size)
 }
 
 /// A broadcast ring between processes: every subscribed reader receives

@@ -1,10 +1,10 @@
 //! `CircularBuffer`: a ring of fixed-size nodes shared by any number of
 //! writers and readers in any processes; each item goes to exactly one
-//! reader. The lock-free protocol is in [`ring`](super::ring).
+//! reader. The lock-free protocol is in [`ring`](crate::sync::ring).
 
-use super::ring::{Cell, Cursors, Ring, Waits, TOMBSTONE};
 use crate::error::{Corruption, Error, Result};
-use crate::segment::{Kind, Segment, ShmSafe};
+use crate::segment::{Kind, Segment};
+use crate::sync::ring::{Cell, Cursors, Ring, Waits, TOMBSTONE};
 use crate::sync::{WaitCell, WaitPolicy};
 use std::ptr::NonNull;
 use std::time::Duration;
@@ -22,12 +22,6 @@ const NOT_FULL_OFF: usize = 256;
 const CELLS_OFF: usize = 320;
 /// Most nodes a ring may have (the protocol needs `n < 2^31`).
 pub const MAX_NODES: usize = 1 << 30;
-
-// SAFETY: `Cursors` is `repr(C)`, two atomics and never-touched padding:
-// any bits are valid and all mutation is atomic.
-unsafe impl ShmSafe for Cursors {}
-// SAFETY: `Cell` is `repr(C)`, two atomics.
-unsafe impl ShmSafe for Cell {}
 
 /// A snapshot of a [`CircularBuffer`]'s state, from
 /// [`CircularBuffer::stats`]. The counts are read cell by cell while
@@ -56,7 +50,7 @@ pub struct RingStats {
 
 /// `(data offset, stride, total size)` of a ring with this geometry.
 fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
-    super::ring::nodes_layout(CELLS_OFF, nodes, node_size)
+    crate::sync::ring::nodes_layout(CELLS_OFF, nodes, node_size)
 }
 
 /// A bounded multi-producer multi-consumer queue of byte items between

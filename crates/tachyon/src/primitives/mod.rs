@@ -15,9 +15,6 @@ mod buffer;
 mod circular;
 #[cfg(not(tachyon_loom))]
 pub mod rpc;
-// Under loom only the ring's models use it.
-#[cfg(any(not(tachyon_loom), test))]
-pub(crate) mod ring;
 
 #[cfg(not(tachyon_loom))]
 pub use array::{

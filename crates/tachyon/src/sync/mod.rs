@@ -45,6 +45,10 @@ mod mutex;
 // Under loom only their models use `reactor` and `waitv`.
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod reactor;
+// The claim ring under CircularBuffer and the bus's partitions; under
+// loom only the ring's models use it.
+#[cfg(any(not(tachyon_loom), test))]
+pub(crate) mod ring;
 mod rwlock;
 mod token;
 mod wait;

@@ -102,6 +102,14 @@ pub(crate) struct Cursors {
     _pad1: [u64; 6],
 }
 
+// SAFETY: `Cursors` is `repr(C)`: three atomics and never-touched
+// padding; any bits are valid and all mutation is atomic.
+#[cfg(not(tachyon_loom))]
+unsafe impl crate::segment::ShmSafe for Cursors {}
+// SAFETY: `Cell` is `repr(C)`, two atomics.
+#[cfg(not(tachyon_loom))]
+unsafe impl crate::segment::ShmSafe for Cell {}
+
 impl Cursors {
     #[cfg(tachyon_loom)]
     pub(crate) fn new() -> Self {

@@ -15,13 +15,13 @@
 //! it; an auto-reset event's wake-up that reached the wait set is passed on
 //! to a thread blocked in `Event::wait`).
 
-use super::region::RECOVERY_INTERVAL;
-use super::subscription::Subscription;
-use super::topic::Topic;
+use crate::bus::Subscription;
+use crate::bus::Topic;
+use crate::bus::RECOVERY_INTERVAL;
 use crate::error::{Error, Result};
 use crate::platform::atomic::Ordering;
-use crate::primitives::ring::Ring;
 use crate::primitives::CircularBuffer;
+use crate::sync::ring::Ring;
 use crate::sync::waitv::{self, SleepPoint};
 use crate::sync::{Event, WaitPolicy};
 use std::time::Duration;
@@ -46,7 +46,8 @@ enum Source<'a> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig, WaitSet};
+/// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+/// use tachyon::WaitSet;
 /// # let name = format!("doc-waitset-{}", std::process::id());
 /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
 /// let orders = region.create_topic("orders", TopicConfig::default().partitions(4))?;

@@ -1,0 +1,75 @@
+//! A partition's ring in the region's ring arena: its layout (a header of
+//! cursors and two wait cells, then the cells) and its first state.
+//!
+//! ```text
+//!      0  cursors: tail, head, repairs           (two cache lines)
+//!    128  "not empty" wait cell
+//!    136  "not full" wait cell
+//!    192  cells                                  (capacity x 16 B)
+//! ```
+//!
+//! A topic's partitions lie one after another, each rounded up to 64 bytes.
+
+use crate::error::Result;
+use crate::platform::atomic::Ordering;
+use crate::segment::{Segment, ShmSafe};
+use crate::sync::ring::{Cell, Cursors};
+use crate::sync::WaitCell;
+use std::mem::{offset_of, size_of};
+
+/// The header in front of a partition's cells.
+#[repr(C)]
+pub(crate) struct PartitionHeader {
+    pub cursors: Cursors,
+    /// Consumers sleep here for a message.
+    pub not_empty: WaitCell,
+    /// Producers sleep here for room.
+    pub not_full: WaitCell,
+    _pad: [u64; 6],
+}
+
+/// Bytes in front of each partition's cells.
+pub(crate) const PARTITION_HEADER: usize = size_of::<PartitionHeader>();
+
+const _: () = assert!(offset_of!(PartitionHeader, cursors) == 0);
+const _: () = assert!(offset_of!(PartitionHeader, not_empty) == 128);
+const _: () = assert!(offset_of!(PartitionHeader, not_full) == 136);
+const _: () = assert!(PARTITION_HEADER == 192);
+const _: () = assert!(size_of::<Cell>() == 16);
+
+// SAFETY: `repr(C)` of `Cursors` and two `WaitCell`s (all ShmSafe: atomics
+// and never-touched padding) and never-touched padding: any bits are
+// valid and all mutation is atomic.
+unsafe impl ShmSafe for PartitionHeader {}
+
+/// Bytes one partition of `capacity` cells takes in the arena.
+pub(crate) fn block(capacity: u32) -> usize {
+    (PARTITION_HEADER + size_of::<Cell>() * capacity as usize).next_multiple_of(64)
+}
+
+/// The smallest ring arena that holds a ring at all.
+pub(crate) const MIN_ARENA: usize = PARTITION_HEADER + 2 * size_of::<Cell>();
+
+/// The header and cells of the partition at `base` (bounds checked by the
+/// segment).
+pub(crate) fn at(seg: &Segment, base: usize, capacity: u32) -> Result<(&PartitionHeader, &[Cell])> {
+    Ok((
+        seg.get::<PartitionHeader>(base)?,
+        seg.get_slice::<Cell>(base + PARTITION_HEADER, capacity as usize)?,
+    ))
+}
+
+/// Sets every cell of `partitions` partitions of `capacity` cells at
+/// `ring_off` free for its first writer, and the cursors to 0.
+pub(crate) fn init(seg: &Segment, ring_off: usize, partitions: u32, capacity: u32) -> Result<()> {
+    for p in 0..partitions as usize {
+        let (header, cells) = at(seg, ring_off + p * block(capacity), capacity)?;
+        for (i, c) in cells.iter().enumerate() {
+            c.word.store((i as u64) << 32, Ordering::Relaxed);
+            c.len.store(0, Ordering::Relaxed);
+        }
+        header.cursors.tail.store(0, Ordering::Relaxed);
+        header.cursors.head.store(0, Ordering::Relaxed);
+    }
+    Ok(())
+}
