@@ -102,8 +102,8 @@
 
 pub mod bus;
 mod error;
-#[cfg(not(tachyon_loom))]
-#[doc(hidden)]
+/// Entry points for the fuzz targets (`testing` feature: not an API).
+#[cfg(all(feature = "testing", not(tachyon_loom)))]
 pub mod fuzzing;
 pub mod platform;
 pub mod primitives;

@@ -125,7 +125,9 @@ pub(crate) struct TopicEntry {
 
 const _: () = assert!(std::mem::size_of::<Copy2>() == 104);
 const _: () = assert!(std::mem::size_of::<TopicEntry>() == ENTRY_BYTES);
-const _: () = assert!(std::mem::offset_of!(TopicEntry, ring_off) == 16);
+/// Where an entry's (primary) ring offset word is.
+pub(crate) const RING_OFF: usize = std::mem::offset_of!(TopicEntry, ring_off);
+const _: () = assert!(RING_OFF == 16);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, published) == 32);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, name) == 64);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, copy2) == 136);

@@ -24,6 +24,8 @@ mod catalog;
 mod directory;
 #[cfg(not(tachyon_loom))]
 mod inspect;
+#[cfg(all(feature = "testing", not(tachyon_loom)))]
+mod map;
 #[cfg(not(tachyon_loom))]
 mod open;
 #[cfg(not(tachyon_loom))]
@@ -45,6 +47,8 @@ mod topic;
 
 #[cfg(not(tachyon_loom))]
 pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
+#[cfg(all(feature = "testing", not(tachyon_loom)))]
+pub use map::RegionMap;
 #[cfg(not(tachyon_loom))]
 pub use raw::RawChunk;
 #[cfg(not(tachyon_loom))]

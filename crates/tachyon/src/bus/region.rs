@@ -93,17 +93,17 @@ const OFF_MAX_TOPICS: usize = offset_of!(Header, max_topics);
 const OFF_ARENA: usize = offset_of!(Header, arena);
 const OFF_ARENA_SIZE: usize = offset_of!(Header, arena_size);
 const OFF_ARENA_USED: usize = offset_of!(Header, arena_used);
-const OFF_METAS: usize = offset_of!(Header, metas);
-const OFF_TOTAL_CHUNKS: usize = offset_of!(Header, total_chunks);
+pub(crate) const OFF_METAS: usize = offset_of!(Header, metas);
+pub(crate) const OFF_TOTAL_CHUNKS: usize = offset_of!(Header, total_chunks);
 const OFF_LEASE: usize = offset_of!(Header, lease);
-const OFF_CLASS_FIRST: usize = offset_of!(Header, class_first);
-const OFF_CLASS_COUNT: usize = offset_of!(Header, class_count);
+pub(crate) const OFF_CLASS_FIRST: usize = offset_of!(Header, class_first);
+pub(crate) const OFF_CLASS_COUNT: usize = offset_of!(Header, class_count);
 pub(crate) const OFF_CONTROL: usize = offset_of!(Header, control);
 const OFF_CFG_SIZE: usize = offset_of!(Header, cfg_size);
 const OFF_CFG_RING_ARENA: usize = offset_of!(Header, cfg_ring_arena);
 const OFF_CFG_WEIGHTS: usize = offset_of!(Header, cfg_weights);
 const OFF_CFG_SEAL: usize = offset_of!(Header, cfg_seal);
-const OFF_FREE_LISTS: usize = offset_of!(Header, free_lists);
+pub(crate) const OFF_FREE_LISTS: usize = offset_of!(Header, free_lists);
 const OFF_FREED: usize = offset_of!(Header, freed);
 const OFF_CLASS_DATA: usize = offset_of!(Header, class_data);
 const OFF_HEARTBEATS: usize = offset_of!(Header, heartbeats);
@@ -214,7 +214,7 @@ fn damaged_list(class: usize) -> Error {
 }
 
 /// Where the configuration's second copy is in a region of `max_topics`.
-fn cfg_copy_at(max_topics: usize) -> usize {
+pub(crate) fn cfg_copy_at(max_topics: usize) -> usize {
     OFF_TOPICS + max_topics * ENTRY_BYTES
 }
 

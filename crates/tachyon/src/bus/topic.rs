@@ -936,8 +936,8 @@ impl Topic {
     }
 
     /// Publishes a raw descriptor, bypassing the pool. For tests of the
-    /// library's defences against corrupt rings only.
-    #[doc(hidden)]
+    /// library's defences against corrupt rings only (`testing` feature).
+    #[cfg(feature = "testing")]
     pub fn publish_raw_descriptor(&self, partition: u32, chunk: u32, len: u32) -> Result<()> {
         let ring = self.ring(partition)?;
         let waits = self.waits(partition)?;

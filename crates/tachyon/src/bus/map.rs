@@ -1,0 +1,81 @@
+//! Where things lie in a region's data area, for tests and fuzz targets
+//! that damage a region on purpose (`testing` feature). Read from the
+//! layout types themselves, so a test cannot drift from the code.
+
+use super::directory::ENTRY_BYTES;
+use super::partition::{self, PARTITION_HEADER};
+use super::region;
+
+/// Offsets (bytes, from the start of a region's data area) of the region
+/// header's words and of the topic directory.
+///
+/// ```
+/// let map = tachyon::bus::RegionMap::new();
+/// assert_eq!(map.directory, 2048);
+/// assert_eq!(map.entry_ring_off, 16);
+/// assert_eq!(map.partition_block(4), 192 + 4 * 16);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegionMap {
+    /// The chunk metadata's offset (a `u64` word).
+    pub metas: usize,
+    /// The number of chunks (a `u64` word).
+    pub total_chunks: usize,
+    /// The first chunk of each class (eight `u64` words).
+    pub class_first: usize,
+    /// The chunks in each class (eight `u64` words).
+    pub class_count: usize,
+    /// The free list of each class (eight of `free_list_bytes`, the head
+    /// word first).
+    pub free_lists: usize,
+    /// Bytes of one free list.
+    pub free_list_bytes: usize,
+    /// The topic directory: `max_topics` entries of `entry_bytes`.
+    pub directory: usize,
+    /// Bytes of one directory entry (its primary copy first).
+    pub entry_bytes: usize,
+    /// Where an entry's ring offset word is, from the entry.
+    pub entry_ring_off: usize,
+    /// Bytes in front of a partition's cells.
+    pub partition_header: usize,
+    /// Bytes of one ring cell (a control word, then a length word).
+    pub cell_bytes: usize,
+}
+
+impl RegionMap {
+    /// The map of the current layout.
+    pub fn new() -> RegionMap {
+        RegionMap {
+            metas: region::OFF_METAS,
+            total_chunks: region::OFF_TOTAL_CHUNKS,
+            class_first: region::OFF_CLASS_FIRST,
+            class_count: region::OFF_CLASS_COUNT,
+            free_lists: region::OFF_FREE_LISTS,
+            free_list_bytes: std::mem::size_of::<super::pool::FreeList>(),
+            directory: region::OFF_TOPICS,
+            entry_bytes: ENTRY_BYTES,
+            entry_ring_off: super::directory::RING_OFF,
+            partition_header: PARTITION_HEADER,
+            cell_bytes: std::mem::size_of::<crate::sync::ring::Cell>(),
+        }
+    }
+
+    /// Where the second copy of the configuration is, in a region of
+    /// `max_topics` topics (after the directory).
+    pub fn config_copy(&self, max_topics: usize) -> usize {
+        region::cfg_copy_at(max_topics)
+    }
+
+    /// Bytes one partition of `capacity` cells takes (its header, its
+    /// cells, rounded up to 64).
+    pub fn partition_block(&self, capacity: u32) -> usize {
+        partition::block(capacity)
+    }
+}
+
+impl Default for RegionMap {
+    fn default() -> Self {
+        RegionMap::new()
+    }
+}
