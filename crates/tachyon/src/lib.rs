@@ -99,6 +99,7 @@
 //! ```
 
 #![cfg(target_os = "linux")]
+#![deny(missing_docs)]
 
 pub mod bus;
 mod error;
