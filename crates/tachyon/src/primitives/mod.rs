@@ -14,6 +14,8 @@ mod buffer;
 #[cfg(not(tachyon_loom))]
 mod circular;
 #[cfg(not(tachyon_loom))]
+mod locked;
+#[cfg(not(tachyon_loom))]
 pub mod rpc;
 // Under loom only the ring's models use it.
 #[cfg(any(not(tachyon_loom), test))]
