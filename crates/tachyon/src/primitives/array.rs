@@ -9,55 +9,96 @@
 //! write (exclusive) to copy in or to lend `&mut [T]`. Hence a slice lent
 //! by a guard is never changed by another tachyon handle while the guard
 //! lives. Everything read from the header is validated against the segment
-//! size and the caller's `T` before any element is touched.
+//! size and the caller's `T` before any element is touched. The lock, the
+//! closed flag and the locked copies are the core it shares with
+//! `SharedBuffer` ([`locked`](super::locked)).
 
+use super::locked::{self, Locked, LockedHeader, DEFAULT_LOCK_TIMEOUT};
 use crate::error::{Corruption, Error, Result};
-use crate::segment::{Kind, Segment};
+use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use bytemuck::Pod;
 use std::fmt;
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
+use std::mem::{offset_of, size_of};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::time::Duration;
 
-// Layout of the data area (all offsets from its page-aligned start).
-const LEN_OFF: usize = 0;
-const ELEM_SIZE_OFF: usize = 8;
-const ELEM_ALIGN_OFF: usize = 16;
-const FINGERPRINT_OFF: usize = 24;
-const TYPE_NAME_LEN_OFF: usize = 32;
-const TYPE_NAME_OFF: usize = 40;
 /// How many bytes of the element type's name the header keeps.
-const TYPE_NAME_MAX: usize = LOCK_OFF - TYPE_NAME_OFF;
-const LOCK_OFF: usize = 256;
-/// Non-zero once [`SharedArray::close`] was called (u32): right after the
-/// lock, before the elements (which start at 832 or later).
-const CLOSED_OFF: usize = (LOCK_OFF + std::mem::size_of::<RwLock>()).next_multiple_of(8);
-const _: () = assert!(
-    CLOSED_OFF + 4 <= (LOCK_OFF + std::mem::size_of::<RwLock>()).next_multiple_of(DATA_ALIGN),
-    "the closed flag must lie between the lock and the first element"
-);
+const TYPE_NAME_MAX: usize = 216;
 
-/// The elements start at a multiple of this (or of the element alignment,
-/// if larger): a cache line, so the lock and the data do not share one.
-const DATA_ALIGN: usize = 64;
+/// The array header at the start of the data area; the elements follow
+/// at the next multiple of 64 (or of their alignment, if larger).
+#[repr(C)]
+struct ArrayHeader {
+    /// Number of elements (sealed geometry word 0).
+    len: AtomicU64,
+    /// `size_of` the element type (geometry word 1).
+    elem_size: AtomicU64,
+    /// `align_of` the element type (geometry word 2).
+    elem_align: AtomicU64,
+    /// FNV-1a of the type's name, size and alignment (geometry word 3).
+    fingerprint: AtomicU64,
+    /// Length of the type's name, of which the first [`TYPE_NAME_MAX`]
+    /// bytes are kept.
+    type_name_len: AtomicU64,
+    type_name: [AtomicU8; TYPE_NAME_MAX],
+    lock: RwLock,
+    _pad: AtomicU32,
+    /// Non-zero once [`SharedArray::close`] was called: right after the
+    /// lock, before the elements.
+    closed: AtomicU32,
+    _tail: AtomicU32,
+}
+
+// The layout in shared memory: these offsets are what every process that
+// maps an array expects.
+const _: () = assert!(offset_of!(ArrayHeader, len) == 0);
+const _: () = assert!(offset_of!(ArrayHeader, elem_size) == 8);
+const _: () = assert!(offset_of!(ArrayHeader, elem_align) == 16);
+const _: () = assert!(offset_of!(ArrayHeader, fingerprint) == 24);
+const _: () = assert!(offset_of!(ArrayHeader, type_name_len) == 32);
+const _: () = assert!(offset_of!(ArrayHeader, type_name) == 40);
+const _: () = assert!(offset_of!(ArrayHeader, lock) == 256);
+const _: () = assert!(offset_of!(ArrayHeader, closed) == 792);
+const _: () = assert!(size_of::<ArrayHeader>() == 800);
+// The elements start at 832 (or a larger multiple of their alignment).
+const _: () = assert!(size_of::<ArrayHeader>().next_multiple_of(64) == 832);
+
+// SAFETY: `repr(C)` of atomics and an `RwLock` (itself `ShmSafe`), with no
+// padding (the offsets and size are asserted above): any bits are valid and
+// all mutation is atomic.
+unsafe impl ShmSafe for ArrayHeader {}
+
+impl LockedHeader for ArrayHeader {
+    const GEOMETRY: &'static [usize] = &[
+        offset_of!(ArrayHeader, len),
+        offset_of!(ArrayHeader, elem_size),
+        offset_of!(ArrayHeader, elem_align),
+        offset_of!(ArrayHeader, fingerprint),
+    ];
+    const UNITS: &'static str = "elements";
+    const WHOLE: &'static str = "an array";
+
+    fn lock(&self) -> &RwLock {
+        &self.lock
+    }
+
+    fn closed(&self) -> &AtomicU32 {
+        &self.closed
+    }
+}
+
 /// The largest element alignment supported: the data area is only known
 /// to be page-aligned.
 pub(crate) const MAX_ELEM_ALIGN: usize = 4096;
 
-/// The default for how long plain operations wait for the lock.
-pub(crate) const DEFAULT_LOCK_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
-
 /// `(offset of the first element, data area size)` of an array of `len`
 /// elements of `size` bytes aligned to `align` (a power of two).
 fn layout(len: usize, size: usize, align: usize) -> Option<(usize, usize)> {
-    let data_off =
-        (LOCK_OFF + std::mem::size_of::<RwLock>()).checked_next_multiple_of(align.max(DATA_ALIGN))?;
-    let total = data_off.checked_add(len.checked_mul(size)?)?;
-    // A mapping larger than isize::MAX bytes cannot exist.
-    (total <= isize::MAX as usize).then_some((data_off, total))
+    locked::layout::<ArrayHeader>(len, size, align)
 }
 
 /// What the header records about the element type.
@@ -96,41 +137,39 @@ fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-fn field(seg: &Segment, off: usize) -> Result<u64> {
-    Ok(seg.get::<AtomicU64>(off)?.load(Relaxed))
-}
-
 /// Writes the header; runs before the segment is visible to anyone. The
 /// lock (all zeros: unlocked) and the elements (all zeros: valid for any
 /// `Pod`) are already zero-filled.
 fn init<T: Pod>(seg: &Segment, len: usize) -> Result<()> {
     let ty = ElemType::of::<T>();
-    seg.get::<AtomicU64>(LEN_OFF)?.store(len as u64, Relaxed);
-    seg.get::<AtomicU64>(ELEM_SIZE_OFF)?.store(ty.size, Relaxed);
-    seg.get::<AtomicU64>(ELEM_ALIGN_OFF)?.store(ty.align, Relaxed);
-    seg.get::<AtomicU64>(FINGERPRINT_OFF)?.store(ty.fingerprint, Relaxed);
-    seg.get::<AtomicU64>(TYPE_NAME_LEN_OFF)?.store(ty.name.len() as u64, Relaxed);
-    let kept = &ty.name.as_bytes()[..ty.name.len().min(TYPE_NAME_MAX)];
-    seg.write_bytes(TYPE_NAME_OFF, kept)
+    let h = seg.get::<ArrayHeader>(0)?;
+    h.len.store(len as u64, Relaxed);
+    h.elem_size.store(ty.size, Relaxed);
+    h.elem_align.store(ty.align, Relaxed);
+    h.fingerprint.store(ty.fingerprint, Relaxed);
+    h.type_name_len.store(ty.name.len() as u64, Relaxed);
+    for (a, &b) in h.type_name.iter().zip(ty.name.as_bytes()) {
+        a.store(b, Relaxed);
+    }
+    Ok(())
 }
 
 /// The element type recorded in the header (untrusted: the name length is
 /// clamped, the name decoded lossily).
-fn recorded_type(seg: &Segment) -> Result<ElemType> {
-    let name_len = field(seg, TYPE_NAME_LEN_OFF)?;
+fn recorded_type(h: &ArrayHeader) -> ElemType {
+    let name_len = h.type_name_len.load(Relaxed);
     let kept = usize::try_from(name_len).unwrap_or(usize::MAX).min(TYPE_NAME_MAX);
-    let mut bytes = vec![0u8; kept];
-    seg.read_bytes(TYPE_NAME_OFF, &mut bytes)?;
+    let bytes: Vec<u8> = h.type_name[..kept].iter().map(|b| b.load(Relaxed)).collect();
     let mut name = String::from_utf8_lossy(&bytes).into_owned();
     if name_len > TYPE_NAME_MAX as u64 {
         name.push('…');
     }
-    Ok(ElemType {
-        size: field(seg, ELEM_SIZE_OFF)?,
-        align: field(seg, ELEM_ALIGN_OFF)?,
-        fingerprint: field(seg, FINGERPRINT_OFF)?,
+    ElemType {
+        size: h.elem_size.load(Relaxed),
+        align: h.elem_align.load(Relaxed),
+        fingerprint: h.fingerprint.load(Relaxed),
         name,
-    })
+    }
 }
 
 /// A fixed-length array of `T` shared between processes.
@@ -187,11 +226,7 @@ fn recorded_type(seg: &Segment) -> Result<ElemType> {
 /// # Ok::<(), tachyon::Error>(())
 /// ```
 pub struct SharedArray<T: Pod> {
-    seg: Segment,
-    len: usize,
-    data_off: usize,
-    timeout: Option<Duration>,
-    _elem: PhantomData<fn() -> T>,
+    core: Locked<ArrayHeader, T>,
 }
 
 /// Options for creating or opening a [`SharedArray`].
@@ -338,14 +373,7 @@ impl<T: Pod> SharedArrayBuilder<T> {
 
     /// The array if its length is the one set on this builder (if any).
     fn check_len(&self, array: SharedArray<T>) -> Result<SharedArray<T>> {
-        if self.len_set && array.len() != self.len {
-            return Err(Error::Incompatible {
-                name: self.name.clone(),
-                field: "len",
-                existing: array.len().to_string(),
-                requested: self.len.to_string(),
-            });
-        }
+        locked::check_len(&self.name, "len", self.len_set.then_some(self.len), array.len())?;
         Ok(array)
     }
 
@@ -364,16 +392,8 @@ impl<T: Pod> SharedArrayBuilder<T> {
             Error::invalid(format!("{} elements of {size} bytes do not fit in memory", self.len))
         })?;
         let ty = ElemType::of::<T>();
-        let mut b = Segment::builder(&self.name).kind(Kind::ARRAY).size(total).geometry([
-            self.len as u64,
-            ty.size,
-            ty.align,
-            ty.fingerprint,
-        ]);
-        if let Some(n) = self.max_attachers {
-            b = b.max_attachers(n);
-        }
-        Ok(b)
+        let geometry = [self.len as u64, ty.size, ty.align, ty.fingerprint];
+        Ok(locked::segment_builder(&self.name, Kind::ARRAY, total, geometry, self.max_attachers))
     }
 }
 
@@ -410,58 +430,54 @@ impl<T: Pod> SharedArray<T> {
     }
 
     fn from_segment(seg: Segment, opts: &SharedArrayBuilder<T>) -> Result<Self> {
-        let want = ElemType::of::<T>();
-        // Header words damaged since creation: restored from their sealed
-        // copy in the segment header.
-        seg.restore_geometry(&[LEN_OFF, ELEM_SIZE_OFF, ELEM_ALIGN_OFF, FINGERPRINT_OFF])?;
-        let found = recorded_type(&seg)?;
-        if found.size != want.size
-            || found.align != want.align
-            || (opts.check_type_name && found.fingerprint != want.fingerprint)
-        {
-            return Err(Error::TypeMismatch { found: found.to_string(), expected: want.to_string() });
-        }
-        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
-        let raw_len = field(&seg, LEN_OFF)?;
-        let len = usize::try_from(raw_len).map_err(|_| bad("array length", raw_len))?;
-        if len == 0 {
-            return Err(bad("array length", raw_len));
-        }
-        let (size, align) = (std::mem::size_of::<T>(), std::mem::align_of::<T>());
-        let (data_off, total) = layout(len, size, align).ok_or_else(|| bad("array length", raw_len))?;
-        if total != seg.size() {
-            return Err(bad("array size", seg.size() as u64));
-        }
-        // Checks that the lock is inside the segment and aligned, which the
-        // unchecked accesses in `lock` rely on.
-        seg.get::<RwLock>(LOCK_OFF)?;
-        seg.get::<std::sync::atomic::AtomicU32>(CLOSED_OFF)?;
-        Ok(SharedArray { seg, len, data_off, timeout: opts.timeout, _elem: PhantomData })
+        let core = Locked::open(seg, opts.timeout, "array size", |seg, h: &ArrayHeader| {
+            let want = ElemType::of::<T>();
+            let found = recorded_type(h);
+            if found.size != want.size
+                || found.align != want.align
+                || (opts.check_type_name && found.fingerprint != want.fingerprint)
+            {
+                return Err(Error::TypeMismatch { found: found.to_string(), expected: want.to_string() });
+            }
+            let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+            let raw_len = h.len.load(Relaxed);
+            let len = usize::try_from(raw_len).map_err(|_| bad("array length", raw_len))?;
+            if len == 0 {
+                return Err(bad("array length", raw_len));
+            }
+            let (size, align) = (std::mem::size_of::<T>(), std::mem::align_of::<T>());
+            let (data_off, total) = layout(len, size, align).ok_or_else(|| bad("array length", raw_len))?;
+            if total != seg.size() {
+                return Err(bad("array size", seg.size() as u64));
+            }
+            Ok((len, data_off))
+        })?;
+        Ok(SharedArray { core })
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.len
+        self.core.len()
     }
 
     /// Always `false`: an array has at least one element.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// The name as given at create/open.
     pub fn name(&self) -> &str {
-        self.seg.name()
+        self.core.segment().name()
     }
 
     /// The segment behind the array.
     pub fn segment(&self) -> &Segment {
-        &self.seg
+        self.core.segment()
     }
 
     /// How long plain operations wait for the lock (`None`: no limit).
     pub fn lock_timeout(&self) -> Option<Duration> {
-        self.timeout
+        self.core.timeout()
     }
 
     /// Sets how long this handle's plain operations ([`get`](Self::get),
@@ -469,7 +485,7 @@ impl<T: Pod> SharedArray<T> {
     /// [`to_vec`](Self::to_vec), [`iter`](Self::iter)) wait for the lock
     /// before [`Error::Timeout`]; `None`: no limit.
     pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
-        self.timeout = timeout;
+        self.core.set_timeout(timeout);
     }
 
     /// Makes the array read-only for every process, for good: from now on
@@ -496,7 +512,7 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn close(&self) {
-        self.closed_flag().store(1, std::sync::atomic::Ordering::SeqCst);
+        self.core.close();
     }
 
     /// Whether [`close`](Self::close) was called (by any process).
@@ -509,76 +525,19 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.closed_flag().load(std::sync::atomic::Ordering::SeqCst) != 0
-    }
-
-    fn closed_flag(&self) -> &std::sync::atomic::AtomicU32 {
-        // SAFETY: checked in bounds and aligned in `from_segment`; an
-        // atomic is valid for any bits; the mapping lives as long as `self`.
-        unsafe { &*self.seg.as_ptr().add(CLOSED_OFF).cast() }
-    }
-
-    /// `Err(Closed)` once closed; called with the write lock held.
-    fn check_open(&self) -> Result<()> {
-        if self.is_closed() {
-            return Err(Error::Closed);
-        }
-        Ok(())
+        self.core.is_closed()
     }
 
     fn lock(&self) -> &RwLock {
-        // SAFETY: `from_segment` checked (through `Segment::get`) that an
-        // `RwLock` at `LOCK_OFF` lies inside the data area and is aligned;
-        // `RwLock` is `ShmSafe` (valid for any bits, mutated atomically);
-        // the mapping lives as long as `self.seg`, hence as `&self`.
-        unsafe { &*self.seg.as_ptr().add(LOCK_OFF).cast::<RwLock>() }
-    }
-
-    /// The first element.
-    fn data(&self) -> *mut T {
-        // SAFETY: `from_segment` checked `data_off + len * size_of::<T>()
-        // == seg.size()`, so the offset is inside (or, for a zero-sized `T`,
-        // at the end of) the data area. It is a multiple of `align_of::<T>()`
-        // from a page-aligned start, and `align_of::<T>() <= 4096`.
-        unsafe { self.seg.as_ptr().add(self.data_off).cast::<T>() }
+        self.core.lock()
     }
 
     fn check_index(&self, i: usize) -> Result<()> {
-        if i < self.len {
+        if i < self.len() {
             Ok(())
         } else {
-            Err(Error::invalid(format!("index {i} is out of range for an array of {} elements", self.len)))
+            Err(Error::invalid(format!("index {i} is out of range for an array of {} elements", self.len())))
         }
-    }
-
-    fn check_range(&self, start: usize, count: usize) -> Result<()> {
-        match start.checked_add(count) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::invalid(format!(
-                "elements {start}..{start}+{count} are out of range for an array of {} elements",
-                self.len
-            ))),
-        }
-    }
-
-    /// Copies `out.len()` elements from `start` out. The caller holds the
-    /// lock (read or write) and checked the range.
-    fn copy_out(&self, start: usize, out: &mut [T]) {
-        debug_assert!(start + out.len() <= self.len);
-        // SAFETY: `start..start + out.len()` is inside the array (checked by
-        // the caller), both pointers are aligned for `T`, `out` is private
-        // memory distinct from the mapping, and the caller's lock keeps
-        // tachyon writers out. No reference to shared memory is formed.
-        unsafe { std::ptr::copy_nonoverlapping(self.data().add(start), out.as_mut_ptr(), out.len()) };
-    }
-
-    /// Copies `values` in at `start`. The caller holds the write lock and
-    /// checked the range.
-    fn copy_in(&self, start: usize, values: &[T]) {
-        debug_assert!(start + values.len() <= self.len);
-        // SAFETY: as in `copy_out`, with the roles swapped; the write lock
-        // keeps every other tachyon reader and writer out.
-        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.data().add(start), values.len()) };
     }
 
     /// Element `i`, copied out under a read lock.
@@ -588,9 +547,8 @@ impl<T: Pod> SharedArray<T> {
     /// [lock timeout](Self::set_lock_timeout).
     pub fn get(&self, i: usize) -> Result<T> {
         self.check_index(i)?;
-        let _g = self.lock().read(&self.seg, self.timeout)?;
         let mut v = [T::zeroed()];
-        self.copy_out(i, &mut v);
+        self.core.read(i, &mut v)?;
         Ok(v[0])
     }
 
@@ -601,10 +559,7 @@ impl<T: Pod> SharedArray<T> {
     /// the [lock timeout](Self::set_lock_timeout).
     pub fn set(&self, i: usize, value: T) -> Result<()> {
         self.check_index(i)?;
-        let _g = self.lock().write(&self.seg, self.timeout)?;
-        self.check_open()?;
-        self.copy_in(i, &[value]);
-        Ok(())
+        self.core.write(i, &[value])
     }
 
     /// Copies `out.len()` elements starting at `start` into `out`, all
@@ -613,10 +568,7 @@ impl<T: Pod> SharedArray<T> {
     /// Errors: [`Error::InvalidArgument`] if the range does not fit;
     /// [`Error::Timeout`] as for [`get`](Self::get).
     pub fn read(&self, start: usize, out: &mut [T]) -> Result<()> {
-        self.check_range(start, out.len())?;
-        let _g = self.lock().read(&self.seg, self.timeout)?;
-        self.copy_out(start, out);
-        Ok(())
+        self.core.read(start, out)
     }
 
     /// Copies `values` into the array starting at `start`, all under one
@@ -625,21 +577,14 @@ impl<T: Pod> SharedArray<T> {
     /// Errors: [`Error::InvalidArgument`] if the range does not fit
     /// (nothing is written); [`Error::Timeout`] as for [`set`](Self::set).
     pub fn write(&self, start: usize, values: &[T]) -> Result<()> {
-        self.check_range(start, values.len())?;
-        let _g = self.lock().write(&self.seg, self.timeout)?;
-        self.check_open()?;
-        self.copy_in(start, values);
-        Ok(())
+        self.core.write(start, values)
     }
 
     /// A copy of the whole array, taken under one read lock.
     ///
     /// Errors: [`Error::Timeout`] as for [`get`](Self::get).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let _g = self.lock().read(&self.seg, self.timeout)?;
-        let mut v = vec![T::zeroed(); self.len];
-        self.copy_out(0, &mut v);
-        Ok(v)
+        self.with_slice(<[T]>::to_vec)
     }
 
     /// An iterator over copies of the elements.
@@ -662,7 +607,7 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn iter(&self) -> SharedArrayIter<'_, T> {
-        self.iter_range(0, self.len)
+        self.iter_range(0, self.len())
     }
 
     fn iter_range(&self, start: usize, len: usize) -> SharedArrayIter<'_, T> {
@@ -691,7 +636,7 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn with_slice<R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
-        self.with_range(0, self.len, f)
+        self.with_range(0, self.len(), f)
     }
 
     /// Lends the whole array mutably to `f` under the write lock (waiting
@@ -707,7 +652,7 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn with_slice_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
-        self.with_range_mut(0, self.len, f)
+        self.with_range_mut(0, self.len(), f)
     }
 
     /// Whether some element equals `value`, searched under one read lock
@@ -766,32 +711,19 @@ impl<T: Pod> SharedArray<T> {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn slice(&self, range: impl std::ops::RangeBounds<usize>) -> Result<ArraySlice<'_, T>> {
-        let (start, len) = sub_range(range, self.len)?;
+        let (start, len) = sub_range(range, self.len())?;
         Ok(ArraySlice { array: self, start, len })
     }
 
     /// `f` over elements `start..start + len` (checked) under a read lock.
     fn with_range<R>(&self, start: usize, len: usize, f: impl FnOnce(&[T]) -> R) -> Result<R> {
-        self.check_range(start, len)?;
-        let _g = self.lock().read(&self.seg, self.timeout)?;
-        // SAFETY: the range is inside the array (checked above), aligned
-        // and valid for any bits (`T: Pod`); the read lock keeps tachyon
-        // writers out while the slice lives (it does not outlive `f`).
-        let slice = unsafe { std::slice::from_raw_parts(self.data().add(start), len) };
-        Ok(f(slice))
+        self.core.with_range(start, len, f)
     }
 
     /// `f` over elements `start..start + len` (checked) under the write
     /// lock.
     fn with_range_mut<R>(&self, start: usize, len: usize, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
-        self.check_range(start, len)?;
-        let _g = self.lock().write(&self.seg, self.timeout)?;
-        self.check_open()?;
-        // SAFETY: as in `with_range`; the write lock excludes every other
-        // tachyon reader and writer, so the slice is unaliased while `f`
-        // runs.
-        let slice = unsafe { std::slice::from_raw_parts_mut(self.data().add(start), len) };
-        Ok(f(slice))
+        self.core.with_range_mut(start, len, f)
     }
 
     /// Takes the read lock, waiting for writers without limit, and lends
@@ -812,14 +744,14 @@ impl<T: Pod> SharedArray<T> {
     /// [`read_lock`](Self::read_lock), waiting at most `timeout` (`None`:
     /// no limit) and then failing with [`Error::Timeout`].
     pub fn read_lock_timeout(&self, timeout: Option<Duration>) -> Result<SharedArrayReadGuard<'_, T>> {
-        let guard = self.lock().read(&self.seg, timeout)?;
+        let guard = self.lock().read(self.segment(), timeout)?;
         Ok(SharedArrayReadGuard { array: self, guard })
     }
 
     /// [`read_lock`](Self::read_lock) without waiting: `Ok(None)` if a
     /// live writer holds or claims the lock.
     pub fn try_read_lock(&self) -> Result<Option<SharedArrayReadGuard<'_, T>>> {
-        Ok(self.lock().try_read(&self.seg)?.map(|guard| SharedArrayReadGuard { array: self, guard }))
+        Ok(self.lock().try_read(self.segment())?.map(|guard| SharedArrayReadGuard { array: self, guard }))
     }
 
     /// Takes the write lock, waiting without limit for the other writers
@@ -840,16 +772,16 @@ impl<T: Pod> SharedArray<T> {
     /// [`write_lock`](Self::write_lock), waiting at most `timeout`
     /// (`None`: no limit) and then failing with [`Error::Timeout`].
     pub fn write_lock_timeout(&self, timeout: Option<Duration>) -> Result<SharedArrayWriteGuard<'_, T>> {
-        let guard = self.lock().write(&self.seg, timeout)?;
-        self.check_open()?;
+        let guard = self.lock().write(self.segment(), timeout)?;
+        self.core.check_open()?;
         Ok(SharedArrayWriteGuard { array: self, guard })
     }
 
     /// [`write_lock`](Self::write_lock) without waiting: `Ok(None)` if a
     /// live writer or reader holds the lock.
     pub fn try_write_lock(&self) -> Result<Option<SharedArrayWriteGuard<'_, T>>> {
-        let Some(guard) = self.lock().try_write(&self.seg)? else { return Ok(None) };
-        self.check_open()?;
+        let Some(guard) = self.lock().try_write(self.segment())? else { return Ok(None) };
+        self.core.check_open()?;
         Ok(Some(SharedArrayWriteGuard { array: self, guard }))
     }
 }
@@ -941,13 +873,8 @@ impl<'a, T: Pod> ArraySlice<'a, T> {
     }
 
     fn check_range(&self, start: usize, count: usize) -> Result<usize> {
-        match start.checked_add(count) {
-            Some(end) if end <= self.len => Ok(self.start + start),
-            _ => Err(Error::invalid(format!(
-                "elements {start}..{start}+{count} are out of range for a slice of {} elements",
-                self.len
-            ))),
-        }
+        locked::check_range(start, count, self.len, "elements", "a slice")?;
+        Ok(self.start + start)
     }
 
     /// Element `i` of the slice; see [`SharedArray::get`].
@@ -1036,9 +963,9 @@ impl<T: Pod> fmt::Debug for ArraySlice<'_, T> {
 impl<T: Pod> fmt::Debug for SharedArray<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedArray")
-            .field("name", &self.seg.name())
+            .field("name", &self.name())
             .field("elem", &std::any::type_name::<T>())
-            .field("len", &self.len)
+            .field("len", &self.len())
             .field("lock", self.lock())
             .finish()
     }
@@ -1095,11 +1022,11 @@ impl<T: Pod> Deref for SharedArrayReadGuard<'_, T> {
 
     fn deref(&self) -> &[T] {
         // SAFETY: the `len` elements are inside the mapping, aligned and
-        // valid for any bits (`T: Pod`; see `SharedArray::data`); the
+        // valid for any bits (`T: Pod`; see `Locked::data`); the
         // mapping outlives the guard's borrow of the array; and while this
         // read guard lives no tachyon writer can hold the lock, so nothing
         // mutates these bytes for the slice's lifetime (bound to `&self`).
-        unsafe { std::slice::from_raw_parts(self.array.data(), self.array.len) }
+        unsafe { std::slice::from_raw_parts(self.array.core.data(), self.array.len()) }
     }
 }
 
@@ -1152,18 +1079,19 @@ impl<T: Pod> Deref for SharedArrayWriteGuard<'_, T> {
     fn deref(&self) -> &[T] {
         // SAFETY: as for the read guard; the write guard excludes every
         // other tachyon reader and writer, and `&self` excludes `deref_mut`.
-        unsafe { std::slice::from_raw_parts(self.array.data(), self.array.len) }
+        unsafe { std::slice::from_raw_parts(self.array.core.data(), self.array.len()) }
     }
 }
 
 impl<T: Pod> DerefMut for SharedArrayWriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: the elements are inside the mapping, aligned and valid
-        // for any bits; the write lock excludes every other tachyon handle
+        // SAFETY: the elements are inside the mapping, aligned, valid for
+        // any bits and apart from the header (checked in `Locked::open`);
+        // the write lock excludes every other tachyon handle
         // (in this process too: threads of one attachment exclude each
         // other), and `&mut self` excludes other borrows through this guard,
         // so the slice is unaliased for its lifetime.
-        unsafe { std::slice::from_raw_parts_mut(self.array.data(), self.array.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.array.core.data(), self.array.len()) }
     }
 }
 
@@ -1258,8 +1186,7 @@ mod tests {
     #[test]
     fn layout_aligns_and_checks_overflow() {
         let (off, total) = layout(3, 8, 8).unwrap();
-        assert_eq!(off % 64, 0);
-        assert!(off >= LOCK_OFF + std::mem::size_of::<RwLock>());
+        assert_eq!(off, 832);
         assert_eq!(total, off + 24);
         assert_eq!(layout(1, 1, 4096).unwrap().0 % 4096, 0);
         assert!(layout(usize::MAX, 2, 1).is_none());

@@ -34,22 +34,15 @@ use crate::platform::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::ring::Cell;
 use crate::sync::{Liveness, Mutex, Token, WaitCell, WaitPolicy};
+use std::mem::{offset_of, size_of};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const NODE_COUNT_OFF: usize = 0;
-const NODE_SIZE_OFF: usize = 8;
-const OVERFLOW_OFF: usize = 16;
-/// Non-zero once [`BroadcastBuffer::close`] was called (u32).
-const CLOSED_OFF: usize = 24;
-const MUTEX_OFF: usize = 64;
-const TAIL_OFF: usize = 128;
-const NOT_EMPTY_OFF: usize = 192;
-const NOT_FULL_OFF: usize = 256;
-const READERS_OFF: usize = 320;
 /// Most readers subscribed at once, across all processes.
 pub const MAX_READERS: usize = 128;
-const CELLS_OFF: usize = READERS_OFF + MAX_READERS * std::mem::size_of::<ReaderEntry>();
+/// Where the cells (one [`Cell`] per node) start: right after the control
+/// block. The nodes follow them (see [`layout`]).
+const CELLS_OFF: usize = size_of::<Control>();
 /// Most nodes a broadcast ring may have.
 pub const MAX_NODES: usize = 1 << 30;
 
@@ -86,6 +79,54 @@ struct ReaderEntry {
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for ReaderEntry {}
+
+/// The control block at the start of the data area: the geometry, then the
+/// writers' state and each wait cell on a cache line of its own, then the
+/// reader table.
+#[repr(C)]
+struct Control {
+    /// Number of nodes (sealed geometry word 0).
+    node_count: AtomicU64,
+    /// Bytes per node (geometry word 1).
+    node_size: AtomicU64,
+    /// The [`Overflow`] policy, 0 or 1 (geometry word 2).
+    overflow: AtomicU64,
+    /// Non-zero once [`BroadcastBuffer::close`] was called.
+    closed: AtomicU32,
+    _pad0: [AtomicU32; 9],
+    /// The writers' turn.
+    mutex: Mutex,
+    _pad1: [AtomicU32; 15],
+    /// The next position to write.
+    tail: AtomicU64,
+    _pad2: [AtomicU64; 7],
+    /// Where readers wait for an item.
+    not_empty: WaitCell,
+    _pad3: [AtomicU32; 14],
+    /// Where a blocked writer waits for the slowest reader.
+    not_full: WaitCell,
+    _pad4: [AtomicU32; 14],
+    readers: [ReaderEntry; MAX_READERS],
+}
+
+// The layout in shared memory: these offsets are what every process that
+// maps a broadcast ring expects.
+const _: () = assert!(offset_of!(Control, node_count) == 0);
+const _: () = assert!(offset_of!(Control, node_size) == 8);
+const _: () = assert!(offset_of!(Control, overflow) == 16);
+const _: () = assert!(offset_of!(Control, closed) == 24);
+const _: () = assert!(offset_of!(Control, mutex) == 64);
+const _: () = assert!(offset_of!(Control, tail) == 128);
+const _: () = assert!(offset_of!(Control, not_empty) == 192);
+const _: () = assert!(offset_of!(Control, not_full) == 256);
+const _: () = assert!(offset_of!(Control, readers) == 320);
+const _: () = assert!(size_of::<ReaderEntry>() == 16);
+const _: () = assert!(size_of::<Control>() == 320 + 16 * MAX_READERS);
+
+// SAFETY: `repr(C)` of atomics and of `ShmSafe` types (`Mutex`, `WaitCell`,
+// `ReaderEntry`), with no padding (the offsets and size are asserted
+// above): any bits are valid and all mutation is atomic.
+unsafe impl ShmSafe for Control {}
 
 fn layout(nodes: usize, node_size: usize) -> Option<(usize, usize, usize)> {
     crate::sync::ring::nodes_layout(CELLS_OFF, nodes, node_size)
@@ -317,9 +358,10 @@ impl BroadcastBufferBuilder {
 
 /// Writes the geometry; runs before the segment is visible to anyone.
 fn init(seg: &Segment, node_count: usize, node_size: usize, overflow: Overflow) -> Result<()> {
-    seg.get::<AtomicU64>(NODE_COUNT_OFF)?.store(node_count as u64, Ordering::Relaxed);
-    seg.get::<AtomicU64>(NODE_SIZE_OFF)?.store(node_size as u64, Ordering::Relaxed);
-    seg.get::<AtomicU64>(OVERFLOW_OFF)?.store(overflow as u64, Ordering::Relaxed);
+    let ctl = seg.get::<Control>(0)?;
+    ctl.node_count.store(node_count as u64, Ordering::Relaxed);
+    ctl.node_size.store(node_size as u64, Ordering::Relaxed);
+    ctl.overflow.store(overflow as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -388,10 +430,15 @@ impl BroadcastBuffer {
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         // Geometry words damaged since creation: restored from their
         // sealed copy in the segment header.
-        seg.restore_geometry(&[NODE_COUNT_OFF, NODE_SIZE_OFF, OVERFLOW_OFF])?;
-        let nodes = seg.get::<AtomicU64>(NODE_COUNT_OFF)?.load(Ordering::Relaxed);
-        let node_size = seg.get::<AtomicU64>(NODE_SIZE_OFF)?.load(Ordering::Relaxed);
-        let overflow = match seg.get::<AtomicU64>(OVERFLOW_OFF)?.load(Ordering::Relaxed) {
+        seg.restore_geometry(&[
+            offset_of!(Control, node_count),
+            offset_of!(Control, node_size),
+            offset_of!(Control, overflow),
+        ])?;
+        let ctl = seg.get::<Control>(0).map_err(|_| bad("broadcast ring size", seg.size() as u64))?;
+        let nodes = ctl.node_count.load(Ordering::Relaxed);
+        let node_size = ctl.node_size.load(Ordering::Relaxed);
+        let overflow = match ctl.overflow.load(Ordering::Relaxed) {
             0 => Overflow::Block,
             1 => Overflow::Overwrite,
             v => return Err(bad("overflow policy", v)),
@@ -408,7 +455,6 @@ impl BroadcastBuffer {
         if total != seg.size() {
             return Err(bad("broadcast ring size", seg.size() as u64));
         }
-        seg.get::<AtomicU32>(CLOSED_OFF)?;
         Ok(BroadcastBuffer {
             inner: Arc::new(Inner { seg, nodes, node_size, stride, data_off, overflow }),
             policy,
@@ -479,24 +525,32 @@ impl BroadcastBuffer {
         self.closed_flag().load(Ordering::Acquire) != 0
     }
 
-    fn closed_flag(&self) -> &AtomicU32 {
-        self.inner.seg.get(CLOSED_OFF).expect("validated layout")
+    // The control block, the cells and the nodes are all in bounds and
+    // aligned: the segment's size was checked against `layout` in
+    // `from_segment`. `get` re-checks, so the `expect`s cannot fire on a
+    // validated ring.
+    fn ctl(&self) -> &Control {
+        self.inner.seg.get(0).expect("validated layout")
     }
-
-    // The fixed offsets below are all in bounds and aligned: the segment's
-    // size was checked against `layout` in `from_segment`. `get` re-checks,
-    // so the `expect`s cannot fire on a validated ring.
+    fn closed_flag(&self) -> &AtomicU32 {
+        &self.ctl().closed
+    }
     fn tail(&self) -> &AtomicU64 {
-        self.inner.seg.get(TAIL_OFF).expect("validated layout")
+        &self.ctl().tail
     }
     fn mutex(&self) -> &Mutex {
-        self.inner.seg.get(MUTEX_OFF).expect("validated layout")
+        &self.ctl().mutex
     }
     pub(crate) fn wait_cell(&self, not_full: bool) -> &WaitCell {
-        self.inner.seg.get(if not_full { NOT_FULL_OFF } else { NOT_EMPTY_OFF }).expect("validated layout")
+        let ctl = self.ctl();
+        if not_full {
+            &ctl.not_full
+        } else {
+            &ctl.not_empty
+        }
     }
     fn readers(&self) -> &[ReaderEntry] {
-        self.inner.seg.get_slice(READERS_OFF, MAX_READERS).expect("validated layout")
+        &self.ctl().readers
     }
     fn cell(&self, pos: u64) -> &Cell {
         let idx = (pos % self.inner.nodes as u64) as usize;

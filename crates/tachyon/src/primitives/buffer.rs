@@ -7,33 +7,65 @@
 //! while the segment's [`RwLock`] is held: read (shared) to copy out or to
 //! lend `&[u8]`, write (exclusive) to copy in or to lend `&mut [u8]`. Every
 //! offset and length is checked against the size (without overflow) before
-//! the lock is even taken.
+//! the lock is even taken. The lock, the closed flag and the locked copies
+//! are the core it shares with `SharedArray` ([`locked`](super::locked)).
 
-use super::array::DEFAULT_LOCK_TIMEOUT;
+use super::locked::{self, Locked, LockedHeader, DEFAULT_LOCK_TIMEOUT};
 use crate::error::{Corruption, Error, Result};
-use crate::segment::{Kind, Segment};
+use crate::segment::{Kind, Segment, ShmSafe};
 use crate::sync::RwLock;
 use bytemuck::Pod;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-// Layout of the data area (all offsets from its page-aligned start).
-const SIZE_OFF: usize = 0;
-/// Non-zero once [`SharedBuffer::close`] was called (u32).
-const CLOSED_OFF: usize = 8;
-const LOCK_OFF: usize = 64;
-/// The bytes start at a multiple of this: a cache line, so the lock and
-/// the data do not share one.
-const DATA_ALIGN: usize = 64;
+/// The buffer header at the start of the data area; the bytes follow at
+/// the next multiple of 64.
+#[repr(C)]
+struct BufferHeader {
+    /// Size in bytes (sealed geometry word 0).
+    size: AtomicU64,
+    /// Non-zero once [`SharedBuffer::close`] was called.
+    closed: AtomicU32,
+    _pad: [AtomicU32; 13],
+    /// On a cache line of its own.
+    lock: RwLock,
+    _tail: AtomicU32,
+}
+
+// The layout in shared memory: these offsets are what every process that
+// maps a buffer expects.
+const _: () = assert!(offset_of!(BufferHeader, size) == 0);
+const _: () = assert!(offset_of!(BufferHeader, closed) == 8);
+const _: () = assert!(offset_of!(BufferHeader, lock) == 64);
+const _: () = assert!(size_of::<BufferHeader>() == 600);
+// The bytes start at 640.
+const _: () = assert!(size_of::<BufferHeader>().next_multiple_of(64) == 640);
+
+// SAFETY: `repr(C)` of atomics and an `RwLock` (itself `ShmSafe`), with no
+// padding (the offsets and size are asserted above): any bits are valid and
+// all mutation is atomic.
+unsafe impl ShmSafe for BufferHeader {}
+
+impl LockedHeader for BufferHeader {
+    const GEOMETRY: &'static [usize] = &[offset_of!(BufferHeader, size)];
+    const UNITS: &'static str = "bytes";
+    const WHOLE: &'static str = "a buffer";
+
+    fn lock(&self) -> &RwLock {
+        &self.lock
+    }
+
+    fn closed(&self) -> &AtomicU32 {
+        &self.closed
+    }
+}
 
 /// `(offset of the first byte, data area size)` of a buffer of `size`
 /// bytes.
 fn layout(size: usize) -> Option<(usize, usize)> {
-    let data_off = (LOCK_OFF + std::mem::size_of::<RwLock>()).checked_next_multiple_of(DATA_ALIGN)?;
-    let total = data_off.checked_add(size)?;
-    // A mapping larger than isize::MAX bytes cannot exist.
-    (total <= isize::MAX as usize).then_some((data_off, total))
+    locked::layout::<BufferHeader>(size, 1, 1)
 }
 
 /// A fixed-size byte buffer shared between processes, read and written at
@@ -84,10 +116,7 @@ fn layout(size: usize) -> Option<(usize, usize)> {
 /// # Ok::<(), tachyon::Error>(())
 /// ```
 pub struct SharedBuffer {
-    seg: Segment,
-    len: usize,
-    data_off: usize,
-    timeout: Option<Duration>,
+    core: Locked<BufferHeader, u8>,
 }
 
 /// Options for creating or opening a [`SharedBuffer`].
@@ -182,14 +211,7 @@ impl SharedBufferBuilder {
 
     /// The buffer if its size is the one set on this builder (if any).
     fn check_size(&self, buffer: SharedBuffer) -> Result<SharedBuffer> {
-        if self.size_set && buffer.len() != self.size {
-            return Err(Error::Incompatible {
-                name: self.name.clone(),
-                field: "size",
-                existing: buffer.len().to_string(),
-                requested: self.size.to_string(),
-            });
-        }
+        locked::check_len(&self.name, "size", self.size_set.then_some(self.size), buffer.len())?;
         Ok(buffer)
     }
 
@@ -200,19 +222,15 @@ impl SharedBufferBuilder {
         let (_, total) = layout(self.size).ok_or_else(|| {
             Error::invalid(format!("a buffer of {} bytes does not fit in memory", self.size))
         })?;
-        let mut b =
-            Segment::builder(&self.name).kind(Kind::BUFFER).size(total).geometry([self.size as u64, 0, 0, 0]);
-        if let Some(n) = self.max_attachers {
-            b = b.max_attachers(n);
-        }
-        Ok(b)
+        let geometry = [self.size as u64, 0, 0, 0];
+        Ok(locked::segment_builder(&self.name, Kind::BUFFER, total, geometry, self.max_attachers))
     }
 }
 
 /// Writes the header; runs before the segment is visible to anyone. The
 /// lock (all zeros: unlocked) and the bytes are already zero-filled.
 fn init(seg: &Segment, size: usize) -> Result<()> {
-    seg.get::<AtomicU64>(SIZE_OFF)?.store(size as u64, Relaxed);
+    seg.get::<BufferHeader>(0)?.size.store(size as u64, Relaxed);
     Ok(())
 }
 
@@ -245,55 +263,51 @@ impl SharedBuffer {
     }
 
     fn from_segment(seg: Segment, timeout: Option<Duration>) -> Result<Self> {
-        let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
-        // The size damaged since creation: restored from its sealed copy in
-        // the segment header.
-        seg.restore_geometry(&[SIZE_OFF])?;
-        let raw = seg.get::<AtomicU64>(SIZE_OFF)?.load(Relaxed);
-        let len = usize::try_from(raw).map_err(|_| bad("buffer size", raw))?;
-        if len == 0 {
-            return Err(bad("buffer size", raw));
-        }
-        let (data_off, total) = layout(len).ok_or_else(|| bad("buffer size", raw))?;
-        if total != seg.size() {
-            return Err(bad("buffer size", raw));
-        }
-        // Checks that the lock is inside the segment and aligned, which the
-        // unchecked accesses in `lock` rely on.
-        seg.get::<RwLock>(LOCK_OFF)?;
-        seg.get::<std::sync::atomic::AtomicU32>(CLOSED_OFF)?;
-        Ok(SharedBuffer { seg, len, data_off, timeout })
+        let core = Locked::open(seg, timeout, "buffer size", |seg, h: &BufferHeader| {
+            let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+            let raw = h.size.load(Relaxed);
+            let len = usize::try_from(raw).map_err(|_| bad("buffer size", raw))?;
+            if len == 0 {
+                return Err(bad("buffer size", raw));
+            }
+            let (data_off, total) = layout(len).ok_or_else(|| bad("buffer size", raw))?;
+            if total != seg.size() {
+                return Err(bad("buffer size", raw));
+            }
+            Ok((len, data_off))
+        })?;
+        Ok(SharedBuffer { core })
     }
 
     /// Size in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.core.len()
     }
 
     /// Always `false`: a buffer has at least one byte.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// The name as given at create/open.
     pub fn name(&self) -> &str {
-        self.seg.name()
+        self.core.segment().name()
     }
 
     /// The segment behind the buffer.
     pub fn segment(&self) -> &Segment {
-        &self.seg
+        self.core.segment()
     }
 
     /// How long calls wait for the lock (`None`: no limit).
     pub fn lock_timeout(&self) -> Option<Duration> {
-        self.timeout
+        self.core.timeout()
     }
 
     /// Sets how long this handle's calls wait for the lock before
     /// [`Error::Timeout`]; `None`: no limit.
     pub fn set_lock_timeout(&mut self, timeout: Option<Duration>) {
-        self.timeout = timeout;
+        self.core.set_timeout(timeout);
     }
 
     /// Makes the buffer read-only for every process, for good: from now
@@ -318,7 +332,7 @@ impl SharedBuffer {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn close(&self) {
-        self.closed_flag().store(1, std::sync::atomic::Ordering::SeqCst);
+        self.core.close();
     }
 
     /// Whether [`close`](Self::close) was called (by any process).
@@ -331,68 +345,7 @@ impl SharedBuffer {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.closed_flag().load(std::sync::atomic::Ordering::SeqCst) != 0
-    }
-
-    fn closed_flag(&self) -> &std::sync::atomic::AtomicU32 {
-        // SAFETY: checked in bounds and aligned in `from_segment`; an
-        // atomic is valid for any bits; the mapping lives as long as `self`.
-        unsafe { &*self.seg.as_ptr().add(CLOSED_OFF).cast() }
-    }
-
-    /// `Err(Closed)` once closed; called with the write lock held.
-    fn check_open(&self) -> Result<()> {
-        if self.is_closed() {
-            return Err(Error::Closed);
-        }
-        Ok(())
-    }
-
-    fn lock(&self) -> &RwLock {
-        // SAFETY: `from_segment` checked (through `Segment::get`) that an
-        // `RwLock` at `LOCK_OFF` lies inside the data area and is aligned;
-        // `RwLock` is `ShmSafe` (valid for any bits, mutated atomically);
-        // the mapping lives as long as `self.seg`, hence as `&self`.
-        unsafe { &*self.seg.as_ptr().add(LOCK_OFF).cast::<RwLock>() }
-    }
-
-    /// The first byte.
-    fn data(&self) -> *mut u8 {
-        // SAFETY: `from_segment` checked `data_off + len == seg.size()`, so
-        // the offset is inside the data area.
-        unsafe { self.seg.as_ptr().add(self.data_off) }
-    }
-
-    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::invalid(format!(
-                "bytes {offset}..{offset}+{len} are out of range for a buffer of {} bytes",
-                self.len
-            ))),
-        }
-    }
-
-    /// Copies `out.len()` bytes at `offset` out under the read lock.
-    fn copy_out(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.check_range(offset, out.len())?;
-        let _g = self.lock().read(&self.seg, self.timeout)?;
-        // SAFETY: the range is inside the buffer (checked above), `out` is
-        // private memory distinct from the mapping, the read lock keeps
-        // tachyon writers out, and no reference to shared memory is formed.
-        unsafe { std::ptr::copy_nonoverlapping(self.data().add(offset), out.as_mut_ptr(), out.len()) };
-        Ok(())
-    }
-
-    /// Copies `bytes` in at `offset` under the write lock.
-    fn copy_in(&self, offset: usize, bytes: &[u8]) -> Result<()> {
-        self.check_range(offset, bytes.len())?;
-        let _g = self.lock().write(&self.seg, self.timeout)?;
-        self.check_open()?;
-        // SAFETY: as in `copy_out`, with the roles swapped; the write lock
-        // keeps every other tachyon reader and writer out.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data().add(offset), bytes.len()) };
-        Ok(())
+        self.core.is_closed()
     }
 
     /// Reads a `T` at `offset` (any alignment) under the read lock.
@@ -402,7 +355,7 @@ impl SharedBuffer {
     /// than the [lock timeout](Self::set_lock_timeout).
     pub fn read<T: Pod>(&self, offset: usize) -> Result<T> {
         let mut v = T::zeroed();
-        self.copy_out(offset, bytemuck::bytes_of_mut(&mut v))?;
+        self.core.read(offset, bytemuck::bytes_of_mut(&mut v))?;
         Ok(v)
     }
 
@@ -413,31 +366,31 @@ impl SharedBuffer {
     /// the lock longer than the [lock timeout](Self::set_lock_timeout);
     /// [`Error::Closed`] once the buffer is [closed](Self::close).
     pub fn write<T: Pod>(&self, offset: usize, value: &T) -> Result<()> {
-        self.copy_in(offset, bytemuck::bytes_of(value))
+        self.core.write(offset, bytemuck::bytes_of(value))
     }
 
     /// Fills `out` with the `T`s stored from `offset` on (any alignment),
     /// under one read lock. Errors as for [`read`](Self::read).
     pub fn read_slice<T: Pod>(&self, offset: usize, out: &mut [T]) -> Result<()> {
-        self.copy_out(offset, bytes_of_slice_mut(out))
+        self.core.read(offset, bytes_of_slice_mut(out))
     }
 
     /// Writes `values` from `offset` on (any alignment), under one write
     /// lock. Errors as for [`write`](Self::write).
     pub fn write_slice<T: Pod>(&self, offset: usize, values: &[T]) -> Result<()> {
-        self.copy_in(offset, bytes_of_slice(values))
+        self.core.write(offset, bytes_of_slice(values))
     }
 
     /// Copies `out.len()` bytes from `offset` into `out`, under the read
     /// lock. Errors as for [`read`](Self::read).
     pub fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.copy_out(offset, out)
+        self.core.read(offset, out)
     }
 
     /// Copies `bytes` into the buffer at `offset`, under the write lock.
     /// Errors as for [`write`](Self::write).
     pub fn write_bytes(&self, offset: usize, bytes: &[u8]) -> Result<()> {
-        self.copy_in(offset, bytes)
+        self.core.write(offset, bytes)
     }
 
     /// Lends the whole buffer to `f` under the read lock (other readers may
@@ -447,13 +400,7 @@ impl SharedBuffer {
     /// Errors: [`Error::Timeout`] if a writer holds the lock longer than
     /// the [lock timeout](Self::set_lock_timeout); `f` is then not called.
     pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        let _g = self.lock().read(&self.seg, self.timeout)?;
-        // SAFETY: the `len` bytes are inside the mapping (see `data`), which
-        // outlives this call; the read lock keeps tachyon writers out until
-        // `_g` drops, after `f` returned, and `f` cannot keep the slice
-        // (its lifetime is the call's).
-        let bytes = unsafe { std::slice::from_raw_parts(self.data(), self.len) };
-        Ok(f(bytes))
+        self.core.with_range(0, self.len(), f)
     }
 
     /// Lends the whole buffer mutably to `f` under the write lock (no other
@@ -478,13 +425,7 @@ impl SharedBuffer {
     /// [`Error::Closed`] once the buffer is [closed](Self::close); `f` is
     /// then not called.
     pub fn with_bytes_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
-        let _g = self.lock().write(&self.seg, self.timeout)?;
-        self.check_open()?;
-        // SAFETY: as in `with_bytes`; the write lock excludes every other
-        // tachyon handle (threads of one attachment exclude each other too),
-        // so the slice is unaliased for the call.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(self.data(), self.len) };
-        Ok(f(bytes))
+        self.core.with_range_mut(0, self.len(), f)
     }
 }
 
@@ -502,10 +443,10 @@ fn bytes_of_slice_mut<T: Pod>(values: &mut [T]) -> &mut [u8] {
 impl fmt::Debug for SharedBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedBuffer")
-            .field("name", &self.seg.name())
-            .field("len", &self.len)
+            .field("name", &self.name())
+            .field("len", &self.len())
             .field("closed", &self.is_closed())
-            .field("lock", self.lock())
+            .field("lock", self.core.lock())
             .finish()
     }
 }
@@ -517,8 +458,7 @@ mod tests {
     #[test]
     fn layout_checks_overflow() {
         let (off, total) = layout(10).unwrap();
-        assert_eq!(off % DATA_ALIGN, 0);
-        assert!(off >= LOCK_OFF + std::mem::size_of::<RwLock>());
+        assert_eq!(off, 640);
         assert_eq!(total, off + 10);
         assert!(layout(usize::MAX).is_none());
         assert!(layout(isize::MAX as usize).is_none());

@@ -14,6 +14,8 @@ mod buffer;
 #[cfg(not(tachyon_loom))]
 mod circular;
 #[cfg(not(tachyon_loom))]
+mod locked;
+#[cfg(not(tachyon_loom))]
 pub mod rpc;
 
 #[cfg(not(tachyon_loom))]
