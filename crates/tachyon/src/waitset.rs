@@ -212,13 +212,15 @@ fn ready(s: Source<'_>) -> bool {
 /// Whether a ring holds a committed item that no reader has claimed: a
 /// cell between the read cursor and one past the write cursor (which lags
 /// while a writer moves it) in the state "full" of the ring's invariant
-/// (`primitives/ring.rs`): sequence one past its position, no tag. Reads
+/// (`sync/ring.rs`): sequence one past its position, no tag. Reads
 /// only; a damaged cursor is bounded by the ring's size.
 fn has_item(ring: &Ring<'_>) -> bool {
     let n = ring.cells.len() as u64;
     if n == 0 {
         return false;
     }
+    // SYNC: head before tail, as in `Ring::fix_cursors`; the cell's Acquire load below
+    // pairs with `Ring::commit_write` (not needed for a yes/no look, harmless).
     let head = ring.cursors.head.load(Ordering::Acquire);
     let tail = ring.cursors.tail.load(Ordering::Acquire);
     let span = (tail.wrapping_sub(head).min(n - 1) + 1).min(n);

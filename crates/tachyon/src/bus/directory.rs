@@ -178,6 +178,7 @@ impl TopicEntry {
     /// say one is here (an entry whose copies are both damaged stays taken:
     /// handles opened before the damage still count in it).
     pub(crate) fn is_free(&self) -> bool {
+        // SYNC: pairs with the Release store of `state` in `publish` and `repair`.
         self.state.load(Ordering::Acquire) != READY && self.record().is_none()
     }
 
@@ -188,6 +189,7 @@ impl TopicEntry {
         }
         store_copy!(self, record);
         store_copy!(&self.copy2, record);
+        // SYNC: pairs with the Acquire load in `is_free`: who sees READY sees both copies.
         self.state.store(READY, Ordering::Release);
     }
 
@@ -222,6 +224,7 @@ impl TopicEntry {
             _ => {}
         }
         if (first.is_some() || second.is_some()) && self.state.load(Ordering::Relaxed) != READY {
+            // SYNC: as in `publish`.
             self.state.store(READY, Ordering::Release);
             fixed += 1;
         }

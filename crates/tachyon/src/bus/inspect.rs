@@ -117,6 +117,7 @@ impl Region {
             let mut partitions = Vec::new();
             for p in 0..topic.partitions() {
                 let ring = topic.ring(p)?;
+                // SYNC: head before tail, as `Ring::fix_cursors` reads them (a snapshot).
                 let head = ring.cursors.head.load(Ordering::Acquire);
                 let tail = ring.cursors.tail.load(Ordering::Acquire);
                 partitions.push(PartitionReport { head, tail, depth: ring.len() });

@@ -132,11 +132,15 @@ impl ChunkMeta {
     }
 
     pub(crate) fn word(&self) -> Word {
+        // SYNC: pairs with the Release half of `cas`: the last holder's writes to the chunk
+        // (bytes, route, len) are seen.
         Word(self.word.load(Ordering::Acquire))
     }
 
     /// Moves the word from `from` to `to`; false if it was not `from`.
     pub(crate) fn cas(&self, from: Word, to: Word) -> bool {
+        // SYNC: AcqRel: each change of holder hands the chunk's bytes and metadata on
+        // (`Region::enqueue`'s LOANED -> QUEUED to `check_descriptor`'s QUEUED -> HELD).
         self.word.compare_exchange(from.0, to.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 }
@@ -173,6 +177,7 @@ impl Descriptor {
     }
     /// Whether this descriptor names the chunk's current publication.
     pub(crate) fn is_current(self, meta: &ChunkMeta) -> bool {
+        // SYNC: pairs with the Release store of `version` in `Region::enqueue` (recovery.rs).
         meta.version.load(Ordering::Acquire) & Self::VERSION_MASK == self.version
     }
 }
@@ -260,6 +265,8 @@ impl FreeList {
     /// list or a chunk word is damaged.
     pub(crate) fn pop(&self, pool: &Pool<'_>, range: &Range<u32>, me: Token) -> Result<Option<u32>, ()> {
         loop {
+            // SYNC: pairs with the AcqRel head CASes: a push's link (`next`) and the word CAS
+            // of every completed operation are seen (here and in `push`).
             let h = Head(self.head.load(Ordering::Acquire));
             if h.kind() != NONE {
                 self.complete(pool, range, h)?;
@@ -295,6 +302,8 @@ impl FreeList {
                 self.complete(pool, range, h)?;
                 continue;
             }
+            // SYNC: published by the Release of the announcing CAS below; `complete` reads
+            // it after an Acquire of the head.
             meta.next.store(h.top(), Ordering::Relaxed);
             let announced = Head::new(idx + 1, PUSH, 0, h.next_tag());
             if self.head.compare_exchange_weak(h.0, announced.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
@@ -328,12 +337,16 @@ impl FreeList {
         }
         let idx = check(range, pool, h.top() - 1)?;
         let meta = &pool.metas[idx as usize];
+        // SYNC: Acquire: a word written by a later operation's completer carries the later head
+        // it saw (head values never repeat), so the re-check below cannot still read `h`.
         let w = meta.word();
         if self.head.load(Ordering::Acquire) != h.0 {
             return Ok(()); // completed by someone else
         }
         let (outcome, top) = match h.kind() {
             POP => {
+                // SYNC: pairs with the Release store of the journal in `Region::new`
+                // (region.rs); the pop's announcing CAS orders it too.
                 let holder = pool.journal.get(h.slot()).ok_or(())?.load(Ordering::Acquire);
                 let outcome = Word::new(h.tag(), LOANED, holder);
                 if w.state() != FREE && w != outcome {
@@ -342,6 +355,8 @@ impl FreeList {
                     // which must not be handed out twice.
                     return Err(());
                 }
+                // SYNC: the link was published by the push's announcing
+                // CAS, seen through the Acquire load of `h`.
                 (outcome, meta.next.load(Ordering::Acquire))
             }
             PUSH => (Word::new(h.tag(), FREE, 0), h.top()),
@@ -352,6 +367,8 @@ impl FreeList {
             meta.cas(w, outcome);
         }
         let done = Head::new(top, NONE, 0, h.next_tag());
+        // SYNC: Release: the word CAS above is seen by whoever reads this head (see the
+        // re-check above).
         let _ = self.head.compare_exchange(h.0, done.0, Ordering::AcqRel, Ordering::Acquire);
         Ok(())
     }
@@ -515,6 +532,8 @@ impl ChunkCache {
             }
             let chunk = ((w >> (24 * (n - 1))) & 0xFF_FFFF) as u32;
             let rest = ((n - 1) << 48) | (w & ((1 << (24 * (n - 1))) - 1));
+            // SYNC: pairs with the Release CAS in `put`: the putting
+            // thread is done with the chunk.
             match self.0.compare_exchange_weak(w, rest, Acquire, Relaxed) {
                 Ok(_) => return Some(chunk),
                 Err(now) => w = now,
@@ -532,6 +551,7 @@ impl ChunkCache {
                 return false;
             }
             let more = ((n + 1) << 48) | (w & ((1 << 48) - 1)) | (u64::from(chunk) << (24 * n));
+            // SYNC: pairs with the Acquire CAS in `take`.
             match self.0.compare_exchange_weak(w, more, Release, Relaxed) {
                 Ok(_) => return true,
                 Err(now) => w = now,

@@ -142,6 +142,9 @@ impl Region {
         }
         // 4. Reclaim (or deliver again).
         for (i, w) in dead {
+            // SYNC: a QUEUED or HELD chunk's route was stored before the word CAS (`enqueue`) that
+            // step 2's Acquire load saw; CACHED is stored after its CAS (`Region::keep`), by a
+            // holder now dead: a stale read there only changes which count the chunk goes in.
             let route = metas[i as usize].route.load(Ordering::Acquire);
             match w.state() {
                 LOANED if route == super::region::CACHED => found.cached += usize::from(self.reclaim(i, w)),
@@ -209,6 +212,8 @@ impl Region {
         meta.route.store(route, Ordering::Relaxed);
         meta.len.store(len, Ordering::Relaxed);
         let version = meta.version.load(Ordering::Relaxed).wrapping_add(1);
+        // SYNC: pairs with the Acquire load in `Descriptor::is_current` (pool.rs): route
+        // and len above go with it (and with the word CAS below).
         meta.version.store(version, Ordering::Release);
         let w = meta.word();
         if w.state() != from || w.holder() != me || !meta.cas(w, w.with(QUEUED, me)) {
@@ -325,6 +330,8 @@ impl Region {
     fn redeliver(&self, i: u32, w: Word) -> Option<Redelivery> {
         let metas = self.metas().ok()?;
         let meta = &metas[i as usize];
+        // SYNC: the route was stored before the word CAS (`enqueue`)
+        // that the caller's Acquire load saw.
         let route = meta.route.load(Ordering::Acquire);
         let topic_index = (route >> 16).checked_sub(1)? as usize;
         let partition = route & !REDELIVERY & 0xFFFF;

@@ -646,6 +646,8 @@ impl Region {
             region.core.quarantined_on_attach.store(q, Ordering::Relaxed);
         }
         let journal = region.core.seg.get::<AtomicU32>(OFF_JOURNAL + 4 * region.core.seg.slot())?;
+        // SYNC: pairs with the Acquire load of the journal in `FreeList::complete` (pool.rs),
+        // which completes this slot's pops in its name.
         journal.store(region.token(), Ordering::Release);
         region.heartbeat();
         Ok(region)

@@ -233,6 +233,7 @@ impl Subscription {
         if let Some(r) = self.take() {
             return r;
         }
+        // SYNC: pairs with the store in `ReceiveStop::stop` (topic.rs); see there.
         let stopped = || stop.is_some_and(|s| s.stopped.load(Ordering::SeqCst) != 0);
         if stopped() {
             return Err(Error::Interrupted);

@@ -1294,6 +1294,8 @@ impl ReceiveStop {
     /// [`Error::Interrupted`] now, later ones at once. Thread-safe; async-
     /// signal-safe it is not (it takes a lock to find the waiters).
     pub fn stop(&self) {
+        // SYNC: SeqCst is more than needed: the `waiting` lock below and `notify_all`'s
+        // fence order it against the receivers' loads (`claim_blocking`, `receive_inner`).
         self.stopped.store(1, Ordering::SeqCst);
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         for (topic, partition) in waiting.iter() {
@@ -1307,6 +1309,7 @@ impl ReceiveStop {
 
     /// Whether [`stop`](Self::stop) was called.
     pub fn is_stopped(&self) -> bool {
+        // SYNC: pairs with the store in `stop`.
         self.stopped.load(Ordering::SeqCst) != 0
     }
 

@@ -115,6 +115,8 @@ fn alarms() -> &'static Alarms {
         // failing is not known to happen in practice.
         unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
     });
+    // SYNC: this Acquire and the CAS below (AcqRel) publish the leaked `Alarms` to every
+    // thread that finds the pointer.
     let now = ALARMS.load(Ordering::Acquire);
     if !now.is_null() {
         // SAFETY: a pointer stored here is a leaked `Box`, never freed.

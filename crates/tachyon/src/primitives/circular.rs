@@ -343,6 +343,7 @@ impl CircularBuffer {
         use crate::platform::atomic::Ordering;
         let ring = self.ring();
         let n = self.nodes as u64;
+        // SYNC: head before tail, as `Ring::fix_cursors` reads them (a snapshot).
         let head = ring.cursors.head.load(Ordering::Acquire);
         let tail = ring.cursors.tail.load(Ordering::Acquire);
         // Positions a cell can hold now lie within a lap of the cursors.
@@ -401,6 +402,7 @@ impl CircularBuffer {
     /// ```
     pub fn close(&self) {
         use crate::platform::atomic::Ordering;
+        // SYNC: SeqCst is more than needed (Release would do): the fences below give the order.
         self.closed_flag().store(1, Ordering::SeqCst);
         // SYNC POINT: the waiters' predicate loads the flag (Acquire) after
         // registering; `notify_all` fences before it looks for sleepers.
@@ -420,6 +422,7 @@ impl CircularBuffer {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn is_closed(&self) -> bool {
+        // SYNC: pairs with the store in `close` (which publishes nothing else).
         self.closed_flag().load(crate::platform::atomic::Ordering::Acquire) != 0
     }
 
@@ -728,6 +731,8 @@ impl Drop for Unfinished<'_> {
             // Only if the claim is still ours (see `Ring::commit_write`).
             let claimed = ((self.pos as u32 as u64) << 32) | u64::from(me.raw());
             let word = ((self.pos.wrapping_add(1) as u32 as u64) << 32) | u64::from(TOMBSTONE);
+            // SYNC: Release pairs with the readers' Acquire load of the cell
+            // (`Ring::claim_read_within`, TOMBSTONE arm), which frees it.
             let _ = ring.cells[self.idx].word.compare_exchange(
                 claimed,
                 word,

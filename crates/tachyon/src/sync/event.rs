@@ -82,6 +82,7 @@ impl Event {
     /// the event.
     pub fn set_mode(&self, mode: EventMode) {
         match mode {
+            // SYNC: before the event is shared (see above): nothing to pair with.
             EventMode::AutoReset => self.state.fetch_and(!MANUAL, AcqRel),
             EventMode::ManualReset => self.state.fetch_or(MANUAL, AcqRel),
         };
@@ -102,11 +103,15 @@ impl Event {
         let mut s = self.state.load(Relaxed);
         loop {
             let new = (s | SET).wrapping_add(GEN_ONE);
+            // SYNC: Release pairs with the Acquire loads and CAS of `state` in `wait` and
+            // `try_pass`: what was written before `set` is seen by a waiter that passes.
             match self.state.compare_exchange_weak(s, new, AcqRel, Relaxed) {
                 Ok(_) => break,
                 Err(now) => s = now,
             }
         }
+        // SYNC: SeqCst: the change of `state`, then the load of `waiters`, against the fence
+        // of a waiter between its registration and the futex's compare (`wait`, `park_any`).
         fence(SeqCst);
         if self.waiters.load(Relaxed) != 0 {
             // Even if it was set already: a waiter woken by an earlier set
@@ -121,6 +126,8 @@ impl Event {
 
     /// Unsets the event.
     pub fn reset(&self) {
+        // SYNC: publishes nothing; as an RMW it continues the release sequence of the
+        // last `set`, so a waiter that passes later still pairs with that set.
         self.state.fetch_and(!SET, AcqRel);
     }
 
@@ -133,6 +140,7 @@ impl Event {
     /// or until `timeout` passes ([`Error::Timeout`](crate::Error::Timeout);
     /// `None`: no limit; `Some(Duration::ZERO)`: just try).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        // SYNC: pairs with the Release CAS in `set` (here and below).
         let mut s = self.state.load(Acquire);
         let start_gen = s & !(SET | MANUAL);
         let deadline = Deadline::waiting_for(timeout, "the event to be set");
@@ -142,6 +150,8 @@ impl Event {
                     return Ok(());
                 }
             } else if s & SET != 0 {
+                // SYNC: pairs with the Release CAS in `set` that
+                // raised SET: we see the setter's writes.
                 match self.state.compare_exchange_weak(s, s & !SET, Acquire, Acquire) {
                     Ok(_) => return Ok(()),
                     Err(now) => {
@@ -152,6 +162,8 @@ impl Event {
             }
             let remaining = deadline.remaining()?;
             self.waiters.fetch_add(1, Relaxed);
+            // SYNC: SeqCst: the registration, then the futex's compare of `state`, against the
+            // fence in `set`.
             fence(SeqCst);
             sleep(&self.state, s, remaining, &|| false);
             self.waiters.fetch_sub(1, Relaxed);
@@ -177,6 +189,7 @@ impl Event {
     /// One look of [`wait`](Self::wait) begun at `start_gen`: true if the
     /// waiter passes (in auto-reset mode, having reset the event).
     pub(crate) fn try_pass(&self, start_gen: u32) -> bool {
+        // SYNC: pairs with the Release CAS in `set`, as in `wait`.
         let mut s = self.state.load(Acquire);
         loop {
             if s & MANUAL != 0 {
@@ -196,6 +209,8 @@ impl Event {
     /// an auto-reset `set` (which wakes one sleeper) and leaves without
     /// passing (a cancelled future).
     pub(crate) fn pass_on(&self) {
+        // SYNC: SeqCst: after the fence of the `set` that woke us (which happened before), so
+        // the load of `waiters` sees a sleeper that registered before that set.
         fence(SeqCst);
         if self.is_set() && self.waiters.load(Relaxed) != 0 {
             wake(&self.state, 1);

@@ -141,6 +141,8 @@ impl Mutex {
 
     /// The lock word now (`Acquire`).
     pub(crate) fn word(&self) -> u32 {
+        // SYNC: pairs with the Release CAS in `release` (or `clear_dead`): for
+        // `RwLock::read_attempt`, which enters on a free word without a CAS on it.
         self.word.load(Acquire)
     }
 
@@ -158,6 +160,8 @@ impl Mutex {
         me: u32,
         deadline: &Deadline,
     ) -> Result<bool> {
+        // SYNC: pairs with the Release CAS in `release`: the last holder's writes are
+        // seen (likewise every Acquire CAS that takes the lock below).
         match self.word.compare_exchange(0, me, Acquire, Relaxed) {
             Ok(_) => Ok(false),
             Err(_) => self.acquire_slow(live, me, deadline),
@@ -179,6 +183,8 @@ impl Mutex {
                 continue;
             };
             if holder.raw() == last && live.is_dead(holder) {
+                // SYNC: the dead holder released nothing: this Acquire reaches the last normal
+                // `release` through the release sequence (DIED says the rest may be half-done).
                 if self.word.compare_exchange(w, me | DIED | CONTENDED, Acquire, Relaxed).is_ok() {
                     trace::owner_died!(holder, "took over a lock whose holder died");
                     return Ok(true);
@@ -234,6 +240,8 @@ impl Mutex {
                 return;
             }
             let new = if keep_died { w & DIED } else { 0 };
+            // SYNC: pairs with the next locker's Acquire CAS (`acquire`, `try_acquire`)
+            // and the Acquire `word()` of `RwLock::read_attempt`.
             match self.word.compare_exchange_weak(w, new, Release, Relaxed) {
                 Ok(_) => break,
                 Err(now) => w = now,
@@ -248,6 +256,8 @@ impl Mutex {
     /// from `w`, leaving DIED set; wakes one sleeper if any. False if the
     /// word had changed.
     pub(crate) fn clear_dead(&self, w: u32) -> bool {
+        // SYNC: Acquire: the last normal `release`, through the dead holder's CAS;
+        // Release: to the next locker's Acquire CAS and `RwLock::read_attempt`.
         if self.word.compare_exchange(w, DIED, AcqRel, Relaxed).is_err() {
             return false;
         }

@@ -105,6 +105,8 @@ fn lock(m: &Mutex<ShardState>) -> MutexGuard<'_, ShardState> {
 /// `addr` is a word of a registration that still exists, read under its
 /// shard's lock (see "Memory").
 unsafe fn load(addr: usize) -> u32 {
+    // SYNC: Acquire pairs with the notifier's Release change of the word
+    // (`WaitCell::announce`, `Event::set`): the woken future's next attempt sees why.
     // SAFETY: the caller's contract: the word's owner keeps its mapping
     // until it has withdrawn the registration, which needs the lock we hold.
     unsafe { &*(addr as *const AtomicU32) }.load(Acquire)
@@ -130,6 +132,8 @@ impl Shard {
 
     /// Makes the thread rebuild its list (under the lock).
     fn kick(&self, st: &ShardState) {
+        // SYNC: made and read (`turn`) under the shard's lock, which orders them; the
+        // bump is for the futex compare of a sleeping thread.
         self.control.fetch_add(1, Release);
         if st.sleeping {
             super::wait::wake_all(&self.control);
@@ -293,7 +297,11 @@ impl Parked {
             p.enter();
             self.entered.push(p.sleepers as *const AtomicU32 as usize);
         }
+        // SYNC: SeqCst: the registrations above, then the loads below, against the notifier's
+        // fence, as in `waitv::park_any`.
         fence(SeqCst);
+        // SYNC: pairs with the notifier's Release change of each word: a word a notifier moved
+        // means the `attempt` below sees that notifier's condition.
         let words: Vec<(usize, u32)> =
             points.iter().map(|p| (p.word as *const AtomicU32 as usize, p.word.load(Acquire))).collect();
         if let Some(v) = attempt() {
@@ -367,6 +375,8 @@ mod registry {
             // comes, so children must not use futures then (ENOMEM only).
             unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
         });
+        // SYNC: this Acquire and the CAS below (AcqRel) publish the leaked `Shards` to
+        // every thread that finds the pointer.
         let now = SHARDS.load(std::sync::atomic::Ordering::Acquire);
         if !now.is_null() {
             // SAFETY: a pointer stored here is a leaked `Box`, never freed.

@@ -217,12 +217,15 @@ impl Ring<'_> {
     pub(crate) fn claim_write(&self, me: Token) -> Claim {
         let mut budget = REPAIR_BUDGET;
         loop {
+            // SYNC: a hint only (moved by `advance`); the hand-over is on the cell's word.
             let pos = self.cursors.tail.load(Ordering::Acquire);
             let (idx, cell) = self.cell(pos);
             let w = cell.word.load(Ordering::Acquire);
             let (seq, tag) = split(w);
             let d = dist(seq, pos);
             if d == 0 && tag == 0 {
+                // SYNC: Acquire pairs with the Release CAS of `finish_read` (or a repair) that freed
+                // the cell: the last lap's reader is done with the node's bytes before we write them.
                 if cell
                     .word
                     .compare_exchange(w, join(seq, me.raw()), Ordering::AcqRel, Ordering::Relaxed)
@@ -273,6 +276,8 @@ impl Ring<'_> {
     /// judging its claimant dead): then nothing was published.
     pub(crate) fn commit_write(&self, pos: u64, idx: usize, len: u64, me: Token) -> bool {
         let cell = &self.cells[idx];
+        // SYNC: the Release CAS below pairs with the Acquire load and claim CAS of `word` in
+        // `claim_read_within`: the item and `len` are visible to the reader that claims the cell.
         cell.len.store(len, Ordering::Relaxed);
         cell.word
             .compare_exchange(
@@ -298,8 +303,11 @@ impl Ring<'_> {
     pub(crate) fn claim_read_within(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
         let mut budget = REPAIR_BUDGET;
         loop {
+            // SYNC: a hint only (moved by `advance`); the hand-over is on the cell's word.
             let pos = self.cursors.head.load(Ordering::Acquire);
             let (idx, cell) = self.cell(pos);
+            // SYNC: pairs with the Release CAS of `commit_write`: `len`, read next, is this lap's
+            // or later.
             let w = cell.word.load(Ordering::Acquire);
             let (seq, tag) = split(w);
             let d = dist(seq, pos.wrapping_add(1));
@@ -309,6 +317,8 @@ impl Ring<'_> {
                         let len = cell.len.load(Ordering::Relaxed);
                         if len > max_len {
                             // Check that `len` belongs to this lap's item.
+                            // SYNC: orders the `len` load above before the re-check
+                            // of `word` below (a seqlock-style read).
                             fence(Ordering::Acquire);
                             if cell.word.load(Ordering::Relaxed) != w {
                                 continue;
@@ -323,6 +333,8 @@ impl Ring<'_> {
                             }
                             return Claim::TooLong { len };
                         }
+                        // SYNC: Acquire pairs with the Release CAS of
+                        // `commit_write`: the item is ours to read from here.
                         if cell
                             .word
                             .compare_exchange(w, join(seq, me.raw()), Ordering::AcqRel, Ordering::Relaxed)
@@ -334,6 +346,8 @@ impl Ring<'_> {
                     }
                     TOMBSTONE => {
                         // A dead writer's cell: free it and move on.
+                        // SYNC: Release pairs with the next writer's Acquire
+                        // claim CAS in `claim_write` (no item to hand over).
                         *freed |= cell
                             .word
                             .compare_exchange(
@@ -505,6 +519,10 @@ impl Ring<'_> {
         let (tail, head) = (&self.cursors.tail, &self.cursors.head);
         // The head first: it never passes the tail, so a head read before
         // the tail that is past it is damage (in one of the two).
+        // SYNC: head first, both Acquire: a head `advance` (AcqRel) made after an Acquire of a
+        // cell's commit carries the writer's earlier tail move with it, so the tail read next is
+        // not behind it (unless the writer died between its claim and its tail move, and its
+        // cell was tombstoned).
         let h = head.load(Ordering::Acquire);
         let t = tail.load(Ordering::Acquire);
         let n = self.n();
@@ -514,6 +532,7 @@ impl Ring<'_> {
             if from == to {
                 return false;
             }
+            // SYNC: AcqRel, as `advance`.
             let ok = c.compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed).is_ok();
             if ok {
                 self.cursors.repairs.fetch_add(1, Ordering::Relaxed);
@@ -701,6 +720,8 @@ impl Ring<'_> {
     /// Frees a cell after its item was read. `false` if the claim is no
     /// longer ours (another process repaired the cell).
     pub(crate) fn finish_read(&self, pos: u64, idx: usize, me: Token) -> bool {
+        // SYNC: pairs with the Acquire claim CAS in `claim_write` of the next lap: our reads of
+        // the item happen before its writer overwrites it.
         self.cells[idx]
             .word
             .compare_exchange(
@@ -768,6 +789,8 @@ impl Ring<'_> {
             // A writer died filling the cell (this lap or the last one):
             // leave a tombstone for readers to skip.
             let new = join(seq.wrapping_add(1), TOMBSTONE);
+            // SYNC: Release pairs with the readers' Acquire load of the cell
+            // (`claim_read_within`, TOMBSTONE arm), which frees it.
             cell.word.compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         } else if dist(seq, pos.wrapping_add(1)) == 0
             || dist(seq, pos.wrapping_sub(self.n()).wrapping_add(1)) == 0
@@ -793,11 +816,14 @@ impl Ring<'_> {
         let (seq, tag) = split(w);
         let Some(dead) = Token::from_raw(tag) else { return false };
         let mine = join(seq, me.raw());
+        // SYNC: Acquire: `len`, read next, is the committed one (the dead reader's claim CAS
+        // continued the release sequence of `commit_write`).
         if cell.word.compare_exchange(w, mine, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
         }
         on_dead_read(cell.len.load(Ordering::Relaxed), dead);
         let free = join(seq.wrapping_sub(1).wrapping_add(self.n() as u32), 0);
+        // SYNC: Release, as `finish_read`: pairs with the next lap's Acquire claim CAS.
         cell.word.compare_exchange(mine, free, Ordering::Release, Ordering::Relaxed).is_ok()
     }
 
@@ -851,6 +877,8 @@ impl Ring<'_> {
             }
             return r;
         }
+        // SYNC: pairs with the flag's store (`CircularBuffer::close`, `ReceiveStop::stop`); the
+        // wait's own fences (`WaitCell`) order it against going to sleep.
         let closed = || waits.closed.is_some_and(|c| c.load(Ordering::Acquire) != 0);
         if closed() {
             return Err(Error::Closed);
@@ -915,12 +943,16 @@ impl Ring<'_> {
     #[cfg(not(tachyon_loom))]
     pub(crate) fn committed(&self, idx: usize) -> Option<u64> {
         let cell = &self.cells[idx];
+        // SYNC: pairs with the Release CAS of `commit_write`: `len` is at least the committed
+        // item's (not re-checked: a later lap's is possible, which only names more chunks).
         let (seq, tag) = split(cell.word.load(Ordering::Acquire));
         (tag != TOMBSTONE && u64::from(seq.wrapping_sub(1)) % self.n() == idx as u64)
             .then(|| cell.len.load(Ordering::Relaxed))
     }
 
     fn advance(&self, cursor: &AtomicU64, from: u64) {
+        // SYNC: Release pairs with the Acquire cursor loads; `fix_cursors` relies on it
+        // (the head read before the tail).
         let _ = cursor.compare_exchange(from, from.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed);
     }
 

@@ -206,6 +206,8 @@ impl RwLock {
         let deadline = Deadline::waiting_for(timeout, what);
         let died = self.writer.acquire(live, me, &deadline)?;
         self.drain.forget_sleepers();
+        // SYNC: SeqCst: the claim of `writer`, then the loads of the counts, against the
+        // reader's fence in `read_attempt` (one of the two sees the other).
         fence(SeqCst);
         match self.drain_readers(live, &deadline) {
             Ok(()) => Ok(RwLockWriteGuard { lock: self, me, owner_died: died, _not_send: PhantomData }),
@@ -223,6 +225,7 @@ impl RwLock {
         let me = live.token().raw();
         let Some(died) = self.writer.try_acquire(live, me)? else { return Ok(None) };
         self.drain.forget_sleepers();
+        // SYNC: SeqCst, as in `write`.
         fence(SeqCst);
         while let Some((i, e)) = self.busy_entry() {
             if !self.clear_dead_reader(live, i, e) && self.readers[i].load(Relaxed) == e {
@@ -283,7 +286,11 @@ impl RwLock {
         }
         let mut guard =
             RwLockReadGuard { lock: self, entry, mine, owner_died: false, _not_send: PhantomData };
+        // SYNC: SeqCst: the count's increment, then the load of `writer`, against the
+        // writer's fence in `write` / `try_write`.
         fence(SeqCst);
+        // SYNC: Acquire (`Mutex::word`) pairs with the last writer's Release CAS in
+        // `Mutex::release`: its writes are seen by this reader.
         let w = self.writer.word();
         if w & Token::MASK != 0 {
             drop(guard); // a writer came first: undo, and wake it if it waits
@@ -316,6 +323,8 @@ impl RwLock {
 
     /// The first entry with readers counted, as (slot, entry).
     fn busy_entry(&self) -> Option<(usize, u32)> {
+        // SYNC: pairs with the Release decrement in `RwLockReadGuard::drop`: the readers'
+        // reads happen before the writer's writes.
         self.readers.iter().map(|r| r.load(Acquire)).enumerate().find(|&(_, e)| e & COUNT_MASK != 0)
     }
 
@@ -407,6 +416,8 @@ impl Drop for RwLockReadGuard<'_> {
             if e & !COUNT_MASK != self.mine || e & COUNT_MASK == 0 {
                 return; // cleared as dead (wrongly), or overwritten: nothing of ours
             }
+            // SYNC: pairs with the writer's Acquire loads in `busy_entry`: our
+            // reads happen before its writes.
             match self.entry.compare_exchange_weak(e, e - 1, Release, Relaxed) {
                 Ok(_) => break,
                 Err(now) => e = now,

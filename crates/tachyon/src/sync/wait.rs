@@ -116,10 +116,14 @@ impl WaitCell {
 
     /// The notifier's half of the protocol: true if a sleeper must be woken.
     fn announce(&self) -> bool {
+        // SYNC: SeqCst: the condition's store, then the load of `sleepers`, against the fence
+        // in `park` (the eventcount's store-load order, see the module's invariant).
         fence(SeqCst);
         if self.sleepers.load(Relaxed) == 0 {
             return false;
         }
+        // SYNC: pairs with the Acquire load of `seq` in `park`: a waiter that reads this bump
+        // sees the condition (where the two fences alone would not order it).
         self.seq.fetch_add(1, Release);
         true
     }
@@ -192,7 +196,11 @@ impl WaitCell {
         ready: impl FnOnce() -> Option<T>,
     ) -> Option<T> {
         self.sleepers.fetch_add(1, Relaxed);
+        // SYNC: SeqCst: the registration in `sleepers`, then the loads below, against the fence
+        // in `announce`.
         fence(SeqCst);
+        // SYNC: pairs with the Release bump in `announce`: if this reads it, `ready` sees the
+        // notifier's condition.
         let seq = self.seq.load(Acquire);
         let r = ready();
         if r.is_none() {

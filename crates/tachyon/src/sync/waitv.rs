@@ -70,7 +70,11 @@ pub(crate) fn park_any<T>(
     for p in points {
         p.enter();
     }
+    // SYNC: SeqCst: every registration above, then the loads below, against the notifier's
+    // fence (`WaitCell::announce`, `Event::set`), as in `WaitCell::park`.
     fence(SeqCst);
+    // SYNC: pairs with the notifier's Release change of each word (`WaitCell::announce`,
+    // `Event::set`): a word a notifier moved means `ready` sees that notifier's condition.
     let mut words: Vec<(&AtomicU32, u32)> = points.iter().map(|p| (p.word, p.word.load(Acquire))).collect();
     let r = ready();
     if r.is_none() {
@@ -101,6 +105,8 @@ fn sleep_on(words: &mut [(&AtomicU32, u32)], timeout: Option<Duration>) {
             self.wake_by_ref();
         }
         fn wake_by_ref(self: &Arc<Self>) {
+            // SYNC: no Acquire partner: only the kernel's compare reads the bell, and the
+            // woken waiter looks at its condition again after its own fence.
             self.0.fetch_add(1, Release);
             crate::platform::futex::wake_all(&self.0);
         }
