@@ -74,7 +74,7 @@ impl Ledger {
     pub(crate) fn loaned(&self, index: u32, size: usize) {
         if let Some(w) = self.word(index) {
             let seq = seq(w.load(Ordering::Relaxed));
-            // SYNC POINT: released to the `take_loan` of whichever thread C
+            // SYNC: released to the `take_loan` of whichever thread C
             // passes the address to.
             w.store(seq << SEQ_SHIFT | LOANED << STATE_SHIFT | size as u64 & 0xffff_ffff, Ordering::Release);
         }
@@ -91,7 +91,7 @@ impl Ledger {
         if len > size {
             return Err(Miss::Refused { size });
         }
-        // SYNC POINT: one of several takers of the same loan wins.
+        // SYNC: one of several takers of the same loan wins.
         w.compare_exchange(now, seq(now) << SEQ_SHIFT | IDLE, Ordering::AcqRel, Ordering::Relaxed)
             .map(drop)
             .map_err(|_| Miss::Absent)
@@ -103,7 +103,7 @@ impl Ledger {
     pub(crate) fn held(&self, index: u32) -> u64 {
         let Some(w) = self.word(index) else { return 0 };
         let seq = (seq(w.load(Ordering::Relaxed)) + 1) & SEQ_MASK;
-        // SYNC POINT: released to the `take_held` of whichever thread C
+        // SYNC: released to the `take_held` of whichever thread C
         // passes the message to.
         w.store(seq << SEQ_SHIFT | HELD << STATE_SHIFT, Ordering::Release);
         seq << 32 | (u64::from(index) + 1)
@@ -119,7 +119,7 @@ impl Ledger {
         if state(now) != HELD || seq(now) != handle >> 32 {
             return None;
         }
-        // SYNC POINT: one of several takers of the same message wins.
+        // SYNC: one of several takers of the same message wins.
         w.compare_exchange(now, seq(now) << SEQ_SHIFT | IDLE, Ordering::AcqRel, Ordering::Relaxed)
             .ok()
             .map(|_| index)

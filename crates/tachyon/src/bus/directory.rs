@@ -167,7 +167,7 @@ macro_rules! store_copy {
         for (w, v) in c.name.iter().zip(r.name) {
             w.store(v, Ordering::Relaxed);
         }
-        // SYNC POINT: pairs with the `Acquire` load of the seal in
+        // SYNC: pairs with the `Acquire` load of the seal in
         // `load_copy!`.
         c.seal.store(r.seal(), Ordering::Release);
     }};

@@ -489,7 +489,7 @@ impl FreeList {
                 }
             }
         }
-        // SYNC POINT: the links above are published by this Release (AcqRel)
+        // SYNC: the links above are published by this Release (AcqRel)
         // CAS; a popper reads them after its Acquire load of the head.
         let done = Head::new(top, NONE, 0, stopped.next_tag());
         self.head.compare_exchange(stopped.0, done.0, Ordering::AcqRel, Ordering::Acquire).ok()?;

@@ -504,7 +504,7 @@ impl BroadcastBuffer {
     /// ```
     pub fn close(&self) {
         self.closed_flag().store(1, Ordering::SeqCst);
-        // SYNC POINT: waiters load the flag in their predicate after they
+        // SYNC: waiters load the flag in their predicate after they
         // register; `notify_all` fences before it looks for sleepers.
         self.wait_cell(false).notify_all();
         self.wait_cell(true).notify_all();

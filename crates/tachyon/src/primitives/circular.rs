@@ -404,7 +404,7 @@ impl CircularBuffer {
         use crate::platform::atomic::Ordering;
         // SYNC: SeqCst is more than needed (Release would do): the fences below give the order.
         self.closed_flag().store(1, Ordering::SeqCst);
-        // SYNC POINT: the waiters' predicate loads the flag (Acquire) after
+        // SYNC: the waiters' predicate loads the flag (Acquire) after
         // registering; `notify_all` fences before it looks for sleepers.
         self.wait_cell(false).notify_all();
         self.wait_cell(true).notify_all();

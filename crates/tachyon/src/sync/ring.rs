@@ -278,6 +278,10 @@ impl Ring<'_> {
         let cell = &self.cells[idx];
         // SYNC: the Release CAS below pairs with the Acquire load and claim CAS of `word` in
         // `claim_read_within`: the item and `len` are visible to the reader that claims the cell.
+        // SYNC: and this fence orders our claim CAS before the `len` store, for a reader of the
+        // last lap that reads `word`, `len`, then `word` again (seqlock style) in
+        // `claim_read_within`: if it sees our `len`, its second look sees our claim.
+        fence(Ordering::Release);
         cell.len.store(len, Ordering::Relaxed);
         cell.word
             .compare_exchange(
@@ -451,7 +455,7 @@ impl Ring<'_> {
     /// Moves a damaged cell word from `w` to `new` with one CAS, counting
     /// the repair. False if the word changed meanwhile.
     fn replace(&self, cell: &Cell, w: u64, new: u64) -> bool {
-        // SYNC POINT: AcqRel, as every claim; whoever claims the repaired
+        // SYNC: AcqRel, as every claim; whoever claims the repaired
         // word next reads it with Acquire.
         let done = cell.word.compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed).is_ok();
         if done {
