@@ -3,7 +3,7 @@
 //! and `open` (a client claims the channel and joins its session).
 
 use super::channel::Inner;
-use super::control::*;
+use super::control::Control;
 use super::handler::{wrap, MakeHandler};
 use super::packet::HEADER;
 use super::pool::Pool;
@@ -16,7 +16,7 @@ use crate::segment::{Kind, Segment};
 use crate::sync::{Liveness, Token, WaitPolicy};
 use std::collections::HashMap;
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -250,14 +250,15 @@ impl RpcBuilder {
             self.max_message as u64,
         ];
         let ctl =
-            Segment::builder(&self.name).kind(Kind::RPC).size(CTL_SIZE).geometry(geometry).create_with(
+            Segment::builder(&self.name).kind(Kind::RPC).size(Control::SIZE).geometry(geometry).create_with(
                 |seg| {
-                    seg.get::<AtomicU64>(CTL_NODE_COUNT)?.store(self.node_count as u64, Ordering::Relaxed);
-                    seg.get::<AtomicU64>(CTL_NODE_SIZE)?.store(self.node_size as u64, Ordering::Relaxed);
-                    seg.get::<AtomicU64>(CTL_VERSION)?.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
-                    seg.get::<AtomicU32>(CTL_OWNER)?.store(seg.token().raw(), Ordering::Relaxed);
-                    seg.get::<AtomicU64>(CTL_OWNER_MAX)?.store(self.max_message as u64, Ordering::Relaxed);
-                    seg.get::<AtomicU64>(CTL_SESSION)?.store(session.id, Ordering::Relaxed);
+                    let c = Control::of(seg)?;
+                    c.node_count.store(self.node_count as u64, Ordering::Relaxed);
+                    c.node_size.store(self.node_size as u64, Ordering::Relaxed);
+                    c.version.store(u64::from(PROTOCOL_VERSION), Ordering::Relaxed);
+                    c.owner.store(seg.token().raw(), Ordering::Relaxed);
+                    c.owner_max.store(self.max_message as u64, Ordering::Relaxed);
+                    c.session.store(session.id, Ordering::Relaxed);
                     Ok(())
                 },
             )?;
@@ -301,18 +302,16 @@ impl RpcBuilder {
         };
         // Control words damaged since creation: restored from their sealed
         // copy in the segment header.
-        ctl.restore_geometry(&[CTL_NODE_COUNT, CTL_NODE_SIZE, CTL_VERSION, CTL_OWNER_MAX])?;
-        let version = ctl.get::<AtomicU64>(CTL_VERSION)?.load(Ordering::Relaxed);
+        ctl.restore_geometry(&Control::GEOMETRY)?;
+        let c = Control::of(&ctl)?;
+        let version = c.version.load(Ordering::Relaxed);
         if version != u64::from(PROTOCOL_VERSION) {
             return Err(Error::VersionMismatch {
                 found: version as u32,
                 expected: u32::from(PROTOCOL_VERSION),
             });
         }
-        let geometry = (
-            ctl.get::<AtomicU64>(CTL_NODE_COUNT)?.load(Ordering::Relaxed),
-            ctl.get::<AtomicU64>(CTL_NODE_SIZE)?.load(Ordering::Relaxed),
-        );
+        let geometry = (c.node_count.load(Ordering::Relaxed), c.node_size.load(Ordering::Relaxed));
         let differs = |field: &'static str, existing: u64, requested: usize| Error::Incompatible {
             name: self.name.clone(),
             field,
@@ -326,14 +325,13 @@ impl RpcBuilder {
             return Err(differs("node_size", geometry.1, self.node_size));
         }
         let me = ctl.token().raw();
-        let opener = ctl.get::<AtomicU32>(CTL_OPENER)?;
-        let opener_closed = ctl.get::<AtomicU32>(CTL_OPENER_CLOSED)?;
+        let (opener, opener_closed) = (&c.opener, &c.opener_closed);
         let deadline = self.connect_timeout.map(|t| Instant::now() + t);
         loop {
-            if ctl.get::<AtomicU32>(CTL_OWNER_CLOSED)?.load(Ordering::SeqCst) != 0 {
+            if c.owner_closed.load(Ordering::SeqCst) != 0 {
                 return Err(Error::Closed);
             }
-            let owner = ctl.get::<AtomicU32>(CTL_OWNER)?.load(Ordering::SeqCst);
+            let owner = c.owner.load(Ordering::SeqCst);
             if Token::from_raw(owner).is_none_or(|t| ctl.is_dead(t)) {
                 // The whole channel is dead: its rings nobody holds go now,
                 // the control segment when this handle drops (if last).
@@ -367,7 +365,7 @@ impl RpcBuilder {
             opener_closed.store(me, Ordering::SeqCst);
             e
         };
-        let id = ctl.get::<AtomicU64>(CTL_SESSION).map_err(leave)?.load(Ordering::SeqCst);
+        let id = c.session.load(Ordering::SeqCst);
         let ring = |dir: &str| {
             CircularBuffer::builder(&ring_name(&self.name, id, dir)).wait_policy(self.policy).open()
         };
@@ -381,7 +379,7 @@ impl RpcBuilder {
                 })));
             }
         }
-        ctl.get::<AtomicU64>(CTL_OPENER_MAX).map_err(leave)?.store(self.max_message as u64, Ordering::SeqCst);
+        c.opener_max.store(self.max_message as u64, Ordering::SeqCst);
         let b = RpcBuilder { node_size: o2p.node_size(), ..self };
         b.start(ctl, Session::new(id, p2o, o2p), false)
     }

@@ -3,7 +3,7 @@
 //! notifications, and writing a message as packets).
 
 use super::cancel::CancelToken;
-use super::control::*;
+use super::control::Control;
 use super::future::{RequestFuture, Slot};
 use super::handler::HandlerFn;
 use super::packet::{packet_count, Header, MsgType, HEADER};
@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::sync::{Liveness, WaitPolicy};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,11 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    /// The control words (see [`Control::of`]).
+    pub(super) fn control(&self) -> Result<&Control> {
+        Control::of(&self.ctl)
+    }
+
     pub(super) fn session(&self) -> Arc<Session> {
         Arc::clone(&self.session.read().unwrap_or_else(|p| p.into_inner()))
     }
@@ -98,12 +103,11 @@ impl Inner {
     /// Ends this end for good: the peer is told (after every response
     /// this end sent), and pending calls fail with [`Error::Closed`].
     pub(super) fn end(&self) {
-        if let Ok(f) =
-            self.ctl.get::<AtomicU32>(if self.owner { CTL_OWNER_CLOSED } else { CTL_OPENER_CLOSED })
-        {
+        if let Ok(c) = self.control() {
+            let flag = if self.owner { &c.owner_closed } else { &c.opener_closed };
             // A client leaves its own token: the server tells it from a
             // flag left by an earlier client.
-            f.store(if self.owner { 1 } else { self.ctl.token().raw() }, Ordering::SeqCst);
+            flag.store(if self.owner { 1 } else { self.ctl.token().raw() }, Ordering::SeqCst);
         }
         self.fail_all(CLOSED);
     }
@@ -274,8 +278,9 @@ impl Inner {
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
         // The smaller of this end's limit and the peer's (once it is known).
-        let peer = if self.owner { CTL_OPENER_MAX } else { CTL_OWNER_MAX };
-        let peer_max = self.ctl.get::<AtomicU64>(peer).map_or(0, |m| m.load(Ordering::Relaxed));
+        let peer_max = self
+            .control()
+            .map_or(0, |c| if self.owner { &c.opener_max } else { &c.owner_max }.load(Ordering::Relaxed));
         let max = if peer_max == 0 { self.max_message } else { self.max_message.min(peer_max as usize) };
         if msg.len() > max {
             return Err(Error::MessageTooLarge { size: msg.len(), max, hint: RPC_TOO_LARGE });

@@ -49,12 +49,11 @@ pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
 pub use stats::{Latency, RpcStats};
 
 use self::channel::Inner;
-use self::control::*;
 use self::handler::wrap;
 use crate::error::{Error, Result};
 use crate::sync::{Liveness, Token};
 use std::fmt::Display;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -185,10 +184,10 @@ impl RpcBuffer {
         if !inner.owner {
             return true;
         }
-        let Ok(opener) = inner.ctl.get::<AtomicU32>(CTL_OPENER) else { return false };
-        let opener = opener.load(Ordering::SeqCst);
+        let Ok(c) = inner.control() else { return false };
+        let opener = c.opener.load(Ordering::SeqCst);
         opener != 0
-            && inner.ctl.get::<AtomicU32>(CTL_OPENER_CLOSED).is_ok_and(|c| c.load(Ordering::SeqCst) != opener)
+            && c.opener_closed.load(Ordering::SeqCst) != opener
             && Token::from_raw(opener).is_some_and(|t| !inner.ctl.is_dead(t))
     }
 

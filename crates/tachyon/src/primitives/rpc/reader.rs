@@ -4,7 +4,6 @@
 //! session when the client left) and expires overdue requests.
 
 use super::channel::{Inner, RPC_TOO_LARGE};
-use super::control::*;
 use super::future::Slot;
 use super::packet::{Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
@@ -12,7 +11,7 @@ use super::stats::Stats;
 use super::TICK;
 use crate::error::Error;
 use crate::sync::{Liveness, Token, WaitPolicy};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -198,10 +197,13 @@ impl Inner {
     /// A client's check of its server: why it is over for this client
     /// (closed, dead, or no longer ours), if it is.
     fn server_gone(&self) -> Option<u8> {
-        let word = |off| self.ctl.get::<AtomicU32>(off).map_or(0, |w| w.load(Ordering::SeqCst));
-        if word(CTL_OWNER_CLOSED) != 0 || word(CTL_OPENER) != self.ctl.token().raw() {
+        // Control words out of reach read as zeros: no longer ours.
+        let Ok(c) = self.control() else { return Some(CLOSED) };
+        if c.owner_closed.load(Ordering::SeqCst) != 0
+            || c.opener.load(Ordering::SeqCst) != self.ctl.token().raw()
+        {
             Some(CLOSED)
-        } else if Token::from_raw(word(CTL_OWNER)).is_none_or(|t| self.ctl.is_dead(t)) {
+        } else if Token::from_raw(c.owner.load(Ordering::SeqCst)).is_none_or(|t| self.ctl.is_dead(t)) {
             Some(PEER_DIED)
         } else {
             None
@@ -212,16 +214,12 @@ impl Inner {
     /// its process died), its session ends (its requests fail, its late
     /// responses go nowhere) and fresh rings wait for the next client.
     fn check_client(&self, session: &Arc<Session>) -> Option<Arc<Session>> {
-        let (Ok(opener), Ok(opener_closed)) =
-            (self.ctl.get::<AtomicU32>(CTL_OPENER), self.ctl.get::<AtomicU32>(CTL_OPENER_CLOSED))
-        else {
-            return None;
-        };
-        let client = opener.load(Ordering::SeqCst);
+        let Ok(c) = self.control() else { return None };
+        let client = c.opener.load(Ordering::SeqCst);
         if client == 0 {
             return None;
         }
-        let why = if opener_closed.load(Ordering::SeqCst) == client {
+        let why = if c.opener_closed.load(Ordering::SeqCst) == client {
             CLOSED
         } else if Token::from_raw(client).is_none_or(|t| self.ctl.is_dead(t)) {
             PEER_DIED
@@ -244,14 +242,10 @@ impl Inner {
         *self.session.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&next);
         // SYNC: the next client reads the session id after it took the
         // opener word, which is cleared last.
-        if let Ok(id) = self.ctl.get::<AtomicU64>(CTL_SESSION) {
-            id.store(next.id, Ordering::SeqCst);
-        }
-        if let Ok(max) = self.ctl.get::<AtomicU64>(CTL_OPENER_MAX) {
-            max.store(0, Ordering::SeqCst);
-        }
-        opener_closed.store(0, Ordering::SeqCst);
-        opener.store(0, Ordering::SeqCst);
+        c.session.store(next.id, Ordering::SeqCst);
+        c.opener_max.store(0, Ordering::SeqCst);
+        c.opener_closed.store(0, Ordering::SeqCst);
+        c.opener.store(0, Ordering::SeqCst);
         Some(next)
     }
 }
