@@ -164,6 +164,7 @@ fn watch_closed(inner: Weak<Inner>, shared: Weak<Shared>) {
             return;
         }
         if closed {
+            // SYNC: before the lock `wake` takes; `Serve::poll` looks after.
             shared.closed.store(true, Ordering::SeqCst);
             shared.wake();
             return;
@@ -211,6 +212,9 @@ impl Future for Serve {
                 }
             }
         });
+        // SYNC: `watch_closed` stores `closed` before it takes the queue
+        // lock to wake: either this look sees it, or that wake finds the
+        // waker stored above and this future is polled again.
         if this.shared.closed.load(Ordering::SeqCst) && this.running.is_empty() {
             return Poll::Ready(Ok(()));
         }

@@ -365,6 +365,8 @@ impl RpcBuilder {
             opener_closed.store(me, Ordering::SeqCst);
             e
         };
+        // SYNC: the server stored the session id before it cleared the
+        // opener word that this end took (`check_client`).
         let id = c.session.load(Ordering::SeqCst);
         let ring = |dir: &str| {
             CircularBuffer::builder(&ring_name(&self.name, id, dir)).wait_policy(self.policy).open()

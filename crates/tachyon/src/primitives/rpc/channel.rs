@@ -95,6 +95,7 @@ impl Inner {
     /// A handler finished (its response, if any, is sent): the last one
     /// after `close` ends the channel.
     pub(super) fn handled(&self) {
+        // SYNC: the other side of the `closing` / `in_flight` pair in `close`.
         if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 && self.closing.load(Ordering::SeqCst) {
             self.end();
         }
@@ -107,6 +108,8 @@ impl Inner {
             let flag = if self.owner { &c.owner_closed } else { &c.opener_closed };
             // A client leaves its own token: the server tells it from a
             // flag left by an earlier client.
+            // SYNC: after the responses this end wrote; a client's
+            // `server_gone` that sees it drains the ring before it fails.
             flag.store(if self.owner { 1 } else { self.ctl.token().raw() }, Ordering::SeqCst);
         }
         self.fail_all(CLOSED);
@@ -187,6 +190,7 @@ impl Inner {
             // Look for the response a little before sleeping: the reader
             // thread (often on this same core) yields to us once it has it.
             let start = Instant::now();
+            // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
             while !slot.ready.load(Ordering::Acquire) && start.elapsed() < RESPONSE_SPIN {
                 std::thread::yield_now();
             }

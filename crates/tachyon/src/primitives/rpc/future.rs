@@ -52,6 +52,7 @@ impl Slot {
         }
         let waker = s.waker.take();
         drop(s);
+        // SYNC: pairs with the Acquire look at `ready` in `Inner::request`.
         self.ready.store(true, Ordering::Release);
         self.cond.notify_all();
         if let Some(w) = waker {

@@ -17,7 +17,13 @@ pub(super) struct Pool {
     /// Jobs, each marked whether it was promised to an idle thread.
     tx: Mutex<mpsc::Sender<(Job, bool)>>,
     /// Threads waiting for work, not yet promised a job.
+    // Relaxed throughout, pairs with nothing: a count that publishes no
+    // data (the job goes through the channel, which synchronises it), and
+    // read-modify-writes of one atomic are never lost whatever their
+    // ordering. A stale look at it only starts an extra thread.
     idle: Arc<AtomicUsize>,
+    /// Extra threads running now, at most `MAX_EXTRA_THREADS`.
+    // Relaxed throughout, pairs with nothing: a count only, as `idle`.
     extra: Arc<AtomicUsize>,
 }
 
@@ -33,12 +39,12 @@ impl Pool {
                 std::thread::Builder::new().name(format!("tachyon-rpc-handler-{i}")).spawn(move || loop {
                     // Available from now until it takes a job; a submitter that
                     // promised the job to it has already taken that back.
-                    idle.fetch_add(1, Ordering::SeqCst);
+                    idle.fetch_add(1, Ordering::Relaxed);
                     let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     match job {
                         Ok((job, promised)) => {
                             if !promised {
-                                idle.fetch_sub(1, Ordering::SeqCst);
+                                idle.fetch_sub(1, Ordering::Relaxed);
                             }
                             job();
                         }
@@ -54,11 +60,11 @@ impl Pool {
             let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send((job, promised));
         };
         // Promise the job to an idle thread, if there is one.
-        if self.idle.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |i| i.checked_sub(1)).is_ok() {
+        if self.idle.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| i.checked_sub(1)).is_ok() {
             return send(job, true);
         }
         // All busy (nested calls, slow handlers): a thread for this job.
-        if self.extra.fetch_add(1, Ordering::SeqCst) < MAX_EXTRA_THREADS {
+        if self.extra.fetch_add(1, Ordering::Relaxed) < MAX_EXTRA_THREADS {
             let extra = Arc::clone(&self.extra);
             let job = Arc::new(Mutex::new(Some(job)));
             let run = Arc::clone(&job);
@@ -67,18 +73,18 @@ impl Pool {
                     if let Some(job) = run.lock().unwrap_or_else(|p| p.into_inner()).take() {
                         job();
                     }
-                    extra.fetch_sub(1, Ordering::SeqCst);
+                    extra.fetch_sub(1, Ordering::Relaxed);
                 });
             if spawned.is_ok() {
                 return;
             }
-            self.extra.fetch_sub(1, Ordering::SeqCst);
+            self.extra.fetch_sub(1, Ordering::Relaxed);
             if let Some(job) = job.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 send(job, false);
             }
             return;
         }
-        self.extra.fetch_sub(1, Ordering::SeqCst);
+        self.extra.fetch_sub(1, Ordering::Relaxed);
         send(job, false);
     }
 }

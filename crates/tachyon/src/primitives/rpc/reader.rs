@@ -199,6 +199,9 @@ impl Inner {
     fn server_gone(&self) -> Option<u8> {
         // Control words out of reach read as zeros: no longer ours.
         let Ok(c) = self.control() else { return Some(CLOSED) };
+        // SYNC: the server stores `owner_closed` (in `end`) after its last
+        // response: seen here, those responses are in the ring (drained in
+        // `tick`).
         if c.owner_closed.load(Ordering::SeqCst) != 0
             || c.opener.load(Ordering::SeqCst) != self.ctl.token().raw()
         {
