@@ -24,6 +24,7 @@
 //! error, as for blocking handlers.
 
 use super::channel::Inner;
+use super::handler::panicked;
 use super::RpcBuffer;
 use crate::error::Result;
 use std::collections::VecDeque;
@@ -237,15 +238,6 @@ impl Drop for Serve {
             let _ = reply.send(Err(STOPPED.to_owned()));
         }
     }
-}
-
-fn panicked(panic: Box<dyn std::any::Any + Send>) -> String {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a non-string panic".to_owned());
-    format!("handler panicked: {what}")
 }
 
 /// Drives a future to completion on the current thread.

@@ -180,7 +180,7 @@ impl Inner {
         if let Some(c) = cancel {
             c.watch(&slot);
         }
-        if let Err(e) = self.send_with(&session, MsgType::Request, id, 0, msg, deadline, cancel) {
+        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, deadline, cancel) {
             self.unregister(id);
             return Err(e);
         }
@@ -232,7 +232,7 @@ impl Inner {
         let sent = self
             .check_open()
             .and_then(|()| self.check_not_inline())
-            .and_then(|()| self.send(&session, MsgType::Request, id, 0, msg, deadline));
+            .and_then(|()| self.send(&session, MsgType::Request, id, 0, msg, deadline, None));
         let error = match sent {
             Ok(()) => {
                 Stats::add(&self.stats.c.requests_sent, 1);
@@ -249,29 +249,17 @@ impl Inner {
     pub(super) fn notify(&self, msg: &[u8]) -> Result<()> {
         self.check_open()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.send(&self.session(), MsgType::Notify, id, 0, msg, Some(Instant::now() + self.default_timeout))?;
+        let deadline = Some(Instant::now() + self.default_timeout);
+        self.send(&self.session(), MsgType::Notify, id, 0, msg, deadline, None)?;
         Stats::add(&self.stats.c.notifications_sent, 1);
         Ok(())
     }
 
     /// Writes one message as packets, each before `deadline`, giving up
-    /// promptly if the peer goes away.
-    pub(super) fn send(
-        &self,
-        session: &Session,
-        kind: MsgType,
-        id: u64,
-        response_to: u64,
-        msg: &[u8],
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        self.send_with(session, kind, id, response_to, msg, deadline, None)
-    }
-
-    /// [`send`](Self::send), giving up with [`Error::Interrupted`] (within
-    /// a tick) once `cancel` is cancelled.
+    /// promptly if the peer goes away, and with [`Error::Interrupted`]
+    /// (within a tick) once `cancel` is cancelled.
     #[allow(clippy::too_many_arguments)]
-    fn send_with(
+    pub(super) fn send(
         &self,
         session: &Session,
         kind: MsgType,

@@ -79,14 +79,8 @@ impl Inner {
         let handler = self.handler.read().unwrap_or_else(|p| p.into_inner()).clone();
         let result = match handler {
             None => Err("no handler: the other end has not set one".to_owned()),
-            Some(f) => catch_unwind(AssertUnwindSafe(|| f(h.msg_id, &payload))).unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string panic".to_owned());
-                Err(format!("handler panicked: {what}"))
-            }),
+            Some(f) => catch_unwind(AssertUnwindSafe(|| f(h.msg_id, &payload)))
+                .unwrap_or_else(|panic| Err(panicked(panic))),
         };
         if result.is_err() {
             Stats::add(&self.stats.c.errors, 1);
@@ -102,14 +96,24 @@ impl Inner {
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let deadline = Some(Instant::now() + self.default_timeout);
-        match self.send(session, kind, id, h.msg_id, &body, deadline) {
+        match self.send(session, kind, id, h.msg_id, &body, deadline, None) {
             Ok(()) => Stats::add(&self.stats.c.responses_sent, 1),
             Err(Error::MessageTooLarge { size, max, .. }) => {
                 // Tell the caller rather than leave it waiting.
                 let text = format!("response of {size} bytes exceeds the maximum message size {max}");
-                let _ = self.send(session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
+                let _ = self.send(session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline, None);
             }
             Err(_) => {}
         }
     }
+}
+
+/// The error text of a handler that panicked with `panic`.
+pub(super) fn panicked(panic: Box<dyn std::any::Any + Send>) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".to_owned());
+    format!("handler panicked: {what}")
 }

@@ -94,7 +94,8 @@ impl Inner {
                 self.pool.submit(Box::new(move || {
                     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
                     let deadline = Some(Instant::now() + inner.default_timeout);
-                    let _ = inner.send(&session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline);
+                    let _ =
+                        inner.send(&session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline, None);
                 }));
             }
             MsgType::Response | MsgType::Error => {
