@@ -31,18 +31,23 @@ pub(super) const RPC_TOO_LARGE: &str =
 /// One end of a channel, shared by its handle, its reader thread, its
 /// handler threads and its [`RpcClient`](super::RpcClient)s.
 pub(super) struct Inner {
+    /// The channel's name.
     pub(super) name: String,
+    /// The control segment (see [`Control`]).
     pub(super) ctl: Segment,
     /// The current session: the server swaps in a fresh one when its
     /// client leaves; a client has one for its life.
     pub(super) session: RwLock<Arc<Session>>,
     /// The server's geometry, for the next session's rings.
     pub(super) geometry: (usize, usize),
+    /// Whether this end is the server.
     pub(super) owner: bool,
+    /// `OPEN`, or why this end is over (`CLOSED`, `PEER_DIED`).
     pub(super) state: AtomicU8,
     /// Signalled when `state` leaves `OPEN` (for `wait_closed`).
     pub(super) closed_lock: Mutex<()>,
     pub(super) closed_cond: Condvar,
+    /// Tells the reader thread to stop at its next look.
     pub(super) stop: AtomicBool,
     /// Requests and notifications handed to a handler and not yet
     /// answered.
@@ -50,8 +55,11 @@ pub(super) struct Inner {
     /// `close` was called: the reader takes no new requests, and the last
     /// running handler (or `close` itself) ends the channel.
     pub(super) closing: AtomicBool,
+    /// The id of the next message this end sends.
     pub(super) next_id: AtomicU64,
+    /// This end's requests waiting for their response, by id.
     pub(super) pending: Mutex<HashMap<u64, Arc<Slot>>>,
+    /// The handler of the peer's requests, if one is set.
     pub(super) handler: RwLock<Option<Arc<HandlerFn>>>,
     pub(super) pool: Pool,
     pub(super) stats: Stats,
@@ -67,11 +75,12 @@ impl Inner {
         Control::of(&self.ctl)
     }
 
+    /// The current session.
     pub(super) fn session(&self) -> Arc<Session> {
         Arc::clone(&self.session.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Closes this end (see [`RpcBuffer::close`]): the reader thread stops
+    /// Closes this end (see [`RpcBuffer::close`](super::RpcBuffer::close)): the reader thread stops
     /// at its next look, so no new request reaches a handler; the running
     /// handlers finish (waited for, unless this is one of them), then the
     /// channel ends.
@@ -115,6 +124,7 @@ impl Inner {
         self.fail_all(CLOSED);
     }
 
+    /// See [`RpcBuffer::wait_closed`](super::RpcBuffer::wait_closed).
     pub(super) fn wait_closed(&self, timeout: Option<Duration>) -> Result<()> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -134,10 +144,12 @@ impl Inner {
         Ok(())
     }
 
+    /// `Ok` while this end is open, else why not.
     pub(super) fn check_open(&self) -> Result<()> {
         check_state(self.state.load(Ordering::SeqCst))
     }
 
+    /// A new request id, and the slot its response will be delivered to.
     fn register(&self, deadline: Option<Instant>, session: u64) -> (u64, Arc<Slot>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Slot::new(deadline, session);
@@ -162,6 +174,7 @@ impl Inner {
         Ok(())
     }
 
+    /// See [`RpcBuffer::request_with_cancel`](super::RpcBuffer::request_with_cancel).
     pub(super) fn request(
         &self,
         msg: &[u8],
@@ -225,6 +238,7 @@ impl Inner {
         }
     }
 
+    /// See [`RpcBuffer::request_async`](super::RpcBuffer::request_async).
     pub(super) fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
         let deadline = Some(Instant::now() + self.default_timeout);
         let session = self.session();
@@ -246,6 +260,7 @@ impl Inner {
         RequestFuture::new(Arc::clone(self), id, slot, error)
     }
 
+    /// See [`RpcBuffer::notify`](super::RpcBuffer::notify).
     pub(super) fn notify(&self, msg: &[u8]) -> Result<()> {
         self.check_open()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -324,14 +339,16 @@ impl Inner {
         Ok(())
     }
 
+    /// Removes the pending requests that `which` picks and returns them.
+    pub(super) fn take_pending(&self, which: impl Fn(&Slot) -> bool) -> Vec<Arc<Slot>> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let ids: Vec<u64> = pending.iter().filter(|(_, s)| which(s)).map(|(id, _)| *id).collect();
+        ids.iter().filter_map(|id| pending.remove(id)).collect()
+    }
+
     /// Fails the requests sent in session `id` (its client left).
     pub(super) fn fail_session(&self, id: u64, why: u8) {
-        let gone: Vec<Arc<Slot>> = {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            let ids: Vec<u64> = pending.iter().filter(|(_, s)| s.session == id).map(|(id, _)| *id).collect();
-            ids.iter().filter_map(|id| pending.remove(id)).collect()
-        };
-        for slot in gone {
+        for slot in self.take_pending(|s| s.session == id) {
             slot.complete(Err(error_of(why)));
         }
     }

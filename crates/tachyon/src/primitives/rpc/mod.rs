@@ -12,22 +12,22 @@
 //!
 //! The wire format and the session protocol are in `docs/rpc.md`.
 //!
-//! This file holds the public handles, [`RpcBuffer`] and [`RpcClient`].
-//! The rest, one job a file:
-//!
-//! * `builder.rs`: [`RpcBuilder`], its options, `create` and `open`;
-//! * `control.rs`: the layout of the control segment;
-//! * `session.rs`: the rings of one client's session;
-//! * `channel.rs`: the state an end's threads share, closing, sending;
-//! * `reader.rs`: the reader thread: dispatch, peer checks, expiry;
-//! * `handler.rs`: running a handler and sending its response;
-//! * `pool.rs`: the handler thread pool;
-//! * `future.rs`: where a response meets its request, [`RequestFuture`];
-//! * `cancel.rs`: [`CancelToken`];
-//! * `async_handler.rs`: async handlers;
-//! * `packet.rs`: the wire format; `stats.rs`: [`RpcStats`].
-//!
 //! [`CircularBuffer`]: crate::primitives::CircularBuffer
+
+// This file holds the public handles, `RpcBuffer` and `RpcClient`. The
+// rest, one job a file:
+//
+// * builder.rs: `RpcBuilder`, its options, `create` and `open`;
+// * control.rs: the layout of the control segment;
+// * session.rs: the rings of one client's session;
+// * channel.rs: the state an end's threads share, closing, sending;
+// * reader.rs: the reader thread: dispatch, peer checks, expiry;
+// * handler.rs: running a handler and sending its response;
+// * pool.rs: the handler thread pool;
+// * future.rs: where a response meets its request, `RequestFuture`;
+// * cancel.rs: `CancelToken`;
+// * async_handler.rs: async handlers (`set_async_handler`, `serve_async`);
+// * packet.rs: the wire format; stats.rs: `RpcStats`.
 
 mod async_handler;
 mod builder;

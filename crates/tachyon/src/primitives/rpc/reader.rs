@@ -4,7 +4,6 @@
 //! session when the client left) and expires overdue requests.
 
 use super::channel::{Inner, RPC_TOO_LARGE};
-use super::future::Slot;
 use super::packet::{Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
 use super::stats::Stats;
@@ -176,16 +175,7 @@ impl Inner {
             None
         };
         let now = Instant::now();
-        let overdue: Vec<Arc<Slot>> = {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            let ids: Vec<u64> = pending
-                .iter()
-                .filter(|(_, s)| s.deadline.is_some_and(|d| d <= now))
-                .map(|(id, _)| *id)
-                .collect();
-            ids.iter().filter_map(|id| pending.remove(id)).collect()
-        };
-        for slot in overdue {
+        for slot in self.take_pending(|s| s.deadline.is_some_and(|d| d <= now)) {
             Stats::add(&self.stats.c.timeouts, 1);
             slot.complete(Err(Error::timeout(
                 "the RPC response",
