@@ -1,13 +1,12 @@
-//! [`RpcBuffer::serve_async`]: async request handlers polled by the
-//! caller's executor.
+//! Async request handlers, two ways.
 //!
 //! [`RpcBuffer::set_async_handler`] drives each handler future to the end
 //! on an RPC handler thread with a minimal `block_on`: there is no runtime
 //! there, so a handler that uses a tokio timer or tokio I/O panics with
-//! "there is no reactor running". `serve_async` turns it around: it
-//! returns a future that the server spawns (or awaits) on its own runtime;
-//! that future runs every handler future, so handlers may use the
-//! runtime's timers, I/O and task-locals.
+//! "there is no reactor running". [`RpcBuffer::serve_async`] turns it
+//! around: it returns a future that the server spawns (or awaits) on its
+//! own runtime; that future runs every handler future, so handlers may use
+//! the runtime's timers, I/O and task-locals.
 //!
 //! How a request gets there: the RPC reader hands it, as ever, to a handler
 //! thread; that thread's handler queues `(id, payload, reply channel)`,
@@ -24,7 +23,9 @@
 //! set). A panic inside a handler future is caught and answered as an
 //! error, as for blocking handlers.
 
-use super::{Inner, RpcBuffer};
+use super::channel::Inner;
+use super::handler::panicked;
+use super::RpcBuffer;
 use crate::error::Result;
 use std::collections::VecDeque;
 use std::fmt::Display;
@@ -34,7 +35,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 /// What a handler future resolves to, once its error is text.
@@ -80,6 +81,19 @@ impl Shared {
 }
 
 impl RpcBuffer {
+    /// Sets an `async` handler: each request's future is driven to
+    /// completion on a handler thread (no runtime needed). No runtime runs
+    /// there either: a handler that uses tokio timers or I/O needs
+    /// [`serve_async`](Self::serve_async), which your executor polls.
+    pub fn set_async_handler<F, Fut, E>(&self, f: F)
+    where
+        F: Fn(u64, Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Vec<u8>, E>>,
+        E: Display,
+    {
+        self.set_handler(move |id, msg: &[u8]| block_on(f(id, msg.to_vec())));
+    }
+
     /// Serves the peer's requests with an `async` handler polled by the
     /// caller's executor: returns a future to spawn (or await) on your
     /// runtime, so the handler can use its timers and I/O (a tokio timer
@@ -151,6 +165,7 @@ fn watch_closed(inner: Weak<Inner>, shared: Weak<Shared>) {
             return;
         }
         if closed {
+            // SYNC: before the lock `wake` takes; `Serve::poll` looks after.
             shared.closed.store(true, Ordering::SeqCst);
             shared.wake();
             return;
@@ -198,6 +213,9 @@ impl Future for Serve {
                 }
             }
         });
+        // SYNC: `watch_closed` stores `closed` before it takes the queue
+        // lock to wake: either this look sees it, or that wake finds the
+        // waker stored above and this future is polled again.
         if this.shared.closed.load(Ordering::SeqCst) && this.running.is_empty() {
             return Poll::Ready(Ok(()));
         }
@@ -222,11 +240,21 @@ impl Drop for Serve {
     }
 }
 
-fn panicked(panic: Box<dyn std::any::Any + Send>) -> String {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a non-string panic".to_owned());
-    format!("handler panicked: {what}")
+/// Drives a future to completion on the current thread.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
 }

@@ -1,0 +1,370 @@
+//! The state one RPC end's threads share ([`Inner`]): the session, the
+//! pending requests, the close protocol, and the sending side (requests,
+//! notifications, and writing a message as packets).
+
+use super::cancel::CancelToken;
+use super::control::Control;
+use super::future::{RequestFuture, Slot};
+use super::handler::HandlerFn;
+use super::packet::{packet_count, Header, MsgType, HEADER};
+use super::pool::Pool;
+use super::session::{check_state, error_of, Session, CLOSED, OPEN};
+use super::stats::Stats;
+use super::TICK;
+use crate::error::{Error, Result};
+use crate::segment::Segment;
+use crate::sync::{Liveness, WaitPolicy};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// How long a requester of a spin or hybrid channel looks for its response
+/// (yielding the core between looks, so that this process's reader thread
+/// can deliver it) before it sleeps on a condition variable.
+const RESPONSE_SPIN: Duration = Duration::from_micros(50);
+
+/// What to do about an RPC message above the agreed maximum.
+pub(super) const RPC_TOO_LARGE: &str =
+    "raise max_message on both ends (RpcBuilder::max_message), or send less";
+
+/// One end of a channel, shared by its handle, its reader thread, its
+/// handler threads and its [`RpcClient`](super::RpcClient)s.
+pub(super) struct Inner {
+    /// The channel's name.
+    pub(super) name: String,
+    /// The control segment (see [`Control`]).
+    pub(super) ctl: Segment,
+    /// The current session: the server swaps in a fresh one when its
+    /// client leaves; a client has one for its life.
+    pub(super) session: RwLock<Arc<Session>>,
+    /// The server's geometry, for the next session's rings.
+    pub(super) geometry: (usize, usize),
+    /// Whether this end is the server.
+    pub(super) owner: bool,
+    /// `OPEN`, or why this end is over (`CLOSED`, `PEER_DIED`).
+    pub(super) state: AtomicU8,
+    /// Signalled when `state` leaves `OPEN` (for `wait_closed`).
+    pub(super) closed_lock: Mutex<()>,
+    pub(super) closed_cond: Condvar,
+    /// Tells the reader thread to stop at its next look.
+    pub(super) stop: AtomicBool,
+    /// Requests and notifications handed to a handler and not yet
+    /// answered.
+    pub(super) in_flight: AtomicUsize,
+    /// `close` was called: the reader takes no new requests, and the last
+    /// running handler (or `close` itself) ends the channel.
+    pub(super) closing: AtomicBool,
+    /// The id of the next message this end sends.
+    pub(super) next_id: AtomicU64,
+    /// This end's requests waiting for their response, by id.
+    pub(super) pending: Mutex<HashMap<u64, Arc<Slot>>>,
+    /// The handler of the peer's requests, if one is set.
+    pub(super) handler: RwLock<Option<Arc<HandlerFn>>>,
+    pub(super) pool: Pool,
+    pub(super) stats: Stats,
+    pub(super) default_timeout: Duration,
+    pub(super) max_message: usize,
+    pub(super) policy: WaitPolicy,
+    pub(super) inline_handlers: bool,
+}
+
+impl Inner {
+    /// The control words (see [`Control::of`]).
+    pub(super) fn control(&self) -> Result<&Control> {
+        Control::of(&self.ctl)
+    }
+
+    /// The current session.
+    pub(super) fn session(&self) -> Arc<Session> {
+        Arc::clone(&self.session.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Closes this end (see [`RpcBuffer::close`](super::RpcBuffer::close)): the reader thread stops
+    /// at its next look, so no new request reaches a handler; the running
+    /// handlers finish (waited for, unless this is one of them), then the
+    /// channel ends.
+    pub(super) fn close(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // SYNC: `closing` before the look at `in_flight`, and in
+        // `handled` the decrement before the look at `closing` (all
+        // SeqCst): whichever comes second sees the other, so the last
+        // handler or this call ends the channel, never neither.
+        self.closing.store(true, Ordering::SeqCst);
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.end();
+        } else if !self.in_handler() {
+            // A handler that never returns cannot hold the channel open
+            // for ever.
+            let _ = self.wait_closed(Some(self.default_timeout));
+            self.end();
+        }
+    }
+
+    /// A handler finished (its response, if any, is sent): the last one
+    /// after `close` ends the channel.
+    pub(super) fn handled(&self) {
+        // SYNC: the other side of the `closing` / `in_flight` pair in `close`.
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 && self.closing.load(Ordering::SeqCst) {
+            self.end();
+        }
+    }
+
+    /// Ends this end for good: the peer is told (after every response
+    /// this end sent), and pending calls fail with [`Error::Closed`].
+    pub(super) fn end(&self) {
+        if let Ok(c) = self.control() {
+            let flag = if self.owner { &c.owner_closed } else { &c.opener_closed };
+            // A client leaves its own token: the server tells it from a
+            // flag left by an earlier client.
+            // SYNC: after the responses this end wrote; a client's
+            // `server_gone` that sees it drains the ring before it fails.
+            flag.store(if self.owner { 1 } else { self.ctl.token().raw() }, Ordering::SeqCst);
+        }
+        self.fail_all(CLOSED);
+    }
+
+    /// See [`RpcBuffer::wait_closed`](super::RpcBuffer::wait_closed).
+    pub(super) fn wait_closed(&self, timeout: Option<Duration>) -> Result<()> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.state.load(Ordering::SeqCst) == OPEN {
+            let wait = match deadline {
+                None => TICK,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::timeout("the RPC channel to close", timeout));
+                    }
+                    left.min(TICK)
+                }
+            };
+            guard = self.closed_cond.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        Ok(())
+    }
+
+    /// `Ok` while this end is open, else why not.
+    pub(super) fn check_open(&self) -> Result<()> {
+        check_state(self.state.load(Ordering::SeqCst))
+    }
+
+    /// A new request id, and the slot its response will be delivered to.
+    fn register(&self, deadline: Option<Instant>, session: u64) -> (u64, Arc<Slot>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot::new(deadline, session);
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(&slot));
+        (id, slot)
+    }
+
+    /// Forgets a request; `true` if it was still pending (no response came).
+    pub(super) fn unregister(&self, id: u64) -> bool {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+    }
+
+    /// Fails a call made from an inline handler of this very channel: only
+    /// the thread running that handler could read its response.
+    fn check_not_inline(&self) -> Result<()> {
+        if self.in_inline_handler() {
+            return Err(Error::invalid(
+                "a call from an inline handler back through its own channel would deadlock (only its \
+                 thread reads the answer); use handler threads for nested calls",
+            ));
+        }
+        Ok(())
+    }
+
+    /// See [`RpcBuffer::request_with_cancel`](super::RpcBuffer::request_with_cancel).
+    pub(super) fn request(
+        &self,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Vec<u8>> {
+        self.check_open()?;
+        self.check_not_inline()?;
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            return Err(Error::Interrupted);
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let session = self.session();
+        let (id, slot) = self.register(deadline, session.id);
+        // From here on `cancel` completes the slot with `Interrupted`.
+        if let Some(c) = cancel {
+            c.watch(&slot);
+        }
+        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, deadline, cancel) {
+            self.unregister(id);
+            return Err(e);
+        }
+        Stats::add(&self.stats.c.requests_sent, 1);
+        let zero = timeout.is_some_and(|t| t.is_zero());
+        if self.policy != WaitPolicy::Futex && !zero {
+            // Look for the response a little before sleeping: the reader
+            // thread (often on this same core) yields to us once it has it.
+            let start = Instant::now();
+            // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
+            while !slot.ready.load(Ordering::Acquire) && start.elapsed() < RESPONSE_SPIN {
+                std::thread::yield_now();
+            }
+        }
+        let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = s.result.take() {
+                if matches!(r, Err(Error::Interrupted)) {
+                    drop(s);
+                    self.unregister(id); // a late response is discarded
+                }
+                return r;
+            }
+            let wait = match deadline {
+                None => Duration::from_secs(3600),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop(s);
+                        if self.unregister(id) {
+                            Stats::add(&self.stats.c.timeouts, 1);
+                            return Err(Error::timeout("the RPC response", timeout));
+                        }
+                        // The response won the race with the deadline.
+                        s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+                        continue;
+                    }
+                    left
+                }
+            };
+            s = slot.cond.wait_timeout(s, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// See [`RpcBuffer::request_async`](super::RpcBuffer::request_async).
+    pub(super) fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
+        let deadline = Some(Instant::now() + self.default_timeout);
+        let session = self.session();
+        let (id, slot) = self.register(deadline, session.id);
+        let sent = self
+            .check_open()
+            .and_then(|()| self.check_not_inline())
+            .and_then(|()| self.send(&session, MsgType::Request, id, 0, msg, deadline, None));
+        let error = match sent {
+            Ok(()) => {
+                Stats::add(&self.stats.c.requests_sent, 1);
+                None
+            }
+            Err(e) => {
+                self.unregister(id);
+                Some(e)
+            }
+        };
+        RequestFuture::new(Arc::clone(self), id, slot, error)
+    }
+
+    /// See [`RpcBuffer::notify`](super::RpcBuffer::notify).
+    pub(super) fn notify(&self, msg: &[u8]) -> Result<()> {
+        self.check_open()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let deadline = Some(Instant::now() + self.default_timeout);
+        self.send(&self.session(), MsgType::Notify, id, 0, msg, deadline, None)?;
+        Stats::add(&self.stats.c.notifications_sent, 1);
+        Ok(())
+    }
+
+    /// Writes one message as packets, each before `deadline`, giving up
+    /// promptly if the peer goes away, and with [`Error::Interrupted`]
+    /// (within a tick) once `cancel` is cancelled.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send(
+        &self,
+        session: &Session,
+        kind: MsgType,
+        id: u64,
+        response_to: u64,
+        msg: &[u8],
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
+        // The smaller of this end's limit and the peer's (once it is known).
+        let peer_max = self
+            .control()
+            .map_or(0, |c| if self.owner { &c.opener_max } else { &c.owner_max }.load(Ordering::Relaxed));
+        let max = if peer_max == 0 { self.max_message } else { self.max_message.min(peer_max as usize) };
+        if msg.len() > max {
+            return Err(Error::MessageTooLarge { size: msg.len(), max, hint: RPC_TOO_LARGE });
+        }
+        let started = Instant::now();
+        let room = session.tx.node_size() - HEADER;
+        let count = packet_count(msg.len(), room);
+        for (index, chunk) in
+            (0..count).map(|i| (i, &msg[(i * room).min(msg.len())..((i + 1) * room).min(msg.len())]))
+        {
+            let header = Header {
+                kind,
+                msg_id: id,
+                response_to,
+                total_len: msg.len() as u32,
+                index: index as u32,
+                count: count as u32,
+            };
+            // A deadline that has passed (a zero timeout) still gets one
+            // attempt per packet: a zero timeout tries once.
+            let mut tried = false;
+            loop {
+                self.check_open()?;
+                session.check_open()?;
+                if cancel.is_some_and(CancelToken::is_cancelled) {
+                    return Err(Error::Interrupted);
+                }
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if tried && left.is_some_and(|l| l.is_zero()) {
+                    Stats::add(&self.stats.c.timeouts, 1);
+                    return Err(Error::timeout(
+                        "room in the RPC ring to send a packet",
+                        deadline.map(|d| d.saturating_duration_since(started)),
+                    ));
+                }
+                let slice = left.map_or(TICK, |l| l.min(TICK));
+                match session.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
+                    header.encode(&mut node[..HEADER]);
+                    node[HEADER..].copy_from_slice(chunk);
+                }) {
+                    Ok(()) => break,
+                    Err(Error::Timeout { .. }) => tried = true,
+                    Err(e) => return Err(e),
+                }
+            }
+            Stats::add(&self.stats.c.packets_sent, 1);
+            Stats::add(&self.stats.c.bytes_sent, chunk.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// Removes the pending requests that `which` picks and returns them.
+    pub(super) fn take_pending(&self, which: impl Fn(&Slot) -> bool) -> Vec<Arc<Slot>> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let ids: Vec<u64> = pending.iter().filter(|(_, s)| which(s)).map(|(id, _)| *id).collect();
+        ids.iter().filter_map(|id| pending.remove(id)).collect()
+    }
+
+    /// Fails the requests sent in session `id` (its client left).
+    pub(super) fn fail_session(&self, id: u64, why: u8) {
+        for slot in self.take_pending(|s| s.session == id) {
+            slot.complete(Err(error_of(why)));
+        }
+    }
+
+    /// Marks this end closed (or its server dead) and fails every pending
+    /// request with that.
+    pub(super) fn fail_all(&self, why: u8) {
+        let _ = self.state.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
+        let why = self.state.load(Ordering::SeqCst);
+        let _ = self.session().over.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
+        let all: Vec<Arc<Slot>> =
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, s)| s).collect();
+        for slot in all {
+            slot.complete(Err(error_of(why)));
+        }
+        let _guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.closed_cond.notify_all();
+    }
+}

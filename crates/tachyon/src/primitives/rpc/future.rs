@@ -1,0 +1,106 @@
+//! Where a response meets its request: the [`Slot`] a pending request
+//! waits on (blocking, or as the [`RequestFuture`] of an async request),
+//! which the reader thread, a timeout, a close or a cancel completes.
+
+use super::channel::Inner;
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+/// Where a response is delivered to the request waiting for it.
+pub(super) struct Slot {
+    /// Set once `state` holds the result (for a requester that looks
+    /// before it sleeps).
+    pub(super) ready: AtomicBool,
+    pub(super) state: Mutex<SlotState>,
+    /// Signalled when `state` gets its result.
+    pub(super) cond: Condvar,
+    pub(super) deadline: Option<Instant>,
+    pub(super) started: Instant,
+    /// The session the request went out in: it fails when that ends.
+    pub(super) session: u64,
+}
+
+#[derive(Default)]
+pub(super) struct SlotState {
+    pub(super) result: Option<Result<Vec<u8>>>,
+    waker: Option<Waker>,
+}
+
+impl Slot {
+    /// The slot of a request sent now in session `session`.
+    pub(super) fn new(deadline: Option<Instant>, session: u64) -> Arc<Slot> {
+        Arc::new(Slot {
+            ready: AtomicBool::new(false),
+            state: Mutex::new(SlotState::default()),
+            cond: Condvar::new(),
+            deadline,
+            started: Instant::now(),
+            session,
+        })
+    }
+
+    /// Delivers `r` (unless a result came first) and wakes the requester.
+    pub(super) fn complete(&self, r: Result<Vec<u8>>) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.result.is_none() {
+            s.result = Some(r);
+        }
+        let waker = s.waker.take();
+        drop(s);
+        // SYNC: pairs with the Acquire look at `ready` in `Inner::request`.
+        self.ready.store(true, Ordering::Release);
+        self.cond.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The response of an [`RpcBuffer::request_async`](super::RpcBuffer::request_async). Dropping it before it
+/// completes cancels the request.
+pub struct RequestFuture {
+    inner: Arc<Inner>,
+    id: u64,
+    slot: Arc<Slot>,
+    error: Option<Error>,
+    done: bool,
+}
+
+impl RequestFuture {
+    /// The future of request `id` (already failed if `error` is set).
+    pub(super) fn new(inner: Arc<Inner>, id: u64, slot: Arc<Slot>, error: Option<Error>) -> RequestFuture {
+        RequestFuture { inner, id, slot, error, done: false }
+    }
+}
+
+impl Future for RequestFuture {
+    type Output = Result<Vec<u8>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(e) = self.error.take() {
+            self.done = true;
+            return Poll::Ready(Err(e));
+        }
+        let mut s = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = s.result.take() {
+            drop(s);
+            self.done = true;
+            return Poll::Ready(r);
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for RequestFuture {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.unregister(self.id);
+        }
+    }
+}
