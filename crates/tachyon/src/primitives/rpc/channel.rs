@@ -80,12 +80,13 @@ impl Inner {
         Arc::clone(&self.session.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Closes this end (see [`RpcBuffer::close`](super::RpcBuffer::close)): the reader thread stops
-    /// at its next look, so no new request reaches a handler; the running
-    /// handlers finish (waited for, unless this is one of them), then the
-    /// channel ends.
+    /// Closes this end (see [`RpcBuffer::close`](super::RpcBuffer::close)):
+    /// no new request reaches a handler (the reader drops them); the
+    /// running handlers finish (waited for, unless this is one of them),
+    /// then the channel ends and the reader stops. The reader keeps
+    /// watching the peer meanwhile: a handler writing to a client that died
+    /// fails at once rather than holding the close for its timeout.
     pub(super) fn close(&self) {
-        self.stop.store(true, Ordering::SeqCst);
         // SYNC: `closing` before the look at `in_flight`, and in
         // `handled` the decrement before the look at `closing` (all
         // SeqCst): whichever comes second sees the other, so the last
@@ -113,6 +114,7 @@ impl Inner {
     /// Ends this end for good: the peer is told (after every response
     /// this end sent), and pending calls fail with [`Error::Closed`].
     pub(super) fn end(&self) {
+        self.stop.store(true, Ordering::SeqCst);
         if let Ok(c) = self.control() {
             let flag = if self.owner { &c.owner_closed } else { &c.opener_closed };
             // A client leaves its own token: the server tells it from a
