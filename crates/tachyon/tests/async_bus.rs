@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{spawn, unique, wait_child, LIMIT};
+use common::{spawn, unique, wait_child, RemoveRegion, LIMIT};
 use futures_util::StreamExt;
 use std::future::Future;
 use std::pin::pin;
@@ -20,14 +20,6 @@ const ENTRY: &str = "child_entry";
 const LONG: Option<Duration> = Some(Duration::from_secs(30));
 const MESSAGES: u64 = 10_000;
 const KEYS: u64 = 16;
-
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
 
 /// Ends the whole test process if a test is still running after `secs`:
 /// no test may hang, whatever executor it runs on.
@@ -120,7 +112,7 @@ async fn consume_stream(mut sub: Subscription, n: u64) -> Order {
 fn async_consumer_under_tokio_current_thread() {
     watchdog(240);
     let name = unique("async-cur");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
     let mut child = producer(&name, MESSAGES);
@@ -138,7 +130,7 @@ fn async_consumer_under_tokio_current_thread() {
 fn async_consumer_under_tokio_multi_thread() {
     watchdog(240);
     let name = unique("async-multi");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Futex);
     let topic = region.topic("t").unwrap();
     let mut child = producer(&name, MESSAGES);
@@ -165,7 +157,7 @@ fn async_consumer_under_tokio_multi_thread() {
 fn async_consumer_under_futures_executor() {
     watchdog(240);
     let name = unique("async-fx");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
     let mut child = producer(&name, MESSAGES);
@@ -179,7 +171,7 @@ fn async_consumer_under_futures_executor() {
 fn async_topic_receive_per_partition() {
     watchdog(240);
     let name = unique("async-part");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let topic = region.topic("t").unwrap();
     let n = 4_000;
@@ -238,7 +230,7 @@ fn poll_once<F: Future>(fut: F) -> Option<F::Output> {
 fn cancelled_receives_lose_nothing() {
     watchdog(240);
     let name = unique("async-cancel");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let topic = region.topic("t").unwrap();
     let sub = topic.subscribe(Partitions::All).unwrap();
@@ -289,7 +281,7 @@ fn cancelled_receives_lose_nothing() {
 fn cancelled_loans_and_publishes_leak_nothing() {
     watchdog(120);
     let name = unique("async-loan");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
     let topic = region.create_topic("t", TopicConfig::default().capacity(2)).unwrap();
     let free_before: usize = region.pool_stats().unwrap().iter().map(|c| c.free).sum();
@@ -333,7 +325,7 @@ fn subscription_over_four_partitions_under_each_policy() {
     watchdog(240);
     for policy in [WaitPolicy::Futex, WaitPolicy::Hybrid, WaitPolicy::Spin] {
         let name = unique("sub-policy");
-        let _c = Cleanup(name.clone());
+        let _c = RemoveRegion(name.clone());
         let region = region(&name, policy);
         let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
         let n = 4_000;
@@ -461,7 +453,7 @@ fn async_ring_writer_waits_for_room() {
 fn wait_set_across_processes() {
     watchdog(120);
     let name = unique("waitset");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Futex);
     let idle = region.create_topic("u", TopicConfig::default()).unwrap();
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();

@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
-use std::sync::atomic::{AtomicU64, Ordering};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, LIMIT};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tachyon::primitives::{BroadcastBuffer, Overflow, Received};
 use tachyon::{Error, Segment};
@@ -15,10 +15,6 @@ const ENTRY: &str = "child_entry";
 const ITEMS: u64 = 20_000;
 const SHORT: Option<Duration> = Some(Duration::from_millis(20));
 const LONG: Option<Duration> = Some(Duration::from_secs(20));
-
-fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
-    seg.get::<AtomicU64>(i * 8).unwrap()
-}
 
 fn item(i: u64) -> [u8; 16] {
     let mut b = [0u8; 16];

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, RemoveRegion, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::bus::{Delivery, Key, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
@@ -24,14 +24,6 @@ fn small_region(name: &str) -> Region {
     Region::create(name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20)).unwrap()
 }
 
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
-
 fn checksum(words: &[u64]) -> u64 {
     words.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w).wrapping_mul(0x100_0000_01b3))
 }
@@ -43,10 +35,6 @@ fn message(producer: u64, key: u64, seq: u64) -> Vec<u8> {
     let mut v: Vec<u8> = head.iter().flat_map(|w| w.to_le_bytes()).collect();
     v.resize(32 + (seq as usize * 37) % 3000, (seq % 251) as u8);
     v
-}
-
-fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
-    seg.get::<AtomicU64>(i * 8).unwrap()
 }
 
 #[test]
@@ -161,7 +149,7 @@ fn child_entry() {
 
 fn pub_sub(partitions: u32) {
     let name = unique(&format!("bus-{partitions}"));
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-side");
     let region = small_region(&name);
     region.create_topic("t", TopicConfig::default().partitions(partitions).capacity(64)).unwrap();
@@ -217,7 +205,7 @@ fn exactly_once_and_per_key_order_with_eight_partitions() {
 #[test]
 fn every_size_class_boundary() {
     let name = unique("bus-sizes");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = Region::create(&name, RegionConfig::default().size(24 << 20).ring_arena(1 << 20)).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -243,7 +231,7 @@ fn every_size_class_boundary() {
 #[test]
 fn loans_and_messages_dropped_return_their_chunks() {
     let name = unique("bus-drop");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = small_region(&name);
     let topic = region.create_topic("t", TopicConfig::default().partitions(2).capacity(8)).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -283,7 +271,7 @@ fn loans_and_messages_dropped_return_their_chunks() {
 #[test]
 fn an_exhausted_class_waits_then_reports_pool_exhausted() {
     let name = unique("bus-exhaust");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     // Only 1 MiB chunks, a handful of them.
     let cfg =
         RegionConfig::default().size(8 << 20).ring_arena(1 << 20).class_weights([0, 0, 0, 0, 0, 0, 0, 1]);
@@ -304,7 +292,7 @@ fn an_exhausted_class_waits_then_reports_pool_exhausted() {
 #[test]
 fn messages_outlive_the_producer_that_published_them() {
     let name = unique("bus-persist");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     {
         let region = small_region(&name);
         region.create_topic("t", TopicConfig::default().partitions(4).capacity(16)).unwrap();
@@ -325,7 +313,7 @@ fn messages_outlive_the_producer_that_published_them() {
 #[test]
 fn corrupt_descriptors_are_reported_and_skipped() {
     let name = unique("bus-corrupt");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = small_region(&name);
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -344,7 +332,7 @@ fn corrupt_descriptors_are_reported_and_skipped() {
 #[test]
 fn region_and_topic_errors() {
     let name = unique("bus-errors");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     assert!(matches!(Region::open(&name), Err(Error::NotFound { .. })));
     assert!(matches!(
         Region::create(&name, RegionConfig::default().size(1 << 20)),
@@ -386,7 +374,7 @@ fn region_and_topic_errors() {
 fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
     use tachyon::Kind;
     let name = unique("bus-damaged");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     {
         let region = small_region(&name);
         region.create_topic("t", TopicConfig::default()).unwrap();
@@ -464,7 +452,7 @@ fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
 #[test]
 fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     let name = unique("bus-reclaim");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-reclaim-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -499,7 +487,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
 #[test]
 fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let name = unique("bus-observe");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-observe-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -541,7 +529,7 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
 #[test]
 fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it_dies() {
     let name = unique("bus-cache");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-cache-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -577,7 +565,7 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
 #[test]
 fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     let name = unique("bus-forged-route");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-forged-route-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -614,7 +602,7 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
 #[test]
 fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let name = unique("bus-auto-reclaim");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-auto-reclaim-side");
     let side = Segment::create(&side_name, 64).unwrap();
     // Only 1 MiB chunks, a handful.
@@ -637,7 +625,7 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
 fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     use tachyon::bus::Delivery;
     let name = unique("bus-alo");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-alo-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);

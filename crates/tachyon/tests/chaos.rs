@@ -43,7 +43,7 @@ mod common;
 
 use common::chaos::{env_u64, mix, orphaned, Args, Rng};
 
-use common::{unique, wait_for};
+use common::{unique, wait_for, RemoveRegion};
 use std::process::Child;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant, SystemTime};
@@ -461,15 +461,6 @@ impl Drop for Fleet {
             let _ = p.child.kill();
             let _ = p.child.wait();
         }
-    }
-}
-
-/// Removes the (persistent) region when the test ends, however it ends.
-struct RemoveRegion(String);
-
-impl Drop for RemoveRegion {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
     }
 }
 

@@ -85,12 +85,10 @@ mod common;
 
 use common::chaos::{env_u64, mix, orphaned, Args, Rng};
 
-use common::{unique, wait_for};
-use std::future::Future;
+use common::{block_on, unique, wait_for};
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant, SystemTime};
 use tachyon::primitives::RpcBuffer;
 use tachyon::sync::{Liveness, Token};
@@ -1047,25 +1045,6 @@ fn response_to(request: &[u8], inc: u64) -> Vec<u8> {
 fn check_response(request: &[u8], response: &[u8]) -> Option<u64> {
     let inc = u64::from_le_bytes(response.get(..8)?.try_into().ok()?);
     (response == response_to(request, inc)).then_some(inc)
-}
-
-/// Drives a future to completion on this thread.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
 }
 
 /// Creates (owner) or joins (opener) the channel, retrying what the

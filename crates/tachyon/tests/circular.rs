@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::{CircularBuffer, Error, Segment};
@@ -27,10 +27,6 @@ fn item(writer: u64, seq: u64) -> [u64; 3] {
 /// violations, bitmap of (writer, seq)...].
 fn results_size() -> usize {
     32 + (WRITERS * PER_WRITER).div_ceil(64) as usize * 8
-}
-
-fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
-    seg.get::<AtomicU64>(i * 8).unwrap()
 }
 
 #[test]

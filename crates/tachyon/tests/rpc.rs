@@ -7,11 +7,9 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
-use std::future::Future;
+use common::{block_on, channel_files, kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 use tachyon::primitives::RpcBuffer;
 use tachyon::Error;
@@ -109,14 +107,7 @@ fn finish(rpc: RpcBuffer, mut child: Child) {
 /// No segment of channel `name` (control or rings) is left, once the
 /// handlers still running (they hold the channel) have returned.
 fn assert_no_files(name: &str) {
-    let left = || -> Vec<String> {
-        tachyon::segment::list()
-            .unwrap()
-            .into_iter()
-            .map(|i| i.name)
-            .filter(|n| n == name || n.starts_with(&format!("{name}.")))
-            .collect()
-    };
+    let left = || channel_files(name);
     assert!(wait_for(LIMIT, || left().is_empty()), "left behind: {:?}", left());
 }
 
@@ -269,25 +260,6 @@ fn a_sigkilled_client_fails_pending_requests_with_peer_died_and_the_server_stays
     }));
     drop(rpc);
     assert_no_files(&child.1);
-}
-
-/// A minimal executor: polls on this thread, parks between wake-ups.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
 }
 
 #[test]

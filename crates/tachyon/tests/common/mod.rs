@@ -4,9 +4,14 @@
 
 pub mod chaos;
 
+use std::future::Future;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
+use tachyon::bus::Region;
+use tachyon::Segment;
 
 /// Environment variable naming the role a child runs.
 pub const ROLE_ENV: &str = "TACHYON_TEST_ROLE";
@@ -131,3 +136,48 @@ pub fn kill(child: &mut Child) {
 
 /// Generous limit for anything a child should do quickly.
 pub const LIMIT: Duration = Duration::from_secs(20);
+
+/// Removes a (persistent) region when the test ends, however it ends.
+pub struct RemoveRegion(pub String);
+
+impl Drop for RemoveRegion {
+    fn drop(&mut self) {
+        let _ = Region::remove(&self.0);
+    }
+}
+
+/// Word `i` of a segment of `AtomicU64` counters and flags shared with
+/// children.
+pub fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
+    seg.get::<AtomicU64>(i * 8).unwrap()
+}
+
+/// The files of channel `name` (control segment and rings) in the segment
+/// directory now.
+pub fn channel_files(name: &str) -> Vec<String> {
+    tachyon::segment::list()
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .filter(|n| n == name || n.starts_with(&format!("{name}.")))
+        .collect()
+}
+
+/// A minimal executor: polls on this thread, parks between wake-ups.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
