@@ -42,8 +42,9 @@ fn config() -> RegionConfig {
 
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let region = Region::open(&name).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let region = Region::open(name).unwrap();
     let topic = region.topic("typed").unwrap();
     match role.as_str() {
         "produce-typed" => {
@@ -63,9 +64,9 @@ fn child_entry() {
             loan.publish(Key(1), WAIT).unwrap();
         }
         "create-or-open" => {
-            let same = Region::create_or_open(&name, config()).unwrap();
+            let same = Region::create_or_open(name, config()).unwrap();
             assert_eq!(same.config(), region.config());
-            let err = Region::create_or_open(&name, config().ring_arena(2 << 20)).unwrap_err();
+            let err = Region::create_or_open(name, config().ring_arena(2 << 20)).unwrap_err();
             assert!(matches!(err, Error::Incompatible { field: "ring_arena", .. }), "{err}");
         }
         other => panic!("unknown role {other}"),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{spawn, unique, wait_child, RemoveRegion, LIMIT};
+use common::{spawn, unique, wait_child, Args, RemoveRegion, LIMIT};
 use futures_util::StreamExt;
 use std::future::Future;
 use std::pin::pin;
@@ -69,13 +69,13 @@ impl Order {
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let parts: Vec<&str> = arg.split(',').collect();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let n: u64 = args.get("n");
     match role.as_str() {
         "producer" => {
-            let region = Region::open(parts[0]).unwrap();
+            let region = Region::open(name).unwrap();
             let topic = region.topic("t").unwrap();
-            let n: u64 = parts[1].parse().unwrap();
             let mut seqs = [0u64; KEYS as usize];
             for i in 0..n {
                 let key = i % KEYS;
@@ -84,8 +84,7 @@ fn child_entry() {
             }
         }
         "ring-writer" => {
-            let ring = tachyon::CircularBuffer::open(parts[0]).unwrap();
-            let n: u64 = parts[1].parse().unwrap();
+            let ring = tachyon::CircularBuffer::open(name).unwrap();
             for i in 0..n {
                 ring.write(&i.to_le_bytes(), LONG).unwrap();
             }
@@ -96,7 +95,7 @@ fn child_entry() {
 
 /// Starts a producer process of `n` messages on topic "t" of `name`.
 fn producer(name: &str, n: u64) -> std::process::Child {
-    spawn(ENTRY, "producer", &format!("{name},{n}"))
+    spawn(ENTRY, "producer", Args::new().with("name", name).with("n", n))
 }
 
 async fn consume_stream(mut sub: Subscription, n: u64) -> Order {
@@ -351,7 +350,7 @@ fn async_ring_reader_across_processes() {
     let name = unique("async-ring");
     let ring = tachyon::CircularBuffer::create(&name, 8, 16).unwrap();
     let n = 5_000u64;
-    let mut child = spawn(ENTRY, "ring-writer", &format!("{name},{n}"));
+    let mut child = spawn(ENTRY, "ring-writer", Args::new().with("name", &name).with("n", n));
     let got = futures_executor::block_on(async {
         let mut buf = [0u8; 16];
         for i in 0..n {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{counter, kill, spawn, unique, wait_child, wait_for, RemoveRegion, LIMIT};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, Args, RemoveRegion, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::bus::{Delivery, Key, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
@@ -39,13 +39,12 @@ fn message(producer: u64, key: u64, seq: u64) -> Vec<u8> {
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let parts: Vec<&str> = arg.split(',').collect();
-    let region = Region::open(parts[0]).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let region = Region::open(args.str("name")).unwrap();
     let topic = region.topic("t").unwrap();
     match role.as_str() {
         "producer" => {
-            let me: u64 = parts[2].parse().unwrap();
+            let me: u64 = args.get("producer");
             let mut seqs = [0u64; KEYS as usize];
             for i in 0..PER_PRODUCER {
                 let key = (i * 7 + me) % KEYS;
@@ -62,7 +61,7 @@ fn child_entry() {
             }
         }
         "consumer" => {
-            let side = Segment::open(parts[1]).unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
             let total = PRODUCERS * PER_PRODUCER;
             let mut last = vec![None::<u64>; (PRODUCERS * KEYS) as usize];
             let mut p = 0;
@@ -115,14 +114,14 @@ fn child_entry() {
             }
         }
         "loan-and-hang" => {
-            let side = Segment::open(parts[1]).unwrap();
-            let n: usize = parts[2].parse().unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
+            let n: usize = args.get("loans");
             let loans: Vec<_> = (0..n).map(|i| topic.loan(10 + i * 300, LONG).unwrap()).collect();
             counter(&side, 0).store(loans.len() as u64, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // SIGKILLed here, holding its loans
         }
         "cache-and-hang" => {
-            let side = Segment::open(parts[1]).unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
             // Two 100-byte loans dropped: kept by this process for its next
             // loans (the 256 B class is large enough to be cached).
             let loans: Vec<_> = (0..2).map(|_| topic.loan(100, LONG).unwrap()).collect();
@@ -131,7 +130,7 @@ fn child_entry() {
             std::thread::sleep(LIMIT); // SIGKILLed here
         }
         "receive-and-hang" => {
-            let side = Segment::open(parts[1]).unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
             let held: Vec<_> = (0..2).map(|_| topic.receive(0, LONG).unwrap()).collect();
             counter(&side, 0).store(held.len() as u64, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // SIGKILLed here, holding two messages
@@ -156,8 +155,11 @@ fn pub_sub(partitions: u32) {
     let bits = PRODUCERS * KEYS * PER_PRODUCER;
     let side = Segment::create(&side_name, 32 + bits.div_ceil(64) as usize * 8).unwrap();
     let initial = region.pool_stats().unwrap();
-    let mut kids: Vec<_> = (0..2).map(|_| spawn(ENTRY, "consumer", &format!("{name},{side_name}"))).collect();
-    kids.extend((0..PRODUCERS).map(|p| spawn(ENTRY, "producer", &format!("{name},{side_name},{p}"))));
+    let consumer = Args::new().with("name", &name).with("side", &side_name);
+    let mut kids: Vec<_> = (0..2).map(|_| spawn(ENTRY, "consumer", &consumer)).collect();
+    kids.extend(
+        (0..PRODUCERS).map(|p| spawn(ENTRY, "producer", Args::new().with("name", &name).with("producer", p))),
+    );
     for k in &mut kids {
         assert_eq!(wait_child(k, Duration::from_secs(180)), Some(0));
     }
@@ -460,7 +462,11 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     let initial = region.pool_stats().unwrap();
 
     // A producer dies holding three loans.
-    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},3"));
+    let mut child = spawn(
+        ENTRY,
+        "loan-and-hang",
+        Args::new().with("name", &name).with("side", &side_name).with("loans", 3),
+    );
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 3));
     assert_ne!(region.pool_stats().unwrap(), initial);
     assert_eq!(region.recover().unwrap().total(), 0, "a live holder keeps its chunks");
@@ -474,7 +480,8 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     counter(&side, 0).store(0, Ordering::SeqCst);
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    let mut child =
+        spawn(ENTRY, "receive-and-hang", Args::new().with("name", &name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     let r = region.recover().unwrap();
@@ -496,7 +503,11 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let info = topic.info();
     assert_eq!((info.wait, info.delivery), (Some(WaitPolicy::Spin), Some(Delivery::AtLeastOnce)));
     let initial = region.pool_stats().unwrap();
-    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},2"));
+    let mut child = spawn(
+        ENTRY,
+        "loan-and-hang",
+        Args::new().with("name", &name).with("side", &side_name).with("loans", 2),
+    );
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
 
@@ -542,7 +553,7 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
     assert_eq!(region.pool_stats().unwrap(), initial, "a kept chunk counts as free");
     assert_eq!(topic.loan(100, SHORT).unwrap().as_ptr(), first_ptr, "the kept chunk is reused");
 
-    let mut child = spawn(ENTRY, "cache-and-hang", &format!("{name},{side_name}"));
+    let mut child = spawn(ENTRY, "cache-and-hang", Args::new().with("name", &name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     assert_eq!(region.pool_stats().unwrap(), initial);
     let report = Region::inspect_name(&name).unwrap();
@@ -574,7 +585,8 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     let initial = region.pool_stats().unwrap();
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    let mut child =
+        spawn(ENTRY, "receive-and-hang", Args::new().with("name", &name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     // Rewrite the route of the dead consumer's two messages (chunk
@@ -611,7 +623,11 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let region = Region::create(&name, cfg).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let chunks = region.pool_stats().unwrap()[7].chunks;
-    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},{chunks}"));
+    let mut child = spawn(
+        ENTRY,
+        "loan-and-hang",
+        Args::new().with("name", &name).with("side", &side_name).with("loans", chunks),
+    );
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == chunks as u64));
     assert!(matches!(topic.loan(10, SHORT), Err(Error::PoolExhausted { .. })), "all held by a live process");
     kill(&mut child);
@@ -634,7 +650,8 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     let initial = region.pool_stats().unwrap();
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    let mut child =
+        spawn(ENTRY, "receive-and-hang", Args::new().with("name", &name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     topic.send(b"three", Key(0), SHORT).unwrap();
     kill(&mut child);

@@ -41,7 +41,7 @@
 
 mod common;
 
-use common::chaos::{env_u64, mix, orphaned, Args, Rng};
+use common::chaos::{env_u64, mix, orphaned, Rng, Task};
 
 use common::{unique, wait_for, RemoveRegion};
 use std::process::Child;
@@ -192,8 +192,8 @@ impl Side {
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let a = Args::decode(&arg);
+    let Some((role, args)) = common::role() else { return };
+    let a = Task::from_args(&args);
     let side = Side { seg: Segment::open(&a.side).unwrap(), cap: a.cap, max_inc: a.max_inc };
     let region = Region::open(&a.target).unwrap();
     let topic = region.topic(TOPIC).unwrap();
@@ -212,7 +212,7 @@ fn child_entry() {
     std::process::exit(code);
 }
 
-fn producer(topic: &Topic, side: &Side, a: &Args) -> i32 {
+fn producer(topic: &Topic, side: &Side, a: &Task) -> i32 {
     let keys = keys_of(topic);
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let slot = a.slot as u64;
@@ -279,7 +279,7 @@ fn producer(topic: &Topic, side: &Side, a: &Args) -> i32 {
     }
 }
 
-fn consumer(topic: &Topic, side: &Side, a: &Args) -> i32 {
+fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
     let keys = keys_of(topic);
     // The last sequence number this consumer saw per (producer slot, key).
     let mut last = vec![None::<u64>; PRODUCERS * KEYS];
@@ -424,7 +424,7 @@ impl Fleet {
     fn spawn(&mut self, role: Role, slot: usize, gen: u64) -> Proc {
         let inc = self.incarnations;
         self.incarnations += 1;
-        let args = Args {
+        let task = Task {
             target: self.region.clone(),
             side: self.side.clone(),
             slot,
@@ -437,7 +437,7 @@ impl Fleet {
         };
         // The children's test-harness chatter goes nowhere; their
         // diagnostics and panics (stderr) show.
-        let child = common::child_command(ENTRY, role.name(), &args.encode())
+        let child = common::child_command(ENTRY, role.name(), task.to_args())
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("spawn child");

@@ -83,7 +83,7 @@
 
 mod common;
 
-use common::chaos::{env_u64, mix, orphaned, Args, Rng};
+use common::chaos::{env_u64, mix, orphaned, Rng, Task};
 
 use common::{block_on, unique, wait_for};
 use std::process::Child;
@@ -201,8 +201,8 @@ const ROLES: [&str; 5] = ["?", "writer", "reader", "owner", "opener"];
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let a = Args::decode(&arg);
+    let Some((role, args)) = common::role() else { return };
+    let a = Task::from_args(&args);
     let side = Side { seg: Segment::open(&a.side).unwrap(), cap: a.cap, max_inc: a.max_inc };
     let code = match role.as_str() {
         "writer" | "reader" => {
@@ -307,7 +307,7 @@ fn check_item(item: &[u8], cap: u64) -> Result<(u64, u64, u64), String> {
     Ok((slot, gen, seq))
 }
 
-fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
+fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Task) -> i32 {
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let slot = a.slot as u64;
     let who = format!("writer {}/{}", a.slot, a.gen);
@@ -362,7 +362,7 @@ fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
     }
 }
 
-fn ring_reader(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
+fn ring_reader(ring: &CircularBuffer, side: &Side, a: &Task) -> i32 {
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let who = format!("reader {}/{}", a.slot, a.gen);
     // The last (incarnation, seq) this reader saw per writer slot.
@@ -472,7 +472,7 @@ impl Fleet {
     fn spawn(&mut self, role: &'static str, slot: usize, gen: u64) -> Proc {
         let inc = self.incarnations;
         self.incarnations += 1;
-        let args = Args {
+        let task = Task {
             target: self.target.clone(),
             side: self.side.clone(),
             slot,
@@ -485,7 +485,7 @@ impl Fleet {
         };
         // The children's test-harness chatter goes nowhere; their
         // diagnostics and panics (stderr) show.
-        let child = common::child_command(ENTRY, role, &args.encode())
+        let child = common::child_command(ENTRY, role, task.to_args())
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("spawn child");
@@ -1052,7 +1052,7 @@ fn check_response(request: &[u8], response: &[u8]) -> Option<u64> {
 /// files are still held (`AlreadyExists`), the opener until a new channel
 /// exists or takes it (`NotFound`, `Closed`, `PeerDied`, `ChannelBusy`,
 /// `Timeout`). `Ok(None)` if told to stop.
-fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<RpcBuffer>, i32> {
+fn connect(owner: bool, side: &Arc<Side>, a: &Task, who: &str) -> Result<Option<RpcBuffer>, i32> {
     let role = usize::from(!owner);
     let started = Instant::now();
     loop {
@@ -1122,7 +1122,7 @@ fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<
 /// starts the next opener); the owner then either serves the next opener
 /// on the same channel or, chosen at random per channel, closes it and
 /// creates a new one, so both paths are exercised.
-fn rpc_end(owner: bool, side: Arc<Side>, a: &Args) -> i32 {
+fn rpc_end(owner: bool, side: Arc<Side>, a: &Task) -> i32 {
     let role = usize::from(!owner);
     let who = format!("{} gen {}", if owner { "owner" } else { "opener" }, a.gen);
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
@@ -1193,7 +1193,7 @@ fn call_until_gone(
     rpc: &RpcBuffer,
     owner: bool,
     side: &Side,
-    a: &Args,
+    a: &Task,
     who: &str,
     rng: &mut Rng,
     seq: &mut u64,

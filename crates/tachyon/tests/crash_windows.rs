@@ -28,8 +28,9 @@ fn topic(region: &Region, delivery: Delivery, capacity: u32) -> Topic {
 
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let region = Region::open(&name).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let region = Region::open(name).unwrap();
     let topic = region.topic("t").unwrap();
     match role.as_str() {
         // 3,000 bytes: a 4 KiB chunk, a class too small to be cached, so

@@ -178,21 +178,22 @@ fn a_circular_buffer_cell_with_a_garbage_tag_is_repaired() {
 /// Roles run by a child copy of this test binary.
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     match role.as_str() {
         "rpc-owner" => {
-            let _server = tachyon::RpcBuffer::create(&name).unwrap();
+            let _server = tachyon::RpcBuffer::create(name).unwrap();
             println!("ready");
             std::thread::sleep(common::LIMIT);
             std::process::exit(4);
         }
         "open-region" => {
             // Run with TACHYON_FAULT set: killed inside the open.
-            let _ = Region::open(&name);
+            let _ = Region::open(name);
             std::process::exit(3);
         }
-        "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, &name),
-        "holder" => holder_role(&name),
+        "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, name),
+        "holder" => holder_role(name),
         other => panic!("unknown role {other}"),
     }
 }

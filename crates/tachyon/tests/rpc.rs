@@ -58,9 +58,10 @@ fn serve(
 
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     assert!(role == "server" || role == "inline-server", "{role}");
-    let rpc = RpcBuffer::builder(&name)
+    let rpc = RpcBuffer::builder(name)
         .inline_handlers(role == "inline-server")
         .handler_with_client(|client| serve(client, Arc::new(AtomicU64::new(0))))
         .open()
@@ -336,8 +337,9 @@ fn channel_errors_and_a_closed_peer() {
 /// ways, then leaves as its role says.
 #[test]
 fn client_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let client = RpcBuffer::builder(&name)
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let client = RpcBuffer::builder(name)
         .handler(|_id, msg: &[u8]| Ok::<_, String>([b"client:", msg].concat()))
         .open()
         .unwrap();
@@ -459,13 +461,14 @@ fn message_limits_are_agreed_between_the_ends() {
 /// killed.
 #[test]
 fn server_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     if role == "server-bye" {
         // Closes from its main thread as soon as the handler has seen
         // "bye", while that handler is still running.
         let (tx, rx) = std::sync::mpsc::channel();
         let tx = std::sync::Mutex::new(tx);
-        let server = RpcBuffer::builder(&name)
+        let server = RpcBuffer::builder(name)
             .handler(move |_id, msg: &[u8]| {
                 if msg == b"bye" {
                     let _ = tx.lock().unwrap().send(());
@@ -481,7 +484,7 @@ fn server_entry() {
         std::process::exit(0);
     }
     assert_eq!(role, "server-killed");
-    let server = RpcBuffer::create(&name).unwrap();
+    let server = RpcBuffer::create(name).unwrap();
     println!("ready");
     std::thread::sleep(LIMIT);
     drop(server);

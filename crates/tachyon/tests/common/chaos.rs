@@ -2,6 +2,8 @@
 //! a deterministic generator, the environment knobs, and how the driver
 //! tells a child what to do.
 
+use super::Args;
+
 /// splitmix64: a tiny deterministic generator (no dependency).
 pub struct Rng(pub u64);
 
@@ -34,9 +36,9 @@ pub fn orphaned(parent: u32) -> bool {
     std::os::unix::process::parent_id() != parent
 }
 
-/// What the driver tells a child: `target,side,slot,gen,inc,cap,max_inc,seed,parent`
-/// (`target`: the region, ring or channel under test).
-pub struct Args {
+/// What the driver tells a chaos child (`target`: the region, ring or
+/// channel under test; `side`: the bookkeeping segment).
+pub struct Task {
     pub target: String,
     pub side: String,
     pub slot: usize,
@@ -48,34 +50,31 @@ pub struct Args {
     pub parent: u32,
 }
 
-impl Args {
-    pub fn encode(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{}",
-            self.target,
-            self.side,
-            self.slot,
-            self.gen,
-            self.inc,
-            self.cap,
-            self.max_inc,
-            self.seed,
-            self.parent
-        )
+impl Task {
+    pub fn to_args(&self) -> Args {
+        Args::new()
+            .with("target", &self.target)
+            .with("side", &self.side)
+            .with("slot", self.slot)
+            .with("gen", self.gen)
+            .with("inc", self.inc)
+            .with("cap", self.cap)
+            .with("max_inc", self.max_inc)
+            .with("seed", self.seed)
+            .with("parent", self.parent)
     }
-    pub fn decode(s: &str) -> Args {
-        let p: Vec<&str> = s.split(',').collect();
-        let n = |i: usize| -> u64 { p[i].parse().expect("numeric argument") };
-        Args {
-            target: p[0].into(),
-            side: p[1].into(),
-            slot: n(2) as usize,
-            gen: n(3),
-            inc: n(4),
-            cap: n(5),
-            max_inc: n(6),
-            seed: n(7),
-            parent: n(8) as u32,
+
+    pub fn from_args(args: &Args) -> Task {
+        Task {
+            target: args.str("target").to_owned(),
+            side: args.str("side").to_owned(),
+            slot: args.get("slot"),
+            gen: args.get("gen"),
+            inc: args.get("inc"),
+            cap: args.get("cap"),
+            max_inc: args.get("max_inc"),
+            seed: args.get("seed"),
+            parent: args.get("parent"),
         }
     }
 }
