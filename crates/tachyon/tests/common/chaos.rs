@@ -1,8 +1,8 @@
 //! What the chaos tests (tests/chaos.rs, tests/chaos_primitives.rs) share:
-//! a deterministic generator, the environment knobs, and how the driver
-//! tells a child what to do.
+//! a deterministic generator and the environment knobs; their processes
+//! and bookkeeping are in `fleet.rs`.
 
-use super::Args;
+use std::time::SystemTime;
 
 /// splitmix64: a tiny deterministic generator (no dependency).
 pub struct Rng(pub u64);
@@ -31,50 +31,16 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// The driver's seed: `TACHYON_CHAOS_SEED`, or one from the clock, the
+/// process id and `salt` (which tells the tests of one run apart).
+pub fn seed_for(salt: u64) -> u64 {
+    env_u64("TACHYON_CHAOS_SEED", {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        mix(now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 40) ^ salt)
+    })
+}
+
 /// A child whose driver is gone stops on its own.
 pub fn orphaned(parent: u32) -> bool {
     std::os::unix::process::parent_id() != parent
-}
-
-/// What the driver tells a chaos child (`target`: the region, ring or
-/// channel under test; `side`: the bookkeeping segment).
-pub struct Task {
-    pub target: String,
-    pub side: String,
-    pub slot: usize,
-    pub gen: u64,
-    pub inc: u64,
-    pub cap: u64,
-    pub max_inc: u64,
-    pub seed: u64,
-    pub parent: u32,
-}
-
-impl Task {
-    pub fn to_args(&self) -> Args {
-        Args::new()
-            .with("target", &self.target)
-            .with("side", &self.side)
-            .with("slot", self.slot)
-            .with("gen", self.gen)
-            .with("inc", self.inc)
-            .with("cap", self.cap)
-            .with("max_inc", self.max_inc)
-            .with("seed", self.seed)
-            .with("parent", self.parent)
-    }
-
-    pub fn from_args(args: &Args) -> Task {
-        Task {
-            target: args.str("target").to_owned(),
-            side: args.str("side").to_owned(),
-            slot: args.get("slot"),
-            gen: args.get("gen"),
-            inc: args.get("inc"),
-            cap: args.get("cap"),
-            max_inc: args.get("max_inc"),
-            seed: args.get("seed"),
-            parent: args.get("parent"),
-        }
-    }
 }

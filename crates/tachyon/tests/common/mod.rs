@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod chaos;
+pub mod fleet;
 
 use std::fmt::Display;
 use std::future::Future;
