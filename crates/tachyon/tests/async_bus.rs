@@ -95,7 +95,7 @@ fn child_entry() {
 
 /// Starts a producer process of `n` messages on topic "t" of `name`.
 fn producer(name: &str, n: u64) -> std::process::Child {
-    spawn(ENTRY, "producer", Args::new().with("name", name).with("n", n))
+    spawn(ENTRY, "producer", Args::name(name).with("n", n))
 }
 
 async fn consume_stream(mut sub: Subscription, n: u64) -> Order {
@@ -350,7 +350,7 @@ fn async_ring_reader_across_processes() {
     let name = unique("async-ring");
     let ring = tachyon::CircularBuffer::create(&name, 8, 16).unwrap();
     let n = 5_000u64;
-    let mut child = spawn(ENTRY, "ring-writer", Args::new().with("name", &name).with("n", n));
+    let mut child = spawn(ENTRY, "ring-writer", Args::name(&name).with("n", n));
     let got = futures_executor::block_on(async {
         let mut buf = [0u8; 16];
         for i in 0..n {

@@ -52,7 +52,7 @@ fn serve_with(rt: tokio::runtime::Runtime) {
     let name = unique("rpc-async");
     let server = RpcBuffer::create(&name).unwrap();
     let serving = rt.spawn(server.serve_async(handler));
-    let mut child = spawn(ENTRY, "client", Args::new().with("name", &name).with("per_thread", 100));
+    let mut child = spawn(ENTRY, "client", Args::name(&name).with("per_thread", 100));
     let code = rt.block_on(async {
         let waited = tokio::task::spawn_blocking(move || wait_child(&mut child, Duration::from_secs(120)));
         tokio::time::timeout(Duration::from_secs(150), waited).await.expect("timed out").unwrap()

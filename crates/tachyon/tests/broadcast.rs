@@ -52,7 +52,7 @@ fn three_reader_processes_each_get_every_item_in_order() {
     let side = unique("bc-three-flags");
     let bus = BroadcastBuffer::create(&name, 8, 16, Overflow::Block).unwrap();
     let flags = Segment::create(&side, 64).unwrap();
-    let reader = Args::new().with("name", &name).with("side", &side);
+    let reader = Args::name(&name).with("side", &side);
     let mut readers: Vec<_> = (0..3).map(|_| spawn(ENTRY, "reader", &reader)).collect();
     assert!(wait_for(LIMIT, || counter(&flags, 0).load(Ordering::SeqCst) == 3));
     for i in 0..ITEMS {
@@ -133,7 +133,7 @@ fn a_dead_reader_does_not_block_the_writer() {
     let side = unique("bc-dead-flags");
     let bus = BroadcastBuffer::create(&name, 4, 16, Overflow::Block).unwrap();
     let flags = Segment::create(&side, 64).unwrap();
-    let mut child = spawn(ENTRY, "hang", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "hang", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || counter(&flags, 0).load(Ordering::SeqCst) == 1));
     for i in 0..4 {
         bus.write(&item(i), SHORT).unwrap();

@@ -155,11 +155,9 @@ fn pub_sub(partitions: u32) {
     let bits = PRODUCERS * KEYS * PER_PRODUCER;
     let side = Segment::create(&side_name, 32 + bits.div_ceil(64) as usize * 8).unwrap();
     let initial = region.pool_stats().unwrap();
-    let consumer = Args::new().with("name", &name).with("side", &side_name);
+    let consumer = Args::name(&name).with("side", &side_name);
     let mut kids: Vec<_> = (0..2).map(|_| spawn(ENTRY, "consumer", &consumer)).collect();
-    kids.extend(
-        (0..PRODUCERS).map(|p| spawn(ENTRY, "producer", Args::new().with("name", &name).with("producer", p))),
-    );
+    kids.extend((0..PRODUCERS).map(|p| spawn(ENTRY, "producer", Args::name(&name).with("producer", p))));
     for k in &mut kids {
         assert_eq!(wait_child(k, Duration::from_secs(180)), Some(0));
     }
@@ -462,11 +460,8 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     let initial = region.pool_stats().unwrap();
 
     // A producer dies holding three loans.
-    let mut child = spawn(
-        ENTRY,
-        "loan-and-hang",
-        Args::new().with("name", &name).with("side", &side_name).with("loans", 3),
-    );
+    let mut child =
+        spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", 3));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 3));
     assert_ne!(region.pool_stats().unwrap(), initial);
     assert_eq!(region.recover().unwrap().total(), 0, "a live holder keeps its chunks");
@@ -480,8 +475,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     counter(&side, 0).store(0, Ordering::SeqCst);
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child =
-        spawn(ENTRY, "receive-and-hang", Args::new().with("name", &name).with("side", &side_name));
+    let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     let r = region.recover().unwrap();
@@ -503,11 +497,8 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let info = topic.info();
     assert_eq!((info.wait, info.delivery), (Some(WaitPolicy::Spin), Some(Delivery::AtLeastOnce)));
     let initial = region.pool_stats().unwrap();
-    let mut child = spawn(
-        ENTRY,
-        "loan-and-hang",
-        Args::new().with("name", &name).with("side", &side_name).with("loans", 2),
-    );
+    let mut child =
+        spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", 2));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
 
@@ -553,7 +544,7 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
     assert_eq!(region.pool_stats().unwrap(), initial, "a kept chunk counts as free");
     assert_eq!(topic.loan(100, SHORT).unwrap().as_ptr(), first_ptr, "the kept chunk is reused");
 
-    let mut child = spawn(ENTRY, "cache-and-hang", Args::new().with("name", &name).with("side", &side_name));
+    let mut child = spawn(ENTRY, "cache-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     assert_eq!(region.pool_stats().unwrap(), initial);
     let report = Region::inspect_name(&name).unwrap();
@@ -585,8 +576,7 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     let initial = region.pool_stats().unwrap();
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child =
-        spawn(ENTRY, "receive-and-hang", Args::new().with("name", &name).with("side", &side_name));
+    let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     // Rewrite the route of the dead consumer's two messages (chunk
@@ -623,11 +613,8 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let region = Region::create(&name, cfg).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let chunks = region.pool_stats().unwrap()[7].chunks;
-    let mut child = spawn(
-        ENTRY,
-        "loan-and-hang",
-        Args::new().with("name", &name).with("side", &side_name).with("loans", chunks),
-    );
+    let mut child =
+        spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", chunks));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == chunks as u64));
     assert!(matches!(topic.loan(10, SHORT), Err(Error::PoolExhausted { .. })), "all held by a live process");
     kill(&mut child);
@@ -650,8 +637,7 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     let initial = region.pool_stats().unwrap();
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child =
-        spawn(ENTRY, "receive-and-hang", Args::new().with("name", &name).with("side", &side_name));
+    let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     topic.send(b"three", Key(0), SHORT).unwrap();
     kill(&mut child);

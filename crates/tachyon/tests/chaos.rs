@@ -42,7 +42,7 @@
 
 mod common;
 
-use common::chaos::{env_u64, mix, orphaned, seed_for, Rng};
+use common::chaos::{drained, env_u64, fail_on, mix, orphaned, reserved, seed_for, Rng};
 use common::fleet::{report, Side, Task};
 
 use common::{unique, wait_for, RemoveRegion};
@@ -447,11 +447,7 @@ fn tally(side: &Side) -> Tally {
                 if a | d == 0 {
                     continue;
                 }
-                let valid = match next.saturating_sub(base) {
-                    0 => 0,
-                    n if n >= 64 => u64::MAX,
-                    n => (1 << n) - 1,
-                };
+                let valid = reserved(next, base);
                 t.beyond += u64::from(((a | d) & !valid).count_ones());
                 let (a, d) = (a & valid, d & valid);
                 t.acked += u64::from(a.count_ones());
@@ -645,18 +641,8 @@ fn chaos(delivery: Delivery) {
             }
         }
     }
-    let mut last_delivered = side.get(DELIVERED);
-    let mut quiet_since = Instant::now();
-    let drained = wait_for(PHASE_LIMIT, || {
-        let now = side.get(DELIVERED);
-        if now != last_delivered {
-            last_delivered = now;
-            quiet_since = Instant::now();
-        }
-        (0..PARTITIONS).all(|p| topic.depth(p).is_ok_and(|d| d == 0))
-            && quiet_since.elapsed() > Duration::from_millis(300)
-    });
-    if !drained {
+    let empty = || (0..PARTITIONS).all(|p| topic.depth(p).is_ok_and(|d| d == 0));
+    if !drained(PHASE_LIMIT, || side.get(DELIVERED), empty) {
         fail("the rings did not drain".into(), &mut fleet);
     }
     side.word(STOP_CONSUMERS).store(1, SeqCst);
@@ -788,12 +774,7 @@ fn chaos(delivery: Delivery) {
     if dropped != 0 {
         problems.push(format!("{dropped} messages dropped on an at-least-once topic (TopicInfo::lost)"));
     }
-    if !problems.is_empty() {
-        panic!(
-            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_report}",
-            problems.join("\n  ")
-        );
-    }
+    fail_on(&problems, label, seed, &final_report);
 }
 
 // ---------------------------------------------------------------------------

@@ -83,7 +83,7 @@
 
 mod common;
 
-use common::chaos::{env_u64, mix, orphaned, seed_for, Rng};
+use common::chaos::{drained, env_u64, fail_on, mix, orphaned, reserved, seed_for, Rng};
 use common::fleet::{report, Side, Task};
 
 use common::{block_on, unique, wait_for};
@@ -470,11 +470,7 @@ fn ring_tally(side: &Side) -> Tally {
             if a | d == 0 {
                 continue;
             }
-            let valid = match next.saturating_sub(base) {
-                0 => 0,
-                n if n >= 64 => u64::MAX,
-                n => (1 << n) - 1,
-            };
+            let valid = reserved(next, base);
             t.beyond += u64::from(((a | d) & !valid).count_ones());
             let (a, d) = (a & valid, d & valid);
             t.acked += u64::from(a.count_ones());
@@ -657,17 +653,7 @@ fn chaos_circular_buffer() {
             }
         }
     }
-    let mut last_delivered = side.get(R_DELIVERED);
-    let mut quiet_since = Instant::now();
-    let drained = wait_for(PHASE_LIMIT, || {
-        let now = side.get(R_DELIVERED);
-        if now != last_delivered {
-            last_delivered = now;
-            quiet_since = Instant::now();
-        }
-        ring.is_empty() && quiet_since.elapsed() > Duration::from_millis(300)
-    });
-    if !drained {
+    if !drained(PHASE_LIMIT, || side.get(R_DELIVERED), || ring.is_empty()) {
         fail("the ring did not drain".into(), &mut fleet);
     }
     side.word(R_STOP_READERS).store(1, SeqCst);
@@ -778,12 +764,7 @@ fn chaos_circular_buffer() {
         problems.push(format!("files left in the segment directory: {files:?}"));
     }
     println!("{label}: total time {:.1?}", started.elapsed());
-    if !problems.is_empty() {
-        panic!(
-            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_state}",
-            problems.join("\n  ")
-        );
-    }
+    fail_on(&problems, label, seed, &final_state);
 }
 
 // ---------------------------------------------------------------------------
@@ -1351,10 +1332,5 @@ fn chaos_rpc_buffer() {
         problems.push(format!("side segment left: {side_left:?}"));
     }
     println!("{label}: total time {:.1?}", started.elapsed());
-    if !problems.is_empty() {
-        panic!(
-            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_state}",
-            problems.join("\n  ")
-        );
-    }
+    fail_on(&problems, label, seed, &final_state);
 }

@@ -195,12 +195,12 @@ fn mpmc_exactly_once_across_processes() {
     let ring = CircularBuffer::create(&name, 64, 24).unwrap();
     let res = Segment::create(&side, results_size()).unwrap();
     let mut children = Vec::new();
-    let reader = Args::new().with("name", &name).with("side", &side);
+    let reader = Args::name(&name).with("side", &side);
     for _ in 0..READERS {
         children.push(spawn(ENTRY, "reader", &reader));
     }
     for w in 0..WRITERS {
-        children.push(spawn(ENTRY, "writer", Args::new().with("name", &name).with("writer", w)));
+        children.push(spawn(ENTRY, "writer", Args::name(&name).with("writer", w)));
     }
     for c in &mut children {
         assert_eq!(wait_child(c, Duration::from_secs(120)), Some(0));
@@ -224,7 +224,7 @@ fn a_writer_killed_holding_a_node_does_not_wedge_the_ring() {
     let ring = CircularBuffer::create(&name, 4, 8).unwrap();
     let flag = Segment::create(&side, 64).unwrap();
     ring.write(&1u64.to_le_bytes(), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "die-writing", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "die-writing", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
     ring.write(&2u64.to_le_bytes(), SHORT).unwrap();
     kill(&mut child);
@@ -248,7 +248,7 @@ fn a_reader_killed_holding_a_node_does_not_wedge_the_ring() {
     let ring = CircularBuffer::create(&name, 4, 8).unwrap();
     let flag = Segment::create(&side, 64).unwrap();
     ring.write_value(&1u64, SHORT).unwrap();
-    let mut child = spawn(ENTRY, "die-reading", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "die-reading", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
     kill(&mut child);
     // Its item is lost (at most once); the node comes back: a full ring's

@@ -231,7 +231,7 @@ fn a_zero_timeout_request_is_sent_and_handled_across_processes() {
         .unwrap();
     let done_name = unique("dn-rpc-zero-done");
     let done = Segment::create(&done_name, 64).unwrap();
-    let mut child = spawn(ENTRY, "rpc-zero-client", Args::new().with("name", &name).with("done", &done_name));
+    let mut child = spawn(ENTRY, "rpc-zero-client", Args::name(&name).with("done", &done_name));
     assert!(
         wait_for(LIMIT, || handled.load(Ordering::SeqCst) == 5),
         "handled {} of 5 zero-timeout requests",
@@ -270,7 +270,7 @@ fn a_zero_timeout_tries_once_for_every_blocking_call() {
     assert!(matches!(event.wait(ZERO), Err(Error::Timeout { .. })));
 
     // Another process writes with zero timeouts: each write happens.
-    let mut child = spawn(ENTRY, "zero-writer", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "zero-writer", Args::name(&name).with("side", &side));
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
     assert_eq!(ring.read(&mut buf, ZERO).unwrap(), 4);
     assert_eq!(reader.read(&mut buf, ZERO).unwrap().len, 4);
@@ -306,8 +306,7 @@ fn a_zero_timeout_tries_once_for_every_blocking_call() {
     let array_name = format!("{name}-array");
     let mut array = SharedArray::<u64>::create(&array_name, 4).unwrap();
     array.set_lock_timeout(ZERO);
-    let mut holder =
-        spawn(ENTRY, "hold-array-write-lock", Args::new().with("name", &array_name).with("side", &side));
+    let mut holder = spawn(ENTRY, "hold-array-write-lock", Args::name(&array_name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     assert!(matches!(array.get(0), Err(Error::Timeout { .. })));
     assert!(matches!(array.read_lock_timeout(ZERO), Err(Error::Timeout { .. })));
@@ -357,8 +356,7 @@ fn closing_a_ring_ends_a_blocked_writer_in_another_process() {
     let side = unique("dn-close-write-side");
     let flags = Segment::create(&side, 64).unwrap();
     let ring = CircularBuffer::create(&name, 2, 16).unwrap();
-    let mut child =
-        spawn(ENTRY, "ring-write-until-closed", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "ring-write-until-closed", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     ring.close();
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
@@ -378,8 +376,7 @@ fn closing_a_broadcast_buffer_is_seen_by_other_processes() {
     let side = unique("dn-bc-close-side");
     let flags = Segment::create(&side, 64).unwrap();
     let bus = BroadcastBuffer::create(&name, 8, 16, Overflow::Block).unwrap();
-    let mut child =
-        spawn(ENTRY, "broadcast-read-until-closed", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "broadcast-read-until-closed", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     bus.write(b"a", LONG).unwrap();
     bus.write(b"b", LONG).unwrap();
@@ -391,8 +388,7 @@ fn closing_a_broadcast_buffer_is_seen_by_other_processes() {
     flag(&flags, 0).store(0, Ordering::SeqCst);
     let bus = BroadcastBuffer::create(&name, 2, 16, Overflow::Block).unwrap();
     let mut reader = bus.subscribe().unwrap(); // never reads: the writer blocks
-    let mut child =
-        spawn(ENTRY, "broadcast-write-until-closed", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "broadcast-write-until-closed", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     bus.close();
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
@@ -411,8 +407,7 @@ fn a_closed_array_or_buffer_is_read_only_for_every_process() {
     let buffer_name = unique("dn-buffer-close");
     let array = SharedArray::<u32>::create(&name, 4).unwrap();
     let buffer = SharedBuffer::create(&buffer_name, 16).unwrap();
-    let mut child =
-        spawn(ENTRY, "close-array-and-buffer", Args::new().with("name", &name).with("buffer", &buffer_name));
+    let mut child = spawn(ENTRY, "close-array-and-buffer", Args::name(&name).with("buffer", &buffer_name));
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
     assert!(array.is_closed() && buffer.is_closed());
     assert_eq!(array.get(1).unwrap(), 11);
@@ -444,7 +439,7 @@ fn ring_statistics_show_what_other_processes_do() {
     assert_eq!((s.capacity, s.queued, s.being_read, s.being_written, s.repaired), (4, 2, 0, 0, 0));
 
     // Another process is reading the first item (and will die doing so).
-    let mut reader = spawn(ENTRY, "hold-reading", Args::new().with("name", &name).with("side", &side));
+    let mut reader = spawn(ENTRY, "hold-reading", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     assert_eq!(ring.len(), 1, "the node being read is not counted");
     let s = ring.stats();
@@ -452,7 +447,7 @@ fn ring_statistics_show_what_other_processes_do() {
 
     // Another process is writing an item (and will die doing so).
     flag(&flags, 0).store(0, Ordering::SeqCst);
-    let mut writer = spawn(ENTRY, "hold-writing", Args::new().with("name", &name).with("side", &side));
+    let mut writer = spawn(ENTRY, "hold-writing", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     assert_eq!(ring.len(), 2, "the node being written is counted");
     let s = ring.stats();
@@ -482,7 +477,7 @@ fn a_blocking_request_is_cancelled_from_another_thread() {
     let name = unique("dn-cancel");
     let side = unique("dn-cancel-side");
     let flags = Segment::create(&side, 64).unwrap();
-    let mut child = spawn(ENTRY, "slow-server", Args::new().with("name", &name).with("side", &side));
+    let mut child = spawn(ENTRY, "slow-server", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     let client = RpcBuffer::open(&name).unwrap();
     let cancel = CancelToken::new();

@@ -2,7 +2,7 @@
 //! a deterministic generator and the environment knobs; their processes
 //! and bookkeeping are in `fleet.rs`.
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// splitmix64: a tiny deterministic generator (no dependency).
 pub struct Rng(pub u64);
@@ -43,4 +43,40 @@ pub fn seed_for(salt: u64) -> u64 {
 /// A child whose driver is gone stops on its own.
 pub fn orphaned(parent: u32) -> bool {
     std::os::unix::process::parent_id() != parent
+}
+
+/// Waits until `empty` holds and the counter `delivered` has not moved for
+/// 300 ms; whether that happened within `limit`.
+pub fn drained(limit: Duration, delivered: impl Fn() -> u64, empty: impl Fn() -> bool) -> bool {
+    let mut last = delivered();
+    let mut quiet_since = Instant::now();
+    super::wait_for(limit, || {
+        let now = delivered();
+        if now != last {
+            last = now;
+            quiet_since = Instant::now();
+        }
+        empty() && quiet_since.elapsed() > Duration::from_millis(300)
+    })
+}
+
+/// Which of the 64 sequence numbers from `base` were reserved (are below
+/// `next`), as a mask.
+pub fn reserved(next: u64, base: u64) -> u64 {
+    match next.saturating_sub(base) {
+        0 => 0,
+        n if n >= 64 => u64::MAX,
+        n => (1 << n) - 1,
+    }
+}
+
+/// Fails the test with every problem it found, if any, and the state at
+/// its end.
+pub fn fail_on(problems: &[String], label: &str, seed: u64, state: &str) {
+    if !problems.is_empty() {
+        panic!(
+            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{state}",
+            problems.join("\n  ")
+        );
+    }
 }

@@ -28,7 +28,7 @@ pub const ARG_ENV: &str = "TACHYON_TEST_ARG";
 /// which.
 ///
 /// ```ignore
-/// spawn(ENTRY, "writer", Args::new().with("name", &name).with("writer", 1));
+/// spawn(ENTRY, "writer", Args::name(&name).with("writer", 1));
 /// // in the child:
 /// let id: u64 = args.get("writer");
 /// ```
@@ -42,6 +42,11 @@ pub struct Args(Vec<(String, String)>);
 impl Args {
     pub fn new() -> Args {
         Args::default()
+    }
+
+    /// Just the argument `name`: the name of the thing under test.
+    pub fn name(name: &str) -> Args {
+        Args::new().with("name", name)
     }
 
     /// These arguments and `key` = `value`.
@@ -88,7 +93,7 @@ impl Args {
 
 impl From<&str> for Args {
     fn from(name: &str) -> Args {
-        Args::new().with("name", name)
+        Args::name(name)
     }
 }
 
