@@ -40,6 +40,7 @@ impl Task {
             .with("parent", self.parent)
     }
 
+    #[track_caller]
     pub fn from_args(args: &Args) -> Task {
         Task {
             target: args.str("target").to_owned(),

@@ -60,6 +60,7 @@ impl Args {
     }
 
     /// The value of `key`, as the driver wrote it.
+    #[track_caller]
     pub fn str(&self, key: &str) -> &str {
         match self.0.iter().find(|(k, _)| k == key) {
             Some((_, v)) => v,
@@ -68,14 +69,16 @@ impl Args {
     }
 
     /// The value of `key`, parsed.
+    #[track_caller]
     pub fn get<T: FromStr>(&self, key: &str) -> T
     where
         T::Err: Display,
     {
         let v = self.str(key);
-        v.parse().unwrap_or_else(|e| {
-            panic!("child argument {key}={v:?} is not a {}: {e}", std::any::type_name::<T>())
-        })
+        match v.parse() {
+            Ok(value) => value,
+            Err(e) => panic!("child argument {key}={v:?} is not a {}: {e}", std::any::type_name::<T>()),
+        }
     }
 
     fn encode(&self) -> String {
