@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{spawn, unique, wait_child, LIMIT};
+use common::{spawn, unique, wait_child, RemoveRegion, LIMIT};
 use std::io::Write;
 use std::time::Duration;
 use tachyon::bus::{Key, Loan, Message, Region, RegionConfig, Topic, TopicConfig, ValueLoan};
@@ -40,18 +40,11 @@ fn config() -> RegionConfig {
     RegionConfig::default().size(8 << 20).ring_arena(1 << 20)
 }
 
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
-
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let region = Region::open(&name).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let region = Region::open(name).unwrap();
     let topic = region.topic("typed").unwrap();
     match role.as_str() {
         "produce-typed" => {
@@ -71,9 +64,9 @@ fn child_entry() {
             loan.publish(Key(1), WAIT).unwrap();
         }
         "create-or-open" => {
-            let same = Region::create_or_open(&name, config()).unwrap();
+            let same = Region::create_or_open(name, config()).unwrap();
             assert_eq!(same.config(), region.config());
-            let err = Region::create_or_open(&name, config().ring_arena(2 << 20)).unwrap_err();
+            let err = Region::create_or_open(name, config().ring_arena(2 << 20)).unwrap_err();
             assert!(matches!(err, Error::Incompatible { field: "ring_arena", .. }), "{err}");
         }
         other => panic!("unknown role {other}"),
@@ -83,7 +76,7 @@ fn child_entry() {
 #[test]
 fn a_struct_and_a_serde_value_cross_processes_through_a_loan() {
     let name = unique("api-typed");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = Region::create(&name, config()).unwrap();
     let topic = region.create_topic("typed", TopicConfig::default()).unwrap();
     let mut child = spawn(ENTRY, "produce-typed", &name);
@@ -132,7 +125,7 @@ fn owned_handles_live_in_structs_and_move_into_threads() {
     send::<ValueLoan<Quote>>();
 
     let name = unique("api-owned");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let publisher = Publisher::new(&name).unwrap();
     // A topic moved into a thread, a region clone into another.
     let consumer = publisher.topic.clone();
@@ -170,7 +163,7 @@ fn owned_handles_live_in_structs_and_move_into_threads() {
 #[tokio::test]
 async fn a_topic_moves_into_a_tokio_task_and_a_message_out_of_it() {
     let name = unique("api-tokio");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = Region::create(&name, config()).unwrap();
     let topic = region.create_topic("events", TopicConfig::default()).unwrap();
     let consumer = topic.clone();
@@ -196,7 +189,7 @@ async fn a_topic_moves_into_a_tokio_task_and_a_message_out_of_it() {
 #[test]
 fn create_or_open_opens_what_matches_and_names_what_differs() {
     let name = unique("api-coo");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = Region::create_or_open(&name, config()).unwrap();
     region.create_or_open_topic("typed", TopicConfig::default()).unwrap();
     // Another process opens the same region through create_or_open.
@@ -216,7 +209,7 @@ fn create_or_open_opens_what_matches_and_names_what_differs() {
 #[test]
 fn a_loan_writes_what_fits_and_publishes_what_was_written() {
     let name = unique("api-write");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = Region::create(&name, config()).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let mut loan = topic.loan(8, None).unwrap();

@@ -49,12 +49,13 @@ fn is_invalid<T: std::fmt::Debug>(r: tachyon::Result<T>) -> bool {
 /// Dispatches the roles children run; does nothing in the parent.
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let ctl = Segment::open(&ctl_name(&name)).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let ctl = Segment::open(&ctl_name(name)).unwrap();
     match role.as_str() {
         // Checks what the parent wrote, answers through every write path.
         "array-echo" => {
-            let a = SharedArray::<u64>::open(&name).unwrap();
+            let a = SharedArray::<u64>::open(name).unwrap();
             assert_eq!(a.len(), LEN);
             assert_eq!(a.get(0).unwrap(), 1000);
             let mut all = [0u64; LEN];
@@ -69,11 +70,11 @@ fn child_entry() {
                 g[1] += 1;
             }
             // Another element type is refused, in this process too.
-            assert!(matches!(SharedArray::<f64>::open(&name), Err(Error::TypeMismatch { .. })));
-            assert!(matches!(SharedArray::<u32>::open(&name), Err(Error::TypeMismatch { .. })));
+            assert!(matches!(SharedArray::<f64>::open(name), Err(Error::TypeMismatch { .. })));
+            assert!(matches!(SharedArray::<u32>::open(name), Err(Error::TypeMismatch { .. })));
         }
         "array-hold-write" => {
-            let a = SharedArray::<u64>::open(&name).unwrap();
+            let a = SharedArray::<u64>::open(name).unwrap();
             let mut g = a.write_lock_timeout(LONG).unwrap();
             g[0] = 42;
             flag(&ctl, 0).store(1, Ordering::SeqCst);
@@ -81,7 +82,7 @@ fn child_entry() {
             drop(g);
         }
         "array-hold-read" => {
-            let a = SharedArray::<u64>::open(&name).unwrap();
+            let a = SharedArray::<u64>::open(name).unwrap();
             let g = a.read_lock_timeout(LONG).unwrap();
             flag(&ctl, 1).fetch_add(1, Ordering::SeqCst);
             await_flag(&ctl, 2, 1);
@@ -89,7 +90,7 @@ fn child_entry() {
             drop(g);
         }
         "array-die-writing" => {
-            let a = SharedArray::<u64>::open(&name).unwrap();
+            let a = SharedArray::<u64>::open(name).unwrap();
             let mut g = a.write_lock_timeout(LONG).unwrap();
             g[0] = 1; // half of an update the parent never sees finished
             flag(&ctl, 0).store(1, Ordering::SeqCst);
@@ -97,7 +98,7 @@ fn child_entry() {
             std::process::exit(1);
         }
         "buffer-echo" => {
-            let b = SharedBuffer::open(&name).unwrap();
+            let b = SharedBuffer::open(name).unwrap();
             assert_eq!(b.len(), 1024);
             assert_eq!(b.read::<i32>(0).unwrap(), 123);
             assert_eq!(b.read::<u64>(1001).unwrap(), 0xDEAD_BEEF_0000_0001);
@@ -113,7 +114,7 @@ fn child_entry() {
             b.with_bytes_mut(|bytes| bytes[999] = 0xAB).unwrap();
         }
         "buffer-hold-write" => {
-            let mut b = SharedBuffer::open(&name).unwrap();
+            let mut b = SharedBuffer::open(name).unwrap();
             b.set_lock_timeout(LONG);
             b.with_bytes_mut(|bytes| {
                 bytes[0] = 9;
@@ -123,7 +124,7 @@ fn child_entry() {
             .unwrap();
         }
         "buffer-die-writing" => {
-            let mut b = SharedBuffer::open(&name).unwrap();
+            let mut b = SharedBuffer::open(name).unwrap();
             b.set_lock_timeout(LONG);
             b.with_bytes_mut(|bytes| {
                 bytes[0] = 1;

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{spawn, unique, wait_child, LIMIT};
+use common::{spawn, unique, wait_child, Args, RemoveRegion, LIMIT};
 use futures_util::StreamExt;
 use std::future::Future;
 use std::pin::pin;
@@ -20,14 +20,6 @@ const ENTRY: &str = "child_entry";
 const LONG: Option<Duration> = Some(Duration::from_secs(30));
 const MESSAGES: u64 = 10_000;
 const KEYS: u64 = 16;
-
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
 
 /// Ends the whole test process if a test is still running after `secs`:
 /// no test may hang, whatever executor it runs on.
@@ -77,13 +69,13 @@ impl Order {
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let parts: Vec<&str> = arg.split(',').collect();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let n: u64 = args.get("n");
     match role.as_str() {
         "producer" => {
-            let region = Region::open(parts[0]).unwrap();
+            let region = Region::open(name).unwrap();
             let topic = region.topic("t").unwrap();
-            let n: u64 = parts[1].parse().unwrap();
             let mut seqs = [0u64; KEYS as usize];
             for i in 0..n {
                 let key = i % KEYS;
@@ -92,8 +84,7 @@ fn child_entry() {
             }
         }
         "ring-writer" => {
-            let ring = tachyon::CircularBuffer::open(parts[0]).unwrap();
-            let n: u64 = parts[1].parse().unwrap();
+            let ring = tachyon::CircularBuffer::open(name).unwrap();
             for i in 0..n {
                 ring.write(&i.to_le_bytes(), LONG).unwrap();
             }
@@ -104,7 +95,7 @@ fn child_entry() {
 
 /// Starts a producer process of `n` messages on topic "t" of `name`.
 fn producer(name: &str, n: u64) -> std::process::Child {
-    spawn(ENTRY, "producer", &format!("{name},{n}"))
+    spawn(ENTRY, "producer", Args::name(name).with("n", n))
 }
 
 async fn consume_stream(mut sub: Subscription, n: u64) -> Order {
@@ -120,7 +111,7 @@ async fn consume_stream(mut sub: Subscription, n: u64) -> Order {
 fn async_consumer_under_tokio_current_thread() {
     watchdog(240);
     let name = unique("async-cur");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
     let mut child = producer(&name, MESSAGES);
@@ -138,7 +129,7 @@ fn async_consumer_under_tokio_current_thread() {
 fn async_consumer_under_tokio_multi_thread() {
     watchdog(240);
     let name = unique("async-multi");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Futex);
     let topic = region.topic("t").unwrap();
     let mut child = producer(&name, MESSAGES);
@@ -165,7 +156,7 @@ fn async_consumer_under_tokio_multi_thread() {
 fn async_consumer_under_futures_executor() {
     watchdog(240);
     let name = unique("async-fx");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
     let mut child = producer(&name, MESSAGES);
@@ -179,7 +170,7 @@ fn async_consumer_under_futures_executor() {
 fn async_topic_receive_per_partition() {
     watchdog(240);
     let name = unique("async-part");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let topic = region.topic("t").unwrap();
     let n = 4_000;
@@ -238,7 +229,7 @@ fn poll_once<F: Future>(fut: F) -> Option<F::Output> {
 fn cancelled_receives_lose_nothing() {
     watchdog(240);
     let name = unique("async-cancel");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
     let topic = region.topic("t").unwrap();
     let sub = topic.subscribe(Partitions::All).unwrap();
@@ -289,7 +280,7 @@ fn cancelled_receives_lose_nothing() {
 fn cancelled_loans_and_publishes_leak_nothing() {
     watchdog(120);
     let name = unique("async-loan");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
     let topic = region.create_topic("t", TopicConfig::default().capacity(2)).unwrap();
     let free_before: usize = region.pool_stats().unwrap().iter().map(|c| c.free).sum();
@@ -333,7 +324,7 @@ fn subscription_over_four_partitions_under_each_policy() {
     watchdog(240);
     for policy in [WaitPolicy::Futex, WaitPolicy::Hybrid, WaitPolicy::Spin] {
         let name = unique("sub-policy");
-        let _c = Cleanup(name.clone());
+        let _c = RemoveRegion(name.clone());
         let region = region(&name, policy);
         let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
         let n = 4_000;
@@ -359,7 +350,7 @@ fn async_ring_reader_across_processes() {
     let name = unique("async-ring");
     let ring = tachyon::CircularBuffer::create(&name, 8, 16).unwrap();
     let n = 5_000u64;
-    let mut child = spawn(ENTRY, "ring-writer", &format!("{name},{n}"));
+    let mut child = spawn(ENTRY, "ring-writer", Args::name(&name).with("n", n));
     let got = futures_executor::block_on(async {
         let mut buf = [0u8; 16];
         for i in 0..n {
@@ -461,7 +452,7 @@ fn async_ring_writer_waits_for_room() {
 fn wait_set_across_processes() {
     watchdog(120);
     let name = unique("waitset");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Futex);
     let idle = region.create_topic("u", TopicConfig::default()).unwrap();
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{spawn, unique, wait_child, LIMIT};
+use common::{spawn, unique, wait_child, Args, LIMIT};
 use std::time::Duration;
 use tachyon::{Error, RpcBuffer};
 
@@ -12,12 +12,11 @@ const ENTRY: &str = "child_entry";
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let parts: Vec<&str> = arg.split(',').collect();
+    let Some((role, args)) = common::role() else { return };
     match role.as_str() {
         "client" => {
-            let n: u32 = parts[1].parse().unwrap();
-            let client = RpcBuffer::open(parts[0]).unwrap();
+            let n: u32 = args.get("per_thread");
+            let client = RpcBuffer::open(args.str("name")).unwrap();
             // Concurrent requests from 4 threads: their handlers overlap.
             std::thread::scope(|s| {
                 for t in 0..4u32 {
@@ -53,7 +52,7 @@ fn serve_with(rt: tokio::runtime::Runtime) {
     let name = unique("rpc-async");
     let server = RpcBuffer::create(&name).unwrap();
     let serving = rt.spawn(server.serve_async(handler));
-    let mut child = spawn(ENTRY, "client", &format!("{name},100"));
+    let mut child = spawn(ENTRY, "client", Args::name(&name).with("per_thread", 100));
     let code = rt.block_on(async {
         let waited = tokio::task::spawn_blocking(move || wait_child(&mut child, Duration::from_secs(120)));
         tokio::time::timeout(Duration::from_secs(150), waited).await.expect("timed out").unwrap()

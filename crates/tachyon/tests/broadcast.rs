@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
-use std::sync::atomic::{AtomicU64, Ordering};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, Args, LIMIT};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tachyon::primitives::{BroadcastBuffer, Overflow, Received};
 use tachyon::{Error, Segment};
@@ -15,10 +15,6 @@ const ENTRY: &str = "child_entry";
 const ITEMS: u64 = 20_000;
 const SHORT: Option<Duration> = Some(Duration::from_millis(20));
 const LONG: Option<Duration> = Some(Duration::from_secs(20));
-
-fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
-    seg.get::<AtomicU64>(i * 8).unwrap()
-}
 
 fn item(i: u64) -> [u8; 16] {
     let mut b = [0u8; 16];
@@ -29,10 +25,9 @@ fn item(i: u64) -> [u8; 16] {
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let (name, side) = arg.split_once(',').unwrap();
-    let flags = Segment::open(side).unwrap();
-    let bus = BroadcastBuffer::open(name).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let flags = Segment::open(args.str("side")).unwrap();
+    let bus = BroadcastBuffer::open(args.str("name")).unwrap();
     let mut reader = bus.subscribe().unwrap();
     counter(&flags, 0).fetch_add(1, Ordering::SeqCst);
     match role.as_str() {
@@ -57,7 +52,8 @@ fn three_reader_processes_each_get_every_item_in_order() {
     let side = unique("bc-three-flags");
     let bus = BroadcastBuffer::create(&name, 8, 16, Overflow::Block).unwrap();
     let flags = Segment::create(&side, 64).unwrap();
-    let mut readers: Vec<_> = (0..3).map(|_| spawn(ENTRY, "reader", &format!("{name},{side}"))).collect();
+    let reader = Args::name(&name).with("side", &side);
+    let mut readers: Vec<_> = (0..3).map(|_| spawn(ENTRY, "reader", &reader)).collect();
     assert!(wait_for(LIMIT, || counter(&flags, 0).load(Ordering::SeqCst) == 3));
     for i in 0..ITEMS {
         bus.write(&item(i), LONG).unwrap();
@@ -137,7 +133,7 @@ fn a_dead_reader_does_not_block_the_writer() {
     let side = unique("bc-dead-flags");
     let bus = BroadcastBuffer::create(&name, 4, 16, Overflow::Block).unwrap();
     let flags = Segment::create(&side, 64).unwrap();
-    let mut child = spawn(ENTRY, "hang", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "hang", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || counter(&flags, 0).load(Ordering::SeqCst) == 1));
     for i in 0..4 {
         bus.write(&item(i), SHORT).unwrap();

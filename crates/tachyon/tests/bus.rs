@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, Args, RemoveRegion, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::bus::{Delivery, Key, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
@@ -24,14 +24,6 @@ fn small_region(name: &str) -> Region {
     Region::create(name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20)).unwrap()
 }
 
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
-
 fn checksum(words: &[u64]) -> u64 {
     words.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w).wrapping_mul(0x100_0000_01b3))
 }
@@ -45,19 +37,14 @@ fn message(producer: u64, key: u64, seq: u64) -> Vec<u8> {
     v
 }
 
-fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
-    seg.get::<AtomicU64>(i * 8).unwrap()
-}
-
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let parts: Vec<&str> = arg.split(',').collect();
-    let region = Region::open(parts[0]).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let region = Region::open(args.str("name")).unwrap();
     let topic = region.topic("t").unwrap();
     match role.as_str() {
         "producer" => {
-            let me: u64 = parts[2].parse().unwrap();
+            let me: u64 = args.get("producer");
             let mut seqs = [0u64; KEYS as usize];
             for i in 0..PER_PRODUCER {
                 let key = (i * 7 + me) % KEYS;
@@ -74,7 +61,7 @@ fn child_entry() {
             }
         }
         "consumer" => {
-            let side = Segment::open(parts[1]).unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
             let total = PRODUCERS * PER_PRODUCER;
             let mut last = vec![None::<u64>; (PRODUCERS * KEYS) as usize];
             let mut p = 0;
@@ -127,14 +114,14 @@ fn child_entry() {
             }
         }
         "loan-and-hang" => {
-            let side = Segment::open(parts[1]).unwrap();
-            let n: usize = parts[2].parse().unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
+            let n: usize = args.get("loans");
             let loans: Vec<_> = (0..n).map(|i| topic.loan(10 + i * 300, LONG).unwrap()).collect();
             counter(&side, 0).store(loans.len() as u64, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // SIGKILLed here, holding its loans
         }
         "cache-and-hang" => {
-            let side = Segment::open(parts[1]).unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
             // Two 100-byte loans dropped: kept by this process for its next
             // loans (the 256 B class is large enough to be cached).
             let loans: Vec<_> = (0..2).map(|_| topic.loan(100, LONG).unwrap()).collect();
@@ -143,7 +130,7 @@ fn child_entry() {
             std::thread::sleep(LIMIT); // SIGKILLed here
         }
         "receive-and-hang" => {
-            let side = Segment::open(parts[1]).unwrap();
+            let side = Segment::open(args.str("side")).unwrap();
             let held: Vec<_> = (0..2).map(|_| topic.receive(0, LONG).unwrap()).collect();
             counter(&side, 0).store(held.len() as u64, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // SIGKILLed here, holding two messages
@@ -161,15 +148,16 @@ fn child_entry() {
 
 fn pub_sub(partitions: u32) {
     let name = unique(&format!("bus-{partitions}"));
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-side");
     let region = small_region(&name);
     region.create_topic("t", TopicConfig::default().partitions(partitions).capacity(64)).unwrap();
     let bits = PRODUCERS * KEYS * PER_PRODUCER;
     let side = Segment::create(&side_name, 32 + bits.div_ceil(64) as usize * 8).unwrap();
     let initial = region.pool_stats().unwrap();
-    let mut kids: Vec<_> = (0..2).map(|_| spawn(ENTRY, "consumer", &format!("{name},{side_name}"))).collect();
-    kids.extend((0..PRODUCERS).map(|p| spawn(ENTRY, "producer", &format!("{name},{side_name},{p}"))));
+    let consumer = Args::name(&name).with("side", &side_name);
+    let mut kids: Vec<_> = (0..2).map(|_| spawn(ENTRY, "consumer", &consumer)).collect();
+    kids.extend((0..PRODUCERS).map(|p| spawn(ENTRY, "producer", Args::name(&name).with("producer", p))));
     for k in &mut kids {
         assert_eq!(wait_child(k, Duration::from_secs(180)), Some(0));
     }
@@ -217,7 +205,7 @@ fn exactly_once_and_per_key_order_with_eight_partitions() {
 #[test]
 fn every_size_class_boundary() {
     let name = unique("bus-sizes");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = Region::create(&name, RegionConfig::default().size(24 << 20).ring_arena(1 << 20)).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -243,7 +231,7 @@ fn every_size_class_boundary() {
 #[test]
 fn loans_and_messages_dropped_return_their_chunks() {
     let name = unique("bus-drop");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = small_region(&name);
     let topic = region.create_topic("t", TopicConfig::default().partitions(2).capacity(8)).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -283,7 +271,7 @@ fn loans_and_messages_dropped_return_their_chunks() {
 #[test]
 fn an_exhausted_class_waits_then_reports_pool_exhausted() {
     let name = unique("bus-exhaust");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     // Only 1 MiB chunks, a handful of them.
     let cfg =
         RegionConfig::default().size(8 << 20).ring_arena(1 << 20).class_weights([0, 0, 0, 0, 0, 0, 0, 1]);
@@ -304,7 +292,7 @@ fn an_exhausted_class_waits_then_reports_pool_exhausted() {
 #[test]
 fn messages_outlive_the_producer_that_published_them() {
     let name = unique("bus-persist");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     {
         let region = small_region(&name);
         region.create_topic("t", TopicConfig::default().partitions(4).capacity(16)).unwrap();
@@ -325,7 +313,7 @@ fn messages_outlive_the_producer_that_published_them() {
 #[test]
 fn corrupt_descriptors_are_reported_and_skipped() {
     let name = unique("bus-corrupt");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = small_region(&name);
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let initial = region.pool_stats().unwrap();
@@ -344,7 +332,7 @@ fn corrupt_descriptors_are_reported_and_skipped() {
 #[test]
 fn region_and_topic_errors() {
     let name = unique("bus-errors");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     assert!(matches!(Region::open(&name), Err(Error::NotFound { .. })));
     assert!(matches!(
         Region::create(&name, RegionConfig::default().size(1 << 20)),
@@ -386,7 +374,7 @@ fn region_and_topic_errors() {
 fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
     use tachyon::Kind;
     let name = unique("bus-damaged");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     {
         let region = small_region(&name);
         region.create_topic("t", TopicConfig::default()).unwrap();
@@ -464,7 +452,7 @@ fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
 #[test]
 fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     let name = unique("bus-reclaim");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-reclaim-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -472,7 +460,8 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     let initial = region.pool_stats().unwrap();
 
     // A producer dies holding three loans.
-    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},3"));
+    let mut child =
+        spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", 3));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 3));
     assert_ne!(region.pool_stats().unwrap(), initial);
     assert_eq!(region.recover().unwrap().total(), 0, "a live holder keeps its chunks");
@@ -486,7 +475,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     counter(&side, 0).store(0, Ordering::SeqCst);
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     let r = region.recover().unwrap();
@@ -499,7 +488,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
 #[test]
 fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let name = unique("bus-observe");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-observe-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -508,7 +497,8 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let info = topic.info();
     assert_eq!((info.wait, info.delivery), (Some(WaitPolicy::Spin), Some(Delivery::AtLeastOnce)));
     let initial = region.pool_stats().unwrap();
-    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},2"));
+    let mut child =
+        spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", 2));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
 
@@ -541,7 +531,7 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
 #[test]
 fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it_dies() {
     let name = unique("bus-cache");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-cache-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -554,7 +544,7 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
     assert_eq!(region.pool_stats().unwrap(), initial, "a kept chunk counts as free");
     assert_eq!(topic.loan(100, SHORT).unwrap().as_ptr(), first_ptr, "the kept chunk is reused");
 
-    let mut child = spawn(ENTRY, "cache-and-hang", &format!("{name},{side_name}"));
+    let mut child = spawn(ENTRY, "cache-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     assert_eq!(region.pool_stats().unwrap(), initial);
     let report = Region::inspect_name(&name).unwrap();
@@ -577,7 +567,7 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
 #[test]
 fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     let name = unique("bus-forged-route");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-forged-route-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -586,7 +576,7 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     let initial = region.pool_stats().unwrap();
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     // Rewrite the route of the dead consumer's two messages (chunk
@@ -614,7 +604,7 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
 #[test]
 fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let name = unique("bus-auto-reclaim");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-auto-reclaim-side");
     let side = Segment::create(&side_name, 64).unwrap();
     // Only 1 MiB chunks, a handful.
@@ -623,7 +613,8 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
     let region = Region::create(&name, cfg).unwrap();
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let chunks = region.pool_stats().unwrap()[7].chunks;
-    let mut child = spawn(ENTRY, "loan-and-hang", &format!("{name},{side_name},{chunks}"));
+    let mut child =
+        spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", chunks));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == chunks as u64));
     assert!(matches!(topic.loan(10, SHORT), Err(Error::PoolExhausted { .. })), "all held by a live process");
     kill(&mut child);
@@ -637,7 +628,7 @@ fn a_loan_waiting_for_the_pool_reclaims_a_dead_holders_chunks_by_itself() {
 fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     use tachyon::bus::Delivery;
     let name = unique("bus-alo");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("bus-alo-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let region = small_region(&name);
@@ -646,7 +637,7 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     let initial = region.pool_stats().unwrap();
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "receive-and-hang", &format!("{name},{side_name}"));
+    let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
     assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     topic.send(b"three", Key(0), SHORT).unwrap();
     kill(&mut child);

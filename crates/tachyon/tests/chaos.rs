@@ -28,7 +28,8 @@
 //! delay; the processes' timing still varies), `TACHYON_CHAOS_VICTIMS`
 //! (`all`, `producers` or `consumers`), `TACHYON_CHAOS_SEQ_CAP` (sequence
 //! numbers per producer and key the bookkeeping holds; sized from the kill
-//! count).
+//! count), `TACHYON_CHAOS_GDB=1` (on a failure, print every thread's stack
+//! of the children still running, through `gdb`).
 //!
 //! Bookkeeping lives in a side segment of `AtomicU64`s. Each producer slot
 //! numbers messages per key across its incarnations (the incarnation is in
@@ -41,15 +42,15 @@
 
 mod common;
 
-use common::chaos::{env_u64, mix, orphaned, Args, Rng};
+use common::chaos::{drained, env_u64, fail_on, mix, orphaned, reserved, seed_for, Rng};
+use common::fleet::{report, Side, Task};
 
-use common::{unique, wait_for};
-use std::process::Child;
+use common::{unique, wait_for, RemoveRegion};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tachyon::bus::{Delivery, Key, Message, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::sync::{Liveness, Token};
-use tachyon::{Error, Segment};
+use tachyon::Error;
 
 const ENTRY: &str = "child_entry";
 const TOPIC: &str = "chaos";
@@ -146,45 +147,32 @@ fn pad_byte(check: u64) -> u8 {
 // ---------------------------------------------------------------------------
 // The side segment
 
-/// Bookkeeping shared by the driver and the children.
-struct Side {
-    seg: Segment,
-    /// Sequence numbers per (producer slot, key) the bitmaps hold.
-    cap: u64,
-    /// Entries of the incarnation log.
-    max_inc: u64,
+/// Role names, indexed by the role number in the incarnation log.
+const ROLES: [&str; 3] = ["?", "producer", "consumer"];
+
+/// Words of the side segment: counters, the incarnation log, then the
+/// acked and delivered bitmaps.
+fn side_words(cap: u64, max_inc: u64) -> usize {
+    LOG + max_inc as usize + 2 * (PRODUCERS * KEYS) * (cap as usize / 64)
 }
 
-impl Side {
-    fn words(cap: u64, max_inc: u64) -> usize {
-        LOG + max_inc as usize + 2 * (PRODUCERS * KEYS) * (cap as usize / 64)
-    }
-    fn word(&self, i: usize) -> &AtomicU64 {
-        self.seg.get::<AtomicU64>(i * 8).expect("side word in range")
-    }
-    fn get(&self, i: usize) -> u64 {
-        self.word(i).load(SeqCst)
-    }
-    fn add(&self, i: usize) {
-        self.word(i).fetch_add(1, SeqCst);
-    }
-    fn next_seq(&self, slot: usize, k: usize) -> &AtomicU64 {
-        self.word(NEXT + slot * KEYS + k)
-    }
-    fn log(&self, inc: u64) -> &AtomicU64 {
-        self.word(LOG + inc.min(self.max_inc - 1) as usize)
-    }
-    /// Word and mask of the bit of (slot, k, seq) in bitmap 0 (acked) or 1
-    /// (delivered).
-    fn bit(&self, map: usize, slot: usize, k: usize, seq: u64) -> (&AtomicU64, u64) {
-        let words_per_map = PRODUCERS * KEYS * (self.cap as usize / 64);
-        let bit = (slot * KEYS + k) as u64 * self.cap + seq;
-        let i = LOG + self.max_inc as usize + map * words_per_map + (bit / 64) as usize;
-        (self.word(i), 1 << (bit % 64))
-    }
-    fn parts(&self) -> [u64; PARTITIONS as usize] {
-        std::array::from_fn(|p| self.get(PER_PARTITION + p))
-    }
+/// The next sequence number of producer slot `slot` and key index `k`.
+fn next_seq(side: &Side, slot: usize, k: usize) -> &AtomicU64 {
+    side.word(NEXT + slot * KEYS + k)
+}
+
+/// Word and mask of the bit of (slot, k, seq) in bitmap 0 (acked) or 1
+/// (delivered).
+fn bit(side: &Side, map: usize, slot: usize, k: usize, seq: u64) -> (&AtomicU64, u64) {
+    let words_per_map = PRODUCERS * KEYS * (side.cap as usize / 64);
+    let bit = (slot * KEYS + k) as u64 * side.cap + seq;
+    let i = LOG + side.max_inc as usize + map * words_per_map + (bit / 64) as usize;
+    (side.word(i), 1 << (bit % 64))
+}
+
+/// Messages delivered per partition.
+fn parts(side: &Side) -> [u64; PARTITIONS as usize] {
+    std::array::from_fn(|p| side.get(PER_PARTITION + p))
 }
 
 // ---------------------------------------------------------------------------
@@ -192,9 +180,9 @@ impl Side {
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let a = Args::decode(&arg);
-    let side = Side { seg: Segment::open(&a.side).unwrap(), cap: a.cap, max_inc: a.max_inc };
+    let Some((role, args)) = common::role() else { return };
+    let a = Task::from_args(&args);
+    let side = Side::open(&a, LOG);
     let region = Region::open(&a.target).unwrap();
     let topic = region.topic(TOPIC).unwrap();
     let token = u64::from(region.segment().token().raw());
@@ -212,7 +200,7 @@ fn child_entry() {
     std::process::exit(code);
 }
 
-fn producer(topic: &Topic, side: &Side, a: &Args) -> i32 {
+fn producer(topic: &Topic, side: &Side, a: &Task) -> i32 {
     let keys = keys_of(topic);
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let slot = a.slot as u64;
@@ -223,7 +211,7 @@ fn producer(topic: &Topic, side: &Side, a: &Args) -> i32 {
         }
         let k = rng.below(KEYS as u64) as usize;
         let key = keys[k];
-        let next = side.next_seq(a.slot, k);
+        let next = next_seq(side, a.slot, k);
         let seq = next.load(SeqCst);
         if seq >= side.cap {
             return EXIT_SEQ_FULL;
@@ -272,14 +260,14 @@ fn producer(topic: &Topic, side: &Side, a: &Args) -> i32 {
                 }
             }
         }
-        let (w, m) = side.bit(0, a.slot, k, seq);
+        let (w, m) = bit(side, 0, a.slot, k, seq);
         w.fetch_or(m, SeqCst);
         side.add(ACKED);
         n += 1;
     }
 }
 
-fn consumer(topic: &Topic, side: &Side, a: &Args) -> i32 {
+fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
     let keys = keys_of(topic);
     // The last sequence number this consumer saw per (producer slot, key).
     let mut last = vec![None::<u64>; PRODUCERS * KEYS];
@@ -333,13 +321,6 @@ fn consumer(topic: &Topic, side: &Side, a: &Args) -> i32 {
     }
 }
 
-/// Counts an event in `counter`; the first few of each kind are printed.
-fn report(side: &Side, counter: usize, who: &str, what: &str) {
-    if side.word(counter).fetch_add(1, SeqCst) < 20 {
-        eprintln!("chaos: {who}: {what}");
-    }
-}
-
 /// Checks a received message and records it as delivered.
 fn record(
     topic: &Topic,
@@ -374,7 +355,7 @@ fn record(
         report(side, ORDER, who, &format!("order: producer {slot} key {k}: seq {seq} after {before}"));
     }
     last[i] = Some(seq);
-    let (word, mask) = side.bit(1, slot, k, seq);
+    let (word, mask) = bit(side, 1, slot, k, seq);
     if word.fetch_or(mask, SeqCst) & mask != 0 {
         report(side, DUPLICATES, who, &format!("duplicate: producer {slot}/{gen} key {k} seq {seq}"));
     }
@@ -400,78 +381,13 @@ impl Role {
     }
 }
 
-struct Proc {
-    child: Child,
-    role: Role,
-    slot: usize,
-    gen: u64,
-    inc: u64,
-}
-
-/// The children; any still running when the driver ends (or panics) are
-/// killed.
-struct Fleet {
-    procs: Vec<Proc>,
-    region: String,
-    side: String,
-    cap: u64,
-    max_inc: u64,
-    seed: u64,
-    incarnations: u64,
-}
-
-impl Fleet {
-    fn spawn(&mut self, role: Role, slot: usize, gen: u64) -> Proc {
-        let inc = self.incarnations;
-        self.incarnations += 1;
-        let args = Args {
-            target: self.region.clone(),
-            side: self.side.clone(),
-            slot,
-            gen,
-            inc,
-            cap: self.cap,
-            max_inc: self.max_inc,
-            seed: self.seed,
-            parent: std::process::id(),
-        };
-        // The children's test-harness chatter goes nowhere; their
-        // diagnostics and panics (stderr) show.
-        let child = common::child_command(ENTRY, role.name(), &args.encode())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        Proc { child, role, slot, gen, inc }
-    }
-
-    /// A child that ended by itself: `(index, exit code)`.
-    fn exited(&mut self) -> Option<(usize, Option<i32>)> {
-        for (i, p) in self.procs.iter_mut().enumerate() {
-            if let Some(status) = p.child.try_wait().expect("try_wait") {
-                return Some((i, status.code()));
-            }
-        }
-        None
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for p in &mut self.procs {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-        }
-    }
-}
-
-/// Removes the (persistent) region when the test ends, however it ends.
-struct RemoveRegion(String);
-
-impl Drop for RemoveRegion {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
+type Fleet = common::fleet::Fleet<Role>;
 
 #[derive(Default)]
 struct Kills {
@@ -484,7 +400,7 @@ fn state_report(region: &Region, topic: &Topic, side: &Side, fleet: &mut Fleet) 
     let depths: Vec<String> =
         (0..PARTITIONS).map(|p| topic.depth(p).map_or_else(|e| e.to_string(), |d| d.to_string())).collect();
     s += &format!("  depth per partition: {depths:?}\n");
-    s += &format!("  delivered per partition: {:?}\n", side.parts());
+    s += &format!("  delivered per partition: {:?}\n", parts(side));
     s += &format!(
         "  acked {}, delivered {}, duplicates {}, order {}, bad {}, errors {}\n",
         side.get(ACKED),
@@ -499,21 +415,7 @@ fn state_report(region: &Region, topic: &Topic, side: &Side, fleet: &mut Fleet) 
         let free: Vec<String> = stats.iter().map(|c| format!("{}/{}", c.free, c.chunks)).collect();
         s += &format!("  pool free/chunks per class: {free:?}\n");
     }
-    for p in &mut fleet.procs {
-        let state = match p.child.try_wait() {
-            Ok(Some(st)) => format!("exited: {st}"),
-            Ok(None) => "running".into(),
-            Err(e) => format!("unknown: {e}"),
-        };
-        s += &format!(
-            "  {} {} gen {} (incarnation {}, pid {}): {state}\n",
-            p.role.name(),
-            p.slot,
-            p.gen,
-            p.inc,
-            p.child.id()
-        );
-    }
+    s += &fleet.report();
     s
 }
 
@@ -536,20 +438,16 @@ fn tally(side: &Side) -> Tally {
     let words = side.cap / 64;
     for slot in 0..PRODUCERS {
         for k in 0..KEYS {
-            let next = side.next_seq(slot, k).load(SeqCst);
+            let next = next_seq(side, slot, k).load(SeqCst);
             for wi in 0..words {
                 let base = wi * 64;
-                let (aw, _) = side.bit(0, slot, k, base);
-                let (dw, _) = side.bit(1, slot, k, base);
+                let (aw, _) = bit(side, 0, slot, k, base);
+                let (dw, _) = bit(side, 1, slot, k, base);
                 let (a, d) = (aw.load(SeqCst), dw.load(SeqCst));
                 if a | d == 0 {
                     continue;
                 }
-                let valid = match next.saturating_sub(base) {
-                    0 => 0,
-                    n if n >= 64 => u64::MAX,
-                    n => (1 << n) - 1,
-                };
+                let valid = reserved(next, base);
                 t.beyond += u64::from(((a | d) & !valid).count_ones());
                 let (a, d) = (a & valid, d & valid);
                 t.acked += u64::from(a.count_ones());
@@ -593,10 +491,7 @@ fn chaos(delivery: Delivery) {
     let kills_wanted = env_u64("TACHYON_CHAOS_KILLS", 200);
     let time_limit = Duration::from_secs(env_u64("TACHYON_CHAOS_SECS", 1800));
     let (kill_producers, kill_consumers) = victims();
-    let seed = env_u64("TACHYON_CHAOS_SEED", {
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-        mix(now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 40) ^ delivery as u64)
-    });
+    let seed = seed_for(delivery as u64);
     // Generous: a release build publishes some 2 000 messages per producer
     // and key per kill cycle.
     let cap = env_u64("TACHYON_CHAOS_SEQ_CAP", ((kills_wanted + 20) * 4096).clamp(1 << 16, 1 << 25))
@@ -617,8 +512,7 @@ fn chaos(delivery: Delivery) {
     let topic = region.create_topic(TOPIC, config).unwrap();
     let initial = region.pool_stats().unwrap();
     let side_name = unique("chaos-side");
-    let side =
-        Side { seg: Segment::create(&side_name, Side::words(cap, max_inc) * 8).unwrap(), cap, max_inc };
+    let side = Side::create(&side_name, side_words(cap, max_inc), cap, max_inc, LOG);
     // The pool audit reads the region's internals: check that it
     // understands this layout on the fresh pool.
     let fresh = audit_pool(&region, &topic, &side);
@@ -628,15 +522,7 @@ fn chaos(delivery: Delivery) {
         fresh.summary(),
         fresh.lost
     );
-    let mut fleet = Fleet {
-        procs: Vec::new(),
-        region: name.clone(),
-        side: side_name.clone(),
-        cap,
-        max_inc,
-        seed,
-        incarnations: 0,
-    };
+    let mut fleet = Fleet::new(ENTRY, &name, &side_name, cap, max_inc, seed);
     let mut gens = [0u64; PRODUCERS + CONSUMERS];
     for slot in 0..PRODUCERS {
         let p = fleet.spawn(Role::Producer, slot, 0);
@@ -651,7 +537,7 @@ fn chaos(delivery: Delivery) {
         panic!("{label} (seed {seed}): {why}\n{report}");
     };
     // Everybody is up and messages flow on every partition.
-    if !wait_for(PHASE_LIMIT, || side.parts().iter().all(|&n| n > 0)) {
+    if !wait_for(PHASE_LIMIT, || parts(&side).iter().all(|&n| n > 0)) {
         fail("no traffic on every partition after start".into(), &mut fleet);
     }
 
@@ -697,7 +583,7 @@ fn chaos(delivery: Delivery) {
             let why = format!("{} {} gen {} exited by itself ({code:?})", p.role.name(), p.slot, p.gen);
             fail(why, &mut fleet);
         }
-        let before = side.parts();
+        let before = parts(&side);
         let acked_before = side.get(ACKED);
         let mut dead = fleet.procs.swap_remove(victim);
         common::kill(&mut dead.child);
@@ -708,7 +594,7 @@ fn chaos(delivery: Delivery) {
         // The survivors go on, on every partition, without the dead one.
         let t = Instant::now();
         let progressed = wait_for(PROGRESS_LIMIT, || {
-            side.get(ACKED) > acked_before && side.parts().iter().zip(&before).all(|(now, then)| now > then)
+            side.get(ACKED) > acked_before && parts(&side).iter().zip(&before).all(|(now, then)| now > then)
         });
         if !progressed {
             let why = format!(
@@ -755,18 +641,8 @@ fn chaos(delivery: Delivery) {
             }
         }
     }
-    let mut last_delivered = side.get(DELIVERED);
-    let mut quiet_since = Instant::now();
-    let drained = wait_for(PHASE_LIMIT, || {
-        let now = side.get(DELIVERED);
-        if now != last_delivered {
-            last_delivered = now;
-            quiet_since = Instant::now();
-        }
-        (0..PARTITIONS).all(|p| topic.depth(p).is_ok_and(|d| d == 0))
-            && quiet_since.elapsed() > Duration::from_millis(300)
-    });
-    if !drained {
+    let empty = || (0..PARTITIONS).all(|p| topic.depth(p).is_ok_and(|d| d == 0));
+    if !drained(PHASE_LIMIT, || side.get(DELIVERED), empty) {
         fail("the rings did not drain".into(), &mut fleet);
     }
     side.word(STOP_CONSUMERS).store(1, SeqCst);
@@ -898,12 +774,7 @@ fn chaos(delivery: Delivery) {
     if dropped != 0 {
         problems.push(format!("{dropped} messages dropped on an at-least-once topic (TopicInfo::lost)"));
     }
-    if !problems.is_empty() {
-        panic!(
-            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_report}",
-            problems.join("\n  ")
-        );
-    }
+    fail_on(&problems, label, seed, &final_report);
 }
 
 // ---------------------------------------------------------------------------
@@ -994,7 +865,7 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
                 let what = if tag == 0 {
                     "unread".to_string()
                 } else {
-                    format!("read by {}", who(side, region, tag))
+                    format!("read by {}", side.who(region.segment(), tag, &ROLES))
                 };
                 cells.entry((l >> 40) as u32).or_default().push(format!("partition {p} cell {idx} ({what})"));
             }
@@ -1012,7 +883,7 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
             cached[class_of(i)] += 1;
             continue;
         }
-        let mut desc = format!("chunk {i}: {name}, holder {}", who(side, region, holder));
+        let mut desc = format!("chunk {i}: {name}, holder {}", side.who(region.segment(), holder, &ROLES));
         if let Some(c) = cells.get(&(i as u32)) {
             desc += &format!(", named by {}", c.join(", "));
         }
@@ -1022,25 +893,4 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
         *missing -= cached.min(*missing);
     }
     audit
-}
-
-/// Who a token is: the incarnation that logged it, if any.
-fn who(side: &Side, region: &Region, raw: u32) -> String {
-    if raw == 0 {
-        return "none".into();
-    }
-    let Some(token) = Token::from_raw(raw) else { return format!("{raw:#x} (no token)") };
-    let dead = region.segment().is_dead(token);
-    for inc in 0..side.max_inc {
-        let e = side.log(inc).load(SeqCst);
-        if e != 0 && e as u32 == raw {
-            let role = if e >> 56 == 1 { "producer" } else { "consumer" };
-            return format!(
-                "{role} {} (incarnation {inc}, {})",
-                (e >> 48) & 0xff,
-                if dead { "dead" } else { "alive" }
-            );
-        }
-    }
-    format!("token {raw:#x} (slot {}, {})", token.slot(), if dead { "dead" } else { "alive" })
 }

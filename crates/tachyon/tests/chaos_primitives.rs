@@ -83,18 +83,16 @@
 
 mod common;
 
-use common::chaos::{env_u64, mix, orphaned, Args, Rng};
+use common::chaos::{drained, env_u64, fail_on, mix, orphaned, reserved, seed_for, Rng};
+use common::fleet::{report, Side, Task};
 
-use common::{unique, wait_for};
-use std::future::Future;
-use std::process::Child;
+use common::{block_on, unique, wait_for};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tachyon::primitives::RpcBuffer;
 use tachyon::sync::{Liveness, Token};
-use tachyon::{CircularBuffer, Error, Segment};
+use tachyon::{CircularBuffer, Error};
 
 const ENTRY: &str = "child_entry";
 /// How long the survivors of a kill may take to make progress, and the
@@ -113,13 +111,6 @@ const EXIT_STUCK: i32 = 5;
 
 // ---------------------------------------------------------------------------
 // Small helpers
-
-fn seed_for(salt: u64) -> u64 {
-    env_u64("TACHYON_CHAOS_SEED", {
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-        mix(now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 40) ^ salt)
-    })
-}
 
 /// The byte at `i` of a checksummed body: depends on the position, so a
 /// shifted or truncated copy does not pass.
@@ -142,57 +133,6 @@ fn files_named(tag: &str) -> Vec<String> {
         .collect()
 }
 
-// ---------------------------------------------------------------------------
-// The side segment: bookkeeping shared by the driver and the children, in
-// `AtomicU64` words, so that it survives any child's death.
-
-struct Side {
-    seg: Segment,
-    /// Sequence numbers per ring writer the bitmaps hold (ring test).
-    cap: u64,
-    /// Entries of the incarnation log.
-    max_inc: u64,
-}
-
-impl Side {
-    fn word(&self, i: usize) -> &AtomicU64 {
-        self.seg.get::<AtomicU64>(i * 8).expect("side word in range")
-    }
-    fn get(&self, i: usize) -> u64 {
-        self.word(i).load(SeqCst)
-    }
-    fn add(&self, i: usize) -> u64 {
-        self.word(i).fetch_add(1, SeqCst) + 1
-    }
-    /// Incarnation log: `LOG + inc` = role << 56 | slot << 48 | token.
-    fn log(&self, inc: u64) -> &AtomicU64 {
-        self.word(LOG + inc.min(self.max_inc - 1) as usize)
-    }
-    /// Who a token is: the incarnation that logged it, if any.
-    fn who(&self, seg: &Segment, raw: u32) -> String {
-        if raw == 0 {
-            return "nobody".into();
-        }
-        let Some(token) = Token::from_raw(raw) else { return format!("{raw:#x} (no token)") };
-        let dead = if seg.is_dead(token) { "dead" } else { "alive" };
-        for inc in 0..self.max_inc {
-            let e = self.log(inc).load(SeqCst);
-            if e != 0 && e as u32 == raw {
-                let role = ROLES.get((e >> 56) as usize).copied().unwrap_or("?");
-                return format!("{role} {} (incarnation {inc}, {dead})", (e >> 48) & 0xff);
-            }
-        }
-        format!("token {raw:#x} (slot {}, {dead})", token.slot())
-    }
-}
-
-/// Counts an event in `counter`; the first few of each kind are printed.
-fn report(side: &Side, counter: usize, who: &str, what: &str) {
-    if side.word(counter).fetch_add(1, SeqCst) < 20 {
-        eprintln!("chaos: {who}: {what}");
-    }
-}
-
 /// Where the incarnation log starts (both tests).
 const LOG: usize = 64;
 /// Role names, indexed by the role number in the incarnation log.
@@ -203,9 +143,9 @@ const ROLES: [&str; 5] = ["?", "writer", "reader", "owner", "opener"];
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let a = Args::decode(&arg);
-    let side = Side { seg: Segment::open(&a.side).unwrap(), cap: a.cap, max_inc: a.max_inc };
+    let Some((role, args)) = common::role() else { return };
+    let a = Task::from_args(&args);
+    let side = Side::open(&a, LOG);
     let code = match role.as_str() {
         "writer" | "reader" => {
             let ring = CircularBuffer::open(&a.target).unwrap();
@@ -309,7 +249,7 @@ fn check_item(item: &[u8], cap: u64) -> Result<(u64, u64, u64), String> {
     Ok((slot, gen, seq))
 }
 
-fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
+fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Task) -> i32 {
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let slot = a.slot as u64;
     let who = format!("writer {}/{}", a.slot, a.gen);
@@ -364,7 +304,7 @@ fn ring_writer(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
     }
 }
 
-fn ring_reader(ring: &CircularBuffer, side: &Side, a: &Args) -> i32 {
+fn ring_reader(ring: &CircularBuffer, side: &Side, a: &Task) -> i32 {
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
     let who = format!("reader {}/{}", a.slot, a.gen);
     // The last (incarnation, seq) this reader saw per writer slot.
@@ -447,113 +387,10 @@ fn record_item(
 }
 
 // ---------------------------------------------------------------------------
-// The driver's fleet of children
+// The driver's fleet of children: roles are named by their strings.
 
-struct Proc {
-    child: Child,
-    role: &'static str,
-    slot: usize,
-    gen: u64,
-    inc: u64,
-    started: Instant,
-}
-
-/// The children; any still running when the driver ends (or panics) are
-/// killed.
-struct Fleet {
-    procs: Vec<Proc>,
-    target: String,
-    side: String,
-    cap: u64,
-    max_inc: u64,
-    seed: u64,
-    incarnations: u64,
-}
-
-impl Fleet {
-    fn spawn(&mut self, role: &'static str, slot: usize, gen: u64) -> Proc {
-        let inc = self.incarnations;
-        self.incarnations += 1;
-        let args = Args {
-            target: self.target.clone(),
-            side: self.side.clone(),
-            slot,
-            gen,
-            inc,
-            cap: self.cap,
-            max_inc: self.max_inc,
-            seed: self.seed,
-            parent: std::process::id(),
-        };
-        // The children's test-harness chatter goes nowhere; their
-        // diagnostics and panics (stderr) show.
-        let child = common::child_command(ENTRY, role, &args.encode())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        Proc { child, role, slot, gen, inc, started: Instant::now() }
-    }
-
-    /// A child that ended by itself: `(index, exit code)`.
-    fn exited(&mut self) -> Option<(usize, Option<i32>)> {
-        for (i, p) in self.procs.iter_mut().enumerate() {
-            if let Some(status) = p.child.try_wait().expect("try_wait") {
-                return Some((i, status.code()));
-            }
-        }
-        None
-    }
-
-    fn report(&mut self) -> String {
-        let mut s = String::new();
-        for p in &mut self.procs {
-            let state = match p.child.try_wait() {
-                Ok(Some(st)) => format!("exited: {st}"),
-                Ok(None) => "running".into(),
-                Err(e) => format!("unknown: {e}"),
-            };
-            s += &format!(
-                "  {} {} gen {} (incarnation {}, pid {}, up {:.1?}): {state}\n",
-                p.role,
-                p.slot,
-                p.gen,
-                p.inc,
-                p.child.id(),
-                p.started.elapsed()
-            );
-            if state == "running" && std::env::var_os("TACHYON_CHAOS_GDB").is_some() {
-                s += &backtraces(p.child.id());
-            }
-        }
-        s
-    }
-}
-
-/// Every thread's stack of a stuck child, through gdb
-/// (`TACHYON_CHAOS_GDB=1`; diagnostics).
-fn backtraces(pid: u32) -> String {
-    let out = std::process::Command::new("gdb")
-        .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
-        .stdin(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| l.starts_with('#') || l.starts_with("Thread"))
-            .map(|l| format!("      {l}\n"))
-            .collect(),
-        Err(e) => format!("      (gdb: {e})\n"),
-    }
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for p in &mut self.procs {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-        }
-    }
-}
+type Fleet = common::fleet::Fleet<&'static str>;
+type Proc = common::fleet::Proc<&'static str>;
 
 /// Which roles the driver may kill, from `TACHYON_CHAOS_VICTIMS`; `pick`
 /// maps a value to the roles it names in this test (`None`: not this
@@ -586,7 +423,7 @@ fn ring_report(ring: &CircularBuffer, side: &Side) -> String {
         let holder = match tag {
             0 => "free/full".to_string(),
             0x8000_0000 => "tombstone".to_string(),
-            t => side.who(seg, t),
+            t => side.who(seg, t, &ROLES),
         };
         s += &format!("    cell {i}: seq {seq}, len {}, {holder}\n", word(320 + 16 * i + 8));
     }
@@ -633,11 +470,7 @@ fn ring_tally(side: &Side) -> Tally {
             if a | d == 0 {
                 continue;
             }
-            let valid = match next.saturating_sub(base) {
-                0 => 0,
-                n if n >= 64 => u64::MAX,
-                n => (1 << n) - 1,
-            };
+            let valid = reserved(next, base);
             t.beyond += u64::from(((a | d) & !valid).count_ones());
             let (a, d) = (a & valid, d & valid);
             t.acked += u64::from(a.count_ones());
@@ -714,17 +547,8 @@ fn chaos_circular_buffer() {
     let name = unique("chaos-ring");
     let ring = CircularBuffer::create(&name, RING_NODES, RING_NODE_SIZE).unwrap();
     let side_name = unique("chaos-ring-side");
-    let side =
-        Side { seg: Segment::create(&side_name, ring_side_words(cap, max_inc) * 8).unwrap(), cap, max_inc };
-    let mut fleet = Fleet {
-        procs: Vec::new(),
-        target: name.clone(),
-        side: side_name.clone(),
-        cap,
-        max_inc,
-        seed,
-        incarnations: 0,
-    };
+    let side = Side::create(&side_name, ring_side_words(cap, max_inc), cap, max_inc, LOG);
+    let mut fleet = Fleet::new(ENTRY, &name, &side_name, cap, max_inc, seed);
     let mut gens = [0u64; WRITERS + READERS];
     for slot in 0..WRITERS {
         let p = fleet.spawn("writer", slot, 0);
@@ -829,17 +653,7 @@ fn chaos_circular_buffer() {
             }
         }
     }
-    let mut last_delivered = side.get(R_DELIVERED);
-    let mut quiet_since = Instant::now();
-    let drained = wait_for(PHASE_LIMIT, || {
-        let now = side.get(R_DELIVERED);
-        if now != last_delivered {
-            last_delivered = now;
-            quiet_since = Instant::now();
-        }
-        ring.is_empty() && quiet_since.elapsed() > Duration::from_millis(300)
-    });
-    if !drained {
+    if !drained(PHASE_LIMIT, || side.get(R_DELIVERED), || ring.is_empty()) {
         fail("the ring did not drain".into(), &mut fleet);
     }
     side.word(R_STOP_READERS).store(1, SeqCst);
@@ -950,12 +764,7 @@ fn chaos_circular_buffer() {
         problems.push(format!("files left in the segment directory: {files:?}"));
     }
     println!("{label}: total time {:.1?}", started.elapsed());
-    if !problems.is_empty() {
-        panic!(
-            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_state}",
-            problems.join("\n  ")
-        );
-    }
+    fail_on(&problems, label, seed, &final_state);
 }
 
 // ---------------------------------------------------------------------------
@@ -1049,31 +858,12 @@ fn check_response(request: &[u8], response: &[u8]) -> Option<u64> {
     (response == response_to(request, inc)).then_some(inc)
 }
 
-/// Drives a future to completion on this thread.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
-}
-
 /// Creates (owner) or joins (opener) the channel, retrying what the
 /// documented recovery says to retry: the owner while the last channel's
 /// files are still held (`AlreadyExists`), the opener until a new channel
 /// exists or takes it (`NotFound`, `Closed`, `PeerDied`, `ChannelBusy`,
 /// `Timeout`). `Ok(None)` if told to stop.
-fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<RpcBuffer>, i32> {
+fn connect(owner: bool, side: &Arc<Side>, a: &Task, who: &str) -> Result<Option<RpcBuffer>, i32> {
     let role = usize::from(!owner);
     let started = Instant::now();
     loop {
@@ -1143,7 +933,7 @@ fn connect(owner: bool, side: &Arc<Side>, a: &Args, who: &str) -> Result<Option<
 /// starts the next opener); the owner then either serves the next opener
 /// on the same channel or, chosen at random per channel, closes it and
 /// creates a new one, so both paths are exercised.
-fn rpc_end(owner: bool, side: Arc<Side>, a: &Args) -> i32 {
+fn rpc_end(owner: bool, side: Arc<Side>, a: &Task) -> i32 {
     let role = usize::from(!owner);
     let who = format!("{} gen {}", if owner { "owner" } else { "opener" }, a.gen);
     let mut rng = Rng(a.seed ^ mix(a.inc + 1));
@@ -1214,7 +1004,7 @@ fn call_until_gone(
     rpc: &RpcBuffer,
     owner: bool,
     side: &Side,
-    a: &Args,
+    a: &Task,
     who: &str,
     rng: &mut Rng,
     seq: &mut u64,
@@ -1375,17 +1165,8 @@ fn chaos_rpc_buffer() {
     let mut rng = Rng(seed);
     let name = unique("chaos-rpc");
     let side_name = unique("chaos-rpc-side");
-    let side =
-        Side { seg: Segment::create(&side_name, (LOG + max_inc as usize) * 8).unwrap(), cap: 0, max_inc };
-    let mut fleet = Fleet {
-        procs: Vec::new(),
-        target: name.clone(),
-        side: side_name.clone(),
-        cap: 0,
-        max_inc,
-        seed,
-        incarnations: 0,
-    };
+    let side = Side::create(&side_name, LOG + max_inc as usize, 0, max_inc, LOG);
+    let mut fleet = Fleet::new(ENTRY, &name, &side_name, 0, max_inc, seed);
     let p = fleet.spawn("owner", 0, 0);
     fleet.procs.push(p);
     let p = fleet.spawn("opener", 1, 0);
@@ -1551,10 +1332,5 @@ fn chaos_rpc_buffer() {
         problems.push(format!("side segment left: {side_left:?}"));
     }
     println!("{label}: total time {:.1?}", started.elapsed());
-    if !problems.is_empty() {
-        panic!(
-            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{final_state}",
-            problems.join("\n  ")
-        );
-    }
+    fail_on(&problems, label, seed, &final_state);
 }

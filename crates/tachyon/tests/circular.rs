@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use common::{counter, kill, spawn, unique, wait_child, wait_for, Args, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::{CircularBuffer, Error, Segment};
@@ -29,27 +29,21 @@ fn results_size() -> usize {
     32 + (WRITERS * PER_WRITER).div_ceil(64) as usize * 8
 }
 
-fn counter(seg: &Segment, i: usize) -> &AtomicU64 {
-    seg.get::<AtomicU64>(i * 8).unwrap()
-}
-
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let mut parts = arg.split(',');
-    let name = parts.next().unwrap().to_owned();
-    let side = parts.next().unwrap_or_default().to_owned();
-    let id: u64 = parts.next().map_or(0, |s| s.parse().unwrap());
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     match role.as_str() {
         "writer" => {
-            let ring = CircularBuffer::open(&name).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let id: u64 = args.get("writer");
             for seq in 0..PER_WRITER {
                 ring.write_slice(&item(id, seq), LONG).unwrap();
             }
         }
         "reader" => {
-            let ring = CircularBuffer::open(&name).unwrap();
-            let res = Segment::open(&side).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let res = Segment::open(args.str("side")).unwrap();
             let total = WRITERS * PER_WRITER;
             let mut last = vec![None::<u64>; WRITERS as usize];
             loop {
@@ -87,8 +81,8 @@ fn child_entry() {
             }
         }
         "die-writing" => {
-            let ring = CircularBuffer::open(&name).unwrap();
-            let flag = Segment::open(&side).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let flag = Segment::open(args.str("side")).unwrap();
             ring.write_with(8, None, |node| {
                 node.copy_from_slice(&666u64.to_le_bytes());
                 counter(&flag, 0).store(1, Ordering::SeqCst);
@@ -97,8 +91,8 @@ fn child_entry() {
             .unwrap();
         }
         "die-reading" => {
-            let ring = CircularBuffer::open(&name).unwrap();
-            let flag = Segment::open(&side).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let flag = Segment::open(args.str("side")).unwrap();
             ring.read_with(None, |_| {
                 counter(&flag, 0).store(1, Ordering::SeqCst);
                 std::thread::sleep(LIMIT); // killed here, holding the node
@@ -201,11 +195,12 @@ fn mpmc_exactly_once_across_processes() {
     let ring = CircularBuffer::create(&name, 64, 24).unwrap();
     let res = Segment::create(&side, results_size()).unwrap();
     let mut children = Vec::new();
+    let reader = Args::name(&name).with("side", &side);
     for _ in 0..READERS {
-        children.push(spawn(ENTRY, "reader", &format!("{name},{side}")));
+        children.push(spawn(ENTRY, "reader", &reader));
     }
     for w in 0..WRITERS {
-        children.push(spawn(ENTRY, "writer", &format!("{name},{side},{w}")));
+        children.push(spawn(ENTRY, "writer", Args::name(&name).with("writer", w)));
     }
     for c in &mut children {
         assert_eq!(wait_child(c, Duration::from_secs(120)), Some(0));
@@ -229,7 +224,7 @@ fn a_writer_killed_holding_a_node_does_not_wedge_the_ring() {
     let ring = CircularBuffer::create(&name, 4, 8).unwrap();
     let flag = Segment::create(&side, 64).unwrap();
     ring.write(&1u64.to_le_bytes(), SHORT).unwrap();
-    let mut child = spawn(ENTRY, "die-writing", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "die-writing", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
     ring.write(&2u64.to_le_bytes(), SHORT).unwrap();
     kill(&mut child);
@@ -253,7 +248,7 @@ fn a_reader_killed_holding_a_node_does_not_wedge_the_ring() {
     let ring = CircularBuffer::create(&name, 4, 8).unwrap();
     let flag = Segment::create(&side, 64).unwrap();
     ring.write_value(&1u64, SHORT).unwrap();
-    let mut child = spawn(ENTRY, "die-reading", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "die-reading", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
     kill(&mut child);
     // Its item is lost (at most once); the node comes back: a full ring's

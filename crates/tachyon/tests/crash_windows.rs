@@ -8,21 +8,13 @@
 
 mod common;
 
-use common::{child_command, unique, LIMIT};
+use common::{child_command, unique, RemoveRegion, LIMIT};
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 use tachyon::bus::{Delivery, Key, Recovered, Region, RegionConfig, Topic, TopicConfig};
 
 const ENTRY: &str = "child_entry";
 const SHORT: Option<Duration> = Some(Duration::from_millis(200));
-
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
 
 fn region(name: &str) -> Region {
     Region::create(name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap()
@@ -36,8 +28,9 @@ fn topic(region: &Region, delivery: Delivery, capacity: u32) -> Topic {
 
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let region = Region::open(&name).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let region = Region::open(name).unwrap();
     let topic = region.topic("t").unwrap();
     match role.as_str() {
         // 3,000 bytes: a 4 KiB chunk, a class too small to be cached, so
@@ -89,7 +82,7 @@ fn recovered(loans: usize, held: usize, unpublished: usize, redelivered: usize) 
 #[test]
 fn a_pop_announced_and_not_completed_is_reclaimed() {
     let name = unique("cw-pop");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = topic(&region, Delivery::AtMostOnce, 8);
     let initial = region.pool_stats().unwrap();
@@ -105,7 +98,7 @@ fn a_pop_announced_and_not_completed_is_reclaimed() {
 #[test]
 fn a_pop_announced_is_completed_by_the_next_loan_then_reclaimed() {
     let name = unique("cw-pop-next");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = topic(&region, Delivery::AtMostOnce, 8);
     let initial = region.pool_stats().unwrap();
@@ -121,7 +114,7 @@ fn a_pop_announced_is_completed_by_the_next_loan_then_reclaimed() {
 #[test]
 fn a_push_announced_and_not_completed_is_completed() {
     let name = unique("cw-push");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let _topic = topic(&region, Delivery::AtMostOnce, 8);
     let initial = region.pool_stats().unwrap();
@@ -136,7 +129,7 @@ fn a_push_announced_and_not_completed_is_completed() {
 #[test]
 fn a_producer_dead_between_queueing_and_committing_loses_only_its_own_message() {
     let name = unique("cw-publish");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = topic(&region, Delivery::AtLeastOnce, 8);
     let initial = region.pool_stats().unwrap();
@@ -151,7 +144,7 @@ fn a_producer_dead_between_queueing_and_committing_loses_only_its_own_message() 
 /// it is lost and counted.
 fn consumer_dies_at(point: &str, delivery: Delivery) {
     let name = unique("cw-receive");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = topic(&region, delivery, 8);
     let initial = region.pool_stats().unwrap();
@@ -193,7 +186,7 @@ fn a_consumer_dead_after_taking_the_chunk_before_freeing_the_cell() {
 #[test]
 fn a_dead_consumers_claim_repaired_by_a_blocked_producer_keeps_the_message() {
     let name = unique("cw-wrap");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = topic(&region, Delivery::AtLeastOnce, 2);
     let initial = region.pool_stats().unwrap();
@@ -220,7 +213,7 @@ fn a_dead_consumers_claim_repaired_by_a_blocked_producer_keeps_the_message() {
 #[test]
 fn a_recoverer_dead_in_the_middle_of_a_redelivery() {
     let name = unique("cw-redeliver");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = topic(&region, Delivery::AtLeastOnce, 8);
     let initial = region.pool_stats().unwrap();
@@ -250,7 +243,7 @@ fn run_with(name: &str, role: &str, fault: &str) -> Option<i32> {
 fn where_the_kernel_cannot_tell_a_stale_heartbeat_past_the_lease_means_dead() {
     use std::sync::atomic::{AtomicU64, Ordering};
     let name = unique("cw-lease");
-    let _c = Cleanup(name.clone());
+    let _c = RemoveRegion(name.clone());
     let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).lease(Duration::from_secs(60));
     let region = Region::create(&name, config).unwrap();
     let _topic = topic(&region, Delivery::AtMostOnce, 8);

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
+use common::{kill, spawn, unique, wait_child, wait_for, Args, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
@@ -39,14 +39,12 @@ const WRONG: i32 = 3;
 
 #[test]
 fn child_entry() {
-    let Some((role, arg)) = common::role() else { return };
-    let mut parts = arg.split(',');
-    let name = parts.next().unwrap().to_owned();
-    let side = parts.next().unwrap_or_default().to_owned();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     let code = match role.as_str() {
         // 1: requests with a zero timeout, each sent and handled.
         "rpc-zero-client" => {
-            let client = RpcBuffer::open(&name).unwrap();
+            let client = RpcBuffer::open(name).unwrap();
             let mut sent = 0;
             for _ in 0..5 {
                 match client.request(b"fire", ZERO) {
@@ -57,7 +55,7 @@ fn child_entry() {
             }
             assert_eq!(client.stats().requests_sent, 5);
             // Stay connected until the server has handled them all.
-            let done = Segment::open(&side).unwrap();
+            let done = Segment::open(args.str("done")).unwrap();
             assert!(wait_for(LIMIT, || flag(&done, 0).load(Ordering::SeqCst) == 1));
             if sent == 5 {
                 OK
@@ -68,7 +66,7 @@ fn child_entry() {
         // 1: the other side of the zero-timeout calls on rings, locks,
         // events and topics: it holds things, then lets go.
         "hold-mutex-and-die" => {
-            let seg = Segment::open(&name).unwrap();
+            let seg = Segment::open(name).unwrap();
             let m = seg.get::<Mutex>(128).unwrap();
             std::mem::forget(m.lock(&seg, None).unwrap());
             flag(&seg, 0).store(1, Ordering::SeqCst);
@@ -76,8 +74,8 @@ fn child_entry() {
             OK
         }
         "hold-array-write-lock" => {
-            let array = SharedArray::<u64>::open(&name).unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let array = SharedArray::<u64>::open(name).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             let g = array.write_lock().unwrap();
             flag(&flags, 0).store(1, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // killed here, holding the lock
@@ -87,7 +85,7 @@ fn child_entry() {
         "zero-writer" => {
             // Writes with a zero timeout into a ring, a broadcast buffer, a
             // topic, and sets an event: each tries once and succeeds.
-            let ring = CircularBuffer::open(&name).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
             ring.write(b"zero", ZERO).unwrap();
             let bus = BroadcastBuffer::open(&format!("{name}-bc")).unwrap();
             bus.write(b"zero", ZERO).unwrap();
@@ -97,13 +95,13 @@ fn child_entry() {
             let mut loan = topic.loan(4, ZERO).unwrap();
             loan.copy_from_slice(b"loan");
             loan.publish(Key(1), ZERO).unwrap();
-            let seg = Segment::open(&side).unwrap();
+            let seg = Segment::open(args.str("side")).unwrap();
             seg.get::<Event>(64).unwrap().set();
             OK
         }
         // 2: a reader blocked with no timeout on a ring that gets closed.
         "ring-read-until-closed" => {
-            let ring = CircularBuffer::open(&name).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
             let mut buf = [0u8; 16];
             let mut got = 0;
             loop {
@@ -121,8 +119,8 @@ fn child_entry() {
         }
         // 2: a writer blocked with no timeout on a full ring that gets closed.
         "ring-write-until-closed" => {
-            let ring = CircularBuffer::open(&name).unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             ring.write(b"1", None).unwrap();
             ring.write(b"2", None).unwrap();
             flag(&flags, 0).store(1, Ordering::SeqCst);
@@ -132,8 +130,8 @@ fn child_entry() {
             }
         }
         "broadcast-read-until-closed" => {
-            let bus = BroadcastBuffer::open(&name).unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let bus = BroadcastBuffer::open(name).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             let mut reader = bus.subscribe().unwrap();
             flag(&flags, 0).store(1, Ordering::SeqCst);
             let mut buf = [0u8; 16];
@@ -152,8 +150,8 @@ fn child_entry() {
             }
         }
         "broadcast-write-until-closed" => {
-            let bus = BroadcastBuffer::open(&name).unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let bus = BroadcastBuffer::open(name).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             bus.write(b"1", None).unwrap();
             bus.write(b"2", None).unwrap();
             flag(&flags, 0).store(1, Ordering::SeqCst);
@@ -164,8 +162,8 @@ fn child_entry() {
         }
         // 2: the writer of an array and a buffer says "final values".
         "close-array-and-buffer" => {
-            let array = SharedArray::<u32>::open(&name).unwrap();
-            let buffer = SharedBuffer::open(&side).unwrap();
+            let array = SharedArray::<u32>::open(name).unwrap();
+            let buffer = SharedBuffer::open(args.str("buffer")).unwrap();
             array.set(1, 11).unwrap();
             buffer.write(0, &22u32).unwrap();
             array.close();
@@ -174,8 +172,8 @@ fn child_entry() {
         }
         // 3: hold a node, to be seen in the statistics and then killed.
         "hold-reading" => {
-            let ring = CircularBuffer::open(&name).unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             ring.read_with(None, |_| {
                 flag(&flags, 0).store(1, Ordering::SeqCst);
                 std::thread::sleep(LIMIT); // killed here, holding the node
@@ -184,8 +182,8 @@ fn child_entry() {
             OK
         }
         "hold-writing" => {
-            let ring = CircularBuffer::open(&name).unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let ring = CircularBuffer::open(name).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             ring.write_with(1, None, |node| {
                 node[0] = b'w';
                 flag(&flags, 0).store(1, Ordering::SeqCst);
@@ -196,7 +194,7 @@ fn child_entry() {
         }
         // 4: an RPC server whose handler is slow.
         "slow-server" => {
-            let rpc = RpcBuffer::builder(&name)
+            let rpc = RpcBuffer::builder(name)
                 .handler(|_id, msg: &[u8]| {
                     if msg == b"slow" {
                         std::thread::sleep(Duration::from_secs(2));
@@ -205,7 +203,7 @@ fn child_entry() {
                 })
                 .create()
                 .unwrap();
-            let flags = Segment::open(&side).unwrap();
+            let flags = Segment::open(args.str("side")).unwrap();
             flag(&flags, 0).store(1, Ordering::SeqCst);
             // Serve until the test says it is done.
             assert!(wait_for(LIMIT, || flag(&flags, 1).load(Ordering::SeqCst) == 1));
@@ -233,7 +231,7 @@ fn a_zero_timeout_request_is_sent_and_handled_across_processes() {
         .unwrap();
     let done_name = unique("dn-rpc-zero-done");
     let done = Segment::create(&done_name, 64).unwrap();
-    let mut child = spawn(ENTRY, "rpc-zero-client", &format!("{name},{done_name}"));
+    let mut child = spawn(ENTRY, "rpc-zero-client", Args::name(&name).with("done", &done_name));
     assert!(
         wait_for(LIMIT, || handled.load(Ordering::SeqCst) == 5),
         "handled {} of 5 zero-timeout requests",
@@ -272,7 +270,7 @@ fn a_zero_timeout_tries_once_for_every_blocking_call() {
     assert!(matches!(event.wait(ZERO), Err(Error::Timeout { .. })));
 
     // Another process writes with zero timeouts: each write happens.
-    let mut child = spawn(ENTRY, "zero-writer", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "zero-writer", Args::name(&name).with("side", &side));
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
     assert_eq!(ring.read(&mut buf, ZERO).unwrap(), 4);
     assert_eq!(reader.read(&mut buf, ZERO).unwrap().len, 4);
@@ -308,7 +306,7 @@ fn a_zero_timeout_tries_once_for_every_blocking_call() {
     let array_name = format!("{name}-array");
     let mut array = SharedArray::<u64>::create(&array_name, 4).unwrap();
     array.set_lock_timeout(ZERO);
-    let mut holder = spawn(ENTRY, "hold-array-write-lock", &format!("{array_name},{side}"));
+    let mut holder = spawn(ENTRY, "hold-array-write-lock", Args::name(&array_name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     assert!(matches!(array.get(0), Err(Error::Timeout { .. })));
     assert!(matches!(array.read_lock_timeout(ZERO), Err(Error::Timeout { .. })));
@@ -358,7 +356,7 @@ fn closing_a_ring_ends_a_blocked_writer_in_another_process() {
     let side = unique("dn-close-write-side");
     let flags = Segment::create(&side, 64).unwrap();
     let ring = CircularBuffer::create(&name, 2, 16).unwrap();
-    let mut child = spawn(ENTRY, "ring-write-until-closed", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "ring-write-until-closed", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     ring.close();
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
@@ -378,7 +376,7 @@ fn closing_a_broadcast_buffer_is_seen_by_other_processes() {
     let side = unique("dn-bc-close-side");
     let flags = Segment::create(&side, 64).unwrap();
     let bus = BroadcastBuffer::create(&name, 8, 16, Overflow::Block).unwrap();
-    let mut child = spawn(ENTRY, "broadcast-read-until-closed", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "broadcast-read-until-closed", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     bus.write(b"a", LONG).unwrap();
     bus.write(b"b", LONG).unwrap();
@@ -390,7 +388,7 @@ fn closing_a_broadcast_buffer_is_seen_by_other_processes() {
     flag(&flags, 0).store(0, Ordering::SeqCst);
     let bus = BroadcastBuffer::create(&name, 2, 16, Overflow::Block).unwrap();
     let mut reader = bus.subscribe().unwrap(); // never reads: the writer blocks
-    let mut child = spawn(ENTRY, "broadcast-write-until-closed", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "broadcast-write-until-closed", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     bus.close();
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
@@ -409,7 +407,7 @@ fn a_closed_array_or_buffer_is_read_only_for_every_process() {
     let buffer_name = unique("dn-buffer-close");
     let array = SharedArray::<u32>::create(&name, 4).unwrap();
     let buffer = SharedBuffer::create(&buffer_name, 16).unwrap();
-    let mut child = spawn(ENTRY, "close-array-and-buffer", &format!("{name},{buffer_name}"));
+    let mut child = spawn(ENTRY, "close-array-and-buffer", Args::name(&name).with("buffer", &buffer_name));
     assert_eq!(wait_child(&mut child, LIMIT), Some(OK));
     assert!(array.is_closed() && buffer.is_closed());
     assert_eq!(array.get(1).unwrap(), 11);
@@ -441,7 +439,7 @@ fn ring_statistics_show_what_other_processes_do() {
     assert_eq!((s.capacity, s.queued, s.being_read, s.being_written, s.repaired), (4, 2, 0, 0, 0));
 
     // Another process is reading the first item (and will die doing so).
-    let mut reader = spawn(ENTRY, "hold-reading", &format!("{name},{side}"));
+    let mut reader = spawn(ENTRY, "hold-reading", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     assert_eq!(ring.len(), 1, "the node being read is not counted");
     let s = ring.stats();
@@ -449,7 +447,7 @@ fn ring_statistics_show_what_other_processes_do() {
 
     // Another process is writing an item (and will die doing so).
     flag(&flags, 0).store(0, Ordering::SeqCst);
-    let mut writer = spawn(ENTRY, "hold-writing", &format!("{name},{side}"));
+    let mut writer = spawn(ENTRY, "hold-writing", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     assert_eq!(ring.len(), 2, "the node being written is counted");
     let s = ring.stats();
@@ -479,7 +477,7 @@ fn a_blocking_request_is_cancelled_from_another_thread() {
     let name = unique("dn-cancel");
     let side = unique("dn-cancel-side");
     let flags = Segment::create(&side, 64).unwrap();
-    let mut child = spawn(ENTRY, "slow-server", &format!("{name},{side}"));
+    let mut child = spawn(ENTRY, "slow-server", Args::name(&name).with("side", &side));
     assert!(wait_for(LIMIT, || flag(&flags, 0).load(Ordering::SeqCst) == 1));
     let client = RpcBuffer::open(&name).unwrap();
     let cancel = CancelToken::new();

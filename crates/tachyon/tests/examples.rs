@@ -17,10 +17,11 @@ const ENTRY: &str = "child_entry";
 /// Runs the example's child when this process is one; nothing otherwise.
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     assert_eq!(role, "crash-recovery-child");
     // The child returns only if it was not killed in time.
-    if let Err(e) = crash_recovery::child(&name) {
+    if let Err(e) = crash_recovery::child(name) {
         eprintln!("crash_recovery child: {e}");
     }
     std::process::exit(1);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::unique;
+use common::{unique, RemoveRegion};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
@@ -18,14 +18,6 @@ const SHORT: Option<Duration> = Some(Duration::from_millis(200));
 
 /// A tag that is neither 0, a tombstone nor a token.
 const GARBAGE: u64 = 0x4000_0001;
-
-/// Removes a (persistent) region when the test ends, however it ends.
-struct Cleanup(String);
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Region::remove(&self.0);
-    }
-}
 
 fn region(name: &str) -> Region {
     Region::create(name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap()
@@ -82,7 +74,7 @@ fn flows(topic: &tachyon::bus::Topic, count: u64) {
 #[test]
 fn a_ring_cell_with_a_garbage_tag_is_repaired_by_the_next_claimant() {
     let name = unique("heal-cell");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = region.create_topic("t", TopicConfig::default().capacity(4)).unwrap();
     flows(&topic, 4); // tail = head = 4: every cell free for its next lap
@@ -108,7 +100,7 @@ fn a_ring_cell_with_a_garbage_tag_is_repaired_by_the_next_claimant() {
 #[test]
 fn a_damaged_cell_behind_the_cursors_is_repaired_by_recovery() {
     let name = unique("heal-recover");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = region.create_topic("t", TopicConfig::default().capacity(8).partitions(2)).unwrap();
     flows(&topic, 3);
@@ -128,7 +120,7 @@ fn a_damaged_cell_behind_the_cursors_is_repaired_by_recovery() {
 #[test]
 fn damaged_cursors_are_moved_back_and_nothing_queued_is_lost() {
     let name = unique("heal-cursor");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = region.create_topic("t", TopicConfig::default().capacity(8)).unwrap();
     flows(&topic, 5);
@@ -186,34 +178,24 @@ fn a_circular_buffer_cell_with_a_garbage_tag_is_repaired() {
 /// Roles run by a child copy of this test binary.
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     match role.as_str() {
         "rpc-owner" => {
-            let _server = tachyon::RpcBuffer::create(&name).unwrap();
+            let _server = tachyon::RpcBuffer::create(name).unwrap();
             println!("ready");
             std::thread::sleep(common::LIMIT);
             std::process::exit(4);
         }
         "open-region" => {
             // Run with TACHYON_FAULT set: killed inside the open.
-            let _ = Region::open(&name);
+            let _ = Region::open(name);
             std::process::exit(3);
         }
-        "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, &name),
-        "holder" => holder_role(&name),
+        "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, name),
+        "holder" => holder_role(name),
         other => panic!("unknown role {other}"),
     }
-}
-
-/// The files of channel `name` (control segment and rings) in the
-/// segment directory now.
-fn channel_files(name: &str) -> Vec<String> {
-    tachyon::segment::list()
-        .unwrap()
-        .into_iter()
-        .map(|i| i.name)
-        .filter(|n| n == name || n.starts_with(&format!("{name}.")))
-        .collect()
 }
 
 #[test]
@@ -222,15 +204,15 @@ fn opening_a_channel_whose_owner_was_sigkilled_removes_all_its_files() {
     let mut child = common::spawn("child_entry", "rpc-owner", &name);
     // The control segment and the two rings made for the first client.
     assert!(
-        common::wait_for(common::LIMIT, || channel_files(&name).len() == 3),
+        common::wait_for(common::LIMIT, || common::channel_files(&name).len() == 3),
         "{:?}",
-        channel_files(&name)
+        common::channel_files(&name)
     );
     common::kill(&mut child);
     let err = tachyon::RpcBuffer::open(&name).unwrap_err();
     assert!(matches!(err, tachyon::Error::NotFound { .. } | tachyon::Error::PeerDied), "{err}");
     // Right after the failed open, not eventually.
-    assert_eq!(channel_files(&name), Vec::<String>::new());
+    assert_eq!(common::channel_files(&name), Vec::<String>::new());
 }
 
 #[test]
@@ -242,7 +224,7 @@ fn message_too_large_names_the_limit_and_the_fix_of_its_context() {
     };
     // A bus topic: the 1 MiB class limit; there are no nodes to enlarge.
     let name = unique("heal-too-large");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     for e in [
@@ -282,7 +264,7 @@ fn pool_words(raw: &Segment, class: usize) -> (usize, u64, u64) {
 #[test]
 fn a_damaged_free_list_is_rebuilt_and_untrusted_chunks_are_quarantined() {
     let name = unique("heal-free-list");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     {
         let region = region(&name);
         region.create_topic("t", TopicConfig::default()).unwrap();
@@ -341,7 +323,7 @@ fn a_damaged_free_list_is_rebuilt_and_untrusted_chunks_are_quarantined() {
 #[cfg(debug_assertions)] // fault-injection points exist in debug builds only
 fn a_rebuild_killed_half_way_is_done_again_by_the_next_open() {
     let name = unique("heal-rebuild-killed");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     {
         let region = region(&name);
         region.create_topic("t", TopicConfig::default()).unwrap();
@@ -537,7 +519,7 @@ fn broad_role(role: &str, arg: &str) {
 #[test]
 fn a_region_flipped_at_random_serves_every_topic_again() {
     let name = unique("heal-broad");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side = unique("heal-broad-stop");
     let stop = Segment::create(&side, 64).unwrap();
     let region =
@@ -698,7 +680,7 @@ fn an_item_length_past_the_node_size_is_dropped_not_refused_for_ever() {
 #[test]
 fn a_head_damaged_into_an_empty_list_is_rebuilt_by_recovery() {
     let name = unique("heal-empty-head");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
@@ -937,7 +919,7 @@ fn both_cursors_of_a_ring_of_any_size_are_rebuilt() {
 #[test]
 fn a_free_list_link_damaged_into_a_valid_one_is_found_and_rebuilt() {
     let name = unique("heal-link");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let region = region(&name);
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
@@ -996,7 +978,7 @@ fn holder_role(arg: &str) {
 fn a_live_process_whose_slot_record_was_damaged_keeps_what_it_holds() {
     use std::os::unix::fs::FileExt;
     let name = unique("heal-slot");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = RemoveRegion(name.clone());
     let side_name = unique("heal-slot-side");
     let side = Segment::create(&side_name, 64).unwrap();
     let word = |off: usize| side.get::<AtomicU64>(off).unwrap();

@@ -84,7 +84,7 @@ fn quick_start_runs_twice_and_leaves_nothing_in_dev_shm() {
     let dir = PathBuf::from(format!("/dev/shm/tachyon-test-readme-{}", std::process::id()));
     std::fs::create_dir(&dir).expect("create a private directory in /dev/shm");
     for run in 1..=2 {
-        let mut child = child_command(ENTRY, "quick-start", "")
+        let mut child = child_command(ENTRY, "quick-start", common::Args::new())
             .env(tachyon::segment::name::DIR_ENV, &dir)
             .spawn()
             .expect("spawn the quick start");

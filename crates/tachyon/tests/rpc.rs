@@ -7,11 +7,9 @@
 
 mod common;
 
-use common::{kill, spawn, unique, wait_child, wait_for, LIMIT};
-use std::future::Future;
+use common::{block_on, channel_files, kill, spawn, unique, wait_child, wait_for, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 use tachyon::primitives::RpcBuffer;
 use tachyon::Error;
@@ -60,9 +58,10 @@ fn serve(
 
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     assert!(role == "server" || role == "inline-server", "{role}");
-    let rpc = RpcBuffer::builder(&name)
+    let rpc = RpcBuffer::builder(name)
         .inline_handlers(role == "inline-server")
         .handler_with_client(|client| serve(client, Arc::new(AtomicU64::new(0))))
         .open()
@@ -109,14 +108,7 @@ fn finish(rpc: RpcBuffer, mut child: Child) {
 /// No segment of channel `name` (control or rings) is left, once the
 /// handlers still running (they hold the channel) have returned.
 fn assert_no_files(name: &str) {
-    let left = || -> Vec<String> {
-        tachyon::segment::list()
-            .unwrap()
-            .into_iter()
-            .map(|i| i.name)
-            .filter(|n| n == name || n.starts_with(&format!("{name}.")))
-            .collect()
-    };
+    let left = || channel_files(name);
     assert!(wait_for(LIMIT, || left().is_empty()), "left behind: {:?}", left());
 }
 
@@ -271,25 +263,6 @@ fn a_sigkilled_client_fails_pending_requests_with_peer_died_and_the_server_stays
     assert_no_files(&child.1);
 }
 
-/// A minimal executor: polls on this thread, parks between wake-ups.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn async_requests_under_tokio_and_a_simple_executor() {
     let (rpc, child) = channel("rpc-async");
@@ -364,8 +337,9 @@ fn channel_errors_and_a_closed_peer() {
 /// ways, then leaves as its role says.
 #[test]
 fn client_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let client = RpcBuffer::builder(&name)
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let client = RpcBuffer::builder(name)
         .handler(|_id, msg: &[u8]| Ok::<_, String>([b"client:", msg].concat()))
         .open()
         .unwrap();
@@ -487,13 +461,14 @@ fn message_limits_are_agreed_between_the_ends() {
 /// killed.
 #[test]
 fn server_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     if role == "server-bye" {
         // Closes from its main thread as soon as the handler has seen
         // "bye", while that handler is still running.
         let (tx, rx) = std::sync::mpsc::channel();
         let tx = std::sync::Mutex::new(tx);
-        let server = RpcBuffer::builder(&name)
+        let server = RpcBuffer::builder(name)
             .handler(move |_id, msg: &[u8]| {
                 if msg == b"bye" {
                     let _ = tx.lock().unwrap().send(());
@@ -509,7 +484,7 @@ fn server_entry() {
         std::process::exit(0);
     }
     assert_eq!(role, "server-killed");
-    let server = RpcBuffer::create(&name).unwrap();
+    let server = RpcBuffer::create(name).unwrap();
     println!("ready");
     std::thread::sleep(LIMIT);
     drop(server);

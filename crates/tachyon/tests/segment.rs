@@ -25,10 +25,11 @@ fn path_of(name: &str) -> std::path::PathBuf {
 /// Dispatches the roles children run; does nothing in the parent.
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     let code = match role.as_str() {
         "echo" => {
-            let seg = Segment::open(&name).unwrap();
+            let seg = Segment::open(name).unwrap();
             let v = flag(&seg, 0).load(Ordering::SeqCst);
             flag(&seg, 8).store(v + 1, Ordering::SeqCst);
             flag(&seg, 16).store(1, Ordering::SeqCst);
@@ -36,28 +37,28 @@ fn child_entry() {
             0
         }
         "exit-holding" => {
-            let seg = Segment::open(&name).unwrap();
+            let seg = Segment::open(name).unwrap();
             flag(&seg, 0).store(1, Ordering::SeqCst);
             assert!(wait_for(LIMIT, || flag(&seg, 0).load(Ordering::SeqCst) == 2));
             // Exit without dropping `seg`: the exit handler must clean up.
             std::process::exit(0);
         }
         "create-and-hang" => {
-            let seg = Segment::create(&name, 4096).unwrap();
+            let seg = Segment::create(name, 4096).unwrap();
             flag(&seg, 0).store(1, Ordering::SeqCst);
             std::thread::sleep(LIMIT);
             1
         }
         "open-and-hang" => {
-            let seg = Segment::open(&name).unwrap();
+            let seg = Segment::open(name).unwrap();
             flag(&seg, 0).store(1, Ordering::SeqCst);
             std::thread::sleep(LIMIT);
             1
         }
         "refused" => {
             // Runs as another user: the name must be refused, both ways.
-            let open = Segment::open(&name);
-            let create = Segment::create(&name, 4096);
+            let open = Segment::open(name);
+            let create = Segment::create(name, 4096);
             match (&open, &create) {
                 (Err(Error::PermissionDenied { .. }), Err(Error::PermissionDenied { .. })) => 0,
                 _ => {
@@ -67,7 +68,7 @@ fn child_entry() {
             }
         }
         "create-global-and-hang" => {
-            let _seg = Segment::create(&name, 4096).unwrap();
+            let _seg = Segment::create(name, 4096).unwrap();
             std::thread::sleep(LIMIT);
             1
         }

@@ -35,8 +35,9 @@ fn at(seg: &Segment, off: usize) -> &AtomicU64 {
 
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
-    let seg = Segment::open(&name).unwrap();
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let seg = Segment::open(name).unwrap();
     match role.as_str() {
         "hold-mutex" => {
             let _g = seg.get::<Mutex>(MUTEX).unwrap().lock(&seg, LONG).unwrap();

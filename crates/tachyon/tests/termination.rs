@@ -20,7 +20,8 @@ const READY: &str = "child ready";
 /// Dispatches the roles children run; does nothing in the parent.
 #[test]
 fn child_entry() {
-    let Some((role, name)) = common::role() else { return };
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
     if role == "cleanup" {
         #[cfg(feature = "signals")]
         tachyon::cleanup_on_termination().expect("install the cleanup");
@@ -29,7 +30,7 @@ fn child_entry() {
     } else {
         assert_eq!(role, "plain");
     }
-    let _seg = Segment::create(&name, 4096).expect("create the segment");
+    let _seg = Segment::create(name, 4096).expect("create the segment");
     println!("{READY}");
     // Wait for the parent's signal; a bounded wait, so that an orphan ends.
     std::thread::sleep(LIMIT);

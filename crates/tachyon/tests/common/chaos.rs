@@ -1,6 +1,8 @@
 //! What the chaos tests (tests/chaos.rs, tests/chaos_primitives.rs) share:
-//! a deterministic generator, the environment knobs, and how the driver
-//! tells a child what to do.
+//! a deterministic generator and the environment knobs; their processes
+//! and bookkeeping are in `fleet.rs`.
+
+use std::time::{Duration, Instant, SystemTime};
 
 /// splitmix64: a tiny deterministic generator (no dependency).
 pub struct Rng(pub u64);
@@ -29,53 +31,52 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// The driver's seed: `TACHYON_CHAOS_SEED`, or one from the clock, the
+/// process id and `salt` (which tells the tests of one run apart).
+pub fn seed_for(salt: u64) -> u64 {
+    env_u64("TACHYON_CHAOS_SEED", {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        mix(now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 40) ^ salt)
+    })
+}
+
 /// A child whose driver is gone stops on its own.
 pub fn orphaned(parent: u32) -> bool {
     std::os::unix::process::parent_id() != parent
 }
 
-/// What the driver tells a child: `target,side,slot,gen,inc,cap,max_inc,seed,parent`
-/// (`target`: the region, ring or channel under test).
-pub struct Args {
-    pub target: String,
-    pub side: String,
-    pub slot: usize,
-    pub gen: u64,
-    pub inc: u64,
-    pub cap: u64,
-    pub max_inc: u64,
-    pub seed: u64,
-    pub parent: u32,
+/// Waits until `empty` holds and the counter `delivered` has not moved for
+/// 300 ms; whether that happened within `limit`.
+pub fn drained(limit: Duration, delivered: impl Fn() -> u64, empty: impl Fn() -> bool) -> bool {
+    let mut last = delivered();
+    let mut quiet_since = Instant::now();
+    super::wait_for(limit, || {
+        let now = delivered();
+        if now != last {
+            last = now;
+            quiet_since = Instant::now();
+        }
+        empty() && quiet_since.elapsed() > Duration::from_millis(300)
+    })
 }
 
-impl Args {
-    pub fn encode(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{}",
-            self.target,
-            self.side,
-            self.slot,
-            self.gen,
-            self.inc,
-            self.cap,
-            self.max_inc,
-            self.seed,
-            self.parent
-        )
+/// Which of the 64 sequence numbers from `base` were reserved (are below
+/// `next`), as a mask.
+pub fn reserved(next: u64, base: u64) -> u64 {
+    match next.saturating_sub(base) {
+        0 => 0,
+        n if n >= 64 => u64::MAX,
+        n => (1 << n) - 1,
     }
-    pub fn decode(s: &str) -> Args {
-        let p: Vec<&str> = s.split(',').collect();
-        let n = |i: usize| -> u64 { p[i].parse().expect("numeric argument") };
-        Args {
-            target: p[0].into(),
-            side: p[1].into(),
-            slot: n(2) as usize,
-            gen: n(3),
-            inc: n(4),
-            cap: n(5),
-            max_inc: n(6),
-            seed: n(7),
-            parent: n(8) as u32,
-        }
+}
+
+/// Fails the test with every problem it found, if any, and the state at
+/// its end.
+pub fn fail_on(problems: &[String], label: &str, seed: u64, state: &str) {
+    if !problems.is_empty() {
+        panic!(
+            "{label} (seed {seed}) found problems:\n  {}\nstate at the end:\n{state}",
+            problems.join("\n  ")
+        );
     }
 }
