@@ -130,7 +130,11 @@ pub(crate) const RING_OFF: usize = std::mem::offset_of!(TopicEntry, ring_off);
 const _: () = assert!(RING_OFF == 16);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, published) == 32);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, name) == 64);
-const _: () = assert!(std::mem::offset_of!(TopicEntry, copy2) == 136);
+/// Where an entry's `corrupt` counter is.
+pub(crate) const CORRUPT_OFF: usize = std::mem::offset_of!(TopicEntry, corrupt);
+/// Where an entry's second copy starts.
+pub(crate) const COPY2_OFF: usize = std::mem::offset_of!(TopicEntry, copy2);
+const _: () = assert!(COPY2_OFF == 136 && CORRUPT_OFF == 48);
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for TopicEntry {}

@@ -15,9 +15,22 @@ use super::region;
 /// assert_eq!(map.entry_ring_off, 16);
 /// assert_eq!(map.partition_block(4), 192 + 4 * 16);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RegionMap {
+    /// The layout version (a `u64` word).
+    pub version: usize,
+    /// The directory's size in topics (a `u64` word).
+    pub max_topics: usize,
+    /// The ring arena's offset (a `u64` word).
+    pub arena: usize,
+    /// The ring arena's bytes used so far (a `u64` word).
+    pub arena_used: usize,
+    /// The lease (a `u64` word, ns).
+    pub lease: usize,
+    /// The recorded configuration (size, ring arena, class weights) and
+    /// its seal, last: `u64` words.
+    pub config: std::ops::Range<usize>,
     /// The chunk metadata's offset (a `u64` word).
     pub metas: usize,
     /// The number of chunks (a `u64` word).
@@ -37,8 +50,17 @@ pub struct RegionMap {
     pub entry_bytes: usize,
     /// Where an entry's ring offset word is, from the entry.
     pub entry_ring_off: usize,
+    /// Where an entry's `corrupt` counter is, from the entry.
+    pub entry_corrupt: usize,
+    /// Where an entry's second copy starts, from the entry.
+    pub entry_copy2: usize,
     /// Bytes in front of a partition's cells.
     pub partition_header: usize,
+    /// Where a partition's head cursor is, from the partition (its tail
+    /// is at 0).
+    pub partition_head: usize,
+    /// Where a partition's repair counter is, from the partition.
+    pub partition_repairs: usize,
     /// Bytes of one ring cell (a control word, then a length word).
     pub cell_bytes: usize,
 }
@@ -47,6 +69,12 @@ impl RegionMap {
     /// The map of the current layout.
     pub fn new() -> RegionMap {
         RegionMap {
+            version: region::OFF_VERSION,
+            max_topics: region::OFF_MAX_TOPICS,
+            arena: region::OFF_ARENA,
+            arena_used: region::OFF_ARENA_USED,
+            lease: region::OFF_LEASE,
+            config: region::OFF_CFG_SIZE..region::OFF_CFG_SEAL + 8,
             metas: region::OFF_METAS,
             total_chunks: region::OFF_TOTAL_CHUNKS,
             class_first: region::OFF_CLASS_FIRST,
@@ -56,7 +84,11 @@ impl RegionMap {
             directory: region::OFF_TOPICS,
             entry_bytes: ENTRY_BYTES,
             entry_ring_off: super::directory::RING_OFF,
+            entry_corrupt: super::directory::CORRUPT_OFF,
+            entry_copy2: super::directory::COPY2_OFF,
             partition_header: PARTITION_HEADER,
+            partition_head: partition::HEAD_OFF,
+            partition_repairs: partition::REPAIRS_OFF,
             cell_bytes: std::mem::size_of::<crate::sync::ring::Cell>(),
         }
     }

@@ -31,7 +31,13 @@ pub(crate) struct PartitionHeader {
 /// Bytes in front of each partition's cells.
 pub(crate) const PARTITION_HEADER: usize = size_of::<PartitionHeader>();
 
+/// Where the head cursor is, from the partition.
+pub(crate) const HEAD_OFF: usize = offset_of!(PartitionHeader, cursors) + offset_of!(Cursors, head);
+/// Where the repair counter is, from the partition.
+pub(crate) const REPAIRS_OFF: usize = offset_of!(PartitionHeader, cursors) + offset_of!(Cursors, repairs);
+
 const _: () = assert!(offset_of!(PartitionHeader, cursors) == 0);
+const _: () = assert!(HEAD_OFF == 64 && REPAIRS_OFF == 72);
 const _: () = assert!(offset_of!(PartitionHeader, not_empty) == 128);
 const _: () = assert!(offset_of!(PartitionHeader, not_full) == 136);
 const _: () = assert!(PARTITION_HEADER == 192);

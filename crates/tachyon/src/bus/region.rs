@@ -88,21 +88,21 @@ struct Header {
     journal: [AtomicU32; MAX_SLOTS],
 }
 
-const OFF_VERSION: usize = offset_of!(Header, version);
-const OFF_MAX_TOPICS: usize = offset_of!(Header, max_topics);
-const OFF_ARENA: usize = offset_of!(Header, arena);
+pub(crate) const OFF_VERSION: usize = offset_of!(Header, version);
+pub(crate) const OFF_MAX_TOPICS: usize = offset_of!(Header, max_topics);
+pub(crate) const OFF_ARENA: usize = offset_of!(Header, arena);
 const OFF_ARENA_SIZE: usize = offset_of!(Header, arena_size);
-const OFF_ARENA_USED: usize = offset_of!(Header, arena_used);
+pub(crate) const OFF_ARENA_USED: usize = offset_of!(Header, arena_used);
 pub(crate) const OFF_METAS: usize = offset_of!(Header, metas);
 pub(crate) const OFF_TOTAL_CHUNKS: usize = offset_of!(Header, total_chunks);
-const OFF_LEASE: usize = offset_of!(Header, lease);
+pub(crate) const OFF_LEASE: usize = offset_of!(Header, lease);
 pub(crate) const OFF_CLASS_FIRST: usize = offset_of!(Header, class_first);
 pub(crate) const OFF_CLASS_COUNT: usize = offset_of!(Header, class_count);
 pub(crate) const OFF_CONTROL: usize = offset_of!(Header, control);
-const OFF_CFG_SIZE: usize = offset_of!(Header, cfg_size);
+pub(crate) const OFF_CFG_SIZE: usize = offset_of!(Header, cfg_size);
 const OFF_CFG_RING_ARENA: usize = offset_of!(Header, cfg_ring_arena);
 const OFF_CFG_WEIGHTS: usize = offset_of!(Header, cfg_weights);
-const OFF_CFG_SEAL: usize = offset_of!(Header, cfg_seal);
+pub(crate) const OFF_CFG_SEAL: usize = offset_of!(Header, cfg_seal);
 pub(crate) const OFF_FREE_LISTS: usize = offset_of!(Header, free_lists);
 const OFF_FREED: usize = offset_of!(Header, freed);
 const OFF_CLASS_DATA: usize = offset_of!(Header, class_data);
