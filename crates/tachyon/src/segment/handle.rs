@@ -15,12 +15,11 @@ use super::header::{
     SLOT_FREE, SLOT_SIZE,
 };
 use super::name::SegmentName;
-use super::{Kind, ShmSafe};
+use super::{Kind, Liveness, ShmSafe, Token, GEN_BITS, MAX_SLOTS};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU64, Ordering};
 use crate::platform::fs::{self, FileInfo};
 use crate::platform::process::{euid, ProcessId};
-use crate::sync::{Liveness, Token, MAX_SLOTS};
 use rustix::fd::{AsFd, OwnedFd};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -352,7 +351,7 @@ impl Segment {
     }
 
     /// A reference to a `T` at `offset` in the data area, for shared
-    /// structures such as [`sync::Mutex`](crate::sync::Mutex).
+    /// structures such as the locks of `tachyon::sync`.
     ///
     /// Fails with [`Error::InvalidArgument`] if `offset` is misaligned for
     /// `T` or the `T` would not fit.
@@ -424,7 +423,7 @@ impl Segment {
     /// Byte by byte, each a relaxed atomic load: another thread or process
     /// writing the same bytes meanwhile can tear the copy (the caller's
     /// protocol decides whether that matters) but is no data race. For
-    /// bulk data use a [`SharedBuffer`](crate::SharedBuffer) or a topic's
+    /// bulk data use a `SharedBuffer` or a topic's
     /// loans, which copy at memory speed under their own protocol; do not
     /// mix these byte copies with wider atomics on the same bytes.
     pub fn read_bytes(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
@@ -876,7 +875,7 @@ fn attach(name: SegmentName, path: PathBuf, fd: OwnedFd, file: FileInfo, header:
     let mut locked = false;
     for _ in 0..8 {
         gen = gen.wrapping_add(1);
-        if gen & ((1 << crate::sync::GEN_BITS) - 1) == 0 {
+        if gen & ((1 << GEN_BITS) - 1) == 0 {
             gen = gen.wrapping_add(1);
         }
         match fs::try_lock(fd.as_fd(), gen_lock(slot, Token::wrap_gen(gen)), 1) {

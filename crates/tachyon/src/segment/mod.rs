@@ -18,8 +18,10 @@ mod kind;
 pub mod name;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod seal;
+mod token;
 
 pub use kind::Kind;
+pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};
 
 #[cfg(not(tachyon_loom))]
 mod handle;
