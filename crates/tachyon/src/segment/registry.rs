@@ -40,7 +40,7 @@ extern "C" fn detach_all_at_exit() {
 }
 
 /// The exit-time cleanup of [`detach_all_at_exit`], for a process about to
-/// be ended by a signal (`crate::cleanup_on_termination`): runs on an
+/// be ended by a signal (`cleanup_on_termination`): runs on an
 /// ordinary thread while the others go on, so it may wait a little (at
 /// most `limit`) for a thread that is opening or dropping a segment.
 #[cfg(feature = "signals")]

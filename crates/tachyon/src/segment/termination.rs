@@ -13,7 +13,7 @@
 //! signal raised again), so the parent still sees "killed by SIGTERM".
 
 use super::registry::detach_all_before_termination;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::sync::Mutex;
