@@ -1,39 +1,24 @@
-//! The segment handle: create, open, attach, detach, remove.
-//!
-//! Invariant: every tachyon process that adds, removes or reuses the *name*
-//! or an *attach slot* of a segment file holds that file's lifecycle lock
-//! (an OFD lock on [`LIFECYCLE_LOCK`]) while it does so, and an attach slot
-//! is in use exactly while some open file holds the OFD lock on its byte.
-//! Hence "no slot lock is held" means "nobody is attached", and a remover
-//! that checked this under the lifecycle lock cannot race an attacher.
-//! A new segment is built in an unnamed file (`O_TMPFILE`) and linked under
-//! its name only once complete, with its creator's slot already held, so no
-//! process ever sees a half-built segment.
+//! The segment handle: the [`Segment`] API (creating and opening by name,
+//! the data area, the attachers and their liveness). The work behind
+//! create, open and remove is in `lifecycle.rs`, behind attach and detach in
+//! `attach.rs`.
 
-use super::header::{
-    gen_lock, layout, slot_lock, Header, SlotRepr, HEADER_SIZE, LIFECYCLE_LOCK, SLOT_ATTACHED, SLOT_EXITING,
-    SLOT_FREE, SLOT_SIZE,
-};
+use super::attach::{slot_alive, slot_at};
+use super::builder::SegmentBuilder;
+use super::header::{gen_lock, slot_lock, Header, SlotRepr, SLOT_ATTACHED, SLOT_EXITING, SLOT_FREE};
+use super::lifecycle::{self, LifecycleLock};
 use super::name::SegmentName;
-use super::{Kind, ShmSafe};
-use crate::error::{Corruption, Error, Result};
+use super::registry::registry_remove;
+use super::{Kind, Liveness, ShmSafe, Token};
+use crate::error::{Error, Result};
 use crate::platform::atomic::{AtomicU64, Ordering};
 use crate::platform::fs::{self, FileInfo};
-use crate::platform::process::{euid, ProcessId};
-use crate::sync::{Liveness, Token, MAX_SLOTS};
+use crate::platform::process::ProcessId;
 use rustix::fd::{AsFd, OwnedFd};
-use std::io;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU8;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
-
-/// How long attach, detach and remove wait for another process's brief
-/// hold on the lifecycle lock.
-const LIFECYCLE_WAIT: Duration = Duration::from_secs(5);
-/// How many times open/create retry when the file changes under them.
-const RETRIES: usize = 16;
+use std::sync::{Arc, Mutex};
 
 /// A named shared-memory segment mapped into this process.
 ///
@@ -59,7 +44,7 @@ const RETRIES: usize = 16;
 /// # Ok::<(), tachyon::Error>(())
 /// ```
 pub struct Segment {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
     data: NonNull<u8>,
     data_size: usize,
 }
@@ -71,26 +56,26 @@ unsafe impl Send for Segment {}
 // SAFETY: as above; `&Segment` methods are safe to call from any thread.
 unsafe impl Sync for Segment {}
 
-struct Inner {
-    name: SegmentName,
-    path: PathBuf,
-    fd: OwnedFd,
-    file: FileInfo,
-    header: Header,
-    slot: usize,
-    token: Token,
+pub(super) struct Inner {
+    pub(super) name: SegmentName,
+    pub(super) path: PathBuf,
+    pub(super) fd: OwnedFd,
+    pub(super) file: FileInfo,
+    pub(super) header: Header,
+    pub(super) slot: usize,
+    pub(super) token: Token,
     /// The process that attached; a forked child must not detach for it.
-    owner_pid: u32,
-    map: NonNull<u8>,
-    map_len: usize,
+    pub(super) owner_pid: u32,
+    pub(super) map: NonNull<u8>,
+    pub(super) map_len: usize,
     /// `true` once detached; guards the mapping against use after unmap.
-    state: Mutex<State>,
+    pub(super) state: Mutex<State>,
 }
 
 #[derive(Default)]
-struct State {
-    detached: bool,
-    unmapped: bool,
+pub(super) struct State {
+    pub(super) detached: bool,
+    pub(super) unmapped: bool,
 }
 
 // SAFETY: `map` points to a shared mapping, only touched through atomics,
@@ -99,143 +84,10 @@ unsafe impl Send for Inner {}
 // SAFETY: as above.
 unsafe impl Sync for Inner {}
 
-/// Options for creating or opening a segment. `Segment::create` and
-/// `Segment::open` are shorthands for the defaults.
-///
-/// ```
-/// use tachyon::{Kind, Segment};
-/// # let name = format!("doc-builder-{}", std::process::id());
-/// let seg = Segment::builder(&name).size(8192).max_attachers(4).create()?;
-/// assert_eq!(seg.kind(), Kind::RAW);
-/// let again = Segment::builder(&name).kind(Kind::RAW).open()?;
-/// assert_eq!(again.size(), 8192);
-/// # Ok::<(), tachyon::Error>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct SegmentBuilder {
-    name: String,
-    size: usize,
-    kind: Kind,
-    slots: usize,
-    persistent: bool,
-    geometry: Option<[u64; 4]>,
-}
-
-impl SegmentBuilder {
-    /// Words of the object's own header that never change (its geometry),
-    /// kept sealed in the segment header as their second copy (create
-    /// only): [`Segment::restore_geometry`] repairs the object's header
-    /// from them.
-    pub(crate) fn geometry(mut self, words: [u64; 4]) -> Self {
-        self.geometry = Some(words);
-        self
-    }
-
-    /// Size of the caller's data area in bytes (create only).
-    pub fn size(mut self, size: usize) -> Self {
-        self.size = size;
-        self
-    }
-
-    /// The kind recorded at create and required at open (default
-    /// [`Kind::RAW`]).
-    pub fn kind(mut self, kind: Kind) -> Self {
-        self.kind = kind;
-        self
-    }
-
-    /// How many handles may be attached at once, across all processes
-    /// (create only; 1 to 128, default 128).
-    pub fn max_attachers(mut self, n: usize) -> Self {
-        self.slots = n;
-        self
-    }
-
-    /// Makes the segment outlive its users (create only; default off): it
-    /// stays when its last attacher closes or dies, with its contents, until
-    /// [`Segment::remove`]. Opening it finds it even when nobody is
-    /// attached.
-    pub fn persistent(mut self, yes: bool) -> Self {
-        self.persistent = yes;
-        self
-    }
-
-    /// Creates the segment, zero-filled. A stale segment of the same name
-    /// (all attachers dead) is removed first.
-    pub fn create(&self) -> Result<Segment> {
-        create(self, |_| Ok(()))
-    }
-
-    /// Creates the segment and runs `init` on it *before* it gets its
-    /// name: no other process can see the segment until `init` returned
-    /// `Ok`. Higher layers write their own headers this way. If `init`
-    /// fails, nothing is left behind and its error is returned.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU64, Ordering};
-    /// use tachyon::Segment;
-    /// # let name = format!("doc-init-{}", std::process::id());
-    /// let seg = Segment::builder(&name).size(64).create_with(|s| {
-    ///     s.get::<AtomicU64>(0)?.store(42, Ordering::Relaxed);
-    ///     Ok(())
-    /// })?;
-    /// let other = Segment::open(&name)?;
-    /// assert_eq!(other.get::<AtomicU64>(0)?.load(Ordering::Relaxed), 42);
-    /// # drop(seg);
-    /// # Ok::<(), tachyon::Error>(())
-    /// ```
-    pub fn create_with(&self, init: impl FnOnce(&Segment) -> Result<()>) -> Result<Segment> {
-        create(self, init)
-    }
-
-    /// Opens an existing segment of the builder's kind.
-    pub fn open(&self) -> Result<Segment> {
-        open(&self.name, self.kind)
-    }
-
-    /// Maps an existing segment of the builder's kind for reading only,
-    /// without attaching: takes no attach slot, changes nothing in the file
-    /// (not even a stale one), and never removes it. The mapping is
-    /// private, so a write through it stays in this process. For
-    /// inspectors; the handle's [`slot`](Segment::slot) is `usize::MAX`.
-    pub(crate) fn observe(&self) -> Result<Segment> {
-        observe(&self.name, self.kind)
-    }
-
-    /// Opens the segment, creating it if it does not exist.
-    pub fn create_or_open(&self) -> Result<Segment> {
-        self.create_or_open_with(|_| Ok(()))
-    }
-
-    /// [`create_or_open`](Self::create_or_open), running `init` as
-    /// [`create_with`](Self::create_with) does when it creates.
-    pub fn create_or_open_with(&self, mut init: impl FnMut(&Segment) -> Result<()>) -> Result<Segment> {
-        for _ in 0..RETRIES {
-            match open(&self.name, self.kind) {
-                Err(Error::NotFound { .. }) => {}
-                other => return other,
-            }
-            match create(self, &mut init) {
-                Err(Error::AlreadyExists { .. }) => {}
-                other => return other,
-            }
-        }
-        // Created and removed by others under our feet every time.
-        Err(Error::timeout("a stable segment to create or open (others kept creating and removing it)", None))
-    }
-}
-
 impl Segment {
     /// A builder for the less common options (kind, attach slots).
     pub fn builder(name: &str) -> SegmentBuilder {
-        SegmentBuilder {
-            name: name.to_owned(),
-            size: 0,
-            kind: Kind::RAW,
-            slots: MAX_SLOTS,
-            persistent: false,
-            geometry: None,
-        }
+        SegmentBuilder::new(name)
     }
 
     /// Creates a zero-filled segment with `size` bytes of data.
@@ -254,7 +106,7 @@ impl Segment {
     /// was stale (it is removed). A damaged file gives [`Error::Corrupt`],
     /// [`Error::VersionMismatch`] or [`Error::KindMismatch`].
     pub fn open(name: &str) -> Result<Segment> {
-        open(name, Kind::RAW)
+        lifecycle::open(name, Kind::RAW)
     }
 
     /// Opens the segment, or creates it with `size` bytes if there is none.
@@ -267,30 +119,13 @@ impl Segment {
     /// their mapping, but nobody can open the name any more and a new
     /// segment of the same name may be created.
     pub fn remove(name: &str) -> Result<()> {
-        let name = SegmentName::parse(name)?;
-        let path = name.path();
-        let fd = open_checked(&name, &path)?;
-        let _lock = LifecycleLock::acquire(fd.as_fd())?;
-        let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
-        if info.nlink == 0 || !names_file(&path, &info) {
-            return Err(Error::NotFound { name: name.given });
-        }
-        fs::unlink(&path).map_err(|e| map_io(e, &name, "remove"))
+        lifecycle::remove(name)
     }
 
     /// Whether a live segment of that name exists. A stale one (every
     /// attacher dead) counts as absent. Changes nothing.
     pub fn exists(name: &str) -> Result<bool> {
-        let name = SegmentName::parse(name)?;
-        let path = name.path();
-        let fd = match fs::open_readonly(&path) {
-            Ok(fd) => fd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(map_io(e, &name, "open")),
-        };
-        let info = check_file(&name, fd.as_fd())?;
-        let header = read_header(fd.as_fd(), &info)?;
-        Ok(header.persistent || any_live(fd.as_fd(), header.slots))
+        lifecycle::exists(name)
     }
 
     /// The name as given at create/open.
@@ -352,7 +187,7 @@ impl Segment {
     }
 
     /// A reference to a `T` at `offset` in the data area, for shared
-    /// structures such as [`sync::Mutex`](crate::sync::Mutex).
+    /// structures such as the locks of `tachyon::sync`.
     ///
     /// Fails with [`Error::InvalidArgument`] if `offset` is misaligned for
     /// `T` or the `T` would not fit.
@@ -424,7 +259,7 @@ impl Segment {
     /// Byte by byte, each a relaxed atomic load: another thread or process
     /// writing the same bytes meanwhile can tear the copy (the caller's
     /// protocol decides whether that matters) but is no data race. For
-    /// bulk data use a [`SharedBuffer`](crate::SharedBuffer) or a topic's
+    /// bulk data use a `SharedBuffer` or a topic's
     /// loans, which copy at memory speed under their own protocol; do not
     /// mix these byte copies with wider atomics on the same bytes.
     pub fn read_bytes(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
@@ -637,296 +472,19 @@ impl Drop for Segment {
 }
 
 impl Inner {
-    fn slot_repr(&self, i: usize) -> &SlotRepr {
+    pub(super) fn slot_repr(&self, i: usize) -> &SlotRepr {
         assert!(i < self.header.slots);
         // SAFETY: callers only reach here while the mapping is alive
         // (through `&Segment`, or under `state` before unmap), and `i` is a
         // slot of this segment's table.
         unsafe { slot_at(self.map, i) }
     }
-
-    /// Gives up the attach slot; removes the file if nobody else is
-    /// attached. Runs once; `unmap` also releases the mapping.
-    ///
-    /// At process exit (`at_exit`), other threads may still be running and
-    /// holding claims under this handle's token, so the slot is not given
-    /// up (the kernel drops its OFD lock at `_exit`); only the name is
-    /// removed if no other attacher is left, and nothing is unmapped.
-    fn detach(&self, at_exit: bool) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if !st.detached {
-            st.detached = true;
-            // (An observer's `owner_pid` is 0: it has no slot to give up.)
-            if std::process::id() == self.owner_pid {
-                self.release_slot(!at_exit);
-            }
-        }
-        if !at_exit && !st.unmapped {
-            st.unmapped = true;
-            // SAFETY: `map`/`map_len` are the mapping made at attach; this
-            // runs when the last `Segment` referring to it is dropped, and
-            // `state.unmapped` stops every later access (atexit included).
-            unsafe { fs::unmap(self.map, self.map_len) };
-        }
-    }
-
-    /// Removes the file if nobody else is attached; gives up the slot too
-    /// when `free_slot`.
-    fn release_slot(&self, free_slot: bool) {
-        let fd = self.fd.as_fd();
-        let lock = LifecycleLock::acquire(fd);
-        if free_slot {
-            self.slot_repr(self.slot).state.store(SLOT_FREE, Ordering::Release);
-            let _ = fs::unlock(fd, gen_lock(self.slot, self.token.gen()), 1);
-            let _ = fs::unlock(fd, slot_lock(self.slot), 1);
-        } else {
-            // Exiting: keep the slot (and our claims) until the kernel ends
-            // us, but let a peer that closes after us remove the file.
-            self.slot_repr(self.slot).state.store(SLOT_EXITING, Ordering::Release);
-        }
-        // Our own slot lock (if still held) is not reported by `any_live`:
-        // it belongs to this open file.
-        // Without the lifecycle lock we cannot safely decide to remove the
-        // file; leave it (a later create or open cleans it up).
-        if lock.is_ok()
-            && !self.header.persistent
-            && !any_live(fd, self.header.slots)
-            && names_file(&self.path, &self.file)
-        {
-            let _ = fs::unlink(&self.path);
-        }
-    }
-}
-
-/// The attach slot `i` of the mapping at `map`.
-///
-/// # Safety
-/// `map` must be a live mapping of a segment whose header was validated with
-/// more than `i` slots, and must stay mapped for `'a`.
-unsafe fn slot_at<'a>(map: NonNull<u8>, i: usize) -> &'a SlotRepr {
-    // SAFETY: the slot table lies inside the mapping before the data area
-    // (`layout`), slots are 32-byte aligned from a page-aligned base, and
-    // `SlotRepr` is all atomics, valid for any bits (caller's promise for
-    // the rest).
-    unsafe { &*map.as_ptr().add(HEADER_SIZE + i * SLOT_SIZE).cast::<SlotRepr>() }
-}
-
-/// The lifecycle lock, held while attaching, detaching or removing.
-struct LifecycleLock<'a>(rustix::fd::BorrowedFd<'a>);
-
-impl<'a> LifecycleLock<'a> {
-    fn acquire(fd: rustix::fd::BorrowedFd<'a>) -> Result<Self> {
-        let deadline = Instant::now() + LIFECYCLE_WAIT;
-        let mut pause = Duration::from_micros(50);
-        loop {
-            if fs::try_lock(fd, LIFECYCLE_LOCK, 1).map_err(|e| Error::io("lock segment file", e))? {
-                return Ok(LifecycleLock(fd));
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::timeout("the segment's lifecycle lock", Some(LIFECYCLE_WAIT)));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for LifecycleLock<'_> {
-    fn drop(&mut self) {
-        let _ = fs::unlock(self.0, LIFECYCLE_LOCK, 1);
-    }
-}
-
-fn slot_alive(fd: rustix::fd::BorrowedFd<'_>, i: usize) -> bool {
-    // If the kernel cannot tell, assume alive: never remove a live segment.
-    fs::locked_by_other(fd, slot_lock(i)).unwrap_or(true)
-}
-
-/// Whether an attacher that keeps the file is alive: a slot whose OFD
-/// lock another open file holds, unless the slot is marked exiting.
-fn any_live(fd: rustix::fd::BorrowedFd<'_>, slots: usize) -> bool {
-    let mut table = vec![0u8; slots * SLOT_SIZE];
-    let states = fs::read_exact_at(fd, &mut table, HEADER_SIZE as u64).is_ok();
-    (0..slots).any(|i| {
-        let at = i * SLOT_SIZE;
-        let exiting = states && table[at..at + 4] == SLOT_EXITING.to_le_bytes();
-        !exiting && slot_alive(fd, i)
-    })
-}
-
-/// Whether `path` still names the file described by `info`.
-fn names_file(path: &Path, info: &FileInfo) -> bool {
-    fs::identity_at(path).is_ok_and(|id| id == (info.dev, info.ino))
-}
-
-fn map_io(e: io::Error, name: &SegmentName, doing: &str) -> Error {
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => Error::NotFound { name: name.given.clone() },
-        Some(libc::ELOOP) => Error::PermissionDenied {
-            what: format!("{} is a symbolic link; tachyon does not follow links", name.path().display()),
-        },
-        Some(libc::EACCES) | Some(libc::EPERM) => {
-            Error::PermissionDenied { what: format!("cannot {doing} {}: {e}", name.path().display()) }
-        }
-        Some(libc::EISDIR) => Error::corrupt(Corruption::NotARegularFile),
-        _ => Error::io(format!("{doing} {}", name.path().display()), e),
-    }
-}
-
-/// Checks that an opened file is a regular file of the caller's.
-fn check_file(name: &SegmentName, fd: rustix::fd::BorrowedFd<'_>) -> Result<FileInfo> {
-    let info = fs::info(fd).map_err(|e| Error::io("fstat", e))?;
-    if !info.regular {
-        return Err(Error::corrupt(Corruption::NotARegularFile));
-    }
-    if info.uid != euid() {
-        return Err(Error::PermissionDenied {
-            what: format!(
-                "{} belongs to uid {}, not to you (uid {}); only the user who created a segment may use it",
-                name.path().display(),
-                info.uid,
-                euid()
-            ),
-        });
-    }
-    Ok(info)
-}
-
-fn open_checked(name: &SegmentName, path: &Path) -> Result<OwnedFd> {
-    let fd = fs::open_existing(path).map_err(|e| map_io(e, name, "open"))?;
-    check_file(name, fd.as_fd())?;
-    Ok(fd)
-}
-
-fn read_header(fd: rustix::fd::BorrowedFd<'_>, info: &FileInfo) -> Result<Header> {
-    let mut buf = [0u8; HEADER_SIZE];
-    let n = (info.size.min(HEADER_SIZE as u64)) as usize;
-    fs::read_exact_at(fd, &mut buf[..n], 0).map_err(|e| match e.kind() {
-        io::ErrorKind::UnexpectedEof => {
-            Error::corrupt(Corruption::Truncated { expected: HEADER_SIZE as u64, actual: info.size })
-        }
-        _ => Error::io("read segment header", e),
-    })?;
-    Header::decode(&buf[..n], info.size)
-}
-
-/// Rewrites a header one of whose two copies of the fixed part is
-/// damaged (best effort: a failure leaves it to the next open, which reads
-/// the good copy just the same).
-fn heal_header(fd: rustix::fd::BorrowedFd<'_>) {
-    let mut buf = [0u8; HEADER_SIZE];
-    if fs::read_exact_at(fd, &mut buf, 0).is_ok() {
-        if let Some(img) = Header::repair(&buf) {
-            let _ = rustix::io::pwrite(fd, &img, 0);
-        }
-    }
-}
-
-fn now_unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
-}
-
-/// Maps a validated file, claims a free slot, and registers the handle.
-/// The caller holds the lifecycle lock (or the file is still unnamed).
-fn attach(name: SegmentName, path: PathBuf, fd: OwnedFd, file: FileInfo, header: Header) -> Result<Segment> {
-    let map_len = header.total_size as usize;
-    let map = fs::map_shared(fd.as_fd(), map_len).map_err(|e| Error::io("mmap segment", e))?;
-    let me = ProcessId::current();
-    let mut claimed = None;
-    // Free slots first, so that a dead attacher's record stays visible to
-    // inspectors (and to recovery) for as long as there is room.
-    let free_first = (0..header.slots)
-        // SAFETY: `map` is alive here and `i < header.slots`.
-        .filter(|&i| unsafe { slot_at(map, i) }.state.load(Ordering::Acquire) == SLOT_FREE)
-        .chain(0..header.slots);
-    for i in free_first {
-        match fs::try_lock(fd.as_fd(), slot_lock(i), 1) {
-            Ok(true) => {
-                claimed = Some(i);
-                break;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                // SAFETY: `map` was just mapped with `map_len` and nothing
-                // refers into it yet.
-                unsafe { fs::unmap(map, map_len) };
-                return Err(Error::io("lock attach slot", e));
-            }
-        }
-    }
-    let Some(slot) = claimed else {
-        // SAFETY: as above.
-        unsafe { fs::unmap(map, map_len) };
-        return Err(Error::NoSpace {
-            what: format!(
-                "all {} attach slots of segment {:?} are held by live handles; close some, or create it with more max_attachers",
-                header.slots, name.given
-            ),
-        });
-    };
-    // SAFETY: `map` is alive until the `Inner` built below unmaps it, and
-    // `slot < header.slots`.
-    let s = unsafe { slot_at(map, slot) };
-    // Skip generations that a token cannot tell apart from 0, and any whose
-    // generation lock is held (only after damage to the generation word:
-    // a holder of it would hold the slot's lock too).
-    let mut gen = s.gen.load(Ordering::Relaxed);
-    let mut locked = false;
-    for _ in 0..8 {
-        gen = gen.wrapping_add(1);
-        if gen & ((1 << crate::sync::GEN_BITS) - 1) == 0 {
-            gen = gen.wrapping_add(1);
-        }
-        match fs::try_lock(fd.as_fd(), gen_lock(slot, Token::wrap_gen(gen)), 1) {
-            Ok(true) => {
-                locked = true;
-                break;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                // SAFETY: as above.
-                unsafe { fs::unmap(map, map_len) };
-                return Err(Error::io("lock attach generation", e));
-            }
-        }
-    }
-    if !locked {
-        // SAFETY: as above.
-        unsafe { fs::unmap(map, map_len) };
-        return Err(Error::corrupt(Corruption::BadField {
-            field: "attach slot generation",
-            value: u64::from(gen),
-        }));
-    }
-    s.gen.store(gen, Ordering::Relaxed);
-    s.pid.store(me.pid, Ordering::Relaxed);
-    s.uid.store(euid(), Ordering::Relaxed);
-    s.start_time.store(me.start_time, Ordering::Relaxed);
-    s.attached_unix_ns.store(now_unix_ns(), Ordering::Relaxed);
-    s.state.store(SLOT_ATTACHED, Ordering::Release);
-    let seg = Segment::of(Inner {
-        name,
-        path,
-        fd,
-        file,
-        slot,
-        token: Token::new(slot, gen),
-        owner_pid: me.pid,
-        map,
-        map_len,
-        header,
-        state: Mutex::new(State::default()),
-    });
-    registry_add(&seg.inner);
-    Ok(seg)
 }
 
 impl Segment {
     /// The handle over `inner`, whose mapping holds its validated header's
     /// whole layout.
-    fn of(inner: Inner) -> Segment {
+    pub(super) fn of(inner: Inner) -> Segment {
         let inner = Arc::new(inner);
         // SAFETY: `data_offset + data_size <= total_size == map_len`
         // (checked by `Header::decode` / built by `layout`; both callers map
@@ -935,271 +493,5 @@ impl Segment {
             unsafe { NonNull::new_unchecked(inner.map.as_ptr().add(inner.header.data_offset as usize)) };
         let data_size = inner.header.data_size as usize;
         Segment { inner, data, data_size }
-    }
-}
-
-fn open(name: &str, kind: Kind) -> Result<Segment> {
-    let name = SegmentName::parse(name)?;
-    let path = name.path();
-    for _ in 0..RETRIES {
-        let fd = open_checked(&name, &path)?;
-        let lock = LifecycleLock::acquire(fd.as_fd())?;
-        let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
-        if info.nlink == 0 || !names_file(&path, &info) {
-            // Removed or replaced while we were getting the lock: look again.
-            continue;
-        }
-        let header = read_header(fd.as_fd(), &info)?;
-        if header.kind != kind {
-            return Err(Error::KindMismatch { found: header.kind, expected: kind });
-        }
-        // One copy of the header's fixed part damaged: restored from the
-        // other (under the lifecycle lock; observers only read).
-        heal_header(fd.as_fd());
-        if !header.persistent && !any_live(fd.as_fd(), header.slots) {
-            // Stale: every attacher died without cleaning up.
-            let _ = fs::unlink(&path);
-            return Err(Error::NotFound { name: name.given });
-        }
-        let seg = attach(name, path, fd.try_clone().map_err(|e| Error::io("dup", e))?, info, header);
-        drop(lock);
-        return seg;
-    }
-    Err(Error::NotFound { name: name.given })
-}
-
-fn observe(name: &str, kind: Kind) -> Result<Segment> {
-    let name = SegmentName::parse(name)?;
-    let path = name.path();
-    let fd = fs::open_readonly(&path).map_err(|e| map_io(e, &name, "open"))?;
-    let info = check_file(&name, fd.as_fd())?;
-    let header = read_header(fd.as_fd(), &info)?;
-    if header.kind != kind {
-        return Err(Error::KindMismatch { found: header.kind, expected: kind });
-    }
-    let map_len = header.total_size as usize;
-    let map = fs::map_private(fd.as_fd(), map_len).map_err(|e| Error::io("mmap segment", e))?;
-    Ok(Segment::of(Inner {
-        name,
-        path,
-        fd,
-        file: info,
-        slot: usize::MAX,
-        token: Token::NOBODY,
-        owner_pid: 0,
-        map,
-        map_len,
-        header,
-        state: Mutex::new(State::default()),
-    }))
-}
-
-fn create(b: &SegmentBuilder, init: impl FnOnce(&Segment) -> Result<()>) -> Result<Segment> {
-    let name = SegmentName::parse(&b.name)?;
-    if b.size == 0 {
-        return Err(Error::invalid("a segment's size must be at least 1 byte"));
-    }
-    if b.slots == 0 || b.slots > MAX_SLOTS {
-        return Err(Error::invalid(format!("max_attachers must be 1 to {MAX_SLOTS}, not {}", b.slots)));
-    }
-    let (data_offset, total_size) = layout(b.slots, b.size as u64)
-        .ok_or_else(|| Error::invalid(format!("a segment of {} bytes is too large to map", b.size)))?;
-    let path = name.path();
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let fd = fs::create_unnamed(&dir).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::ENOTDIR) => Error::io(
-            format!(
-                "segment directory {} does not exist (set {} to another)",
-                dir.display(),
-                super::name::DIR_ENV
-            ),
-            e,
-        ),
-        Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) => Error::io(
-            format!("the file system of {} does not support O_TMPFILE; use a tmpfs", dir.display()),
-            e,
-        ),
-        Some(libc::EACCES) | Some(libc::EPERM) => {
-            Error::PermissionDenied { what: format!("cannot create files in {}: {e}", dir.display()) }
-        }
-        _ => Error::io(format!("create a file in {}", dir.display()), e),
-    })?;
-    fs::reserve(fd.as_fd(), total_size).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOSPC) | Some(libc::EFBIG) => Error::NoSpace {
-            what: format!(
-                "{} is full: {} free, {} asked; raise its size or free space",
-                dir.display(),
-                fs::free_space(&dir).map_or_else(|| "unknown".into(), human),
-                human(total_size)
-            ),
-        },
-        _ => Error::io("reserve segment space", e),
-    })?;
-    let me = ProcessId::current();
-    let header = Header {
-        kind: b.kind,
-        total_size,
-        data_offset,
-        data_size: b.size as u64,
-        slots: b.slots,
-        creator_pid: me.pid,
-        creator_uid: euid(),
-        creator_start: me.start_time,
-        created_unix_ns: now_unix_ns(),
-        persistent: b.persistent,
-        name: name.given.clone(),
-        geometry: b.geometry,
-    };
-    rustix::io::pwrite(&fd, &header.encode(), 0).map_err(|e| Error::io("write segment header", e))?;
-    let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
-    // The unnamed file is private to us: attach (claim slot 0) before it
-    // gets a name, so nobody can ever see it without a live attacher.
-    let seg = attach(name.clone(), path.clone(), fd, info, header)?;
-    init(&seg)?;
-    let fd = seg.inner.fd.as_fd();
-    for _ in 0..RETRIES {
-        if fs::publish(fd, &path).map_err(|e| map_io(e, &name, "create"))? {
-            return Ok(seg);
-        }
-        if !remove_if_stale(&name, &path)? {
-            // Dropping `seg` cannot remove the live file: detach only
-            // unlinks a path that still names its own file.
-            return Err(Error::AlreadyExists { name: name.given });
-        }
-    }
-    Err(Error::AlreadyExists { name: name.given })
-}
-
-/// For `create`: if the file at `path` is a valid segment whose attachers
-/// all died, remove it and say `true`; if it has a live attacher say
-/// `false`; if it is damaged or another user's, say why. A stale segment
-/// of another kind is removed too: its name is free again.
-fn remove_if_stale(name: &SegmentName, path: &Path) -> Result<bool> {
-    let fd = match fs::open_existing(path) {
-        Ok(fd) => fd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(map_io(e, name, "open")),
-    };
-    check_file(name, fd.as_fd())?;
-    let _lock = LifecycleLock::acquire(fd.as_fd())?;
-    let info = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
-    if info.nlink == 0 || !names_file(path, &info) {
-        return Ok(true); // already gone or replaced: try again
-    }
-    let header = read_header(fd.as_fd(), &info)?;
-    if header.persistent || any_live(fd.as_fd(), header.slots) {
-        return Ok(false);
-    }
-    fs::unlink(path).map_err(|e| map_io(e, name, "remove stale"))?;
-    Ok(true)
-}
-
-/// Removes a segment found by [`list`](super::list) if it is stale: not
-/// persistent, and every attacher dead. Checked again under the segment's
-/// lifecycle lock, so a process attaching at the same moment is never
-/// robbed of its segment. `Ok(true)` if this call removed it.
-///
-/// ```
-/// use tachyon::segment::{self, reap};
-/// for info in segment::list()? {
-///     if info.is_stale() && reap(&info)? {
-///         println!("removed {}", info.path.display());
-///     }
-/// }
-/// # Ok::<(), tachyon::Error>(())
-/// ```
-pub fn reap(info: &super::SegmentInfo) -> Result<bool> {
-    let file_name = info.path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_owned();
-    let name =
-        SegmentName { given: info.name.clone(), scope: info.scope, bare: info.name.clone(), file_name };
-    let path = &info.path;
-    let fd = match fs::open_existing(path) {
-        Ok(fd) => fd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(map_io(e, &name, "open")),
-    };
-    check_file(&name, fd.as_fd())?;
-    let _lock = LifecycleLock::acquire(fd.as_fd())?;
-    let file = fs::info(fd.as_fd()).map_err(|e| Error::io("fstat", e))?;
-    if file.nlink == 0 || !names_file(path, &file) {
-        return Ok(false);
-    }
-    let header = read_header(fd.as_fd(), &file)?;
-    if header.persistent || any_live(fd.as_fd(), header.slots) {
-        return Ok(false);
-    }
-    fs::unlink(path).map_err(|e| map_io(e, &name, "remove stale"))?;
-    Ok(true)
-}
-
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-// ---- normal-exit cleanup ----------------------------------------------------
-
-fn registry() -> &'static Mutex<Vec<Arc<Inner>>> {
-    static REGISTRY: OnceLock<Mutex<Vec<Arc<Inner>>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
-        fs::at_exit(detach_all_at_exit);
-        Mutex::new(Vec::new())
-    })
-}
-
-fn registry_add(inner: &Arc<Inner>) {
-    registry().lock().unwrap_or_else(|p| p.into_inner()).push(Arc::clone(inner));
-}
-
-fn registry_remove(inner: &Arc<Inner>) {
-    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
-    reg.retain(|x| !Arc::ptr_eq(x, inner));
-}
-
-/// Runs at normal process exit: removes the files of segments this process
-/// was the last to hold. Slots and mappings stay (other threads may still
-/// be running); the kernel releases both at `_exit`.
-extern "C" fn detach_all_at_exit() {
-    // A thread that holds the registry at exit is mid-open or mid-drop;
-    // skip rather than deadlock the exit.
-    let Ok(reg) = registry().try_lock() else { return };
-    let open: Vec<Arc<Inner>> = reg.clone();
-    drop(reg);
-    for inner in open {
-        inner.detach(true);
-    }
-}
-
-/// The exit-time cleanup of [`detach_all_at_exit`], for a process about to
-/// be ended by a signal (`crate::cleanup_on_termination`): runs on an
-/// ordinary thread while the others go on, so it may wait a little (at
-/// most `limit`) for a thread that is opening or dropping a segment.
-#[cfg(feature = "signals")]
-pub(crate) fn detach_all_before_termination(limit: Duration) {
-    let deadline = Instant::now() + limit;
-    let reg = loop {
-        match registry().try_lock() {
-            Ok(reg) => break reg,
-            Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        }
-    };
-    let open: Vec<Arc<Inner>> = reg.clone();
-    drop(reg);
-    for inner in open {
-        inner.detach(true);
     }
 }

@@ -46,7 +46,7 @@
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64};
 use crate::segment::Kind;
-use crate::sync::MAX_SLOTS;
+use crate::segment::MAX_SLOTS;
 
 pub(crate) const MAGIC: [u8; 8] = *b"TACHYSEG";
 /// The layout version this build reads and writes.

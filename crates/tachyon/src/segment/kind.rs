@@ -14,8 +14,8 @@ use std::fmt;
 pub struct Kind(u32);
 
 impl Kind {
-    /// Plain bytes: [`Segment::create`](crate::Segment::create) /
-    /// [`Segment::open`](crate::Segment::open).
+    /// Plain bytes: [`Segment::create`](super::Segment::create) /
+    /// [`Segment::open`](super::Segment::open).
     pub const RAW: Kind = Kind(1);
     /// A `SharedArray<T>`.
     pub const ARRAY: Kind = Kind(2);

@@ -18,21 +18,37 @@ mod kind;
 pub mod name;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod seal;
+mod token;
 
 pub use kind::Kind;
+pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};
 
+#[cfg(not(tachyon_loom))]
+mod attach;
+#[cfg(not(tachyon_loom))]
+mod builder;
 #[cfg(not(tachyon_loom))]
 mod handle;
 #[cfg(not(tachyon_loom))]
 mod header;
 #[cfg(not(tachyon_loom))]
+mod human;
+#[cfg(not(tachyon_loom))]
+mod lifecycle;
+#[cfg(not(tachyon_loom))]
 mod list;
+#[cfg(not(tachyon_loom))]
+mod registry;
 
 #[cfg(all(feature = "signals", not(tachyon_loom)))]
 mod termination;
 
 #[cfg(not(tachyon_loom))]
-pub use handle::{reap, Segment, SegmentBuilder};
+pub use builder::SegmentBuilder;
+#[cfg(not(tachyon_loom))]
+pub use handle::Segment;
+#[cfg(not(tachyon_loom))]
+pub use lifecycle::reap;
 #[cfg(not(tachyon_loom))]
 pub use list::{list, AttacherInfo, SegmentInfo, SegmentStatus};
 #[cfg(all(feature = "signals", not(tachyon_loom)))]

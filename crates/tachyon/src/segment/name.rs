@@ -15,7 +15,7 @@
 //! `<dir>` is `/dev/shm`, or the value of the environment variable
 //! [`DIR_ENV`] when set.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::path::PathBuf;
 
 /// Environment variable that moves segments out of `/dev/shm` (tests,

@@ -3,7 +3,7 @@
 //!
 //! A process that returns from `main` or calls `std::process::exit` removes
 //! the segments it was the last to hold (an `atexit` handler, see
-//! `handle.rs`). A process ended by a signal runs no such code: its files
+//! `registry.rs`). A process ended by a signal runs no such code: its files
 //! stay until the next `create` / `open` of their names, `tachyond` or
 //! `tyctl reap` notices that nobody is attached. [`cleanup_on_termination`]
 //! closes that gap for the polite signals: a background thread waits for
@@ -12,8 +12,8 @@
 //! the process the way the signal would have (default disposition restored,
 //! signal raised again), so the parent still sees "killed by SIGTERM".
 
-use super::handle::detach_all_before_termination;
-use crate::{Error, Result};
+use super::registry::detach_all_before_termination;
+use crate::error::{Error, Result};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::sync::Mutex;

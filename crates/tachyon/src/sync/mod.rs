@@ -50,7 +50,6 @@ pub(crate) mod reactor;
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod ring;
 mod rwlock;
-mod token;
 mod wait;
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod waitv;
@@ -60,7 +59,9 @@ pub use event::{Event, EventMode};
 pub use event_async::EventWait;
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, MAX_READS_PER_ATTACH};
-pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};
+// Attach tokens belong to the segment layer (a segment hands them out);
+// locks record their holders with them, so they are re-exported here.
+pub use crate::segment::{Liveness, Token, GEN_BITS, MAX_SLOTS};
 #[cfg(tachyon_loom)]
 pub use wait::loom_time_passes;
 pub use wait::{WaitCell, WaitPolicy};

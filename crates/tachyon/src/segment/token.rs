@@ -1,12 +1,14 @@
-//! Who holds a lock: tokens and the liveness oracle.
+//! Attach tokens: which attachment of a segment holds something, and
+//! whether it is still alive.
 //!
-//! A lock in shared memory records its holder as a [`Token`]: the index of
-//! the holder's attach slot in the segment, plus the generation of that
-//! slot. A slot is reused only after its previous occupant is gone, and
-//! reuse bumps the generation, so a token names one attachment for ever.
-//! Whether that attachment is still alive is asked of a [`Liveness`], which
-//! the segment implements (with the OFD lock of the slot); loom models and
-//! unit tests implement it over plain memory.
+//! Each open handle of a segment owns an attach slot; a [`Token`] is the
+//! index of that slot plus the slot's generation. A slot is reused only
+//! after its previous occupant is gone, and reuse bumps the generation, so
+//! a token names one attachment for ever. Shared structures record their
+//! holders as tokens (a lock in shared memory, a claimed ring cell, a
+//! loaned chunk), and ask a [`Liveness`] whether a holder is still alive:
+//! the segment implements it (with the OFD lock of the slot); loom models
+//! and unit tests implement it over plain memory.
 
 /// The most attach slots a segment can have; slot indices are `0..MAX_SLOTS`.
 pub const MAX_SLOTS: usize = 128;
@@ -33,7 +35,7 @@ impl Token {
     /// generation is reduced to [`GEN_BITS`] bits, skipping 0.
     ///
     /// ```
-    /// use tachyon::sync::Token;
+    /// use tachyon::segment::Token;
     /// let t = Token::new(5, 9);
     /// assert_eq!((t.slot(), t.gen()), (5, 9));
     /// assert_eq!(Token::from_raw(t.raw()), Some(t));
@@ -81,11 +83,12 @@ impl Token {
     }
 }
 
-/// Tells locks who the caller is and whether another holder is still alive.
+/// Tells shared structures (locks, rings, pools) who the caller is and
+/// whether another holder is still alive.
 ///
-/// [`Segment`](crate::Segment) implements it: each open handle owns an
+/// [`Segment`](super::Segment) implements it: each open handle owns an
 /// attach slot, and a holder is dead once its slot is released or its
-/// process is gone. Checking may cost a system call, so locks ask only on
+/// process is gone. Checking may cost a system call, so callers ask only on
 /// their slow path.
 pub trait Liveness {
     /// The caller's token.
