@@ -779,16 +779,10 @@ fn chaos(delivery: Delivery) {
 
 // ---------------------------------------------------------------------------
 // Pool audit (diagnostics): which chunks are not on a free list after the
-// final recovery, and in what state. Reads the region's layout as
-// `bus/region.rs` and `bus/pool.rs` document it.
+// final recovery, and in what state. Finds the region's words through
+// `RegionMap` (the `testing` feature); a chunk's metadata as `bus/pool.rs`
+// documents it.
 
-const OFF_METAS: usize = 40;
-const OFF_TOTAL_CHUNKS: usize = 48;
-const OFF_CLASS_FIRST: usize = 64;
-const OFF_CLASS_COUNT: usize = 128;
-const OFF_FREE_LISTS: usize = 256;
-const OFF_TOPICS: usize = 2048;
-const PARTITION_HEADER: usize = 192;
 /// Bytes of a chunk's metadata: state word (u64), link, route, length,
 /// publication count (u32 each).
 const META: usize = 24;
@@ -812,7 +806,8 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
     let mut audit = Audit::default();
     let seg = region.segment();
     let word = |off: usize| seg.get::<AtomicU64>(off).map(|w| w.load(SeqCst));
-    let (Ok(metas), Ok(total)) = (word(OFF_METAS), word(OFF_TOTAL_CHUNKS)) else {
+    let map = tachyon::bus::RegionMap::new();
+    let (Ok(metas), Ok(total)) = (word(map.metas), word(map.total_chunks)) else {
         audit.lost.push("cannot read the region layout".into());
         return audit;
     };
@@ -825,13 +820,13 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
     };
     let mut listed = vec![false; total];
     let range = |c: usize| {
-        let first = word(OFF_CLASS_FIRST + 8 * c).unwrap_or(0) as usize;
-        first..first + word(OFF_CLASS_COUNT + 8 * c).unwrap_or(0) as usize
+        let first = word(map.class_first + 8 * c).unwrap_or(0) as usize;
+        first..first + word(map.class_count + 8 * c).unwrap_or(0) as usize
     };
     let class_of = |i: usize| (0..8).find(|&c| range(c).contains(&i)).unwrap_or(0);
     let mut cached = [0usize; 8];
     for c in 0..8 {
-        let Ok(head) = word(OFF_FREE_LISTS + 16 * c) else { continue };
+        let Ok(head) = word(map.free_lists + map.free_list_bytes * c) else { continue };
         let (first, count) = (range(c).start, range(c).len());
         if (head >> 24) & 3 != 0 {
             audit.lost.push(format!("free list {c} still has an announced operation: head {head:#x}"));
@@ -853,12 +848,12 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
     // Ring cells naming each chunk (chunk -> cells), to say more about a
     // chunk that is missing.
     let mut cells: std::collections::HashMap<u32, Vec<String>> = Default::default();
-    let ring_off = word(OFF_TOPICS + 16).unwrap_or(0) as usize;
+    let ring_off = word(map.directory + map.entry_ring_off).unwrap_or(0) as usize;
     let cap = topic.capacity();
-    let block = (PARTITION_HEADER + 16 * cap).div_ceil(64) * 64;
+    let block = map.partition_block(cap as u32);
     for p in 0..PARTITIONS as usize {
         for idx in 0..cap {
-            let at = ring_off + p * block + PARTITION_HEADER + 16 * idx;
+            let at = ring_off + p * block + map.partition_header + map.cell_bytes * idx;
             let (Ok(w), Ok(l)) = (word(at), word(at + 8)) else { continue };
             let (seq, tag) = ((w >> 32) as u32, w as u32);
             if u64::from(seq.wrapping_sub(1)) % cap as u64 == idx as u64 && tag != 0x8000_0000 {

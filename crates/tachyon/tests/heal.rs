@@ -36,10 +36,12 @@ struct RawRing {
 impl RawRing {
     fn of_region(name: &str) -> RawRing {
         let seg = Segment::builder(name).kind(Kind::REGION).open().unwrap();
-        // The first topic entry's ring offset (region.rs: topic directory at
-        // 2048, ring offset at byte 16 of an entry); cells 192 bytes on.
-        let base = seg.get::<AtomicU64>(2048 + 16).unwrap().load(Ordering::SeqCst) as usize;
-        RawRing { seg, base, cells: base + 192 }
+        // The first topic entry's ring offset; its cells after the
+        // partition's header.
+        let map = tachyon::bus::RegionMap::new();
+        let base =
+            seg.get::<AtomicU64>(map.directory + map.entry_ring_off).unwrap().load(Ordering::SeqCst) as usize;
+        RawRing { seg, base, cells: base + map.partition_header }
     }
     fn of_circular(name: &str) -> RawRing {
         // circular.rs: cursors at 64, cells at 320.
@@ -388,13 +390,11 @@ fn broad_role(role: &str, arg: &str) {
     let mut rng = common::chaos::Rng(seed);
     match role {
         "flipper" | "burst" => {
-            // Where the words are (region.rs): metadata offset and chunk
-            // count at 40 and 48, the ring arena at 16 (its used bytes at
-            // 32), free-list heads at 256..384, the configuration at 8,
-            // 56, 200..256 (sealed at 248), the directory at 2048 (256-byte
-            // entries, directory.rs: two sealed copies of the fixed fields,
-            // counters at 32..64), the configuration's second copy after
-            // it.
+            // Where the words are (`RegionMap`): the chunk metadata, the
+            // ring arena, the free-list heads, the configuration (sealed),
+            // the directory (entries of two sealed copies of the fixed
+            // fields, with counters between them), the configuration's
+            // second copy after it.
             // Two words are left alone so that the report stays readable:
             // each partition's repair counter and each topic's corrupt
             // counter (flipping them garbles numbers, nothing else).
@@ -404,13 +404,15 @@ fn broad_role(role: &str, arg: &str) {
             // reaper would), not damage to both.
             let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
             let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst) as usize;
-            let (metas, chunks, arena, used) = (get(40), get(48), get(16), get(32));
+            let map = tachyon::bus::RegionMap::new();
+            let (metas, chunks, arena, used) =
+                (get(map.metas), get(map.total_chunks), get(map.arena), get(map.arena_used));
             let mut counters = vec![];
             let mut base = arena;
             for (_, partitions, capacity) in BROAD_TOPICS {
-                let block = (192 + 16 * capacity as usize).div_ceil(64) * 64;
+                let block = map.partition_block(capacity);
                 for p in 0..partitions as usize {
-                    counters.push(base + p * block + 72);
+                    counters.push(base + p * block + map.partition_repairs);
                 }
                 base += partitions as usize * block;
             }
@@ -420,25 +422,27 @@ fn broad_role(role: &str, arg: &str) {
             let mut directory_flips = 0u64;
             let mut last_directory = std::time::Instant::now();
             let mut entry_hits: [Option<(usize, std::time::Instant)>; 2] = [None, None];
-            let copy = 2048 + 256 * BROAD_TOPICS.len();
+            let copy = map.config_copy(BROAD_TOPICS.len());
             while std::time::Instant::now() < deadline || (burst && flips < 300) {
                 let off = match rng.below(8) {
                     0..=3 => arena + 8 * rng.below(used as u64 / 8) as usize,
                     4 | 5 => metas + 8 * rng.below(chunks as u64 * 3) as usize,
-                    6 => 256 + 8 * rng.below(16) as usize,
+                    6 => map.free_lists + 8 * rng.below(16) as usize,
                     _ if burst || last_directory.elapsed() < Duration::from_millis(40) => continue,
                     _ => {
                         last_directory = std::time::Instant::now();
                         directory_flips += 1;
                         match rng.below(4) {
                             // Any word of an entry but its corrupt counter
-                            // (48) and its unused tail (240..256).
+                            // and its unused tail (the last 16 bytes).
                             0 | 1 => {
-                                let w = [0, 1, 2, 3, 4, 5, 7].into_iter().chain(8..30).collect::<Vec<_>>();
+                                let w = (0..map.entry_bytes / 8 - 2)
+                                    .filter(|&w| w != map.entry_corrupt / 8)
+                                    .collect::<Vec<_>>();
                                 let (entry, word) =
                                     (rng.below(2) as usize, w[rng.below(w.len() as u64) as usize]);
-                                // Words 17.. are the second copy (directory.rs).
-                                let copy = usize::from(word >= 17);
+                                // The second copy's words.
+                                let copy = usize::from(word >= map.entry_copy2 / 8);
                                 // Not the other copy of an entry hit less than
                                 // 250 ms ago (a loaded machine may delay the
                                 // repair that long): damage to both copies
@@ -449,10 +453,15 @@ fn broad_role(role: &str, arg: &str) {
                                     continue;
                                 }
                                 entry_hits[entry] = Some((copy, std::time::Instant::now()));
-                                2048 + 256 * entry + 8 * word
+                                map.directory + map.entry_bytes * entry + 8 * word
                             }
                             2 => {
-                                [0, 8, 40, 48, 56, 200, 208, 216, 224, 232, 240, 248][rng.below(12) as usize]
+                                let words =
+                                    [map.version, map.max_topics, map.metas, map.total_chunks, map.lease]
+                                        .into_iter()
+                                        .chain(map.config.clone().step_by(8))
+                                        .collect::<Vec<_>>();
+                                words[rng.below(words.len() as u64) as usize]
                             }
                             _ => copy + 8 * rng.below(9) as usize,
                         }
@@ -574,14 +583,20 @@ fn a_region_flipped_at_random_serves_every_topic_again() {
     let dump = || {
         let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
         let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst);
-        let (arena, mut base) = (get(16) as usize, 0);
+        let map = tachyon::bus::RegionMap::new();
+        let (arena, mut base) = (get(map.arena) as usize, 0);
         for (t2, partitions, capacity) in BROAD_TOPICS {
-            let block = (192 + 16 * capacity as usize).div_ceil(64) * 64;
+            let block = map.partition_block(capacity);
             for p2 in 0..partitions as usize {
                 let at = arena + base + p2 * block;
-                let cells: Vec<String> =
-                    (0..capacity as usize).map(|i| format!("{:x}", get(at + 192 + 16 * i))).collect();
-                println!("{t2}/{p2}: tail {:x} head {:x} cells {cells:?}", get(at), get(at + 64));
+                let cells: Vec<String> = (0..capacity as usize)
+                    .map(|i| format!("{:x}", get(at + map.partition_header + map.cell_bytes * i)))
+                    .collect();
+                println!(
+                    "{t2}/{p2}: tail {:x} head {:x} cells {cells:?}",
+                    get(at),
+                    get(at + map.partition_head)
+                );
             }
             base += partitions as usize * block;
         }

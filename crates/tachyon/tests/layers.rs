@@ -75,7 +75,8 @@ fn imports_point_down() {
         if top == "lib" || top == "error" {
             continue;
         }
-        let mine = rank(top).unwrap_or_else(|| panic!("{}: a module of no layer: give it one here", rel.display()));
+        let mine =
+            rank(top).unwrap_or_else(|| panic!("{}: a module of no layer: give it one here", rel.display()));
         let text = std::fs::read_to_string(file).unwrap();
         for (line, name) in crate_paths(&text) {
             let ok = name == top || rank(&name).is_some_and(|r| r < mine);
