@@ -31,15 +31,16 @@
 //! blocking `write` and one blocking `read` per message; and the raw SPSC
 //! ring of memcpys of the bandwidth group (`rawring.rs`), spinning.
 
-use crate::bandwidth::{self, Policy};
 use crate::charts::Chart;
 use crate::kernel::{self, Kind};
 use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{self, retry, Fault, Peer, Watchdog, STARTUP};
+use crate::policy::Policy;
 use crate::rawring::{self, Patience, RawRing};
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
+use crate::throughput;
 use clap::ValueEnum;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -970,7 +971,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                     let partitions = u64::from(data.partitions());
                     println!("ready");
                     let mut sink = 0u64;
-                    let t = bandwidth::timed(total, a.warmup, |seq| {
+                    let t = throughput::timed(total, a.warmup, |seq| {
                         // See `partition_keys`: the producer sends message
                         // `seq` to partition `seq % partitions`.
                         let from = (seq % partitions) as u32;
@@ -1065,7 +1066,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                 Test::Throughput => {
                     let data = open(&name)?;
                     println!("ready");
-                    bandwidth::timed(total, a.warmup, |seq| {
+                    throughput::timed(total, a.warmup, |seq| {
                         let n = retry(|t| data.read(&mut buf, t), stall, &mut check, "no message came")?;
                         got(n)?;
                         payload::check(&buf, seq)
@@ -1105,7 +1106,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                 Test::Throughput => {
                     let ports = Ports::open(&name, None, Some("data"), a.size, a.capacity, stall)?;
                     println!("ready");
-                    bandwidth::timed(total, a.warmup, |seq| {
+                    throughput::timed(total, a.warmup, |seq| {
                         ports.receive(&mut patience, "no message came", |m| ice_check(m, a.size, seq))?
                     })?
                 }
@@ -1140,7 +1141,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                     let ring = RawRing::open(&name, a.capacity, a.size, RAW_DATA_OFF)?;
                     let mut reader = rawring::Reader::new(&ring)?;
                     println!("ready");
-                    bandwidth::timed(total, a.warmup, |seq| {
+                    throughput::timed(total, a.warmup, |seq| {
                         reader.pop(&mut buf, &mut patience)?;
                         payload::check(&buf, seq)
                     })?
@@ -1165,7 +1166,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
                     }
                     Duration::ZERO
                 }
-                Test::Throughput => bandwidth::timed(total, a.warmup, |seq| {
+                Test::Throughput => throughput::timed(total, a.warmup, |seq| {
                     rx.read_exact(&mut buf).map_err(|e| format!("reading: {e}"))?;
                     payload::check(&buf, seq)
                 })?,
