@@ -11,7 +11,6 @@ use std::fmt::Write as _;
 /// The markdown section for this group.
 pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
     let res = Results::new(samples);
-    let ratio = |r: Option<Spread>| r.map_or_else(|| "–".to_owned(), |r| format!("{:.2}", r.median));
     let med = |case: Case, f: fn(&Percentiles) -> f64| {
         res.spread(case, |s| s.rtt.map(|r| f(&r))).map_or_else(|| "–".to_owned(), |s| latency::us(s.median))
     };
@@ -36,7 +35,6 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
          pipe), on its own machine.\n",
         settings.capacity, settings.capacity
     );
-    let has = |via: Via| settings.transports.contains(&via);
 
     let test = Test::Latency;
     if cases.iter().any(|c| c.test == test) {
@@ -62,15 +60,7 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
         let _ = writeln!(out, "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
         for &case in cases.iter().filter(|c| c.test == test) {
             let Some(p) = res.spread(case, p50) else { continue };
-            let vs = |via: Via| {
-                if !has(via) {
-                    "–".to_owned()
-                } else if case.via == via {
-                    "1.00".to_owned()
-                } else {
-                    ratio(res.paired(case, Case::new(test, via, None, case.size), p50))
-                }
-            };
+            let vs = |via: Via| versus(settings, &res, case, via, p50);
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | ({} – {}) | {} | {} | {} | {} | {} | {} | {} |",
@@ -118,15 +108,7 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
         for &case in cases.iter().filter(|c| c.test == test && c.size == size) {
             let Some(r) = res.spread(case, rate) else { continue };
             let g = res.spread(case, |s| Some(s.gbps())).map_or(0.0, |s| s.median);
-            let vs = |via: Via| {
-                if !has(via) {
-                    "–".to_owned()
-                } else if case.via == via {
-                    "1.00".to_owned()
-                } else {
-                    ratio(res.paired(case, Case::new(test, via, None, size), rate))
-                }
-            };
+            let vs = |via: Via| versus(settings, &res, case, via, rate);
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | ({} – {}) | {:.2} | {} | {} | {} |",
@@ -145,6 +127,30 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
     }
     out.push_str(&bars(settings, &res));
     out
+}
+
+/// A median ratio as a table cell.
+fn ratio(r: Option<Spread>) -> String {
+    r.map_or_else(|| "–".to_owned(), |r| format!("{:.2}", r.median))
+}
+
+/// `f(case) ÷ f(reference)`, the reference being `via` on the same test
+/// and size, as a table cell: `–` if `via` is not measured, `1.00` for the
+/// reference itself.
+fn versus(
+    settings: &Settings,
+    res: &Results<'_>,
+    case: Case,
+    via: Via,
+    f: impl Fn(&Sample) -> Option<f64>,
+) -> String {
+    if !settings.transports.contains(&via) {
+        "–".to_owned()
+    } else if case.via == via {
+        "1.00".to_owned()
+    } else {
+        ratio(res.paired(case, Case::new(case.test, via, None, case.size), f))
+    }
 }
 
 /// The issue's bars, each with the paired ratio of this run.
