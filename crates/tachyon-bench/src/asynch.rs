@@ -16,11 +16,11 @@
 //! directly. A stalled peer fails the run through a watchdog thread (no
 //! timer in the measured loop).
 
-use crate::bandwidth::Policy;
 use crate::kernel::{self, Kind};
 use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{Peer, STARTUP};
+use crate::policy::Policy;
 use crate::stats::{self, Spread};
 use crate::suite::Group;
 use crate::topics::{self, Test, Via};

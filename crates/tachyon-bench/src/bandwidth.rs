@@ -12,18 +12,19 @@
 //! to the reader per second.
 
 use crate::payload;
-use crate::peer::{self, Fault, Peer, SLICE, STARTUP};
+use crate::peer::{self, Peer, SLICE, STARTUP};
 use crate::pin::Placement;
+use crate::policy::Policy;
 use crate::rawring::{self, Patience, RawRing};
 use crate::stats::{self, Spread};
 use crate::suite::Common;
+use crate::throughput;
 use crate::topics;
 use clap::ValueEnum;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tachyon::sync::WaitPolicy;
 use tachyon::CircularBuffer;
 
 /// How long the single-core memcpy reference runs per repetition.
@@ -64,37 +65,6 @@ impl Transport {
             Transport::CbCopy => "CircularBuffer `write`/`read`",
             Transport::TopicCopy => "topic `send`/`recv_into`",
             Transport::TopicLoan => "topic `loan`+`publish`/`receive`, read in place",
-        }
-    }
-}
-
-/// The wait policy of both ends of a `CircularBuffer`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
-pub enum Policy {
-    /// `WaitPolicy::Spin`.
-    Spin,
-    /// `WaitPolicy::Hybrid`.
-    Hybrid,
-    /// `WaitPolicy::Futex`.
-    Futex,
-}
-
-impl Policy {
-    /// The library's policy.
-    pub fn wait_policy(self) -> WaitPolicy {
-        match self {
-            Policy::Spin => WaitPolicy::Spin,
-            Policy::Hybrid => WaitPolicy::Hybrid,
-            Policy::Futex => WaitPolicy::Futex,
-        }
-    }
-
-    /// `spin`, `hybrid`, `futex`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Spin => "spin",
-            Policy::Hybrid => "hybrid",
-            Policy::Futex => "futex",
         }
     }
 }
@@ -450,7 +420,7 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
             let mut check = || Ok(());
             let mut patience = Patience::new(stall, &mut check);
             println!("ready");
-            timed(total, a.warmup, |seq| {
+            throughput::timed(total, a.warmup, |seq| {
                 reader.pop(&mut dst, &mut patience)?;
                 payload::check(&dst, seq)
             })?
@@ -472,7 +442,7 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
             }
             let size = a.size;
             println!("ready");
-            timed(total, a.warmup, |seq| {
+            throughput::timed(total, a.warmup, |seq| {
                 let mut waited = Duration::ZERO;
                 loop {
                     let got = match a.transport {
@@ -502,28 +472,6 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
     };
     println!("done {}", elapsed.as_nanos());
     Ok(())
-}
-
-/// Runs `one(seq)` for `seq` in `0..total`; times the items after the
-/// first `warmup`. A `lose:N` fault (see [`Fault`]) skips item N, so the
-/// check of the next one must fail.
-pub fn timed(
-    total: u64,
-    warmup: u64,
-    mut one: impl FnMut(u64) -> Result<(), String>,
-) -> Result<Duration, String> {
-    let fault = Fault::from_env();
-    let mut start = Instant::now();
-    for seq in 0..total {
-        if fault.at(seq) {
-            one(seq)?; // a lost item: the next check must fail
-        }
-        one(seq).map_err(|e| format!("reader, item {seq}: {e}"))?;
-        if seq + 1 == warmup {
-            start = Instant::now();
-        }
-    }
-    Ok(start.elapsed())
 }
 
 /// GB/s bars of the headline configuration (1 MiB × 20 nodes if measured,

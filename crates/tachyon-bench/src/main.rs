@@ -42,15 +42,18 @@ mod machine;
 mod payload;
 mod peer;
 mod pin;
+mod policy;
 mod rawring;
 mod rpc;
 mod scaling;
 mod stats;
 mod suite;
+mod throughput;
 mod topics;
 
-use bandwidth::{Policy, Transport};
+use bandwidth::Transport;
 use clap::{Parser, Subcommand, ValueEnum};
+use policy::Policy;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use suite::{Common, Group as _, Progress};
@@ -377,10 +380,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     let asynch = asynch::Settings {
         topics: topics.clone(),
         policies: {
-            let p: Vec<_> =
-                dedup(&args.topic_policies).into_iter().filter(|&p| p != bandwidth::Policy::Spin).collect();
+            let p: Vec<_> = dedup(&args.topic_policies).into_iter().filter(|&p| p != Policy::Spin).collect();
             if p.is_empty() {
-                vec![bandwidth::Policy::Hybrid]
+                vec![Policy::Hybrid]
             } else {
                 p
             }

@@ -15,11 +15,11 @@
 //! `write`, the peer reads the length and the message and writes both back
 //! in one `write`, this process reads them and compares.
 
-use crate::bandwidth::Policy;
 use crate::kernel::{self, Kind};
 use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{self, Fault, Peer, Watchdog, STARTUP};
+use crate::policy::Policy;
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
 use std::collections::HashMap;

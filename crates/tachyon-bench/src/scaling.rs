@@ -15,9 +15,9 @@
 //!   message `seq` to partition `seq % partitions`, the one consumer takes
 //!   the partitions in turn and checks every sequence number.
 
-use crate::bandwidth::Policy;
 use crate::charts::{Chart, Series};
 use crate::latency;
+use crate::policy::Policy;
 use crate::stats::{self, Spread};
 use crate::suite::Group;
 use crate::topics::{self, Case, Sample, Test, Via};

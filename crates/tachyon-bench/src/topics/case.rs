@@ -1,0 +1,285 @@
+//! What the topics group measures: transports, tests, cases, the settings
+//! that choose them and the samples they give.
+
+use crate::latency::Percentiles;
+use crate::policy::Policy;
+use crate::stats;
+use crate::suite::Common;
+use clap::ValueEnum;
+use std::time::Duration;
+
+/// A way of moving messages between the two processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+pub enum Via {
+    /// Reference: the raw SPSC ring of memcpys, spinning (for latency: a
+    /// spinning flag and a memcpy each way, the floor).
+    RawRing,
+    /// Reference, latency only: one cache line bounced between the two
+    /// processes, no payload.
+    Flag,
+    /// Reference: a Unix domain socket pair.
+    Unix,
+    /// Reference: pipes.
+    Pipe,
+    /// Reference: TCP over loopback, `TCP_NODELAY`.
+    Tcp,
+    /// A topic, `send` / `recv_into`.
+    Copy,
+    /// A topic, `loan` / `publish` / `receive`.
+    Loan,
+    /// `CircularBuffer` `write` / `read` (a pair, one per direction, for
+    /// latency).
+    Cb,
+    /// `RpcBuffer` request/response (latency only).
+    Rpc,
+    /// `RpcBuffer` request/response, the handler on the peer's reader
+    /// thread (`RpcBuilder::inline_handlers`; latency only).
+    RpcInline,
+    /// iceoryx2 publish-subscribe (cargo feature `iceoryx2`), polling.
+    #[cfg(feature = "iceoryx2")]
+    Iceoryx2,
+}
+
+impl Via {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::RawRing => "raw-ring",
+            Via::Flag => "flag",
+            Via::Unix => "unix",
+            Via::Pipe => "pipe",
+            Via::Tcp => "tcp",
+            Via::Copy => "copy",
+            Via::Loan => "loan",
+            Via::Cb => "cb",
+            Via::Rpc => "rpc",
+            Via::RpcInline => "rpc-inline",
+            #[cfg(feature = "iceoryx2")]
+            Via::Iceoryx2 => "iceoryx2",
+        }
+    }
+
+    /// The label in tables.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Via::RawRing => "raw shared memory: spinning flag + memcpy each way (reference, floor)",
+            Via::Flag => "bare cache-line ping-pong, no payload (reference)",
+            Via::Unix => "Unix socket, write/read (reference)",
+            Via::Pipe => "pipe, write/read (reference)",
+            Via::Tcp => "TCP loopback, TCP_NODELAY, write/read (reference)",
+            Via::Copy => "topic, copy path: `send`/`recv_into`",
+            Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
+            Via::Cb => "CircularBuffer `write`/`read`",
+            Via::Rpc => "RpcBuffer `request` (echo handler)",
+            Via::RpcInline => "RpcBuffer `request` (echo handler on the reader thread: `inline_handlers`)",
+            #[cfg(feature = "iceoryx2")]
+            Via::Iceoryx2 => "iceoryx2 0.10 publish-subscribe, loan + copy, polling (comparison)",
+        }
+    }
+
+    /// The label in tables of `test`.
+    pub fn describe_in(self, test: Test) -> &'static str {
+        match (self, test) {
+            (Via::RawRing, Test::Throughput) => "raw SPSC ring of memcpys, spinning (reference)",
+            _ => self.describe(),
+        }
+    }
+
+    /// A short label for charts.
+    pub fn short(self) -> &'static str {
+        match self {
+            Via::RawRing => "raw shm",
+            Via::Flag => "cache line",
+            Via::Unix => "unix socket",
+            Via::Pipe => "pipe",
+            Via::Tcp => "tcp",
+            Via::Copy => "topic copy",
+            Via::Loan => "topic loan",
+            Via::Cb => "CircularBuffer",
+            Via::Rpc => "RpcBuffer",
+            Via::RpcInline => "RpcBuffer inline",
+            #[cfg(feature = "iceoryx2")]
+            Via::Iceoryx2 => "iceoryx2",
+        }
+    }
+
+    /// A tachyon transport, run with each wait policy.
+    pub fn is_tachyon(self) -> bool {
+        matches!(self, Via::Copy | Via::Loan | Via::Cb | Via::Rpc | Via::RpcInline)
+    }
+
+    pub(super) fn is_topic(self) -> bool {
+        matches!(self, Via::Copy | Via::Loan)
+    }
+
+    pub(super) fn is_kernel(self) -> bool {
+        matches!(self, Via::Unix | Via::Pipe | Via::Tcp)
+    }
+
+    /// Whether it measures `test`.
+    pub fn does(self, test: Test) -> bool {
+        test == Test::Latency || !matches!(self, Via::Flag | Via::Rpc | Via::RpcInline)
+    }
+}
+
+/// What is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+pub enum Test {
+    /// Ping-pong round trips.
+    Latency,
+    /// One-way stream.
+    Throughput,
+}
+
+impl Test {
+    /// `latency`, `throughput`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Latency => "latency",
+            Test::Throughput => "throughput",
+        }
+    }
+}
+
+/// One configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Case {
+    /// Latency or throughput.
+    pub test: Test,
+    /// How.
+    pub via: Via,
+    /// The tachyon transport's wait policy (tachyon transports only).
+    pub policy: Option<Policy>,
+    /// Message bytes.
+    pub size: usize,
+    /// Partitions of the topic (throughput; 1 elsewhere).
+    pub partitions: u32,
+    /// Loan path only: the message is built in place by writing its
+    /// sequence stamps only, and the receiver checks the stamps only: what
+    /// the loan path costs apart from touching the payload.
+    pub stamps_only: bool,
+}
+
+impl Case {
+    /// A case of one partition that touches its whole payload.
+    pub fn new(test: Test, via: Via, policy: Option<Policy>, size: usize) -> Case {
+        Case { test, via, policy, size, partitions: 1, stamps_only: false }
+    }
+
+    /// The wait column: the policy, `spin` for the raw references,
+    /// `kernel` for the kernel's.
+    pub fn wait(&self) -> &'static str {
+        match self.policy {
+            Some(p) => p.name(),
+            None if self.via.is_kernel() => "kernel",
+            None => "spin",
+        }
+    }
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.test.name(), self.via.name())?;
+        if let Some(p) = self.policy {
+            write!(f, "/{}", p.name())?;
+        }
+        write!(f, " {}", stats::bytes(self.size as u64))?;
+        if self.partitions > 1 {
+            write!(f, " x{} partitions", self.partitions)?;
+        }
+        if self.stamps_only {
+            write!(f, " stamps-only")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Timed round trips per latency run.
+    pub round_trips: u64,
+    /// Timed messages per throughput run.
+    pub messages: u64,
+    /// Message size of the latency runs.
+    pub latency_size: usize,
+    /// Message sizes of the throughput runs.
+    pub throughput_sizes: Vec<usize>,
+    /// Wait policies of the topic runs.
+    pub policies: Vec<Policy>,
+    /// Transports.
+    pub transports: Vec<Via>,
+    /// Latency, throughput or both.
+    pub tests: Vec<Test>,
+    /// Descriptors per partition, and raw-ring and CircularBuffer slots
+    /// for throughput.
+    pub capacity: u32,
+    /// Repetitions, stall timeout, placement.
+    pub common: Common,
+}
+
+impl Settings {
+    /// Timed messages (round trips) and warm-up messages of a run.
+    pub fn counts(&self, test: Test) -> (u64, u64) {
+        match test {
+            Test::Latency => (self.round_trips, 100 + self.round_trips / 10),
+            // Two laps of the ring, plus 5 %.
+            Test::Throughput => (self.messages, 2 * u64::from(self.capacity) + self.messages / 20),
+        }
+    }
+
+    /// Every case, in the order one repetition runs them.
+    pub fn cases(&self) -> Vec<Case> {
+        let mut out = Vec::new();
+        for &test in &self.tests {
+            let sizes = match test {
+                Test::Latency => vec![self.latency_size],
+                Test::Throughput => self.throughput_sizes.clone(),
+            };
+            for size in sizes {
+                // The references first, then what they are paired with.
+                for &via in self.transports.iter().filter(|v| v.does(test)) {
+                    if via.is_tachyon() {
+                        for &p in &self.policies {
+                            out.push(Case::new(test, via, Some(p), size));
+                        }
+                    } else {
+                        out.push(Case::new(test, via, None, size));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One measurement.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// What was measured.
+    pub case: Case,
+    /// Repetition (0-based).
+    pub rep: usize,
+    /// Timed messages (throughput) or round trips (latency).
+    pub count: u64,
+    /// Time they took.
+    pub elapsed: Duration,
+    /// Round trips (latency only).
+    pub rtt: Option<Percentiles>,
+}
+
+/// What one run measured: the time of its timed part, and its round trips
+/// (latency only).
+pub(super) type Measured = (Duration, Option<Percentiles>);
+
+impl Sample {
+    /// Messages (or round trips) per second.
+    pub fn rate(&self) -> f64 {
+        self.count as f64 / self.elapsed.as_secs_f64().max(1e-12)
+    }
+
+    /// Payload bytes per nanosecond = GB/s.
+    pub fn gbps(&self) -> f64 {
+        (self.count * self.case.size as u64) as f64 / self.elapsed.as_nanos().max(1) as f64
+    }
+}

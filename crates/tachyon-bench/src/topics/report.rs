@@ -1,0 +1,236 @@
+//! The topics group's markdown section: latency and throughput tables and
+//! the project's bars.
+
+use super::case::{Case, Sample, Settings, Test, Via};
+use super::results::{p50, Results};
+use crate::latency::{self, Percentiles};
+use crate::policy::Policy;
+use crate::stats::{self, Spread};
+use std::fmt::Write as _;
+
+/// The markdown section for this group.
+pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
+    let res = Results::new(samples);
+    let med = |case: Case, f: fn(&Percentiles) -> f64| {
+        res.spread(case, |s| s.rtt.map(|r| f(&r))).map_or_else(|| "–".to_owned(), |s| latency::us(s.median))
+    };
+    let cases = settings.cases();
+    let mut out = String::new();
+    let _ = writeln!(out, "## Round-trip latency and one-way throughput between two processes\n");
+    let _ = writeln!(
+        out,
+        "Two processes, pinned to two CPUs when there are two. Topics have one partition of {} \
+         descriptors; a CircularBuffer has {} nodes of the message size (one ring per direction \
+         for latency). Copy path: `send`/`recv_into`. Loan path: the message is written into a \
+         `loan` and `publish`ed; the receiver reads every byte of it in place (`receive`) and \
+         drops it. Every message carries its sequence number, checked by the receiver; a pong \
+         is compared with its ping byte for byte. References, same bytes, same checks: a Unix \
+         domain socket pair, TCP over loopback with `TCP_NODELAY` and pipes, with one blocking \
+         `write` and one blocking `read` per message; a raw single-producer ring of memcpys \
+         that spins (for latency: a spinning flag and a memcpy each way, the floor of any \
+         shared-memory transport); a bare cache line bounced between the processes. Ratios \
+         are medians of per-repetition ratios to the reference run of the same repetition. \
+         With `spin` both processes spin while they wait. The C tachyon library reports about \
+         1.0 µs p50 for a spin round trip and 3.96 M msgs/s for 1 KiB messages (about 2 × a \
+         pipe), on its own machine.\n",
+        settings.capacity, settings.capacity
+    );
+
+    let test = Test::Latency;
+    if cases.iter().any(|c| c.test == test) {
+        let (count, warmup) = settings.counts(test);
+        let _ = writeln!(
+            out,
+            "### Round-trip latency, {} messages ({count} timed round trips per run, after {warmup})\n",
+            stats::bytes(settings.latency_size as u64)
+        );
+        let _ = writeln!(
+            out,
+            "Microseconds: medians over the repetitions of each run's percentile (hdrhistogram), \
+             the p50's range in brackets. A round trip is timed from before the ping is written \
+             to after the pong is read (and, on the loan path, released). RpcBuffer: a call \
+             with the echo handler ({} warm-up calls). For the ratios lower is better.\n",
+            10 + settings.round_trips / 10
+        );
+        let _ = writeln!(
+            out,
+            "| transport | wait | p50 µs | (min – max) | p99 µs | p99.9 µs | max µs | mean µs | \
+             p50 × Unix socket | p50 × pipe | p50 × raw floor |"
+        );
+        let _ = writeln!(out, "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for &case in cases.iter().filter(|c| c.test == test) {
+            let Some(p) = res.spread(case, p50) else { continue };
+            let vs = |via: Via| versus(settings, &res, case, via, p50);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | ({} – {}) | {} | {} | {} | {} | {} | {} | {} |",
+                case.via.describe(),
+                case.wait(),
+                latency::us(p.median),
+                latency::us(p.min),
+                latency::us(p.max),
+                med(case, |r| r.p99),
+                med(case, |r| r.p999),
+                med(case, |r| r.max),
+                med(case, |r| r.mean),
+                vs(Via::Unix),
+                vs(Via::Pipe),
+                vs(Via::RawRing),
+            );
+        }
+        out.push('\n');
+    }
+
+    let test = Test::Throughput;
+    for &size in &settings.throughput_sizes {
+        if !cases.iter().any(|c| c.test == test && c.size == size) {
+            continue;
+        }
+        let (count, warmup) = settings.counts(test);
+        let _ = writeln!(
+            out,
+            "### One-way throughput, {} messages ({count} timed messages per run, after {warmup})\n",
+            stats::bytes(size as u64)
+        );
+        let _ = writeln!(
+            out,
+            "Messages per second delivered to and checked by the receiving process, timed by it: \
+             median of the repetitions, range in brackets; GB/s = 10^9 payload bytes per second. \
+             The copy-path and CircularBuffer receivers copy each message out; the loan-path \
+             receiver reads every byte in place. For the ratios higher is better.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| transport | wait | msgs/s | (min – max) | GB/s | × Unix socket | × pipe | × raw ring |"
+        );
+        let _ = writeln!(out, "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |");
+        let rate = |s: &Sample| Some(s.rate());
+        for &case in cases.iter().filter(|c| c.test == test && c.size == size) {
+            let Some(r) = res.spread(case, rate) else { continue };
+            let g = res.spread(case, |s| Some(s.gbps())).map_or(0.0, |s| s.median);
+            let vs = |via: Via| versus(settings, &res, case, via, rate);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | ({} – {}) | {:.2} | {} | {} | {} |",
+                case.via.describe_in(test),
+                case.wait(),
+                stats::si(r.median),
+                stats::si(r.min),
+                stats::si(r.max),
+                g,
+                vs(Via::Unix),
+                vs(Via::Pipe),
+                vs(Via::RawRing),
+            );
+        }
+        out.push('\n');
+    }
+    out.push_str(&bars(settings, &res));
+    out
+}
+
+/// A median ratio as a table cell.
+fn ratio(r: Option<Spread>) -> String {
+    r.map_or_else(|| "–".to_owned(), |r| format!("{:.2}", r.median))
+}
+
+/// `f(case) ÷ f(reference)`, the reference being `via` on the same test
+/// and size, as a table cell: `–` if `via` is not measured, `1.00` for the
+/// reference itself.
+fn versus(
+    settings: &Settings,
+    res: &Results<'_>,
+    case: Case,
+    via: Via,
+    f: impl Fn(&Sample) -> Option<f64>,
+) -> String {
+    if !settings.transports.contains(&via) {
+        "–".to_owned()
+    } else if case.via == via {
+        "1.00".to_owned()
+    } else {
+        ratio(res.paired(case, Case::new(case.test, via, None, case.size), f))
+    }
+}
+
+/// The issue's bars, each with the paired ratio of this run.
+fn bars(settings: &Settings, res: &Results<'_>) -> String {
+    let lat = |via: Via, policy: Option<Policy>| Case::new(Test::Latency, via, policy, settings.latency_size);
+    let thr = |via: Via, policy: Option<Policy>| Case::new(Test::Throughput, via, policy, 1024);
+    let rate = |s: &Sample| Some(s.rate());
+    let spin = Some(Policy::Spin);
+    let mut rows: Vec<(String, Option<Spread>, f64, bool)> = Vec::new();
+    let mut bar = |what: String, r: Option<Spread>, limit: f64, lower_is_better: bool| {
+        rows.push((what, r, limit, lower_is_better));
+    };
+    for via in [Via::Copy, Via::Loan] {
+        bar(
+            format!("{} spin round trip p50 ÷ raw floor", via.short()),
+            res.paired(lat(via, spin), lat(Via::RawRing, None), p50),
+            2.0,
+            true,
+        );
+        bar(
+            format!("{} futex round trip p50 ÷ Unix socket", via.short()),
+            res.paired(lat(via, Some(Policy::Futex)), lat(Via::Unix, None), p50),
+            1.0,
+            true,
+        );
+    }
+    for (via, limit) in [(Via::Copy, 0.8), (Via::Loan, 1.0)] {
+        bar(
+            format!("{} spin 1 KiB throughput ÷ raw ring", via.short()),
+            res.paired(thr(via, spin), thr(Via::RawRing, None), rate),
+            limit,
+            false,
+        );
+        bar(
+            format!("{} spin 1 KiB throughput ÷ pipe (C library: 2)", via.short()),
+            res.paired(thr(via, spin), thr(Via::Pipe, None), rate),
+            2.0,
+            false,
+        );
+    }
+    #[cfg(feature = "iceoryx2")]
+    for via in [Via::Copy, Via::Loan] {
+        bar(
+            format!("{} spin round trip p50 ÷ iceoryx2", via.short()),
+            res.paired(lat(via, spin), lat(Via::Iceoryx2, None), p50),
+            0.5,
+            true,
+        );
+    }
+    for via in [Via::Rpc, Via::RpcInline] {
+        for p in &settings.policies {
+            bar(
+                format!("{} {} round trip p50 ÷ topic copy {} round trip", via.short(), p.name(), p.name()),
+                res.paired(lat(via, Some(*p)), lat(Via::Copy, Some(*p)), p50),
+                1.5,
+                true,
+            );
+        }
+    }
+    let mut out = String::new();
+    let rows: Vec<_> = rows.into_iter().filter(|r| r.1.is_some()).collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "### Against the project's bars\n");
+    let _ = writeln!(out, "| measure | median ratio | (min – max) | bar | met |");
+    let _ = writeln!(out, "| --- | ---: | --- | ---: | --- |");
+    for (what, r, limit, lower) in rows {
+        let Some(r) = r else { continue };
+        let met = if lower { r.median <= limit } else { r.median >= limit };
+        let _ = writeln!(
+            out,
+            "| {what} | {:.2} | ({:.2} – {:.2}) | {} {limit} | {} |",
+            r.median,
+            r.min,
+            r.max,
+            if lower { "≤" } else { "≥" },
+            if met { "yes" } else { "**no**" }
+        );
+    }
+    out.push('\n');
+    out
+}

@@ -1,0 +1,42 @@
+//! One repetition of one topics case: the transport's run.
+
+mod cb;
+mod flag;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx;
+mod kernel;
+mod raw;
+mod rpc;
+mod topic;
+
+use super::case::{Case, Sample, Settings, Via};
+use cb::cb_run;
+use flag::flag_run;
+#[cfg(feature = "iceoryx2")]
+use iceoryx::iceoryx_run;
+use kernel::kernel_run;
+use raw::raw_run;
+use rpc::rpc_run;
+use topic::topic_run;
+
+/// Runs one repetition of one case.
+pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
+    let (count, warmup) = settings.counts(case.test);
+    if matches!(case.via, Via::Rpc | Via::RpcInline) {
+        return rpc_run(case, settings, rep);
+    }
+    if case.stamps_only && case.via != Via::Loan {
+        return Err("only the loan path can leave the payload untouched".into());
+    }
+    let (elapsed, rtt) = match case.via {
+        Via::Copy | Via::Loan => topic_run(case, settings, count, warmup)?,
+        Via::RawRing => raw_run(case, settings, count, warmup)?,
+        Via::Flag => flag_run(case, settings, count, warmup)?,
+        Via::Cb => cb_run(case, settings, count, warmup)?,
+        Via::Unix | Via::Pipe | Via::Tcp => kernel_run(case, settings, count, warmup)?,
+        Via::Rpc | Via::RpcInline => unreachable!("handled above"),
+        #[cfg(feature = "iceoryx2")]
+        Via::Iceoryx2 => iceoryx_run(case, settings, count, warmup)?,
+    };
+    Ok(Sample { case, rep, count, elapsed, rtt })
+}
