@@ -1,7 +1,8 @@
 //! A snapshot of a region for inspectors (`tyctl`) and monitoring.
 
+use super::alloc::ClassStats;
 use super::pool::{HELD, LOANED, QUARANTINE};
-use super::region::{ClassStats, Region};
+use super::region::Region;
 use super::topic::{Topic, TopicInfo};
 use crate::error::Result;
 use crate::platform::atomic::Ordering;
@@ -146,7 +147,7 @@ impl Region {
                 quarantined_chunks += 1;
                 continue;
             }
-            if state != LOANED && state != HELD || super::region::is_free(meta) {
+            if state != LOANED && state != HELD || super::alloc::is_free(meta) {
                 continue; // free, or kept free by its process for a loan
             }
             let Some(owner) = Token::from_raw(w.holder()) else { continue };

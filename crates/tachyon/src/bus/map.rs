@@ -3,8 +3,8 @@
 //! layout types themselves, so a test cannot drift from the code.
 
 use super::directory::ENTRY_BYTES;
+use super::layout as region;
 use super::partition::{self, PARTITION_HEADER};
-use super::region;
 
 /// Offsets (bytes, from the start of a region's data area) of the region
 /// header's words and of the topic directory.

@@ -17,13 +17,19 @@
 
 // Under loom only the free list's models are built.
 #[cfg(not(tachyon_loom))]
+mod alloc;
+#[cfg(not(tachyon_loom))]
 mod asynch;
 #[cfg(not(tachyon_loom))]
 mod catalog;
 #[cfg(not(tachyon_loom))]
+mod config;
+#[cfg(not(tachyon_loom))]
 mod directory;
 #[cfg(not(tachyon_loom))]
 mod inspect;
+#[cfg(not(tachyon_loom))]
+mod layout;
 #[cfg(all(feature = "testing", not(tachyon_loom)))]
 mod map;
 #[cfg(not(tachyon_loom))]
@@ -46,7 +52,13 @@ mod subscription;
 mod topic;
 
 #[cfg(not(tachyon_loom))]
+pub use alloc::ClassStats;
+#[cfg(not(tachyon_loom))]
+pub use config::RegionConfig;
+#[cfg(not(tachyon_loom))]
 pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
+#[cfg(not(tachyon_loom))]
+pub use layout::{CLASS_SIZES, MAX_MESSAGE};
 #[cfg(all(feature = "testing", not(tachyon_loom)))]
 pub use map::RegionMap;
 #[cfg(not(tachyon_loom))]
@@ -54,9 +66,9 @@ pub use raw::RawChunk;
 #[cfg(not(tachyon_loom))]
 pub use recovered::Recovered;
 #[cfg(not(tachyon_loom))]
-pub(crate) use region::RECOVERY_INTERVAL;
+pub use region::Region;
 #[cfg(not(tachyon_loom))]
-pub use region::{ClassStats, Region, RegionConfig, CLASS_SIZES, MAX_MESSAGE};
+pub(crate) use region::RECOVERY_INTERVAL;
 #[cfg(not(tachyon_loom))]
 pub use subscription::{Partitions, Subscription};
 #[cfg(not(tachyon_loom))]

@@ -2,8 +2,9 @@
 //! dead processes held (`recovery.rs`); and looking at one without
 //! attaching (`inspect.rs`).
 
+use super::config::RegionConfig;
 use super::inspect::RegionReport;
-use super::region::{Region, RegionConfig};
+use super::region::Region;
 use crate::error::{Error, Result};
 
 impl Region {

@@ -18,8 +18,8 @@
 //! released once, through a topic of the region it came from; hence the
 //! `unsafe` of the calls that take an index back.
 
+use super::layout::CLASS_SIZES;
 use super::topic::{full_if_timeout, none_if_empty, Chunk, Key, Topic};
-use super::CLASS_SIZES;
 use crate::error::{Error, Result};
 use std::ptr::NonNull;
 use std::time::Duration;

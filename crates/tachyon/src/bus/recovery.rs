@@ -27,9 +27,10 @@
 //! Ring cells a dead writer left claimed are repaired by the rings
 //! themselves, by whoever waits on them.
 
+use super::layout::CLASS_SIZES;
 use super::pool::{ChunkMeta, Descriptor, Word, FREE, HELD, LOANED, QUEUED};
 use super::recovered::Recovered;
-use super::region::{Region, CLASS_SIZES, RECOVERY_INTERVAL};
+use super::region::{Region, RECOVERY_INTERVAL};
 use super::topic::Delivery;
 use super::topic::Topic;
 use crate::error::{Corruption, Error, Result};
@@ -147,7 +148,7 @@ impl Region {
             // holder now dead: a stale read there only changes which count the chunk goes in.
             let route = metas[i as usize].route.load(Ordering::Acquire);
             match w.state() {
-                LOANED if route == super::region::CACHED => found.cached += usize::from(self.reclaim(i, w)),
+                LOANED if route == super::alloc::CACHED => found.cached += usize::from(self.reclaim(i, w)),
                 LOANED if self.reclaim(i, w) => found.loans += 1,
                 QUEUED if named.contains(&i) => {}
                 // A publication cut short before its commit (never

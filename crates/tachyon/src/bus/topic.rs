@@ -11,9 +11,10 @@
 //! queued) before any payload byte is touched.
 
 use super::directory::{Record, TopicEntry, MAX_NAME};
+use super::layout::{CLASS_SIZES, MAX_MESSAGE, TOO_LARGE};
 use super::partition;
 use super::pool::{Descriptor, HELD, LOANED, QUEUED};
-use super::region::{Region, CLASS_SIZES, MAX_MESSAGE, RECOVERY_INTERVAL, TOO_LARGE};
+use super::region::{Region, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, Ordering};
 use crate::segment::Segment;

@@ -1,0 +1,361 @@
+//! Allocation: chunks of the region's pool loaned and freed (through this
+//! process's cache of free chunks and the classes' free lists), where a
+//! chunk's bytes are, and the rebuild of damaged free lists.
+
+use super::layout::{
+    CLASS_SIZES, MAX_MESSAGE, OFF_CONTROL, OFF_FREED, OFF_FREE_LISTS, OFF_JOURNAL, TOO_LARGE,
+};
+use super::pool::{ChunkMeta, FreeList, Pool, FREE, LOANED};
+use super::region::{Region, RegionCore, RECOVERY_INTERVAL};
+use crate::error::{Corruption, Error, Result};
+use crate::platform::atomic::Ordering;
+use crate::segment::{Liveness, MAX_SLOTS};
+use crate::sync::{Mutex, WaitCell};
+use std::time::Duration;
+
+/// Free, or kept free by a process for its next loan.
+pub(crate) fn is_free(meta: &ChunkMeta) -> bool {
+    let w = meta.word();
+    w.state() == FREE || (w.state() == LOANED && meta.route.load(Ordering::Relaxed) == CACHED)
+}
+
+fn damaged_list(class: usize) -> Error {
+    Error::corrupt(Corruption::BadField { field: "free list of class", value: class as u64 })
+}
+
+/// A chunk kept by a process for its next loan is LOANED by it (so that it
+/// is attributed like any loan if the process dies) with this route.
+pub(crate) const CACHED: u32 = u32::MAX;
+/// Classes with fewer chunks than this are never cached (a process keeps
+/// at most two chunks of a class, and a small class cannot spare them).
+const CACHE_MIN_CHUNKS: usize = 256;
+
+/// Free chunks of one class, as [`Region::pool_stats`] reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ClassStats {
+    /// Bytes per chunk.
+    pub chunk_size: usize,
+    /// Chunks in the class.
+    pub chunks: usize,
+    /// Chunks free now.
+    pub free: usize,
+}
+
+impl Region {
+    /// Free chunks per class now (a snapshot: it reads every chunk's
+    /// state, so it costs a few microseconds per thousand chunks).
+    pub fn pool_stats(&self) -> Result<[ClassStats; 8]> {
+        let metas = self.metas()?;
+        Ok(std::array::from_fn(|c| ClassStats {
+            chunk_size: CLASS_SIZES[c],
+            chunks: self.core.layout.class_count[c],
+            free: self.core.layout.class_range(c).filter(|&i| is_free(&metas[i as usize])).count(),
+        }))
+    }
+
+    pub(crate) fn free_lists(&self) -> Result<&[FreeList]> {
+        self.core.free_lists()
+    }
+
+    /// The chunks and the journal the free lists work on.
+    pub(crate) fn pool(&self) -> Result<Pool<'_>> {
+        self.core.pool()
+    }
+
+    /// Completes the free-list operations announced now (see `pool`).
+    pub(crate) fn help_free_lists(&self) -> Result<()> {
+        let pool = self.pool()?;
+        for (c, list) in self.free_lists()?.iter().enumerate() {
+            list.help(&pool, &self.core.layout.class_range(c)).map_err(|()| damaged_list(c))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn metas(&self) -> Result<&[ChunkMeta]> {
+        self.core.seg.get_slice(self.core.layout.metas, self.core.layout.total_chunks)
+    }
+
+    pub(crate) fn freed(&self) -> &WaitCell {
+        self.core.freed()
+    }
+
+    /// The class of global chunk index `chunk`, if it is one.
+    pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
+        let (chunk, l) = (chunk as usize, &self.core.layout);
+        // The classes' indices follow one another in class order (an empty
+        // class starts where the next one does): the last class starting
+        // at or before `chunk` is the only one it can be in.
+        let c = (0..8).rev().find(|&c| l.class_first[c] <= chunk)?;
+        (chunk - l.class_first[c] < l.class_count[c]).then_some(c)
+    }
+
+    pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
+        self.core.layout.class_range(class)
+    }
+
+    /// Pointer to the data of chunk `chunk` of class `class` (checked by
+    /// the caller with `class_of`).
+    pub(crate) fn chunk_ptr(&self, class: usize, chunk: u32) -> *mut u8 {
+        // The callers pass indices the pool handed out or `class_of`
+        // checked; a wrong one is a bug here, stopped before any access.
+        let i = (chunk as usize)
+            .checked_sub(self.core.layout.class_first[class])
+            .filter(|&i| i < self.core.layout.class_count[class])
+            .expect("chunk index inside its class");
+        // SAFETY: `i < class_count[class]` (just checked) and
+        // `class_data[class] + class_count[class] * size <= seg.size()`
+        // (checked at create/open), so the chunk lies inside the data area.
+        unsafe { self.core.seg.as_ptr().add(self.core.layout.class_data[class] + i * CLASS_SIZES[class]) }
+    }
+
+    /// How many chunks the pool has (global indices are below this).
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.core.layout.total_chunks
+    }
+
+    /// The class and global index of the chunk whose first byte is at
+    /// `ptr`, if `ptr` is the first byte of a chunk of this region.
+    pub(crate) fn chunk_at(&self, ptr: *const u8) -> Option<(usize, u32)> {
+        let off = (ptr as usize).checked_sub(self.core.seg.as_ptr() as usize)?;
+        let l = &self.core.layout;
+        // The classes' data areas follow one another in class order; an
+        // empty class starts where the next one does, so the last class
+        // starting at or before `off` is the one `off` can be in.
+        let c = (0..8).rev().find(|&c| l.class_data[c] <= off)?;
+        let rel = off - l.class_data[c];
+        // CLASS_SIZES are powers of two: a shift and a mask, no division.
+        let i = rel >> CLASS_SIZES[c].trailing_zeros();
+        (i < l.class_count[c] && rel & (CLASS_SIZES[c] - 1) == 0).then(|| (c, (l.class_first[c] + i) as u32))
+    }
+
+    /// Takes a chunk for `size` bytes: the smallest class that fits and has
+    /// one free, waiting up to `timeout` for one to be freed.
+    pub(crate) fn alloc(&self, size: usize, timeout: Option<Duration>) -> Result<(usize, u32)> {
+        // Not `ok_or`: it would build (and drop) the error on every call.
+        let Some(want) = CLASS_SIZES.iter().position(|&s| s >= size.max(1)) else {
+            return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
+        };
+        if let Some(chunk) = self.core.cache[want].take() {
+            // Already LOANED by this process: a loan now.
+            self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);
+            return Ok((want, chunk));
+        }
+        let lists = self.free_lists()?;
+        let pool = self.pool()?;
+        let me = self.core.seg.token();
+        let try_pop = || -> Option<Result<(usize, u32)>> {
+            for (c, list) in lists.iter().enumerate().skip(want) {
+                let range = self.class_range(c);
+                let popped = match list.pop(&pool, &range, me) {
+                    // A damaged list: rebuilt from the chunks' words, then
+                    // once more (a pop cut short by the damage left its
+                    // chunk as it was).
+                    Err(()) => match self.core.rebuild_free_lists_of(Some(c)) {
+                        Ok(_) => list.pop(&pool, &range, me),
+                        Err(e) => return Some(Err(e)),
+                    },
+                    other => other,
+                };
+                match popped {
+                    Ok(Some(i)) => return Some(Ok((c, i))),
+                    Ok(None) => {}
+                    Err(()) => return Some(Err(damaged_list(c))),
+                }
+            }
+            None
+        };
+        if let Some(r) = try_pop() {
+            return r;
+        }
+        let exhausted = Error::PoolExhausted { class: want, chunk_size: CLASS_SIZES[want] };
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return Err(exhausted);
+        }
+        self.heartbeat();
+        // Wait in slices; between them, reclaim what dead processes held
+        // (nobody else would free it for us).
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            if self.recover_now_and_then() > 0 {
+                if let Some(r) = try_pop() {
+                    return r;
+                }
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(exhausted);
+            }
+            let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
+            match self.freed().wait_until(crate::sync::WaitPolicy::Hybrid, Some(slice), try_pop) {
+                Ok(r) => return r,
+                Err(Error::Timeout { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Returns a chunk the caller holds: to this handle's cache if its
+    /// class is cached and there is room, else to its class's free list.
+    pub(crate) fn free(&self, class: usize, chunk: u32) {
+        if self.core.layout.class_count[class] >= CACHE_MIN_CHUNKS && self.keep(class, chunk) {
+            return;
+        }
+        self.free_shared(class, chunk);
+    }
+
+    /// Puts a chunk the caller holds into this handle's cache, LOANED by
+    /// this process with the route [`CACHED`]; false if the cache is full.
+    fn keep(&self, class: usize, chunk: u32) -> bool {
+        let Ok(metas) = self.metas() else { return false };
+        let meta = &metas[chunk as usize];
+        let w = meta.word();
+        let me = self.token();
+        if w.holder() != me {
+            return false;
+        }
+        // LOANED first, then the CACHED route: a message's chunk keeps its
+        // route while HELD, so that a death between the two leaves either a
+        // held message (delivered again on an at-least-once topic) or a
+        // loan, never a held chunk with a route that names no topic.
+        if w.state() != LOANED && !meta.cas(w, w.with(LOANED, me)) {
+            return false;
+        }
+        meta.route.store(CACHED, Ordering::Relaxed);
+        self.core.cache[class].put(chunk)
+    }
+
+    /// Returns a chunk the caller holds to its class's free list (what
+    /// recovery reclaims goes there, not into the recoverer's cache).
+    pub(crate) fn free_shared(&self, class: usize, chunk: u32) {
+        self.core.free_shared(class, chunk);
+    }
+
+    /// The caller's token in this region.
+    pub(crate) fn token(&self) -> u32 {
+        self.core.seg.token().raw()
+    }
+}
+
+/// Gives back the chunks this attachment kept for its next loans, when
+/// its last handle goes.
+impl Drop for RegionCore {
+    fn drop(&mut self) {
+        for class in 0..8 {
+            while let Some(chunk) = self.cache[class].take() {
+                self.free_shared(class, chunk);
+            }
+        }
+    }
+}
+
+impl RegionCore {
+    /// Rebuilds, under the control mutex, every free list on which an
+    /// operation fails (or only class `only`'s, if it fails; see
+    /// `FreeList::rebuild`). Returns the chunks quarantined in the classes
+    /// rebuilt. A list that works again by the time the mutex is taken
+    /// (another process rebuilt it) is left alone.
+    pub(crate) fn rebuild_free_lists_of(&self, only: Option<usize>) -> Result<usize> {
+        self.rebuild_lists(only, false)
+    }
+
+    /// Rebuilds the lists of the classes whose list reads empty while one
+    /// of their chunks reads FREE, the head unchanged across the look (a
+    /// FREE chunk is always on its list: a push makes it FREE while its
+    /// announcement is the head, a pop takes it before the head moves on):
+    /// a head damaged into a valid empty one; and of the classes whose list
+    /// misses FREE chunks (`FreeList::intact`: a link damaged into another
+    /// valid-looking one). Returns chunks quarantined.
+    pub(crate) fn rebuild_lost_lists(&self) -> Result<usize> {
+        let (lists, metas) = (self.free_lists()?, self.pool()?.metas);
+        let mut quarantined = 0;
+        for (c, list) in lists.iter().enumerate() {
+            let range = self.layout.class_range(c);
+            let lost = match list.empty_head() {
+                Some(h) => range.clone().any(|i| metas[i as usize].word().state() == FREE) && list.head_is(h),
+                // A link damaged into another valid-looking one (or into
+                // 0) cuts chunks off a list that still works: found by a
+                // walk over a list that stays the same meanwhile.
+                None => !list.intact(&self.pool()?, &range),
+            };
+            if lost {
+                quarantined += self.rebuild_lists(Some(c), true)?;
+            }
+        }
+        Ok(quarantined)
+    }
+
+    fn rebuild_lists(&self, only: Option<usize>, force: bool) -> Result<usize> {
+        let control: &Mutex = self.seg.get(OFF_CONTROL)?;
+        let guard = control.lock(&self.seg, Some(Duration::from_secs(5)))?;
+        // A holder that died mid-rebuild left its list stopped: rebuilt below.
+        let _ = guard.owner_died();
+        let pool = self.pool()?;
+        let mut quarantined = 0;
+        let mut failed = None;
+        for (c, list) in self.free_lists()?.iter().enumerate() {
+            let range = self.layout.class_range(c);
+            // An operation that failed on a list left it failing here too
+            // (a top out of range, an announcement that cannot complete).
+            if only.is_some_and(|o| o != c) || (!force && list.help(&pool, &range).is_ok()) {
+                continue;
+            }
+            let Ok(found) = list.rebuild(&pool, &range) else {
+                failed = Some(c); // the other classes still get theirs
+                continue;
+            };
+            crate::platform::trace::event!(
+                warn,
+                "tachyon::corrupt",
+                class = c,
+                free = found.free,
+                quarantined = found.quarantined,
+                "rebuilt a damaged free list from the chunks' state words"
+            );
+            quarantined += found.quarantined;
+        }
+        drop(guard);
+        self.freed().notify_all();
+        match failed {
+            Some(c) => Err(damaged_list(c)),
+            None => Ok(quarantined),
+        }
+    }
+
+    /// [`rebuild_free_lists_of`](Self::rebuild_free_lists_of) every class
+    /// whose list fails.
+    pub(crate) fn rebuild_free_lists(&self) -> Result<usize> {
+        self.rebuild_free_lists_of(None)
+    }
+
+    fn free_lists(&self) -> Result<&[FreeList]> {
+        self.seg.get_slice(OFF_FREE_LISTS, 8)
+    }
+
+    fn pool(&self) -> Result<Pool<'_>> {
+        let metas = self.seg.get_slice(self.layout.metas, self.layout.total_chunks)?;
+        Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)? })
+    }
+
+    fn freed(&self) -> &WaitCell {
+        self.seg.get(OFF_FREED).expect("fixed offset inside every region")
+    }
+
+    /// Returns a chunk the caller holds to its class's free list.
+    fn free_shared(&self, class: usize, chunk: u32) {
+        if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
+            pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
+            // The chunk stays attributed to the caller until the push's
+            // announcement, which turns it FREE in the same instant.
+            let range = self.layout.class_range(class);
+            let mut pushed = lists[class].push(&pool, &range, chunk).is_ok();
+            if !pushed && self.rebuild_free_lists_of(Some(class)).is_ok() {
+                // A damaged list, rebuilt (the chunk, still ours, is not on it).
+                pushed = lists[class].push(&pool, &range, chunk).is_ok();
+            }
+            if pushed {
+                self.freed().notify_all();
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! A region's configuration: what a creator chooses, how it is checked,
+//! the layout it implies, and its record in the header (eight words and a
+//! seal).
+
+use super::layout::*;
+use super::partition;
+use super::pool::{ChunkMeta, MAX_CHUNKS};
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// How a region is laid out. `Default` gives a 64 MiB region with 64
+/// topics, 4 MiB of descriptor rings and the pool split evenly (in bytes)
+/// across the eight classes.
+///
+/// ```
+/// use tachyon::bus::RegionConfig;
+/// let cfg = RegionConfig::default().size(16 << 20).class_weights([4, 4, 4, 2, 1, 1, 1, 0]);
+/// assert!(cfg.validate().is_ok()); // no 1 MiB chunks: 1 MiB loans fail
+/// assert!(RegionConfig::default().class_weights([0; 8]).validate().is_err());
+/// assert!(RegionConfig::default().size(1000).validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegionConfig {
+    /// Bytes of the whole region (at least 4 MiB).
+    pub size: usize,
+    /// Topics the directory can hold (1 to 1024).
+    pub max_topics: usize,
+    /// Bytes reserved for the descriptor rings of all topics: each
+    /// partition takes 192 bytes plus 16 per ring cell.
+    pub ring_arena: usize,
+    /// The share of the pool's bytes each class gets (`CLASS_SIZES`
+    /// order). A weight of 0 leaves that class empty: its loans take a
+    /// chunk of the next larger class.
+    pub class_weights: [u32; 8],
+    /// How long a process may go without a heartbeat before it may be
+    /// declared dead, used only where the kernel cannot tell whether a
+    /// process is alive (its attach slot's OFD lock cannot be queried, as on
+    /// a file system without OFD locks). 10 ms to 1 day; default 10 s. The
+    /// library beats for a process whenever it attaches, every 256 loans or
+    /// receives, and while it waits; a process that holds chunks and stays
+    /// away from the region for longer should call [`Region::heartbeat`].
+    pub lease: Duration,
+}
+
+impl Default for RegionConfig {
+    fn default() -> Self {
+        RegionConfig {
+            size: 64 << 20,
+            max_topics: 64,
+            ring_arena: 4 << 20,
+            class_weights: [1; 8],
+            lease: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The configuration as eight words: size, max_topics, ring arena, lease
+/// (ns), the class weights two per word.
+pub(crate) fn config_words(config: &RegionConfig) -> [u64; 8] {
+    let w = |pair: usize| {
+        u64::from(config.class_weights[2 * pair]) | u64::from(config.class_weights[2 * pair + 1]) << 32
+    };
+    [
+        config.size as u64,
+        config.max_topics as u64,
+        config.ring_arena as u64,
+        config.lease.as_nanos() as u64,
+        w(0),
+        w(1),
+        w(2),
+        w(3),
+    ]
+}
+
+/// The configuration eight words stand for (unchecked: `layout` checks).
+pub(crate) fn config_of(words: [u64; 8]) -> RegionConfig {
+    let mut class_weights = [0u32; 8];
+    for (c, w) in class_weights.iter_mut().enumerate() {
+        *w = (words[4 + c / 2] >> (32 * (c % 2))) as u32;
+    }
+    RegionConfig {
+        size: usize::try_from(words[0]).unwrap_or(usize::MAX),
+        max_topics: usize::try_from(words[1]).unwrap_or(usize::MAX),
+        ring_arena: usize::try_from(words[2]).unwrap_or(usize::MAX),
+        class_weights,
+        lease: Duration::from_nanos(words[3]),
+    }
+}
+
+impl RegionConfig {
+    /// Sets [`size`](Self::size).
+    pub fn size(mut self, bytes: usize) -> Self {
+        self.size = bytes;
+        self
+    }
+
+    /// Sets [`max_topics`](Self::max_topics).
+    pub fn max_topics(mut self, n: usize) -> Self {
+        self.max_topics = n;
+        self
+    }
+
+    /// Sets [`ring_arena`](Self::ring_arena).
+    pub fn ring_arena(mut self, bytes: usize) -> Self {
+        self.ring_arena = bytes;
+        self
+    }
+
+    /// Sets [`class_weights`](Self::class_weights).
+    pub fn class_weights(mut self, weights: [u32; 8]) -> Self {
+        self.class_weights = weights;
+        self
+    }
+
+    /// Sets [`lease`](Self::lease).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// [`Error::Incompatible`] naming the first field of `want` that this
+    /// (an existing object's) configuration does not have.
+    pub(crate) fn check_same(&self, want: &RegionConfig, what: &str) -> Result<()> {
+        Error::check_same(
+            what,
+            [
+                ("size", self.size.to_string(), want.size.to_string()),
+                ("max_topics", self.max_topics.to_string(), want.max_topics.to_string()),
+                ("ring_arena", self.ring_arena.to_string(), want.ring_arena.to_string()),
+                ("class_weights", format!("{:?}", self.class_weights), format!("{:?}", want.class_weights)),
+                ("lease", format!("{:?}", self.lease), format!("{:?}", want.lease)),
+            ],
+        )
+    }
+
+    /// Checks the values and that every weighted class gets a chunk.
+    pub fn validate(&self) -> Result<()> {
+        self.layout().map(|_| ())
+    }
+
+    pub(crate) fn layout(&self) -> Result<Layout> {
+        let bad = |what: String| Err(Error::invalid(what));
+        if self.size < 4 << 20 || self.size > isize::MAX as usize / 2 {
+            return bad(format!("region size must be at least 4 MiB, not {} bytes", self.size));
+        }
+        if self.lease < Duration::from_millis(10) || self.lease > Duration::from_secs(86_400) {
+            return bad(format!("lease must be 10 ms to 1 day, not {:?}", self.lease));
+        }
+        if !(1..=1024).contains(&self.max_topics) {
+            return bad(format!("max_topics must be 1 to 1024, not {}", self.max_topics));
+        }
+        if self.ring_arena < partition::MIN_ARENA || self.ring_arena > self.size {
+            return bad(format!("ring_arena of {} bytes cannot hold one partition", self.ring_arena));
+        }
+        let weights: u64 = self.class_weights.iter().map(|&w| u64::from(w)).sum();
+        if weights == 0 {
+            return bad("class_weights are all zero: the pool would be empty".into());
+        }
+        let arena = (cfg_copy_at(self.max_topics) + CFG_COPY).next_multiple_of(64);
+        let arena_size = (self.ring_arena).next_multiple_of(64);
+        let fixed = arena + arena_size;
+        if fixed + (1 << 20) > self.size {
+            return bad(format!(
+                "region of {} bytes is too small for {} topics and a {}-byte ring arena",
+                self.size, self.max_topics, self.ring_arena
+            ));
+        }
+        // Leave room for alignment: one cache line per class plus metadata.
+        let pool = self.size - fixed - 64 * 10;
+        // Every weighted class gets one chunk first; the rest of the bytes
+        // are shared by weight.
+        let per_chunk = |c: usize| CLASS_SIZES[c] + std::mem::size_of::<ChunkMeta>();
+        let reserved: usize = (0..8).filter(|&c| self.class_weights[c] > 0).map(per_chunk).sum();
+        if reserved > pool {
+            return bad(format!(
+                "region of {} bytes leaves {pool} bytes for the pool, less than one chunk of each weighted class ({reserved} bytes); raise the size or lower ring_arena",
+                self.size
+            ));
+        }
+        let rest = (pool - reserved) as u128;
+        let mut class_count = [0usize; 8];
+        for (c, count) in class_count.iter_mut().enumerate() {
+            let w = u128::from(self.class_weights[c]);
+            if w > 0 {
+                *count = 1 + (rest * w / u128::from(weights)) as usize / per_chunk(c);
+            }
+        }
+        let total_chunks: usize = class_count.iter().sum();
+        if total_chunks > MAX_CHUNKS {
+            return bad(format!(
+                "a region of {} bytes with these class weights has {total_chunks} chunks, more than the {MAX_CHUNKS} a pool can index; give the small classes less weight",
+                self.size
+            ));
+        }
+        let mut class_first = [0usize; 8];
+        let mut first = 0;
+        for c in 0..8 {
+            class_first[c] = first;
+            first += class_count[c];
+        }
+        let metas = fixed;
+        let mut at = (metas + total_chunks * std::mem::size_of::<ChunkMeta>()).next_multiple_of(64);
+        let mut class_data = [0usize; 8];
+        for c in 0..8 {
+            class_data[c] = at;
+            at = (at + class_count[c] * CLASS_SIZES[c]).next_multiple_of(64);
+        }
+        if at > self.size {
+            return bad(format!("internal: pool layout of {at} bytes exceeds the region's {}", self.size));
+        }
+        Ok(Layout { arena, arena_size, metas, total_chunks, class_first, class_count, class_data })
+    }
+}

@@ -1,0 +1,151 @@
+//! The region's layout: its header (a `repr(C)` struct, whose field
+//! offsets the code uses), the payload classes, and where everything lies
+//! in the data area (offsets in bytes):
+//!
+//! ```text
+//!      0  version, max topics, ring arena offset and size, arena bytes used,
+//!         chunk metadata offset, total chunks, lease (ns)      (8 x u64)
+//!     64  first chunk of each class                            (8 x u64)
+//!    128  chunks in each class                                 (8 x u64)
+//!    192  control mutex (creating topics)
+//!    200  recorded configuration: size, ring arena, class weights
+//!    256  free list of each class                              (8 x 16 B)
+//!    384  "a chunk was freed" wait cell
+//!    448  data offset of each class                            (8 x u64)
+//!    512  heartbeat of each attach slot (ns since the epoch)   (128 x u64)
+//!   1536  token of each attach slot's process (pool journal)   (128 x u32)
+//!   2048  topic directory                                      (max topics x 256 B)
+//!         ring arena (partitions: cursors, wait cells, cells)
+//!         chunk metadata: state word, link, route, length,
+//!         publication count                                    (24 B per chunk)
+//!         chunk data, class by class, 64-byte aligned
+//! ```
+//!
+//! The creator writes all of it before the region gets its name
+//! (`Segment::create_with`); an opener validates the recorded configuration
+//! as a caller's would be, recomputes the layout from it and requires every
+//! stored offset to match, so no offset or count from shared memory is used
+//! unchecked.
+
+use super::directory::ENTRY_BYTES;
+use super::pool::{ChunkMeta, FreeList};
+use crate::platform::atomic::{AtomicU32, AtomicU64};
+use crate::segment::{ShmSafe, MAX_SLOTS};
+use crate::sync::{Mutex, WaitCell};
+use std::mem::{offset_of, size_of};
+
+/// The payload size classes: 64 B, 256 B, 1 KiB, 4 KiB, 16 KiB, 64 KiB,
+/// 256 KiB and 1 MiB. A loan takes a chunk of the smallest class that fits
+/// and that has a free chunk.
+pub const CLASS_SIZES: [usize; 8] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
+/// The largest message: the largest class.
+pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
+/// What to do about a message larger than the largest chunk.
+pub(crate) const TOO_LARGE: &str =
+    "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
+
+pub(crate) const LAYOUT_VERSION: u64 = 3;
+/// The region's header, at the start of its data area (the table at the
+/// top of this file). Code reaches its words through the `OFF_*` offsets
+/// below, which are taken from this struct, and `Segment::get` (bounds
+/// checked, atomics only).
+#[repr(C)]
+struct Header {
+    version: AtomicU64,
+    max_topics: AtomicU64,
+    arena: AtomicU64,
+    arena_size: AtomicU64,
+    arena_used: AtomicU64,
+    metas: AtomicU64,
+    total_chunks: AtomicU64,
+    lease: AtomicU64,
+    class_first: [AtomicU64; 8],
+    class_count: [AtomicU64; 8],
+    control: Mutex,
+    cfg_size: AtomicU64,
+    cfg_ring_arena: AtomicU64,
+    /// The class weights, two `u32` per word.
+    cfg_weights: [AtomicU64; 4],
+    /// The seal over the configuration words (`segment::seal`).
+    cfg_seal: AtomicU64,
+    free_lists: [FreeList; 8],
+    freed: WaitCell,
+    /// The rest of `freed`'s cache line.
+    _pad: [u64; 7],
+    class_data: [AtomicU64; 8],
+    heartbeats: [AtomicU64; MAX_SLOTS],
+    journal: [AtomicU32; MAX_SLOTS],
+}
+
+pub(crate) const OFF_VERSION: usize = offset_of!(Header, version);
+pub(crate) const OFF_MAX_TOPICS: usize = offset_of!(Header, max_topics);
+pub(crate) const OFF_ARENA: usize = offset_of!(Header, arena);
+pub(crate) const OFF_ARENA_SIZE: usize = offset_of!(Header, arena_size);
+pub(crate) const OFF_ARENA_USED: usize = offset_of!(Header, arena_used);
+pub(crate) const OFF_METAS: usize = offset_of!(Header, metas);
+pub(crate) const OFF_TOTAL_CHUNKS: usize = offset_of!(Header, total_chunks);
+pub(crate) const OFF_LEASE: usize = offset_of!(Header, lease);
+pub(crate) const OFF_CLASS_FIRST: usize = offset_of!(Header, class_first);
+pub(crate) const OFF_CLASS_COUNT: usize = offset_of!(Header, class_count);
+pub(crate) const OFF_CONTROL: usize = offset_of!(Header, control);
+pub(crate) const OFF_CFG_SIZE: usize = offset_of!(Header, cfg_size);
+pub(crate) const OFF_CFG_RING_ARENA: usize = offset_of!(Header, cfg_ring_arena);
+pub(crate) const OFF_CFG_WEIGHTS: usize = offset_of!(Header, cfg_weights);
+pub(crate) const OFF_CFG_SEAL: usize = offset_of!(Header, cfg_seal);
+pub(crate) const OFF_FREE_LISTS: usize = offset_of!(Header, free_lists);
+pub(crate) const OFF_FREED: usize = offset_of!(Header, freed);
+pub(crate) const OFF_CLASS_DATA: usize = offset_of!(Header, class_data);
+pub(crate) const OFF_HEARTBEATS: usize = offset_of!(Header, heartbeats);
+pub(crate) const OFF_JOURNAL: usize = offset_of!(Header, journal);
+/// The topic directory follows the header.
+pub(crate) const OFF_TOPICS: usize = size_of::<Header>();
+
+// The layout in shared memory is fixed (layout version 3): the struct must
+// not move a word.
+const _: () = {
+    assert!(OFF_LEASE == 56 && OFF_CLASS_FIRST == 64 && OFF_CLASS_COUNT == 128);
+    assert!(OFF_CONTROL == 192 && OFF_CFG_SIZE == 200 && OFF_CFG_WEIGHTS == 216 && OFF_CFG_SEAL == 248);
+    assert!(OFF_FREE_LISTS == 256 && size_of::<FreeList>() == 16);
+    assert!(OFF_FREED == 384 && OFF_CLASS_DATA == 448 && OFF_HEARTBEATS == 512);
+    assert!(OFF_JOURNAL == OFF_HEARTBEATS + 8 * MAX_SLOTS);
+    assert!(OFF_TOPICS == OFF_JOURNAL + 4 * MAX_SLOTS && OFF_TOPICS == 2048);
+};
+
+/// Bytes of the configuration's second copy, after the topic directory:
+/// the eight configuration words (as [`config_words`] orders them) and
+/// their seal; then the count of header and directory repairs so far
+/// ([`DIRECTORY_REPAIRS`]).
+pub(crate) const CFG_COPY: usize = 128;
+/// Where the repair count is, from the configuration's second copy.
+pub(crate) const DIRECTORY_REPAIRS: usize = 72;
+/// The seal's domain: a region's configuration, layout 3.
+pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e33;
+
+// SAFETY: `repr(C)`, atomics only; any bits are valid.
+unsafe impl ShmSafe for FreeList {}
+// SAFETY: `repr(C)`, atomics only; any bits are valid.
+unsafe impl ShmSafe for ChunkMeta {}
+
+/// Offsets and class geometry computed from a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) arena: usize,
+    pub(crate) arena_size: usize,
+    pub(crate) metas: usize,
+    pub(crate) total_chunks: usize,
+    pub(crate) class_first: [usize; 8],
+    pub(crate) class_count: [usize; 8],
+    pub(crate) class_data: [usize; 8],
+}
+
+impl Layout {
+    pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
+        let first = self.class_first[class] as u32;
+        first..first + self.class_count[class] as u32
+    }
+}
+
+/// Where the configuration's second copy is in a region of `max_topics`.
+pub(crate) fn cfg_copy_at(max_topics: usize) -> usize {
+    OFF_TOPICS + max_topics * ENTRY_BYTES
+}
