@@ -19,15 +19,14 @@ use std::time::Duration;
 use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
 use tachyon::{Kind, Segment};
 
-// region.rs: chunk metadata offset at 40 (24 bytes per chunk: word, link,
-// route, length, version), free-list heads at 256 (16 bytes per class),
-// topic directory at 2048 (directory.rs, 256-byte entries: the first copy
-// of the fixed fields in words 0..4 and 8..17, counters in 4..8, the
-// second copy in 17..30); the configuration at 8, 56, 200..256 (sealed at
-// 248) and again after the directory (two entries here: at 2560).
+// Where the words are: `RegionMap` (the header, the directory, a
+// partition); a chunk's metadata is 24 bytes (word, link, route, length,
+// version). A directory entry (directory.rs, 256 bytes): the first copy of
+// the fixed fields in words 0..4 and 8..17, counters in 4..8, the second
+// copy in 17..30. The configuration words are in the header and again
+// after the directory.
 const CAPACITY: usize = 4;
 const ENTRY_COPIES: [&[usize]; 2] = [&[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16], &[17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29]];
-const CONFIG_COPIES: [&[usize]; 2] = [&[8, 56, 200, 208, 216, 224, 232, 240, 248], &[2560, 2568, 2576, 2584, 2592, 2600, 2608, 2616, 2624]];
 
 fuzz_target!(|data: &[u8]| {
     common::private_dir();
@@ -43,9 +42,17 @@ fuzz_target!(|data: &[u8]| {
     let topic = region.create_topic("t", TopicConfig::default().capacity(CAPACITY as u32)).unwrap();
     let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
     let u64_at = |off: usize| raw.get::<AtomicU64>(off).unwrap();
-    let metas = u64_at(40).load(Ordering::Relaxed) as usize;
-    let chunks = u64_at(48).load(Ordering::Relaxed) as usize;
-    let ring = u64_at(2048 + 16).load(Ordering::Relaxed) as usize;
+    let map = tachyon::bus::RegionMap::new();
+    // The configuration's words: max_topics, the lease, the recorded
+    // configuration and its seal; its second copy after the directory.
+    let config_copies: [Vec<usize>; 2] = [
+        [map.max_topics, map.lease].into_iter().chain(map.config.clone().step_by(8)).collect(),
+        (0..9).map(|w| map.config_copy(2) + 8 * w).collect(),
+    ];
+    let metas = u64_at(map.metas).load(Ordering::Relaxed) as usize;
+    let chunks = u64_at(map.total_chunks).load(Ordering::Relaxed) as usize;
+    let ring = u64_at(map.directory + map.entry_ring_off).load(Ordering::Relaxed) as usize;
+    let cells = ring + map.partition_header;
     let mut n = 0u8;
     let mut held = Vec::new();
     // Which copy of the entry and of the configuration was hit since the
@@ -68,15 +75,15 @@ fuzz_target!(|data: &[u8]| {
                 let Some(v) = input.u64() else { break };
                 let cell = usize::from(op >> 3) % CAPACITY;
                 let pos = u64_at(ring).load(Ordering::Relaxed);
-                u64_at(ring + 192 + 16 * cell).store(common::cell_word(op >> 3, pos, v), Ordering::Relaxed);
+                u64_at(cells + map.cell_bytes * cell).store(common::cell_word(op >> 3, pos, v), Ordering::Relaxed);
             }
             5 => {
                 let Some(v) = input.u64() else { break };
                 let at = match (op >> 3) & 3 {
                     0 => ring,                                             // tail
-                    1 => ring + 64,                                        // head
-                    2 => ring + 192 + 16 * (usize::from(op >> 5) % CAPACITY) + 8, // descriptor
-                    _ => 2048 + 32 + 8 * (usize::from(op >> 5) % 4),      // a counter
+                    1 => ring + map.partition_head,                        // head
+                    2 => cells + map.cell_bytes * (usize::from(op >> 5) % CAPACITY) + 8, // descriptor
+                    _ => map.directory + 32 + 8 * (usize::from(op >> 5) % 4),      // a counter
                 };
                 u64_at(at).store(common::no_live_token(v), Ordering::Relaxed);
                 // And now and then a word of one copy of the topic's entry
@@ -88,9 +95,9 @@ fuzz_target!(|data: &[u8]| {
                         region.recover().expect("recover between two hits");
                     }
                     hit[what] = Some(copy);
-                    let words = if what == 0 { ENTRY_COPIES[copy] } else { CONFIG_COPIES[copy] };
+                    let words: &[usize] = if what == 0 { ENTRY_COPIES[copy] } else { &config_copies[copy] };
                     let word = words[usize::from(w >> 2) % words.len()];
-                    let off = if what == 0 { 2048 + 8 * word } else { word };
+                    let off = if what == 0 { map.directory + 8 * word } else { word };
                     u64_at(off).store(v, Ordering::Relaxed);
                 }
             }
@@ -107,7 +114,7 @@ fuzz_target!(|data: &[u8]| {
             _ => {
                 let Some(v) = input.u64() else { break };
                 let class = if op & 8 != 0 { 7 } else { 0 };
-                u64_at(256 + 16 * class).store(v, Ordering::Relaxed);
+                u64_at(map.free_lists + map.free_list_bytes * class).store(v, Ordering::Relaxed);
             }
         }
     }
@@ -151,12 +158,12 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         let cells: Vec<String> =
-            (0..CAPACITY).map(|i| format!("{:x}", u64_at(ring + 192 + 16 * i).load(Ordering::Relaxed))).collect();
+            (0..CAPACITY).map(|i| format!("{:x}", u64_at(cells + map.cell_bytes * i).load(Ordering::Relaxed))).collect();
         assert!(
             seen,
             "marker {marker} not received after the damage stopped: tail {:x} head {:x} cells {cells:?}",
             u64_at(ring).load(Ordering::Relaxed),
-            u64_at(ring + 64).load(Ordering::Relaxed)
+            u64_at(ring + map.partition_head).load(Ordering::Relaxed)
         );
     }
     drop((topic, raw, region));

@@ -381,24 +381,22 @@ fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
     }
     let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
     let word = |off: usize| raw.get::<AtomicU64>(off).unwrap();
-    // Where things are (bus/region.rs, bus/directory.rs): the layout
-    // version at 0, max_topics at 8, class counts at 128, the metadata
-    // offset at 40, the size at 200, the class weights at 216, the
-    // configuration's seal at 248; the directory at 2048 (256 bytes an
-    // entry: its ring offset at 16, the second copy's at 136 + 16), the
+    // Where things are: the header's words, the directory, the
     // configuration's second copy after it.
-    let max_topics = word(8).load(Ordering::SeqCst) as usize;
-    let copy = 2048 + 256 * max_topics;
+    let map = tachyon::bus::RegionMap::new();
+    let max_topics = word(map.max_topics).load(Ordering::SeqCst) as usize;
+    let copy = map.config_copy(max_topics);
+    let (cfg_size, cfg_weights, cfg_seal) = (map.config.start, map.config.start + 16, map.config.end - 8);
     // One damaged word of the header: the open restores it and says so.
     for (off, value) in [
-        (0, 2),
-        (8, 7),
-        (128, u64::MAX),
-        (128, 0x3ff_bfff_0000_0000),
-        (40, 7),
-        (200, 1 << 40),
-        (216, 0),
-        (248, 0),
+        (map.version, 2),
+        (map.max_topics, 7),
+        (map.class_count, u64::MAX),
+        (map.class_count, 0x3ff_bfff_0000_0000),
+        (map.metas, 7),
+        (cfg_size, 1 << 40),
+        (cfg_weights, 0),
+        (cfg_seal, 0),
     ] {
         let old = word(off).swap(value, Ordering::SeqCst);
         let region = Region::open(&name).unwrap_or_else(|e| panic!("offset {off} = {value:#x}: {e}"));
@@ -408,24 +406,26 @@ fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
         region.topic("t").unwrap().send(b"fine", Key(0), SHORT).unwrap();
     }
     // Both copies of the configuration damaged: refused, not guessed.
-    for (first, second) in [(200, copy), (216, copy + 32)] {
+    for (first, second) in [(cfg_size, copy), (cfg_weights, copy + 32)] {
         let old = (word(first).swap(1, Ordering::SeqCst), word(second).swap(1, Ordering::SeqCst));
         assert!(matches!(Region::open(&name), Err(Error::Corrupt { .. })), "offsets {first} and {second}");
         word(first).store(old.0, Ordering::SeqCst);
         word(second).store(old.1, Ordering::SeqCst);
     }
     // Another layout (version 2 had no seals): named as such.
-    let (old_version, old_seal) = (word(0).swap(2, Ordering::SeqCst), word(248).swap(0, Ordering::SeqCst));
+    let (old_version, old_seal) =
+        (word(map.version).swap(2, Ordering::SeqCst), word(cfg_seal).swap(0, Ordering::SeqCst));
     let old_copy = word(copy + 64).swap(0, Ordering::SeqCst);
     let err = Region::open(&name).unwrap_err();
     assert!(err.to_string().contains("layout version"), "{err}");
-    word(0).store(old_version, Ordering::SeqCst);
-    word(248).store(old_seal, Ordering::SeqCst);
+    word(map.version).store(old_version, Ordering::SeqCst);
+    word(cfg_seal).store(old_seal, Ordering::SeqCst);
     word(copy + 64).store(old_copy, Ordering::SeqCst);
 
     // A topic entry: either copy's ring offset damaged (even to a value
     // outside the ring arena) is read from the other and restored.
-    for ring_off in [2048 + 16, 2048 + 136 + 16] {
+    let ring_offs = [map.entry_ring_off, map.entry_copy2 + map.entry_ring_off].map(|o| map.directory + o);
+    for ring_off in ring_offs {
         for value in [u64::MAX - 63, 0, 512] {
             let old = word(ring_off).swap(value, Ordering::SeqCst);
             let region = Region::open(&name).unwrap();
@@ -439,13 +439,14 @@ fn a_damaged_region_header_or_topic_entry_heals_from_its_second_copy() {
         }
     }
     // Both copies damaged: the topic is lost, said so (not "not found").
-    let old = (word(2048 + 16).swap(512, Ordering::SeqCst), word(2048 + 152).swap(512, Ordering::SeqCst));
+    let old =
+        (word(ring_offs[0]).swap(512, Ordering::SeqCst), word(ring_offs[1]).swap(512, Ordering::SeqCst));
     let region = Region::open(&name).unwrap();
     let err = region.topic("t").unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert_eq!(region.inspect().unwrap().damaged_topics, 1);
-    word(2048 + 16).store(old.0, Ordering::SeqCst);
-    word(2048 + 152).store(old.1, Ordering::SeqCst);
+    word(ring_offs[0]).store(old.0, Ordering::SeqCst);
+    word(ring_offs[1]).store(old.1, Ordering::SeqCst);
     region.topic("t").unwrap().send(b"still fine", Key(0), SHORT).unwrap();
 }
 

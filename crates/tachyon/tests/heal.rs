@@ -254,13 +254,13 @@ fn message_too_large_names_the_limit_and_the_fix_of_its_context() {
     drop((client, server));
 }
 
-/// Region layout (region.rs): free list heads at 256 (16 bytes per class),
-/// the chunk metadata offset at 40, each class's first chunk at 64 and
-/// chunk count at 128 (8 bytes per class); 24 bytes of metadata per chunk
-/// (state word, then the free-list link).
+/// A region's chunk metadata offset and a class's first chunk and chunk
+/// count (`RegionMap`); 24 bytes of metadata per chunk (state word, then
+/// the free-list link).
 fn pool_words(raw: &Segment, class: usize) -> (usize, u64, u64) {
     let get = |off: usize| raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst);
-    (get(40) as usize, get(64 + 8 * class), get(128 + 8 * class))
+    let map = tachyon::bus::RegionMap::new();
+    (get(map.metas) as usize, get(map.class_first + 8 * class), get(map.class_count + 8 * class))
 }
 
 #[test]
@@ -275,7 +275,9 @@ fn a_damaged_free_list_is_rebuilt_and_untrusted_chunks_are_quarantined() {
     let (metas, first0, count0) = pool_words(&raw, 0);
     let (_, first1, count1) = pool_words(&raw, 1);
     // Class 0: a head whose top is out of range (every open failed on it).
-    raw.get::<AtomicU64>(256).unwrap().store(0x00ff_fff0, Ordering::SeqCst);
+    raw.get::<AtomicU64>(tachyon::bus::RegionMap::new().free_lists)
+        .unwrap()
+        .store(0x00ff_fff0, Ordering::SeqCst);
     // ... and a chunk whose word says HELD by something that is no token.
     let bad = (first0 + 3) as usize;
     raw.get::<AtomicU64>(metas + 24 * bad).unwrap().store(3 << 30, Ordering::SeqCst);
@@ -332,7 +334,9 @@ fn a_rebuild_killed_half_way_is_done_again_by_the_next_open() {
     }
     let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
     let (_, _, count0) = pool_words(&raw, 0);
-    raw.get::<AtomicU64>(256).unwrap().store(0x00ff_fff0, Ordering::SeqCst);
+    raw.get::<AtomicU64>(tachyon::bus::RegionMap::new().free_lists)
+        .unwrap()
+        .store(0x00ff_fff0, Ordering::SeqCst);
     let mut child = common::child_command("child_entry", "open-region", &name)
         .env("TACHYON_FAULT", "pool-rebuild-stopped")
         .spawn()
@@ -341,7 +345,11 @@ fn a_rebuild_killed_half_way_is_done_again_by_the_next_open() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(9), "killed at the fault point: {status:?}");
     // The list is left stopped (and the mutex held by the dead).
-    assert_eq!(raw.get::<AtomicU64>(256).unwrap().load(Ordering::SeqCst) >> 24 & 3, 3);
+    assert_eq!(
+        raw.get::<AtomicU64>(tachyon::bus::RegionMap::new().free_lists).unwrap().load(Ordering::SeqCst) >> 24
+            & 3,
+        3
+    );
     drop(raw);
     let region = Region::open(&name).unwrap();
     assert_eq!(region.pool_stats().unwrap()[0].free as u64, count0);
@@ -700,7 +708,9 @@ fn a_head_damaged_into_an_empty_list_is_rebuilt_by_recovery() {
     let topic = region.create_topic("t", TopicConfig::default()).unwrap();
     let raw = Segment::builder(&name).kind(Kind::REGION).open().unwrap();
     let (_, _, count0) = pool_words(&raw, 0);
-    raw.get::<AtomicU64>(256).unwrap().store(0x4b4b_2b3b_0000_0000, Ordering::SeqCst); // empty, no announcement
+    raw.get::<AtomicU64>(tachyon::bus::RegionMap::new().free_lists)
+        .unwrap()
+        .store(0x4b4b_2b3b_0000_0000, Ordering::SeqCst); // empty, no announcement
     assert!(topic.try_loan(64).is_ok(), "a larger class still lends");
     region.recover().unwrap();
     assert_eq!(region.pool_stats().unwrap()[0].free as u64, count0);
@@ -836,7 +846,7 @@ fn damaged_object_headers_are_restored_from_the_segment_header() {
     check(&name, Kind::ARRAY, &[0, 8, 16, 24], &old);
     drop(a);
 
-    // RpcBuffer (rpc/mod.rs): the control block's node count, node size,
+    // RpcBuffer (rpc/control.rs): the control block's node count, node size,
     // protocol version and the server's largest message.
     let name = unique("heal-obj-rpc");
     let server =

@@ -1,7 +1,7 @@
 //! Topics: partitioned rings of 16-byte descriptors pointing into the
 //! payload pool; loans, publishing, receiving.
 //!
-//! A descriptor is a ring cell (see `primitives/ring.rs`): the control word
+//! A descriptor is a ring cell (see `sync/ring.rs`): the control word
 //! (sequence and claimant token) and a second word naming one publication
 //! of a chunk: its index, the low bits of its publication count, and the
 //! message length (see `pool::Descriptor`). Producers contend
