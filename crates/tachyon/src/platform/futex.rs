@@ -2,11 +2,27 @@
 //!
 //! The futex word lives in shared memory, so the calls never use
 //! `FUTEX_PRIVATE_FLAG`: a waiter in one process is woken by a waker in
-//! another. Under `--cfg tachyon_loom` a wait is modelled as a spurious
-//! wake-up (a yield), which every caller must tolerate anyway.
+//! another.
+//!
+//! Under `--cfg tachyon_loom` the same functions are a model (`model`
+//! below): a wait queue under a loom mutex, so that sleepers block (rather
+//! than poll, which would explode the state space) and a lost wake-up
+//! shows up as a loom deadlock. With `platform/atomic.rs` this is the one
+//! place where the real machine and loom's model part: the layers above
+//! call the same functions either way.
 
 use super::atomic::AtomicU32;
 use std::time::Duration;
+#[cfg(not(tachyon_loom))]
+use std::time::Instant;
+
+#[cfg(tachyon_loom)]
+pub use model::time_passes;
+#[cfg(tachyon_loom)]
+pub(crate) use model::{sleep, wake};
+// Under loom only the models of waiting on several words use these.
+#[cfg(all(tachyon_loom, test))]
+pub(crate) use model::{wait_any, wait_any_at};
 
 /// How a [`wait`] ended. Every outcome may be spurious; callers re-check
 /// their condition.
@@ -40,23 +56,6 @@ pub fn wake(word: &AtomicU32, count: u32) -> usize {
     use rustix::thread::futex;
     let count = count.min(i32::MAX as u32);
     futex::wake(word, futex::Flags::empty(), count).unwrap_or(0)
-}
-
-/// Loom model of a futex wait: a yield, reported as a spurious wake-up.
-#[cfg(tachyon_loom)]
-pub fn wait(_word: &AtomicU32, _expected: u32, timeout: Option<Duration>) -> Wake {
-    loom::thread::yield_now();
-    if timeout.is_some_and(|t| t.is_zero()) {
-        Wake::TimedOut
-    } else {
-        Wake::Woken
-    }
-}
-
-/// Loom model of a futex wake: waiters poll, so there is nothing to do.
-#[cfg(tachyon_loom)]
-pub fn wake(_word: &AtomicU32, _count: u32) -> usize {
-    0
 }
 
 /// Wakes every waiter sleeping on `word`.
@@ -121,9 +120,156 @@ pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Dur
     }
 }
 
-/// Loom model of [`wait_any`]: a yield, reported as a spurious wake-up.
+/// Sleeps on `word` while it holds `expected`, for at most `timeout`
+/// (`None`: no limit). May return early for any reason.
+///
+/// `holder_gone` tells the loom model what the caller waits out: a lock
+/// waiter's slice elapses (in the model: ends) only to let it see that the
+/// holder died. The real futex ignores it.
+///
+/// A timeout of [`MIN_ALARM`](super::alarm::MIN_ALARM) or more is
+/// not given to the kernel: the sleep registers its deadline with the
+/// process's alarm thread and sleeps without a kernel timer, which would
+/// cost every wake-up its cancellation (see `platform::alarm`).
+#[cfg(not(tachyon_loom))]
+pub(crate) fn sleep(
+    word: &AtomicU32,
+    expected: u32,
+    timeout: Option<Duration>,
+    _holder_gone: &dyn Fn() -> bool,
+) -> Wake {
+    use super::alarm;
+    let Some(t) = timeout.filter(|t| *t >= alarm::MIN_ALARM) else {
+        return wait(word, expected, timeout);
+    };
+    let Some(deadline) = Instant::now().checked_add(t) else {
+        return wait(word, expected, None);
+    };
+    match alarm::arm(deadline, word) {
+        Some(armed) => {
+            wait(word, expected, None);
+            drop(armed);
+            if Instant::now() >= deadline {
+                Wake::TimedOut
+            } else {
+                Wake::Woken
+            }
+        }
+        None => wait(word, expected, timeout),
+    }
+}
+
+/// A futex for loom: a wait queue under a loom mutex, so sleepers block
+/// (rather than poll, which would explode the state space) and a lost
+/// wake-up shows up as a loom deadlock. Time does not exist: a sleep ends
+/// when woken, or, as a timeout, when its `holder_gone` says the holder it
+/// waits out is dead (looked at on entry and whenever time passes).
 #[cfg(tachyon_loom)]
-pub fn wait_any(_words: &[(&AtomicU32, u32)], _timeout: Option<Duration>) -> Wake {
-    loom::thread::yield_now();
-    Wake::Woken
+mod model {
+    use super::*;
+    use crate::platform::atomic::Ordering::Relaxed;
+    use loom::sync::{Condvar, Mutex};
+
+    #[derive(Default)]
+    struct Queue {
+        /// (word address, sleeper id)
+        sleeping: Vec<(usize, u64)>,
+        /// Sleepers taken off the queue by time passing, not by a wake.
+        timed_out: Vec<u64>,
+        next_id: u64,
+    }
+
+    #[derive(Default)]
+    struct Futex {
+        queue: Mutex<Queue>,
+        changed: Condvar,
+    }
+
+    loom::lazy_static! {
+        static ref FUTEX: Futex = Futex::default();
+    }
+
+    pub(crate) fn sleep(
+        word: &AtomicU32,
+        expected: u32,
+        _timeout: Option<Duration>,
+        holder_gone: &dyn Fn() -> bool,
+    ) -> Wake {
+        let addr = word as *const AtomicU32 as usize;
+        let mut q = FUTEX.queue.lock().unwrap();
+        loop {
+            if holder_gone() {
+                return Wake::TimedOut;
+            }
+            if word.load(Relaxed) != expected {
+                return Wake::Woken;
+            }
+            let id = q.next_id;
+            q.next_id += 1;
+            q.sleeping.push((addr, id));
+            while q.sleeping.iter().any(|s| s.1 == id) {
+                q = FUTEX.changed.wait(q).unwrap();
+            }
+            match q.timed_out.iter().position(|&t| t == id) {
+                Some(i) => {
+                    q.timed_out.swap_remove(i);
+                }
+                None => return Wake::Woken,
+            }
+        }
+    }
+
+    /// [`sleep`] on several words at once: ends when any of them is woken
+    /// (or holds another value than expected on entry). No timeouts: a
+    /// lost wake-up is a loom deadlock.
+    #[cfg(test)]
+    pub(crate) fn wait_any(words: &[(&AtomicU32, u32)], _timeout: Option<Duration>) -> Wake {
+        let mut q = FUTEX.queue.lock().unwrap();
+        if words.iter().any(|(w, e)| w.load(Relaxed) != *e) {
+            return Wake::Woken;
+        }
+        let id = q.next_id;
+        q.next_id += 1;
+        for (w, _) in words {
+            q.sleeping.push((*w as *const AtomicU32 as usize, id));
+        }
+        // Woken once a wake took any one of our entries off the queue.
+        while q.sleeping.iter().filter(|s| s.1 == id).count() == words.len() {
+            q = FUTEX.changed.wait(q).unwrap();
+        }
+        q.sleeping.retain(|s| s.1 != id);
+        Wake::Woken
+    }
+
+    /// [`wait_any`] on word addresses.
+    #[cfg(test)]
+    pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
+        // SAFETY: under loom every word lives in the model's heap for the
+        // whole model (the registrations' owners join before it ends).
+        let refs: Vec<(&AtomicU32, u32)> = words.iter().map(|&(a, v)| (unsafe { &*a }, v)).collect();
+        wait_any(&refs, timeout)
+    }
+
+    pub(crate) fn wake(word: &AtomicU32, count: u32) -> usize {
+        let addr = word as *const AtomicU32 as usize;
+        let mut q = FUTEX.queue.lock().unwrap();
+        let mut left = count;
+        q.sleeping.retain(|s| {
+            let woken = s.0 == addr && left > 0;
+            left -= u32::from(woken);
+            !woken
+        });
+        FUTEX.changed.notify_all();
+        (count - left) as usize
+    }
+
+    /// Makes every sleeper look again at what it waits out, as if time had
+    /// passed (a model calls it, through `sync::loom_time_passes`, when it
+    /// makes a lock holder die).
+    pub fn time_passes() {
+        let mut q = FUTEX.queue.lock().unwrap();
+        let ids: Vec<u64> = q.sleeping.drain(..).map(|s| s.1).collect();
+        q.timed_out.extend(ids);
+        FUTEX.changed.notify_all();
+    }
 }

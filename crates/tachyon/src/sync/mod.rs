@@ -61,9 +61,11 @@ pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, MAX_READS_PER_ATTACH};
 // Attach tokens belong to the segment layer (a segment hands them out);
 // locks record their holders with them, so they are re-exported here.
-pub use crate::segment::{Liveness, Token, GEN_BITS, MAX_SLOTS};
+/// Under loom: makes every sleeper look again at what it waits out, as if
+/// time had passed. A model calls it when it makes a lock holder die.
 #[cfg(tachyon_loom)]
-pub use wait::loom_time_passes;
+pub use crate::platform::futex::time_passes as loom_time_passes;
+pub use crate::segment::{Liveness, Token, GEN_BITS, MAX_SLOTS};
 pub use wait::{WaitCell, WaitPolicy};
 
 /// Defines `new` as a `const fn`, except under loom, whose atomics have no

@@ -203,7 +203,6 @@ impl Shard {
         self.sleep(&words);
     }
 
-    #[cfg(not(tachyon_loom))]
     fn sleep(&self, words: &[(usize, u32)]) {
         // Addresses only: a registration withdrawn since the lock was let go
         // may leave an address whose mapping is gone (see "Memory").
@@ -211,15 +210,6 @@ impl Shard {
             words.iter().map(|&(a, v)| (a as *const AtomicU32, v)).collect();
         let timeout = if words.len() > 1 { Some(RECHECK) } else { None };
         crate::platform::futex::wait_any_at(&addrs, timeout);
-    }
-
-    #[cfg(tachyon_loom)]
-    fn sleep(&self, words: &[(usize, u32)]) {
-        // SAFETY: under loom every word lives in the model's heap for the
-        // whole model (the registrations' owners join before it ends).
-        let refs: Vec<(&AtomicU32, u32)> =
-            words.iter().map(|&(a, v)| (unsafe { &*(a as *const AtomicU32) }, v)).collect();
-        super::wait::sleep_any(&refs);
     }
 }
 

@@ -17,9 +17,7 @@
 //! it).
 
 use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
-#[cfg(not(tachyon_loom))]
-use crate::platform::futex;
-use crate::platform::futex::Wake;
+pub(crate) use crate::platform::futex::{sleep, wake, wake_all};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 
@@ -177,7 +175,8 @@ impl WaitCell {
             // to `sleepers` (another process scribbling on the cell) would
             // make every notifier skip the wake-up; the condition is
             // looked at again after at most `HEAL_SLICE` instead.
-            #[cfg(not(tachyon_loom))]
+            // (The loom model of the futex has no time: a sleep there ends
+            // only when woken, and a lost wake-up is a deadlock it finds.)
             let remaining = Some(remaining.map_or(HEAL_SLICE, |r| r.min(HEAL_SLICE)));
             if let Some(v) = self.park(remaining, &|| false, &mut ready) {
                 return Ok(v);
@@ -273,7 +272,6 @@ impl Deadline {
 
 /// The longest a [`WaitCell::wait_until`] sleeps before it looks at its
 /// condition again, notified or not (a lost wake-up costs at most this).
-#[cfg(not(tachyon_loom))]
 const HEAL_SLICE: Duration = Duration::from_millis(100);
 
 /// How long a lock waiter sleeps before it looks at the holder again.
@@ -330,169 +328,6 @@ impl SpinWait {
         }
         self.rounds += 1;
         true
-    }
-}
-
-/// Sleeps on `word` while it holds `expected`, for at most `timeout`
-/// (`None`: no limit). May return early for any reason.
-///
-/// `holder_gone` tells the loom model what the caller waits out: a lock
-/// waiter's slice elapses (in the model: ends) only to let it see that the
-/// holder died. The real futex ignores it.
-///
-/// A timeout of [`MIN_ALARM`](crate::platform::alarm::MIN_ALARM) or more is
-/// not given to the kernel: the sleep registers its deadline with the
-/// process's alarm thread and sleeps without a kernel timer, which would
-/// cost every wake-up its cancellation (see `platform::alarm`).
-#[cfg(not(tachyon_loom))]
-pub(crate) fn sleep(
-    word: &AtomicU32,
-    expected: u32,
-    timeout: Option<Duration>,
-    _holder_gone: &dyn Fn() -> bool,
-) -> Wake {
-    use crate::platform::alarm;
-    let Some(t) = timeout.filter(|t| *t >= alarm::MIN_ALARM) else {
-        return futex::wait(word, expected, timeout);
-    };
-    let Some(deadline) = Instant::now().checked_add(t) else {
-        return futex::wait(word, expected, None);
-    };
-    match alarm::arm(deadline, word) {
-        Some(armed) => {
-            futex::wait(word, expected, None);
-            drop(armed);
-            if Instant::now() >= deadline {
-                Wake::TimedOut
-            } else {
-                Wake::Woken
-            }
-        }
-        None => futex::wait(word, expected, timeout),
-    }
-}
-
-/// Wakes up to `count` sleepers on `word`.
-#[cfg(not(tachyon_loom))]
-pub(crate) fn wake(word: &AtomicU32, count: u32) {
-    futex::wake(word, count);
-}
-
-#[cfg(all(tachyon_loom, test))]
-pub(crate) use model::sleep_any;
-#[cfg(tachyon_loom)]
-pub(crate) use model::{sleep, wake};
-
-/// Wakes every sleeper on `word`.
-pub(crate) fn wake_all(word: &AtomicU32) {
-    wake(word, u32::MAX);
-}
-
-/// Under loom: makes every sleeper look again at what it waits out, as if
-/// time had passed. A model calls it when it makes a lock holder die.
-#[cfg(tachyon_loom)]
-pub fn loom_time_passes() {
-    model::time_passes();
-}
-
-/// A futex for loom: a wait queue under a loom mutex, so sleepers block
-/// (rather than poll, which would explode the state space) and a lost
-/// wake-up shows up as a loom deadlock. Time does not exist: a sleep ends
-/// when woken, or, as a timeout, when its `holder_gone` says the holder it
-/// waits out is dead (looked at on entry and whenever time passes).
-#[cfg(tachyon_loom)]
-mod model {
-    use super::*;
-    use loom::sync::{Condvar, Mutex};
-
-    #[derive(Default)]
-    struct Queue {
-        /// (word address, sleeper id)
-        sleeping: Vec<(usize, u64)>,
-        /// Sleepers taken off the queue by time passing, not by a wake.
-        timed_out: Vec<u64>,
-        next_id: u64,
-    }
-
-    #[derive(Default)]
-    struct Futex {
-        queue: Mutex<Queue>,
-        changed: Condvar,
-    }
-
-    loom::lazy_static! {
-        static ref FUTEX: Futex = Futex::default();
-    }
-
-    pub(crate) fn sleep(
-        word: &AtomicU32,
-        expected: u32,
-        _timeout: Option<Duration>,
-        holder_gone: &dyn Fn() -> bool,
-    ) -> Wake {
-        let addr = word as *const AtomicU32 as usize;
-        let mut q = FUTEX.queue.lock().unwrap();
-        loop {
-            if holder_gone() {
-                return Wake::TimedOut;
-            }
-            if word.load(Relaxed) != expected {
-                return Wake::Woken;
-            }
-            let id = q.next_id;
-            q.next_id += 1;
-            q.sleeping.push((addr, id));
-            while q.sleeping.iter().any(|s| s.1 == id) {
-                q = FUTEX.changed.wait(q).unwrap();
-            }
-            match q.timed_out.iter().position(|&t| t == id) {
-                Some(i) => {
-                    q.timed_out.swap_remove(i);
-                }
-                None => return Wake::Woken,
-            }
-        }
-    }
-
-    /// [`sleep`] on several words at once: ends when any of them is woken
-    /// (or holds another value than expected on entry). No timeouts: a
-    /// lost wake-up is a loom deadlock.
-    #[cfg(test)]
-    pub(crate) fn sleep_any(words: &[(&AtomicU32, u32)]) -> Wake {
-        let mut q = FUTEX.queue.lock().unwrap();
-        if words.iter().any(|(w, e)| w.load(Relaxed) != *e) {
-            return Wake::Woken;
-        }
-        let id = q.next_id;
-        q.next_id += 1;
-        for (w, _) in words {
-            q.sleeping.push((*w as *const AtomicU32 as usize, id));
-        }
-        // Woken once a wake took any one of our entries off the queue.
-        while q.sleeping.iter().filter(|s| s.1 == id).count() == words.len() {
-            q = FUTEX.changed.wait(q).unwrap();
-        }
-        q.sleeping.retain(|s| s.1 != id);
-        Wake::Woken
-    }
-
-    pub(crate) fn wake(word: &AtomicU32, count: u32) {
-        let addr = word as *const AtomicU32 as usize;
-        let mut q = FUTEX.queue.lock().unwrap();
-        let mut left = count;
-        q.sleeping.retain(|s| {
-            let woken = s.0 == addr && left > 0;
-            left -= u32::from(woken);
-            !woken
-        });
-        FUTEX.changed.notify_all();
-    }
-
-    pub(crate) fn time_passes() {
-        let mut q = FUTEX.queue.lock().unwrap();
-        let ids: Vec<u64> = q.sleeping.drain(..).map(|s| s.1).collect();
-        q.timed_out.extend(ids);
-        FUTEX.changed.notify_all();
     }
 }
 

@@ -31,9 +31,6 @@
 use super::wait::{Deadline, SpinWait};
 use super::WaitPolicy;
 use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
-#[cfg(tachyon_loom)]
-use crate::platform::futex::Wake;
-#[cfg(not(tachyon_loom))]
 use crate::platform::futex::WAITV_MAX;
 use crate::{Error, Result};
 use std::time::Duration;
@@ -86,7 +83,6 @@ pub(crate) fn park_any<T>(
     r
 }
 
-#[cfg(not(tachyon_loom))]
 fn sleep_on(words: &mut [(&AtomicU32, u32)], timeout: Option<Duration>) {
     use crate::platform::futex::wait_any;
     use std::sync::Arc;
@@ -121,11 +117,6 @@ fn sleep_on(words: &mut [(&AtomicU32, u32)], timeout: Option<Duration>) {
     wait_any(&all, timeout);
     // Withdrawn before the words' owners can go (our caller keeps them).
     drop(parked);
-}
-
-#[cfg(tachyon_loom)]
-fn sleep_on(words: &mut [(&AtomicU32, u32)], _timeout: Option<Duration>) {
-    let _: Wake = super::wait::sleep_any(words);
 }
 
 /// Waits until `ready` returns `Some` and returns its value, sleeping on all
