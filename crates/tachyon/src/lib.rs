@@ -101,39 +101,46 @@
 #![cfg(target_os = "linux")]
 #![deny(missing_docs)]
 
+/// Declares items that a loom build leaves out: `--cfg tachyon_loom` builds
+/// only the lock-free state machines and their models, over loom's atomics
+/// (`platform/atomic.rs`) and its model of the futex (`platform/futex.rs`).
+/// One switch per list of items instead of one attribute per item.
+macro_rules! without_loom {
+    ($($item:item)*) => { $( #[cfg(not(tachyon_loom))] $item )* };
+}
+pub(crate) use without_loom;
+
 pub mod bus;
 mod error;
-/// Entry points for the fuzz targets (`testing` feature: not an API).
-#[cfg(all(feature = "testing", not(tachyon_loom)))]
-pub mod fuzzing;
 pub mod platform;
 pub mod primitives;
 pub mod segment;
 pub mod sync;
-// Above both the bus and the primitives: one wait over sources of each.
-#[cfg(not(tachyon_loom))]
-mod waitset;
 
 /// The `Pod` / `Zeroable` traits (and derives) that typed messages and
 /// arrays use, re-exported so that a user needs no version of its own.
 pub use bytemuck;
 pub use error::{Corruption, Error, Result};
-#[cfg(not(tachyon_loom))]
-pub use primitives::{
-    BroadcastBuffer, BroadcastBufferBuilder, BroadcastReader, Overflow, Received, RpcBuffer, RpcBuilder,
-    RpcClient,
-};
-#[cfg(not(tachyon_loom))]
-pub use primitives::{CircularBuffer, CircularBufferBuilder};
-#[cfg(not(tachyon_loom))]
-pub use primitives::{SharedArray, SharedArrayBuilder, SharedBuffer, SharedBufferBuilder};
-#[cfg(all(feature = "signals", not(tachyon_loom)))]
-pub use segment::cleanup_on_termination;
 pub use segment::Kind;
-#[cfg(not(tachyon_loom))]
-pub use segment::Segment;
-#[cfg(not(tachyon_loom))]
-pub use waitset::WaitSet;
+
+without_loom! {
+    /// Entry points for the fuzz targets (`testing` feature: not an API).
+    #[cfg(feature = "testing")]
+    pub mod fuzzing;
+    // Above both the bus and the primitives: one wait over sources of each.
+    mod waitset;
+
+    pub use primitives::{
+        BroadcastBuffer, BroadcastBufferBuilder, BroadcastReader, Overflow, Received, RpcBuffer, RpcBuilder,
+        RpcClient,
+    };
+    pub use primitives::{CircularBuffer, CircularBufferBuilder};
+    pub use primitives::{SharedArray, SharedArrayBuilder, SharedBuffer, SharedBufferBuilder};
+    #[cfg(feature = "signals")]
+    pub use segment::cleanup_on_termination;
+    pub use segment::Segment;
+    pub use waitset::WaitSet;
+}
 
 // Every Rust block in the README and in docs/*.md is compiled (and, unless
 // marked `no_run`, run) by `cargo test --doc`, so the documentation cannot

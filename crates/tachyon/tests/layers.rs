@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 /// A layer's rank; a module may use modules of a lower rank, and its own.
 fn rank(module: &str) -> Option<u32> {
     Some(match module {
-        // The error type is everyone's.
-        "error" | "Error" | "Result" | "Corruption" => 0,
+        // The error type is everyone's, and so is the root's switch for
+        // loom builds.
+        "error" | "Error" | "Result" | "Corruption" | "without_loom" => 0,
         "platform" => 1,
         "segment" => 2,
         "sync" => 3,

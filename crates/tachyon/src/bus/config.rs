@@ -39,7 +39,7 @@ pub struct RegionConfig {
     /// a file system without OFD locks). 10 ms to 1 day; default 10 s. The
     /// library beats for a process whenever it attaches, every 256 loans or
     /// receives, and while it waits; a process that holds chunks and stays
-    /// away from the region for longer should call [`Region::heartbeat`].
+    /// away from the region for longer should call [`Region::heartbeat`](crate::bus::Region::heartbeat).
     pub lease: Duration,
 }
 

@@ -16,63 +16,41 @@
 //! messages is the recovery layer's job.
 
 // Under loom only the free list's models are built.
-#[cfg(not(tachyon_loom))]
-mod alloc;
-#[cfg(not(tachyon_loom))]
-mod asynch;
-#[cfg(not(tachyon_loom))]
-mod catalog;
-#[cfg(not(tachyon_loom))]
-mod config;
-#[cfg(not(tachyon_loom))]
-mod directory;
-#[cfg(not(tachyon_loom))]
-mod inspect;
-#[cfg(not(tachyon_loom))]
-mod layout;
-#[cfg(all(feature = "testing", not(tachyon_loom)))]
-mod map;
-#[cfg(not(tachyon_loom))]
-mod open;
-#[cfg(not(tachyon_loom))]
-mod partition;
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
-#[cfg(not(tachyon_loom))]
-mod raw;
-#[cfg(not(tachyon_loom))]
-mod recovered;
-#[cfg(not(tachyon_loom))]
-mod recovery;
-#[cfg(not(tachyon_loom))]
-mod region;
-#[cfg(not(tachyon_loom))]
-mod subscription;
-#[cfg(not(tachyon_loom))]
-mod topic;
 
-#[cfg(not(tachyon_loom))]
-pub use alloc::ClassStats;
-#[cfg(not(tachyon_loom))]
-pub use config::RegionConfig;
-#[cfg(not(tachyon_loom))]
-pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
-#[cfg(not(tachyon_loom))]
-pub use layout::{CLASS_SIZES, MAX_MESSAGE};
-#[cfg(all(feature = "testing", not(tachyon_loom)))]
-pub use map::RegionMap;
-#[cfg(not(tachyon_loom))]
-pub use raw::RawChunk;
-#[cfg(not(tachyon_loom))]
-pub use recovered::Recovered;
-#[cfg(not(tachyon_loom))]
-pub use region::Region;
-#[cfg(not(tachyon_loom))]
-pub(crate) use region::RECOVERY_INTERVAL;
-#[cfg(not(tachyon_loom))]
-pub use subscription::{Partitions, Subscription};
-#[cfg(not(tachyon_loom))]
-pub use topic::{
-    Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
-    MAX_CAPACITY, MAX_PARTITIONS,
-};
+crate::without_loom! {
+    mod alloc;
+    mod asynch;
+    mod catalog;
+    mod config;
+    mod directory;
+    mod inspect;
+    mod layout;
+    #[cfg(feature = "testing")]
+    mod map;
+    mod open;
+    mod partition;
+    mod raw;
+    mod recovered;
+    mod recovery;
+    mod region;
+    mod subscription;
+    mod topic;
+
+    pub use alloc::ClassStats;
+    pub use config::RegionConfig;
+    pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
+    pub use layout::{CLASS_SIZES, MAX_MESSAGE};
+    #[cfg(feature = "testing")]
+    pub use map::RegionMap;
+    pub use raw::RawChunk;
+    pub use recovered::Recovered;
+    pub use region::Region;
+    pub(crate) use region::RECOVERY_INTERVAL;
+    pub use subscription::{Partitions, Subscription};
+    pub use topic::{
+        Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
+        MAX_CAPACITY, MAX_PARTITIONS,
+    };
+}

@@ -76,7 +76,7 @@ fn repair_header(seg: &Segment, config: &RegionConfig, layout: &Layout) -> Resul
 /// deletes it.
 ///
 /// `Region` is an owned, shared handle: `Clone` (a reference count, the
-/// same attachment), `Send` and `Sync`. Its [`Topic`]s, loans and messages
+/// same attachment), `Send` and `Sync`. Its [`Topic`](crate::bus::Topic)s, loans and messages
 /// keep the attachment alive, so a topic can outlive the `Region` value it
 /// came from, live in a struct or move into a thread or task.
 ///

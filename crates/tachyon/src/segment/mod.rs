@@ -16,43 +16,32 @@
 
 mod kind;
 pub mod name;
-#[cfg(not(tachyon_loom))]
-pub(crate) mod seal;
 mod token;
 
 pub use kind::Kind;
 pub use token::{Liveness, Token, GEN_BITS, MAX_SLOTS};
 
-#[cfg(not(tachyon_loom))]
-mod attach;
-#[cfg(not(tachyon_loom))]
-mod builder;
-#[cfg(not(tachyon_loom))]
-mod handle;
-#[cfg(not(tachyon_loom))]
-mod header;
-#[cfg(not(tachyon_loom))]
-mod human;
-#[cfg(not(tachyon_loom))]
-mod lifecycle;
-#[cfg(not(tachyon_loom))]
-mod list;
-#[cfg(not(tachyon_loom))]
-mod registry;
+crate::without_loom! {
+    pub(crate) mod seal;
+    mod attach;
+    mod builder;
+    mod handle;
+    mod header;
+    mod human;
+    mod lifecycle;
+    mod list;
+    mod registry;
 
-#[cfg(all(feature = "signals", not(tachyon_loom)))]
-mod termination;
+    #[cfg(feature = "signals")]
+    mod termination;
 
-#[cfg(not(tachyon_loom))]
-pub use builder::SegmentBuilder;
-#[cfg(not(tachyon_loom))]
-pub use handle::Segment;
-#[cfg(not(tachyon_loom))]
-pub use lifecycle::reap;
-#[cfg(not(tachyon_loom))]
-pub use list::{list, AttacherInfo, SegmentInfo, SegmentStatus};
-#[cfg(all(feature = "signals", not(tachyon_loom)))]
-pub use termination::cleanup_on_termination;
+    pub use builder::SegmentBuilder;
+    pub use handle::Segment;
+    pub use lifecycle::reap;
+    pub use list::{list, AttacherInfo, SegmentInfo, SegmentStatus};
+    #[cfg(feature = "signals")]
+    pub use termination::cleanup_on_termination;
+}
 
 /// Types that may be placed in shared memory and used through `&T` by
 /// several processes at once.
