@@ -159,6 +159,8 @@ macro_rules! doc_pages {
 doc_pages! {
     /// README.md
     ReadmeDoctests = "../../../README.md";
+    /// docs/ARCHITECTURE.md
+    ArchitectureDoctests = "../../../docs/ARCHITECTURE.md";
     /// docs/segments.md
     SegmentsDoctests = "../../../docs/segments.md";
     /// docs/sync.md
