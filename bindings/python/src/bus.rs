@@ -1,5 +1,5 @@
-//! The zero-copy bus: `Region`, `Topic`, `Message`, `Loan` and the small
-//! records `TopicInfo`, `ClassStats`, `Recovered`.
+//! The zero-copy bus: `Region`, `Topic`, `Subscription`, `Message`, `Loan`
+//! and the small records `TopicInfo`, `ClassStats`, `Recovered`.
 //!
 //! # Views into shared memory
 //!
@@ -24,7 +24,9 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use tachyon::bus::{Delivery, Key, Loan, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{
+    Delivery, Key, Loan, Message, Partitions, Region, RegionConfig, Subscription, Topic, TopicConfig,
+};
 use tachyon::sync::WaitPolicy;
 
 /// Locks `m`, ignoring poisoning (no code here panics while holding one;
@@ -373,13 +375,13 @@ impl PyTopic {
                 in_slices(py, timeout, timed_out, |slice| topic.receive(partition, slice))?
             }
         };
-        Ok(PyMessage::new(msg, partition))
+        Ok(PyMessage::new(msg))
     }
 
     /// The next message of `partition` if there is one now, else None.
     #[pyo3(signature = (partition=0))]
     fn try_receive(&self, py: Python<'_>, partition: u32) -> PyResult<Option<PyMessage>> {
-        Ok(self.topic.try_receive(partition).py(py)?.map(|m| PyMessage::new(m, partition)))
+        Ok(self.topic.try_receive(partition).py(py)?.map(PyMessage::new))
     }
 
     /// Like receive, but copies the message into a new bytes object and
@@ -412,6 +414,17 @@ impl PyTopic {
     ) -> PyResult<Bound<'py, PyAny>> {
         let aio = slf.py().import("tachyon._aio")?;
         aio.getattr("receive")?.call1((slf, partition, timeout_ns))
+    }
+
+    /// A Subscription: one receive over several partitions of this topic
+    /// (`partitions`: an iterable of partition numbers; None, the default:
+    /// all of them), taking from each in turn so that none starves.
+    /// Per-key order holds (a key stays in one partition).
+    #[pyo3(signature = (partitions=None))]
+    fn subscribe(&self, py: Python<'_>, partitions: Option<Vec<u32>>) -> PyResult<PySubscription> {
+        let which = partitions.map_or(Partitions::All, Partitions::Set);
+        let sub = self.topic.subscribe(which).py(py)?;
+        Ok(PySubscription { sub })
     }
 
     fn __repr__(&self) -> String {
@@ -531,6 +544,63 @@ fn still_viewed(what: &str) -> PyErr {
     ))
 }
 
+/// One receive over several partitions of a topic: from Topic.subscribe.
+///
+///     sub = topic.subscribe()            # every partition
+///     msg = sub.receive(timeout_ns=-1)   # from whichever has a message
+///     print(msg.partition, bytes(msg.data))
+///
+/// Iterating over it receives for ever (Ctrl+C ends it). Every wait
+/// releases the GIL and is interrupted by Ctrl+C.
+#[pyclass(module = "tachyon", name = "Subscription", frozen)]
+pub struct PySubscription {
+    sub: Subscription,
+}
+
+#[pymethods]
+impl PySubscription {
+    /// The partitions it receives from, in the order it looks at them.
+    #[getter]
+    fn partitions(&self) -> Vec<u32> {
+        self.sub.partitions().to_vec()
+    }
+
+    /// Waits up to timeout_ns (-1: for ever; 0: look once) for a message
+    /// in any of the partitions and returns it (Message.partition says
+    /// which). Raises tachyon.TimeoutError when the wait runs out.
+    #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
+    fn receive(&self, py: Python<'_>, timeout_ns: i64) -> PyResult<PyMessage> {
+        let timeout = timeout_of(timeout_ns);
+        let msg = match self.sub.try_receive().py(py)? {
+            Some(msg) => msg,
+            None if timeout.is_some_and(|t| t.is_zero()) => return Err(timeout_error()).py(py),
+            None => {
+                let sub = &self.sub;
+                in_slices(py, timeout, timed_out, |slice| sub.receive(slice))?
+            }
+        };
+        Ok(PyMessage::new(msg))
+    }
+
+    /// The next message of any of the partitions if there is one now,
+    /// else None.
+    fn try_receive(&self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
+        Ok(self.sub.try_receive().py(py)?.map(PyMessage::new))
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<PyMessage> {
+        self.receive(py, -1)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Subscription({:?}, partitions={:?})", self.sub.topic().name(), self.sub.partitions())
+    }
+}
+
 /// A received message: a read-only view into shared memory.
 ///
 /// msg.data is a memoryview of the bytes (no copy; np.frombuffer(msg.data,
@@ -549,8 +619,9 @@ pub struct PyMessage {
 }
 
 impl PyMessage {
-    fn new(msg: Message, partition: u32) -> Self {
+    fn new(msg: Message) -> Self {
         let len = msg.len();
+        let partition = msg.partition();
         PyMessage {
             msg: Mutex::new(Some(msg)),
             view: Mutex::new(None),

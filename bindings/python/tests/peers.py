@@ -24,25 +24,20 @@ def produce(region_name: str, topic_name: str, count: int) -> None:
 
 
 def consume(region_name: str, topic_name: str, count: int, results) -> None:
-    """Receives `count` messages from every partition in turn and puts the
+    """Receives `count` messages from every partition through one
+    subscription, checks each came from its key's partition, and puts the
     sorted indices on `results`."""
     reg = tachyon.Region(region_name, create=False)
     topic = reg.topic(topic_name)
+    sub = topic.subscribe()
+    assert sub.partitions == list(range(topic.partitions))
     seen = []
     while len(seen) < count:
-        for p in range(topic.partitions):
-            msg = topic.try_receive(p)
-            if msg is None:
-                continue
-            with msg:
-                data = msg.data
-                assert bytes(data[8:16]) == bytes(data[:8])
-                seen.append(int.from_bytes(data[:8], "little"))
-                del data
-        if len(seen) < count:
-            try:
-                with topic.receive(0, timeout_ns=1_000_000) as msg:
-                    seen.append(int.from_bytes(msg.data[:8], "little"))
-            except tachyon.TimeoutError:
-                pass
+        with sub.receive(timeout_ns=WAIT_NS) as msg:
+            data = msg.data
+            assert bytes(data[8:16]) == bytes(data[:8])
+            index = int.from_bytes(data[:8], "little")
+            assert msg.partition == topic.partition_of(index), (index, msg.partition)
+            seen.append(index)
+            del data
     results.put(sorted(seen))

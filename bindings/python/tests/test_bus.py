@@ -242,3 +242,55 @@ def test_huge_timeouts_are_accepted(region):
     assert topic.receive_bytes(0, timeout_ns=2**63 - 1) == b"x"
     with pytest.raises(OverflowError):
         topic.receive(0, timeout_ns=2**63)
+
+
+def test_subscription_receives_from_several_partitions(region):
+    topic = region.create_topic("t", partitions=4, capacity=16)
+    keys = list(range(40))
+    for k in keys:
+        topic.send(k.to_bytes(8, "little"), key=k)
+    sub = topic.subscribe()
+    assert sub.partitions == [0, 1, 2, 3]
+    got = {}
+    for _ in keys:
+        with sub.receive(timeout_ns=SECOND) as msg:
+            k = int.from_bytes(msg.data, "little")
+            assert msg.partition == topic.partition_of(k)
+            got.setdefault(msg.partition, []).append(k)
+    # Every message once; in each partition, in the order sent.
+    assert sorted(k for ks in got.values() for k in ks) == keys
+    assert all(ks == sorted(ks) for ks in got.values())
+    assert sub.try_receive() is None
+    with pytest.raises(tachyon.TimeoutError):
+        sub.receive(timeout_ns=1_000_000)
+
+
+def test_subscription_to_some_partitions(region):
+    topic = region.create_topic("t", partitions=4)
+    k0 = next(k for k in range(100) if topic.partition_of(k) == 0)
+    k2 = next(k for k in range(100) if topic.partition_of(k) == 2)
+    for k in (k0, k2):
+        topic.send(b"%d" % k, key=k)
+    sub = topic.subscribe([2])
+    assert sub.partitions == [2]
+    with sub.receive(timeout_ns=SECOND) as msg:
+        assert (msg.partition, bytes(msg.data)) == (2, b"%d" % k2)
+    assert sub.try_receive() is None  # partition 0's message is not its
+    assert topic.receive_bytes(0, timeout_ns=SECOND) == b"%d" % k0
+    with pytest.raises(tachyon.InvalidArgument):
+        topic.subscribe([4])
+    assert "Subscription" in repr(sub)
+
+
+def test_subscription_iterates(region):
+    topic = region.create_topic("t", partitions=2)
+    for i in range(3):
+        topic.send(b"m%d" % i, key=i)
+    sub = topic.subscribe()
+    seen = []
+    for msg in sub:
+        with msg:
+            seen.append(bytes(msg.data))
+        if len(seen) == 3:
+            break
+    assert sorted(seen) == [b"m0", b"m1", b"m2"]

@@ -37,6 +37,7 @@ from ._tachyon import (
     Region,
     RpcBuffer,
     SharedArray,
+    Subscription,
     Topic,
     TopicInfo,
 )
@@ -46,6 +47,7 @@ from .errors import __all__ as _errors_all
 __all__ = [
     "Region",
     "Topic",
+    "Subscription",
     "Message",
     "Loan",
     "TopicInfo",

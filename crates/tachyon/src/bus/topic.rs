@@ -749,7 +749,7 @@ impl Topic {
     /// [`try_receive`](Self::try_receive) for `Ok(None)` instead).
     pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message> {
         let (chunk, len) = self.take_message(partition, timeout)?;
-        Ok(Message { topic: self.clone(), chunk, len })
+        Ok(Message { topic: self.clone(), chunk, len, partition })
     }
 
     /// [`receive`](Self::receive) that another thread can end early with
@@ -784,7 +784,7 @@ impl Topic {
         stop: &ReceiveStop,
     ) -> Result<Message> {
         let (chunk, len) = self.take_message_until(partition, timeout, Some(stop))?;
-        Ok(Message { topic: self.clone(), chunk, len })
+        Ok(Message { topic: self.clone(), chunk, len, partition })
     }
 
     /// Takes the next message of `partition` HELD by this process.
@@ -1201,6 +1201,7 @@ pub struct Message {
     topic: Topic,
     chunk: Chunk,
     len: usize,
+    partition: u32,
 }
 
 impl Message {
@@ -1226,6 +1227,26 @@ impl Message {
     /// The topic it was received from.
     pub fn topic(&self) -> &Topic {
         &self.topic
+    }
+
+    /// The partition it was received from (a [`Subscription`](super::Subscription)
+    /// receives from several).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-msg-partition-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("t", TopicConfig::default().partitions(4))?;
+    /// topic.send(b"x", Key(7), None)?;
+    /// let all = topic.subscribe(Partitions::All)?;
+    /// let msg = all.receive(Some(Duration::from_secs(1)))?;
+    /// assert_eq!(msg.partition(), topic.partition_of(Key(7)));
+    /// # drop((msg, all, topic, region)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn partition(&self) -> u32 {
+        self.partition
     }
 }
 
@@ -1260,7 +1281,11 @@ impl Drop for Message {
 
 impl std::fmt::Debug for Message {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Message").field("len", &self.len).field("topic", &self.topic.core.name).finish()
+        f.debug_struct("Message")
+            .field("len", &self.len)
+            .field("topic", &self.topic.core.name)
+            .field("partition", &self.partition)
+            .finish()
     }
 }
 
