@@ -165,6 +165,11 @@ typedef struct ty_cancel_t ty_cancel_t;
 // The response a handler builds (opaque): set it with `ty_rpc_reply`.
 typedef struct ty_rpc_reply_t ty_rpc_reply_t;
 
+// One receive over several partitions of a topic (opaque): from
+// `ty_subscription_open`, freed with `ty_subscription_close` (before the
+// topic handle it came from is closed).
+typedef struct ty_subscription_t ty_subscription_t;
+
 // How a region is built: a plain value. Start from a copy of
 // `ty_region_conf_default` and change fields:
 //
@@ -674,6 +679,54 @@ int ty_subscribe_cancel(const ty_topic_t *topic,
 // # Safety
 // As `ty_subscribe`.
 int ty_try_subscribe(const ty_topic_t *topic, uint32_t partition, struct ty_msg_t *m);
+
+// Opens a subscription: one receive over `n` partitions of `topic` (at
+// `partitions`; NULL with `n` 0: every partition), each looked at in turn
+// so that none starves. Messages it receives are released with
+// `ty_release(topic, m)` on this same topic handle, which must stay open
+// until `ty_subscription_close`.
+//
+// On success `*out` is the new subscription; NULL on failure. Errors:
+// `TY_EINVAL` (NULL, a partition out of range, `partitions` NULL with
+// `n` > 0). Thread-safe.
+//
+// # Safety
+// `topic` is NULL or a live topic handle; `partitions` NULL or readable
+// for `n` values; `out` NULL or writable.
+int ty_subscription_open(const ty_topic_t *topic,
+                         const uint32_t *partitions,
+                         size_t n,
+                         struct ty_subscription_t **out);
+
+// Receives the next message of any of the subscription's partitions,
+// waiting at most `timeout_ns` (-1 for ever; 0 looks once). As
+// `ty_subscribe` otherwise: `m->partition` says where it came from, and
+// `ty_release(topic, m)` on the subscription's topic handle must follow.
+// Errors: `TY_EINVAL`, `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`),
+// `TY_ECORRUPT` (a corrupt descriptor was dropped; call again).
+// Thread-safe.
+//
+// # Safety
+// `sub` is NULL or a live subscription (its topic handle open); `m` NULL
+// or writable.
+int ty_subscription_receive(const struct ty_subscription_t *sub,
+                            struct ty_msg_t *m,
+                            int64_t timeout_ns);
+
+// `ty_subscription_receive` without waiting: `TY_EAGAIN` if every
+// partition is empty.
+//
+// # Safety
+// As `ty_subscription_receive`.
+int ty_subscription_try_receive(const struct ty_subscription_t *sub, struct ty_msg_t *m);
+
+// Closes a subscription. Messages received through it stay held until
+// `ty_release` (or `ty_topic_close`). NULL is ignored. No other call may
+// use `sub` during or after this one.
+//
+// # Safety
+// `sub` is NULL or a live subscription, not used again afterwards.
+void ty_subscription_close(struct ty_subscription_t *sub);
 
 // Releases a message from `ty_subscribe` on this same topic handle: its
 // chunk goes back to the pool and `m->data` becomes invalid. `*m` is

@@ -15,8 +15,8 @@ use crate::ledger::{Ledger, Miss};
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Key, RawChunk, ReceiveStop, Recovered, Region, RegionConfig, Topic, TopicConfig,
-    TopicInfo,
+    ClassStats, Delivery, Key, Partitions, RawChunk, ReceiveStop, Recovered, Region, RegionConfig,
+    Subscription, Topic, TopicConfig, TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
 
@@ -252,6 +252,7 @@ const REGION_MAGIC: u64 = 0x7479_5f72_6567_696f; // "ty_regio"
 const TOPIC_MAGIC: u64 = 0x7479_5f74_6f70_6963; // "ty_topic"
 const DEAD: u64 = 0xdead_dead_dead_dead;
 const CANCEL_MAGIC: u64 = 0x7479_5f63_616e_6365; // "ty_cance"
+const SUBSCRIPTION_MAGIC: u64 = 0x7479_5f73_7562_7363; // "ty_subsc"
 
 /// An attached region (opaque). From `ty_region_open` / `ty_region_create`,
 /// to `ty_region_close`. Its topics keep the region mapped: a topic stays
@@ -1206,6 +1207,164 @@ pub unsafe extern "C" fn ty_try_subscribe(
         // SAFETY: per this function's contract.
         unsafe { receive(topic, partition, m, |t| Ok(t.try_receive_raw(partition)?)) }
     })
+}
+
+/// One receive over several partitions of a topic (opaque): from
+/// `ty_subscription_open`, freed with `ty_subscription_close` (before the
+/// topic handle it came from is closed).
+pub struct ty_subscription_t {
+    magic: u64,
+    sub: Subscription,
+    /// The handle whose ledger records the messages (released with
+    /// `ty_release` on it).
+    topic: *const ty_topic_t,
+}
+
+/// # Safety
+/// `p` is NULL or a live `ty_subscription_t` whose topic handle is live.
+unsafe fn subscription<'a>(p: *const ty_subscription_t) -> Res<(&'a ty_subscription_t, &'a ty_topic_t)> {
+    if p.is_null() || !p.is_aligned() {
+        return Err(invalid("subscription is NULL or misaligned"));
+    }
+    // SAFETY: a live `Box<ty_subscription_t>` by the contract.
+    let s = unsafe { &*p };
+    if s.magic != SUBSCRIPTION_MAGIC {
+        return Err(invalid("not a subscription (closed already?)"));
+    }
+    // SAFETY: the subscription's topic handle outlives it, by the contract.
+    let t = unsafe { topic(s.topic)? };
+    Ok((s, t))
+}
+
+/// Opens a subscription: one receive over `n` partitions of `topic` (at
+/// `partitions`; NULL with `n` 0: every partition), each looked at in turn
+/// so that none starves. Messages it receives are released with
+/// `ty_release(topic, m)` on this same topic handle, which must stay open
+/// until `ty_subscription_close`.
+///
+/// On success `*out` is the new subscription; NULL on failure. Errors:
+/// `TY_EINVAL` (NULL, a partition out of range, `partitions` NULL with
+/// `n` > 0). Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `partitions` NULL or readable
+/// for `n` values; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscription_open(
+    topic: *const ty_topic_t,
+    partitions: *const u32,
+    n: usize,
+    out: *mut *mut ty_subscription_t,
+) -> c_int {
+    guard(|| {
+        let out = arg_out(out, "out")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        let which = if partitions.is_null() {
+            if n > 0 {
+                return Err(invalid("partitions is NULL but n is not 0"));
+            }
+            Partitions::All
+        } else {
+            // SAFETY: not NULL, readable for `n` values per the contract.
+            Partitions::Set(unsafe { std::slice::from_raw_parts(partitions, n) }.to_vec())
+        };
+        let sub = t.topic.subscribe(which)?;
+        let boxed = Box::new(ty_subscription_t { magic: SUBSCRIPTION_MAGIC, sub, topic });
+        // SAFETY: as above.
+        unsafe { out.write(Box::into_raw(boxed)) };
+        Ok(TY_OK)
+    })
+}
+
+/// Receives the next message of any of the subscription's partitions,
+/// waiting at most `timeout_ns` (-1 for ever; 0 looks once). As
+/// `ty_subscribe` otherwise: `m->partition` says where it came from, and
+/// `ty_release(topic, m)` on the subscription's topic handle must follow.
+/// Errors: `TY_EINVAL`, `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`),
+/// `TY_ECORRUPT` (a corrupt descriptor was dropped; call again).
+/// Thread-safe.
+///
+/// # Safety
+/// `sub` is NULL or a live subscription (its topic handle open); `m` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscription_receive(
+    sub: *const ty_subscription_t,
+    m: *mut ty_msg_t,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: per this function's contract.
+        unsafe { receive_any(sub, m, |s| Ok(Some(interruptible(timeout, |w| s.receive(w))?))) }
+    })
+}
+
+/// `ty_subscription_receive` without waiting: `TY_EAGAIN` if every
+/// partition is empty.
+///
+/// # Safety
+/// As `ty_subscription_receive`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscription_try_receive(
+    sub: *const ty_subscription_t,
+    m: *mut ty_msg_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { receive_any(sub, m, |s| Ok(s.try_receive()?)) }
+    })
+}
+
+/// Closes a subscription. Messages received through it stay held until
+/// `ty_release` (or `ty_topic_close`). NULL is ignored. No other call may
+/// use `sub` during or after this one.
+///
+/// # Safety
+/// `sub` is NULL or a live subscription, not used again afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscription_close(sub: *mut ty_subscription_t) {
+    guard_void(|| {
+        if sub.is_null() || !sub.is_aligned() {
+            return;
+        }
+        // SAFETY: a live `Box<ty_subscription_t>` per the contract.
+        if unsafe { (*sub).magic } != SUBSCRIPTION_MAGIC {
+            return;
+        }
+        // SAFETY: made by `Box::into_raw` in `ty_subscription_open`, unused
+        // from now on.
+        let mut b = unsafe { Box::from_raw(sub) };
+        b.magic = DEAD;
+        drop(b);
+    })
+}
+
+/// # Safety
+/// As `ty_subscription_receive`.
+unsafe fn receive_any(
+    sub: *const ty_subscription_t,
+    m: *mut ty_msg_t,
+    take: impl FnOnce(&Subscription) -> Res<Option<tachyon_core::bus::Message>>,
+) -> Res {
+    let m = arg_out(m, "m")?;
+    // SAFETY: not NULL, writable per the contract.
+    unsafe { m.write(NO_MSG) };
+    // SAFETY: per this function's contract.
+    let (s, t) = unsafe { subscription(sub)? };
+    let Some(msg) = take(&s.sub)? else {
+        return Err(Fail { code: TY_EAGAIN, message: "every partition is empty".into() });
+    };
+    let partition = msg.partition();
+    let raw = msg.into_raw();
+    let (data, len) = (raw.ptr.as_ptr().cast_const().cast(), raw.len);
+    let handle = t.ledger.held(raw.index);
+    // SAFETY: as above.
+    unsafe { m.write(ty_msg_t { data, len, partition, reserved: 0, handle }) };
+    Ok(TY_OK)
 }
 
 const NO_MSG: ty_msg_t = ty_msg_t { data: std::ptr::null(), len: 0, partition: 0, reserved: 0, handle: 0 };

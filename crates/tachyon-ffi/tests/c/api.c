@@ -245,6 +245,58 @@ int main(void) {
         ty_topic_close(many); /* 50 messages and 70 loans outstanding */
     }
 
+    /* A subscription: one receive over several partitions; each message
+     * says its partition and is released through the topic handle. */
+    {
+        ty_topic_conf_t sc = ty_topic_conf_default;
+        sc.partitions = 4;
+        sc.capacity = 16;
+        ty_topic_t* st;
+        CHECK(ty_topic_create(reg, "subscribed", &sc, &st));
+        ty_subscription_t* sub = (ty_subscription_t*)1;
+        uint32_t bad[] = {4};
+        EXPECT_RC(TY_EINVAL, ty_subscription_open(NULL, NULL, 0, &sub));
+        EXPECT(sub == NULL);
+        EXPECT_RC(TY_EINVAL, ty_subscription_open(st, bad, 1, &sub));
+        EXPECT_RC(TY_EINVAL, ty_subscription_open(st, NULL, 2, &sub));
+        EXPECT_RC(TY_EINVAL, ty_subscription_receive(NULL, &m, 0));
+        EXPECT_RC(TY_EINVAL, ty_subscription_try_receive(NULL, &m));
+        ty_subscription_close(NULL);
+        CHECK(ty_subscription_open(st, NULL, 0, &sub));
+        EXPECT_RC(TY_EAGAIN, ty_subscription_try_receive(sub, &m));
+        EXPECT_RC(TY_ETIMEDOUT, ty_subscription_receive(sub, &m, 1000000));
+        int seen[8] = {0};
+        for (uint64_t k = 0; k < 8; k++) CHECK(ty_send(st, &k, sizeof k, k, 0));
+        for (int i = 0; i < 8; i++) {
+            CHECK(ty_subscription_receive(sub, &m, 1000000000));
+            uint64_t k;
+            EXPECT(m.len == sizeof k);
+            memcpy(&k, m.data, sizeof k);
+            EXPECT(k < 8 && !seen[k] && (int)m.partition == ty_partition_of(st, k));
+            seen[k] = 1;
+            CHECK(ty_release(st, &m));
+        }
+        EXPECT_RC(TY_EAGAIN, ty_subscription_try_receive(sub, &m));
+        ty_subscription_close(sub);
+        /* Only partition 1: a message of another partition stays there. */
+        uint32_t one[] = {1};
+        CHECK(ty_subscription_open(st, one, 1, &sub));
+        uint64_t k0 = 0, k1 = 0;
+        while (ty_partition_of(st, k0) == 1) k0++;
+        while (ty_partition_of(st, k1) != 1) k1++;
+        CHECK(ty_send(st, &k0, sizeof k0, k0, 0));
+        CHECK(ty_send(st, &k1, sizeof k1, k1, 0));
+        CHECK(ty_subscription_receive(sub, &m, 1000000000));
+        EXPECT(m.partition == 1 && memcmp(m.data, &k1, sizeof k1) == 0);
+        CHECK(ty_release(st, &m));
+        EXPECT_RC(TY_EAGAIN, ty_subscription_try_receive(sub, &m));
+        ty_subscription_close(sub);
+        CHECK(ty_subscribe(st, (uint32_t)ty_partition_of(st, k0), &m, 1000000000));
+        EXPECT(memcmp(m.data, &k0, sizeof k0) == 0);
+        CHECK(ty_release(st, &m));
+        ty_topic_close(st);
+    }
+
     /* Closing: a topic outlives its region handle; loans and messages held
      * by a closed topic handle go back to the pool. */
     CHECK(ty_loan(again, 8, &buf, NULL));

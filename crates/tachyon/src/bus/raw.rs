@@ -19,7 +19,7 @@
 //! `unsafe` of the calls that take an index back.
 
 use super::layout::CLASS_SIZES;
-use super::topic::{full_if_timeout, none_if_empty, Chunk, Key, Topic};
+use super::topic::{full_if_timeout, none_if_empty, Chunk, Key, Message, Topic};
 use crate::error::{Error, Result};
 use std::ptr::NonNull;
 use std::time::Duration;
@@ -71,6 +71,36 @@ unsafe impl Sync for RawChunk {}
 impl RawChunk {
     fn of(chunk: Chunk, len: usize) -> RawChunk {
         RawChunk { ptr: chunk.data, len, index: chunk.index }
+    }
+}
+
+impl Message {
+    /// The message as a raw one ([`Topic::receive_raw`]'s): its chunk stays
+    /// HELD by this process and its bytes valid until
+    /// [`release_raw`](Topic::release_raw) through a topic of the same
+    /// region handle, which must follow. For bindings that receive through
+    /// a [`Subscription`](super::Subscription) and hand the message to
+    /// another language.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-into-raw-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("t", TopicConfig::default().partitions(2))?;
+    /// topic.send(b"hi", Key(3), None)?;
+    /// let msg = topic.subscribe(Partitions::All)?.receive(Some(Duration::from_secs(1)))?;
+    /// let raw = msg.into_raw();
+    /// // SAFETY: a received chunk stays valid and unchanged until released.
+    /// assert_eq!(unsafe { std::slice::from_raw_parts(raw.ptr.as_ptr(), raw.len) }, b"hi");
+    /// // SAFETY: received through this region handle, released once.
+    /// unsafe { topic.release_raw(raw.index)? };
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn into_raw(self) -> RawChunk {
+        let (chunk, len) = self.into_parts();
+        RawChunk::of(chunk, len)
     }
 }
 

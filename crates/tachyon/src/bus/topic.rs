@@ -1248,6 +1248,16 @@ impl Message {
     pub fn partition(&self) -> u32 {
         self.partition
     }
+
+    /// The chunk and length, the chunk still HELD (no `Drop`: its release
+    /// is the caller's, as for the raw interface's messages).
+    pub(super) fn into_parts(self) -> (Chunk, usize) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this.topic` is read once and never dropped in place
+        // (ManuallyDrop): its reference moves to the copy, which drops it.
+        let _topic = unsafe { std::ptr::read(&this.topic) };
+        (this.chunk, this.len)
+    }
 }
 
 // SAFETY: a message's chunk is HELD by this process for this value alone
