@@ -713,6 +713,17 @@ int ty_subscription_receive(const struct ty_subscription_t *sub,
                             struct ty_msg_t *m,
                             int64_t timeout_ns);
 
+// `ty_subscription_receive` that `ty_cancel(cancel)` ends early, from
+// another thread: `TY_EINTR` (a message already there is still received),
+// as `ty_subscribe_cancel` does for one partition.
+//
+// # Safety
+// As `ty_subscription_receive`; `cancel` is NULL or a live `ty_cancel_t`.
+int ty_subscription_receive_cancel(const struct ty_subscription_t *sub,
+                                   struct ty_msg_t *m,
+                                   int64_t timeout_ns,
+                                   const struct ty_cancel_t *cancel);
+
 // `ty_subscription_receive` without waiting: `TY_EAGAIN` if every
 // partition is empty.
 //

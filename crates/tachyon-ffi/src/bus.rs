@@ -1303,6 +1303,33 @@ pub unsafe extern "C" fn ty_subscription_receive(
     })
 }
 
+/// `ty_subscription_receive` that `ty_cancel(cancel)` ends early, from
+/// another thread: `TY_EINTR` (a message already there is still received),
+/// as `ty_subscribe_cancel` does for one partition.
+///
+/// # Safety
+/// As `ty_subscription_receive`; `cancel` is NULL or a live `ty_cancel_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscription_receive_cancel(
+    sub: *const ty_subscription_t,
+    m: *mut ty_msg_t,
+    timeout_ns: i64,
+    cancel: *const ty_cancel_t,
+) -> c_int {
+    guard(|| {
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: per this function's contract.
+        let c = unsafe { cancel_of(cancel) };
+        // SAFETY: per this function's contract.
+        unsafe {
+            receive_any(sub, m, |s| {
+                let stop = &c?.stop;
+                Ok(Some(interruptible(timeout, |w| s.receive_until(w, stop))?))
+            })
+        }
+    })
+}
+
 /// `ty_subscription_receive` without waiting: `TY_EAGAIN` if every
 /// partition is empty.
 ///

@@ -277,6 +277,15 @@ int main(void) {
             CHECK(ty_release(st, &m));
         }
         EXPECT_RC(TY_EAGAIN, ty_subscription_try_receive(sub, &m));
+        /* Cancelled: TY_EINTR at once, but a message there is still taken. */
+        ty_cancel_t* cancel = ty_cancel_new();
+        EXPECT_RC(TY_EINVAL, ty_subscription_receive_cancel(sub, &m, 0, NULL));
+        CHECK(ty_cancel(cancel));
+        EXPECT_RC(TY_EINTR, ty_subscription_receive_cancel(sub, &m, -1, cancel));
+        CHECK(ty_send(st, "x", 1, 3, 0));
+        CHECK(ty_subscription_receive_cancel(sub, &m, -1, cancel));
+        CHECK(ty_release(st, &m));
+        ty_cancel_free(cancel);
         ty_subscription_close(sub);
         /* Only partition 1: a message of another partition stays there. */
         uint32_t one[] = {1};
