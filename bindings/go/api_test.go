@@ -21,6 +21,7 @@ var (
 	_ io.Closer   = (*Topic)(nil)
 	_ io.Closer   = (*Loan)(nil)
 	_ io.Closer   = (*Message)(nil)
+	_ io.Closer   = (*Subscription)(nil)
 	_ io.Closer   = (*Ring)(nil)
 	_ io.Closer   = (*Buffer)(nil)
 	_ io.ReaderAt = (*Buffer)(nil)
@@ -534,6 +535,232 @@ func TestConcurrentGoroutines(t *testing.T) {
 			}
 		}
 	}
+}
+
+// One Subscription receives from several partitions: each message says
+// the partition of its key; a subscription to some partitions leaves the
+// others' messages where they are.
+func TestSubscription(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 4, Capacity: 64}))(t)
+	defer topic.Close()
+	const keys, perKey = 16, 3
+	for i := 0; i < keys*perKey; i++ {
+		check(t, topic.Send([]byte(fmt.Sprintf("%d-%d", i%keys, i/keys)), uint64(i%keys)))
+	}
+
+	all := must(topic.Subscribe())(t)
+	if got := fmt.Sprint(all.Partitions()); got != "[0 1 2 3]" {
+		t.Fatalf("Partitions() = %s, want every partition", got)
+	}
+	if all.Topic() != topic {
+		t.Fatal("Topic() is not the topic it came from")
+	}
+	next := make([]int, keys)
+	used := map[int]bool{}
+	for i := 0; i < keys*perKey; i++ {
+		msg := must(all.Receive(bound))(t)
+		var k, seq int
+		if _, err := fmt.Sscanf(string(msg.Data()), "%d-%d", &k, &seq); err != nil {
+			t.Fatalf("message %q: %v", msg.Data(), err)
+		}
+		if want := topic.PartitionOf(uint64(k)); msg.Partition() != want {
+			t.Fatalf("key %d came from partition %d, its partition is %d", k, msg.Partition(), want)
+		}
+		if seq != next[k] {
+			t.Fatalf("key %d: got message %d, want %d (order per key)", k, seq, next[k])
+		}
+		next[k]++
+		used[msg.Partition()] = true
+		check(t, msg.Release()) // through the topic, as any message
+	}
+	if len(used) < 2 {
+		t.Fatalf("the %d keys went to %d partition(s): the test needs several", keys, len(used))
+	}
+	_, err := all.TryReceive()
+	wantErr(t, err, ErrWouldBlock)
+	_, err = all.Receive(time.Millisecond)
+	wantErr(t, err, ErrTimeout)
+
+	// Some partitions: key a's and key b's partitions differ; a
+	// subscription to a's (given twice: counted once) leaves b's alone.
+	a, b := uint64(0), uint64(1)
+	for topic.PartitionOf(b) == topic.PartitionOf(a) {
+		b++
+	}
+	pa, pb := topic.PartitionOf(a), topic.PartitionOf(b)
+	some := must(topic.Subscribe(uint32(pa), uint32(pa)))(t)
+	if got, want := fmt.Sprint(some.Partitions()), fmt.Sprintf("[%d]", pa); got != want {
+		t.Fatalf("Partitions() = %s, want %s", got, want)
+	}
+	check(t, topic.Send([]byte("for b"), b))
+	check(t, topic.Send([]byte("for a"), a))
+	msg := must(some.Receive(bound))(t)
+	if string(msg.Data()) != "for a" || msg.Partition() != pa {
+		t.Fatalf("got %q from partition %d, want \"for a\" from %d", msg.Data(), msg.Partition(), pa)
+	}
+	_, err = some.TryReceive()
+	wantErr(t, err, ErrWouldBlock)
+	_, err = some.Receive(5 * time.Millisecond)
+	wantErr(t, err, ErrTimeout)
+	if d := must(topic.Depth(pb))(t); d != 1 {
+		t.Fatalf("partition %d holds %d messages, want b's 1", pb, d)
+	}
+	// A message stays valid after its subscription's Close.
+	check(t, some.Close())
+	if string(msg.Data()) != "for a" {
+		t.Fatalf("after Close: %q", msg.Data())
+	}
+	check(t, msg.Release())
+	wantErr(t, some.Close(), ErrClosed)
+	_, err = some.Receive(0)
+	wantErr(t, err, ErrClosed)
+	_, err = some.TryReceive()
+	wantErr(t, err, ErrClosed)
+	_, err = some.ReceiveContext(context.Background())
+	wantErr(t, err, ErrClosed)
+	msg = must(all.TryReceive())(t)
+	if string(msg.Data()) != "for b" || msg.Partition() != pb {
+		t.Fatalf("got %q from partition %d, want \"for b\" from %d", msg.Data(), msg.Partition(), pb)
+	}
+	check(t, msg.Release())
+
+	// Partitions out of range are ErrInvalid, and nothing is opened.
+	for _, bad := range [][]uint32{{4}, {0, 99}, {1 << 31}} {
+		_, err := topic.Subscribe(bad...)
+		wantErr(t, err, ErrInvalid)
+		var e *Error
+		if !errors.As(err, &e) || e.Op != "Topic.Subscribe" || e.Detail == "" {
+			t.Fatalf("Subscribe(%v): %#v", bad, err)
+		}
+	}
+	topic.wmu.Lock()
+	open := len(topic.subs)
+	topic.wmu.Unlock()
+	if open != 1 {
+		t.Fatalf("%d subscriptions open, want 1", open)
+	}
+
+	// Nil and zero subscriptions are errors, not crashes.
+	var nilSub *Subscription
+	for _, s := range []*Subscription{nilSub, {}} {
+		_, err = s.Receive(0)
+		wantErr(t, err, ErrInvalid)
+		_, err = s.TryReceive()
+		wantErr(t, err, ErrInvalid)
+		_, err = s.ReceiveContext(context.Background())
+		wantErr(t, err, ErrInvalid)
+		wantErr(t, s.Close(), ErrInvalid)
+	}
+	if nilSub.Partitions() != nil || nilSub.Topic() != nil {
+		t.Fatal("a nil subscription answers")
+	}
+	var nilTopic *Topic
+	_, err = nilTopic.Subscribe()
+	wantErr(t, err, ErrInvalid)
+
+	// Topic.Close closes the subscriptions still open on it first; a
+	// message received through one is released by it, as any other.
+	check(t, topic.Send([]byte("held"), a))
+	held := must(all.Receive(bound))(t)
+	check(t, topic.Close())
+	_, err = all.Receive(0)
+	wantErr(t, err, ErrClosed)
+	wantErr(t, all.Close(), ErrClosed)
+	wantErr(t, held.Release(), ErrClosed) // the topic's Close released it
+	_, err = topic.Subscribe()
+	wantErr(t, err, ErrClosed)
+}
+
+// Subscription.ReceiveContext: woken by its context, by Close (the
+// subscription's or the topic's), and receives what comes later.
+func TestSubscriptionContext(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 4}))(t)
+	defer topic.Close()
+	sub := must(topic.Subscribe())(t)
+	defer sub.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := sub.ReceiveContext(ctx)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		wantErr(t, err, context.Canceled)
+	case <-time.After(bound):
+		t.Fatal("Subscription.ReceiveContext did not return after cancel")
+	}
+	_, err := sub.ReceiveContext(ctx) // done already
+	wantErr(t, err, context.Canceled)
+	var none context.Context
+	_, err = sub.ReceiveContext(none)
+	wantErr(t, err, ErrInvalid)
+
+	dl, cancel2 := context.WithTimeout(context.Background(), 15*time.Millisecond)
+	defer cancel2()
+	_, err = sub.ReceiveContext(dl)
+	wantErr(t, err, context.DeadlineExceeded)
+
+	// A message that comes later, to any partition, is received.
+	const key = 3
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		done <- topic.Send([]byte("late"), key)
+	}()
+	ctx3, cancel3 := context.WithTimeout(context.Background(), bound)
+	defer cancel3()
+	msg := must(sub.ReceiveContext(ctx3))(t)
+	check(t, <-done)
+	if string(msg.Data()) != "late" || msg.Partition() != topic.PartitionOf(key) {
+		t.Fatalf("got %q from partition %d", msg.Data(), msg.Partition())
+	}
+	check(t, msg.Release())
+	check(t, topic.Send([]byte("now"), key))
+	msg = must(sub.ReceiveContext(context.Background()))(t) // one call, never cancelled
+	check(t, msg.Release())
+
+	// The subscription's Close, then the topic's, end a waiting call.
+	for _, closer := range []string{"subscription", "topic"} {
+		s := must(topic.Subscribe(0, 1))(t)
+		go func() {
+			_, err := s.ReceiveContext(ctx3)
+			done <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		if closer == "subscription" {
+			check(t, s.Close())
+		} else {
+			check(t, topic.Close())
+		}
+		select {
+		case err := <-done:
+			wantErr(t, err, ErrClosed)
+		case <-time.After(bound):
+			t.Fatalf("ReceiveContext did not end when its %s closed", closer)
+		}
+	}
+}
+
+// A subscription dropped without Close is closed by its finalizer (and
+// leaves its topic's set of open subscriptions).
+func TestFinalizerClosesDroppedSubscription(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 2}))(t)
+	defer topic.Close()
+	func() {
+		must(topic.Subscribe())(t)
+	}()
+	waitFor(t, "closed by the finalizer", func() bool {
+		runtime.GC()
+		topic.wmu.Lock()
+		defer topic.wmu.Unlock()
+		return len(topic.subs) == 0
+	})
 }
 
 func TestRingAndBuffer(t *testing.T) {

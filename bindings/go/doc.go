@@ -22,6 +22,10 @@
 //	use(msg.Data())
 //	msg.Release()
 //
+// A Subscription (Topic.Subscribe) is one receive over several partitions
+// of a topic, or all of them; each Message says which partition it came
+// from.
+//
 // Ring (a queue of fixed-size nodes), Buffer (bytes at offsets under a
 // robust lock, an io.ReaderAt and io.WriterAt) and RPC (request and
 // response between two processes, answered by a Go Handler) are the
@@ -49,15 +53,17 @@
 //
 // # Handles, threads and finalizers
 //
-// Region, Topic, Ring, Buffer and RPC are safe for concurrent use by several
-// goroutines and implement io.Closer. Close waits for calls in flight on
-// the handle to return (a read-write lock per handle; C requires close to
+// Region, Topic, Subscription, Ring, Buffer and RPC are safe for concurrent
+// use by several goroutines and implement io.Closer. Close waits for calls
+// in flight on the handle to return (a read-write lock per handle; C requires close to
 // be the last call on a handle) and later calls return ErrClosed. A handle
 // that becomes unreachable without Close is closed by a finalizer; that is
 // a safety net, not a way to manage them. Loan and Message belong to one
 // goroutine at a time and have no finalizer: one that is dropped keeps its
 // chunk until its Topic is closed (Topic.Close returns every outstanding
-// loan and releases every outstanding message).
+// loan and releases every outstanding message). A Subscription keeps its
+// Topic reachable and must be closed before it, as C requires:
+// Topic.Close closes the subscriptions still open on it first.
 //
 // # Memory and the cgo pointer rules
 //
@@ -68,8 +74,8 @@
 //
 // The binding never stores a Go pointer in C memory, and C keeps no Go
 // pointer past a call. The Go pointers it passes are names (C.CString
-// copies), configurations and statistics out-structs, and the bytes given
-// to Send, Ring.Write / Read, Buffer.WriteAt / ReadAt and RPC.Call (and a
+// copies), configurations and statistics out-structs, the partition list
+// given to Topic.Subscribe, and the bytes given to Send, Ring.Write / Read, Buffer.WriteAt / ReadAt and RPC.Call (and a
 // Handler's response), for the duration of the call; none of them contains
 // a Go pointer. The C side of an RPC Handler knows it by an integer id. Handles, loaned chunks
 // and messages are C memory: they cross as integers (uintptr_t) and come

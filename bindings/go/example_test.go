@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	tachyon "tachyon/bindings/go"
@@ -85,6 +87,56 @@ func ExampleTopic_ReceiveContext() {
 	// job a
 	// job b
 	// no more jobs
+}
+
+// One consumer over several partitions: a Subscription receives from
+// whichever has a message, and each message says where it came from.
+func ExampleTopic_Subscribe() {
+	name := fmt.Sprintf("example-sub-%d", os.Getpid())
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name)
+	defer reg.Close()
+	topic, err := reg.CreateTopic("orders", &tachyon.TopicConfig{Partitions: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close() // would close the subscription too
+	for user := uint64(1); user <= 3; user++ {
+		if err := topic.Send([]byte(fmt.Sprint("order of user ", user)), user); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	sub, err := topic.Subscribe() // no partitions given: every partition
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	fmt.Println("partitions:", sub.Partitions())
+	var got []string
+	for {
+		msg, err := sub.TryReceive()
+		if errors.Is(err, tachyon.ErrWouldBlock) {
+			break // every partition is empty
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		var user uint64
+		fmt.Sscanf(string(msg.Data()), "order of user %d", &user)
+		got = append(got, fmt.Sprintf("%s, from its key's partition: %t", msg.Data(), msg.Partition() == topic.PartitionOf(user)))
+		msg.Release()
+	}
+	sort.Strings(got) // partitions are taken in turn: sort for a stable output
+	fmt.Println(strings.Join(got, "\n"))
+	// Output:
+	// partitions: [0 1 2 3]
+	// order of user 1, from its key's partition: true
+	// order of user 2, from its key's partition: true
+	// order of user 3, from its key's partition: true
 }
 
 // Errors say what went wrong and compare with errors.Is.

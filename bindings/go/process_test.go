@@ -32,6 +32,33 @@ func TestGoProcesses(t *testing.T) {
 	})
 }
 
+// A Go producer process writes keyed messages into several partitions;
+// this process receives all of them through one Subscription.
+func TestGoProcessSubscription(t *testing.T) {
+	const n, keys = 2000, 7
+	reg, name := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 4, Capacity: 64}))(t)
+	defer topic.Close()
+	sub := must(topic.Subscribe())(t)
+	defer sub.Close()
+	cmd, _ := child(t, "produce", name, "t", fmt.Sprint(n), fmt.Sprint(keys))
+	var got []string
+	used := map[int]bool{}
+	for len(got) < n {
+		msg := must(sub.Receive(bound))(t)
+		got = append(got, fmt.Sprintf("%d %s", msg.Partition(), msg.Data()))
+		used[msg.Partition()] = true
+		check(t, msg.Release())
+	}
+	check(t, cmd.Wait())
+	keyed(t, topic, "go", got, n, keys)
+	if len(used) < 2 {
+		t.Fatalf("the messages came from %d partition(s): the test needs several", len(used))
+	}
+	_, err := sub.TryReceive()
+	wantErr(t, err, ErrWouldBlock)
+}
+
 // waitFor runs f until it says done, at most bound.
 func waitFor(t *testing.T, what string, f func() bool) {
 	t.Helper()

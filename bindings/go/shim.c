@@ -82,6 +82,22 @@ go_ty_msg go_ty_subscribe_cancel(uintptr_t t, uint32_t partition, int64_t timeou
 uintptr_t go_ty_cancel_new(void) { return (uintptr_t)ty_cancel_new(); }
 void go_ty_cancel(uintptr_t c) { (void)ty_cancel((const ty_cancel_t*)c); }
 void go_ty_cancel_free(uintptr_t c) { ty_cancel_free((ty_cancel_t*)c); }
+go_ty_res go_ty_subscription_open(uintptr_t t, const uint32_t* parts, size_t n) {
+    ty_subscription_t* out = NULL;
+    int rc = ty_subscription_open(TOPIC(t), parts, n, &out);
+    return res(rc, out);
+}
+go_ty_msg go_ty_subscription_receive(uintptr_t s, int64_t timeout_ns, int try_, uintptr_t c) {
+    const ty_subscription_t* sub = (const ty_subscription_t*)s;
+    ty_msg_t m;
+    int rc = try_  ? ty_subscription_try_receive(sub, &m)
+             : c   ? ty_subscription_receive_cancel(sub, &m, timeout_ns, (const ty_cancel_t*)c)
+                   : ty_subscription_receive(sub, &m, timeout_ns);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
+    return out;
+}
+void go_ty_subscription_close(uintptr_t s) { ty_subscription_close((ty_subscription_t*)s); }
 go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle) {
     ty_msg_t m = {(const void*)data, len, partition, 0, handle};
     return res(ty_release(TOPIC(t), &m), NULL);

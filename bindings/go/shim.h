@@ -13,8 +13,8 @@
  *    struct rather than through out-parameters, and a received message
  *    comes back as a value (go_ty_msg) and goes back to ty_release as
  *    values. The only Go pointers given to C are names, configurations,
- *    statistics out-structs and the bytes of Send, ring, buffer and RPC
- *    calls (requests, and a handler's response, which ty_rpc_reply
+ *    statistics out-structs, the partition list of Subscribe and the bytes
+ *    of Send, ring, buffer and RPC calls (requests, and a handler's response, which ty_rpc_reply
  *    copies), none of which contains a Go pointer or is kept after the
  *    call (the cgo rules). The RPC handler's `user` value is an integer
  *    naming the Go handler, not a pointer.
@@ -69,6 +69,13 @@ go_ty_msg go_ty_subscribe_cancel(uintptr_t t, uint32_t partition, int64_t timeou
 uintptr_t go_ty_cancel_new(void);
 void go_ty_cancel(uintptr_t c);
 void go_ty_cancel_free(uintptr_t c);
+/* A subscription (ty_subscription_t*): parts / n as ty_subscription_open
+ * takes them (NULL, 0: every partition); ptr is the handle. */
+go_ty_res go_ty_subscription_open(uintptr_t t, const uint32_t* parts, size_t n);
+/* try: ty_subscription_try_receive; else, c (a ty_cancel_t*) not 0:
+ * ty_subscription_receive_cancel; else ty_subscription_receive. */
+go_ty_msg go_ty_subscription_receive(uintptr_t s, int64_t timeout_ns, int try_, uintptr_t c);
+void go_ty_subscription_close(uintptr_t s);
 go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
 go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
 go_ty_res go_ty_ring_open(const char* name);

@@ -29,11 +29,27 @@ type Topic struct {
 	name  string
 	parts int
 
-	// The cancellations (ty_cancel_t*) of the ReceiveContext calls waiting
-	// now, so that Close can end them; closing once Close began.
-	wmu     sync.Mutex
-	waiting map[C.uintptr_t]struct{}
+	// wmu guards w (the ReceiveContext calls waiting on the topic), subs
+	// (the subscriptions open on it) and theirs.
+	wmu  sync.Mutex
+	w    waits
+	subs map[*subState]struct{}
+}
+
+// waits is the cancellations (ty_cancel_t*) of the ReceiveContext calls
+// waiting now on a handle, so that Close can end them; closing once Close
+// began. Guarded by its topic's wmu.
+type waits struct {
+	m       map[C.uintptr_t]struct{}
 	closing bool
+}
+
+// close marks the handle closing and wakes the calls waiting on it.
+func (w *waits) close() {
+	w.closing = true
+	for c := range w.m {
+		C.go_ty_cancel(c)
+	}
 }
 
 // Name returns the topic's name.
@@ -55,20 +71,31 @@ func (t *Topic) Partitions() int {
 
 // Close closes the handle: loans taken through it and not published go
 // back to the pool, messages received through it and not released are
-// released (their Data becomes invalid). It waits for calls in flight on
-// the handle, so a goroutine blocked in Receive(p, Forever) delays it:
-// stop such calls with a context first. A second Close returns ErrClosed.
+// released (their Data becomes invalid), and Subscriptions still open on
+// it are closed first (C requires a subscription to be closed before its
+// topic handle; their later calls return ErrClosed). It waits for calls in
+// flight on the handle and on its subscriptions, so a goroutine blocked
+// in Receive(p, Forever) delays it: stop such calls with a context first
+// (Close ends the ReceiveContext calls waiting, which return ErrClosed). A
+// second Close returns ErrClosed.
 func (t *Topic) Close() error {
 	if t == nil {
 		return closed("Topic.Close", true)
 	}
-	// Wake the ReceiveContext calls waiting in C: shut waits for them.
+	// Wake the ReceiveContext calls waiting in C, on the topic and on its
+	// subscriptions: shut waits for them.
 	t.wmu.Lock()
-	t.closing = true
-	for c := range t.waiting {
-		C.go_ty_cancel(c)
+	t.w.close()
+	subs := make([]*subState, 0, len(t.subs))
+	for s := range t.subs {
+		s.w.close()
+		subs = append(subs, s)
 	}
+	t.subs = nil
 	t.wmu.Unlock()
+	for _, s := range subs {
+		s.shut()
+	}
 	if !t.g.shut(func() { C.go_ty_topic_close(t.p); t.p = 0 }) {
 		return closed("Topic.Close", false)
 	}
@@ -467,6 +494,12 @@ func (t *Topic) receiveWith(op string, partition int, timeout C.int64_t, try boo
 		r = C.go_ty_subscribe(t.p, p, timeout, cbool(try))
 	}
 	t.g.leave()
+	return t.message(op, r)
+}
+
+// message is the Message of a receive through t (or a subscription of t),
+// or its error.
+func (t *Topic) message(op string, r C.go_ty_msg) (*Message, error) {
 	if r.rc != C.TY_OK {
 		return nil, fail(op, C.go_ty_res{rc: r.rc, err: r.err})
 	}
@@ -501,11 +534,23 @@ func (t *Topic) TryReceive(partition int) (*Message, error) {
 // consumer costs nothing while it waits.
 func (t *Topic) ReceiveContext(ctx context.Context, partition int) (*Message, error) {
 	const op = "Topic.ReceiveContext"
+	if t == nil {
+		return nil, closed(op, true)
+	}
+	return t.receiveContext(ctx, op, &t.w, func(timeout C.int64_t, cancel C.uintptr_t) (*Message, error) {
+		return t.receiveWith(op, partition, timeout, false, cancel)
+	})
+}
+
+// receiveContext is a ReceiveContext: recv(timeout, cancel) waits in one
+// C call that cancel (a ty_cancel_t*, 0: none) ends; w is where the
+// handle's Close finds cancel (guarded by t.wmu).
+func (t *Topic) receiveContext(ctx context.Context, op string, w *waits, recv func(C.int64_t, C.uintptr_t) (*Message, error)) (*Message, error) {
 	if ctx == nil {
 		return nil, invalid("context", "nil context")
 	}
 	if ctx.Done() == nil {
-		return t.receive(op, partition, -1, false)
+		return recv(-1, 0)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -521,15 +566,15 @@ func (t *Topic) ReceiveContext(ctx context.Context, partition int) (*Message, er
 	}
 	cancel := C.go_ty_cancel_new()
 	t.wmu.Lock()
-	if t.closing {
+	if w.closing {
 		t.wmu.Unlock()
 		C.go_ty_cancel_free(cancel)
 		return nil, closed(op, false)
 	}
-	if t.waiting == nil {
-		t.waiting = make(map[C.uintptr_t]struct{})
+	if w.m == nil {
+		w.m = make(map[C.uintptr_t]struct{})
 	}
-	t.waiting[cancel] = struct{}{}
+	w.m[cancel] = struct{}{}
 	t.wmu.Unlock()
 	finished, watched := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -540,12 +585,12 @@ func (t *Topic) ReceiveContext(ctx context.Context, partition int) (*Message, er
 		case <-finished:
 		}
 	}()
-	m, err := t.receiveWith(op, partition, timeout, false, cancel)
+	m, err := recv(timeout, cancel)
 	close(finished)
 	<-watched // the watcher no longer uses cancel
 	t.wmu.Lock()
-	delete(t.waiting, cancel) // nor Close, from now on
-	closing := t.closing
+	delete(w.m, cancel) // nor Close, from now on
+	closing := w.closing
 	t.wmu.Unlock()
 	C.go_ty_cancel_free(cancel)
 	if err != nil {
