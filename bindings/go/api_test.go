@@ -342,22 +342,13 @@ func TestContextCancelsWaits(t *testing.T) {
 	defer topic.Close()
 
 	// Cancellation wakes a waiting receive.
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
+	ctx := cancelWakes(t, "ReceiveContext", func(ctx context.Context) error {
 		_, err := topic.ReceiveContext(ctx, 0)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		wantErr(t, err, context.Canceled)
-	case <-time.After(bound):
-		t.Fatal("ReceiveContext did not return after cancel")
-	}
+		return err
+	})
 	_, err := topic.ReceiveContext(ctx, 0) // done already: returns at once
 	wantErr(t, err, context.Canceled)
+	done := make(chan error, 1)
 	var none context.Context // a nil context is an error, not a crash
 	_, err = topic.ReceiveContext(none, 0)
 	wantErr(t, err, ErrInvalid)
@@ -681,20 +672,11 @@ func TestSubscriptionContext(t *testing.T) {
 	sub := must(topic.Subscribe())(t)
 	defer sub.Close()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
+	ctx := cancelWakes(t, "Subscription.ReceiveContext", func(ctx context.Context) error {
 		_, err := sub.ReceiveContext(ctx)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		wantErr(t, err, context.Canceled)
-	case <-time.After(bound):
-		t.Fatal("Subscription.ReceiveContext did not return after cancel")
-	}
+		return err
+	})
+	done := make(chan error, 1)
 	_, err := sub.ReceiveContext(ctx) // done already
 	wantErr(t, err, context.Canceled)
 	var none context.Context
@@ -919,4 +901,24 @@ func TestRPC(t *testing.T) {
 	var nilRPC *RPC
 	_, err = nilRPC.Call(nil, 0)
 	wantErr(t, err, ErrInvalid)
+}
+
+// cancelWakes runs wait in a goroutine with a context, cancels it once the
+// wait has had time to block (not needed for correctness), and checks
+// that the wait returned context.Canceled within the bound. Returns the
+// cancelled context.
+func cancelWakes(t *testing.T, what string, wait func(context.Context) error) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wait(ctx) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		wantErr(t, err, context.Canceled)
+	case <-time.After(bound):
+		t.Fatalf("%s did not return after cancel", what)
+	}
+	return ctx
 }

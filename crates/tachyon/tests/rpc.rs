@@ -508,19 +508,28 @@ fn a_closing_server_sends_the_answers_its_handlers_are_writing() {
     assert_no_files(&name);
 }
 
-/// A handler that never returns holds `close` for the default timeout, no
-/// longer; the call it was handling fails with `Closed`.
+/// A handler that does not return holds `close` for the default timeout, no
+/// longer: `close` returns while the handler still runs (it is let go only
+/// afterwards), and the call it was handling fails with `Closed`.
 #[test]
 fn close_waits_for_a_hung_handler_only_the_default_timeout() {
+    use std::sync::atomic::AtomicBool;
     let name = unique("rpc-hung");
-    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let running = Arc::clone(&started);
+    let (started, returned) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (go_on, hold) = std::sync::mpsc::channel::<()>();
+    let hold = std::sync::Mutex::new(hold);
     let server = RpcBuffer::builder(&name)
         .default_timeout(Duration::from_millis(200))
-        .handler(move |_id, _msg: &[u8]| {
-            running.store(true, Ordering::SeqCst);
-            std::thread::sleep(LIMIT);
-            Ok::<_, String>(Vec::new())
+        .handler({
+            let (started, returned) = (Arc::clone(&started), Arc::clone(&returned));
+            move |_id, _msg: &[u8]| {
+                started.store(true, Ordering::SeqCst);
+                // Held until the test lets it go (or LIMIT, so that a
+                // failing test ends).
+                let _ = hold.lock().unwrap().recv_timeout(LIMIT);
+                returned.store(true, Ordering::SeqCst);
+                Ok::<_, String>(Vec::new())
+            }
         })
         .create()
         .unwrap();
@@ -529,8 +538,10 @@ fn close_waits_for_a_hung_handler_only_the_default_timeout() {
         let call = s.spawn(|| client.request(b"hang", LONG));
         assert!(wait_for(LIMIT, || started.load(Ordering::SeqCst)), "the handler runs");
         server.close();
+        assert!(!returned.load(Ordering::SeqCst), "close waited for the handler to return");
         assert!(matches!(server.closed(), Some(Error::Closed)));
         assert!(matches!(call.join().unwrap(), Err(Error::Closed)));
+        go_on.send(()).unwrap();
     });
 }
 
