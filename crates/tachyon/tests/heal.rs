@@ -196,6 +196,7 @@ fn child_entry() {
         }
         "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, name),
         "holder" => holder_role(name),
+        "rpc-packet-server" => rpc_packet_server(name),
         other => panic!("unknown role {other}"),
     }
 }
@@ -1038,4 +1039,269 @@ fn a_live_process_whose_slot_record_was_damaged_keeps_what_it_holds() {
     assert_eq!(&*topic.receive(0, SHORT).unwrap(), &b"mine!!"[..]);
     region.recover().unwrap();
     assert_eq!(region.pool_stats().unwrap(), full);
+}
+
+// RPC packet headers: a request queued in its session's ring, damaged
+// there before the server reads it (the server's process is stopped
+// meanwhile, so that nothing reads the ring while the test writes it).
+
+/// Nodes per direction of the packet tests' channel.
+const RPC_NODES: usize = 16;
+/// Bytes per node: 32 of header, 32 of payload a packet.
+const RPC_NODE: usize = 64;
+
+/// The server of the packet tests: `RPC_NODES` nodes of `RPC_NODE` bytes,
+/// at most 4096 bytes a message, partial messages given up after 1 s (twice
+/// its default timeout). It echoes, answers "stats" with its counters of
+/// dropped packets and errors, and ends on "bye".
+fn rpc_packet_server(name: &str) {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+    let cell: Arc<Mutex<Option<tachyon::RpcBuffer>>> = Arc::default();
+    let bye = Arc::new(AtomicBool::new(false));
+    let server = tachyon::RpcBuffer::builder(name)
+        .node_count(RPC_NODES)
+        .node_size(RPC_NODE)
+        .max_message(4096)
+        .default_timeout(Duration::from_millis(500))
+        .handler({
+            let (cell, bye) = (Arc::clone(&cell), Arc::clone(&bye));
+            move |_id, msg: &[u8]| match msg {
+                b"stats" => {
+                    let server = cell.lock().unwrap();
+                    // Not yet stored: the client asks again.
+                    let s = server.as_ref().ok_or("starting")?.stats();
+                    Ok::<_, &str>(
+                        [s.corrupt_packets, s.errors].iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    )
+                }
+                b"bye" => {
+                    bye.store(true, Ordering::SeqCst);
+                    Ok(b"bye".to_vec())
+                }
+                _ => Ok(msg.to_vec()),
+            }
+        })
+        .create()
+        .unwrap();
+    *cell.lock().unwrap() = Some(server);
+    // Bounded, in case the test process died (it kills this one on its way
+    // out otherwise).
+    assert!(common::wait_for(Duration::from_secs(300), || bye.load(Ordering::SeqCst)), "no bye");
+    let server = cell.lock().unwrap().take().unwrap();
+    drop(server); // sends the answer to "bye" first
+    std::process::exit(0);
+}
+
+/// A child process the test stops (SIGSTOP) and continues; continued and
+/// killed if the test ends early, so that no stopped process is left.
+struct Stoppable(std::process::Child);
+
+impl Stoppable {
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.0), signal).unwrap();
+    }
+
+    /// Stops the child and returns once every thread of it is stopped
+    /// (`kill` only queues the signal).
+    fn stop(&self) {
+        self.signal(rustix::process::Signal::STOP);
+        let tasks = format!("/proc/{}/task", self.0.id());
+        let all_stopped = || {
+            std::fs::read_dir(&tasks).unwrap().all(|t| {
+                let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+                // "pid (comm) S ...": the state after the last ')'.
+                let state = stat.rsplit_once(')').map_or("", |(_, rest)| rest.trim_start());
+                state.starts_with(['T', 't'])
+            })
+        };
+        assert!(common::wait_for(common::LIMIT, all_stopped), "the server did not stop");
+    }
+
+    fn resume(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+}
+
+impl Drop for Stoppable {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.resume();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// What one damaged request costs its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cost {
+    /// Nothing answers it: `Timeout`.
+    Timeout,
+    /// The server refuses it as too large: `Remote` (and counts an error).
+    Refused,
+    /// The server answers another id: `Timeout`, and the client drops the
+    /// answer (`discarded_responses`).
+    Misaddressed,
+}
+
+/// One damage to plant: in packet `packet` of a request of `len` bytes,
+/// header word `word` (8 bytes each; see `rpc/packet.rs`: 0 = version,
+/// type, count; 1 = message id; 2 = response-to; 3 = total length,
+/// index) becomes `set(word)`. The server drops `dropped` packets for it
+/// (counted in its `corrupt_packets`).
+struct PacketDamage {
+    what: &'static str,
+    len: usize,
+    packet: usize,
+    word: usize,
+    set: fn(u64) -> u64,
+    cost: Cost,
+    dropped: u64,
+}
+
+/// The low half of a header word (the count in word 0, the total length in
+/// word 3).
+const LOW: u64 = 0xffff_ffff;
+
+const fn damage(
+    what: &'static str,
+    len: usize,
+    packet: usize,
+    word: usize,
+    set: fn(u64) -> u64,
+    cost: Cost,
+    dropped: u64,
+) -> PacketDamage {
+    PacketDamage { what, len, packet, word, set, cost, dropped }
+}
+
+/// Single-packet requests, then the second and last packets of
+/// three-packet ones (80 bytes: 32 + 32 + 16) mid-reassembly.
+const PACKET_DAMAGE: [PacketDamage; 14] = [
+    damage("version", 20, 0, 0, |w| (w & !0xff) | 9, Cost::Timeout, 1),
+    damage("type", 20, 0, 0, |w| (w & !0xff00) | (7 << 8), Cost::Timeout, 1),
+    damage("count 0", 20, 0, 0, |w| w & LOW, Cost::Timeout, 1),
+    damage("index past the count", 20, 0, 3, |w| (w & LOW) | (1 << 32), Cost::Timeout, 1),
+    damage("length past the payload", 20, 0, 3, |w| (w & !LOW) | 30, Cost::Timeout, 1),
+    damage("length past the maximum", 20, 0, 3, |w| (w & !LOW) | 0x7fff_ffff, Cost::Refused, 0),
+    damage("message id", 20, 0, 1, |w| w ^ (1 << 40), Cost::Misaddressed, 0),
+    damage("2nd packet's count", 80, 1, 0, |w| (w & LOW) | (9 << 32), Cost::Timeout, 2),
+    damage("2nd packet's index 0", 80, 1, 3, |w| w & LOW, Cost::Timeout, 2),
+    damage("2nd packet's index 2", 80, 1, 3, |w| (w & LOW) | (2 << 32), Cost::Timeout, 2),
+    damage("2nd packet's length", 80, 1, 3, |w| (w & !LOW) | 95, Cost::Timeout, 2),
+    damage("2nd packet's length past the maximum", 80, 1, 3, |w| (w & !LOW) | 0x7fff_ffff, Cost::Timeout, 2),
+    damage("2nd packet's message id", 80, 1, 1, |w| w ^ (1 << 40), Cost::Timeout, 2),
+    // The partial message waits for a packet that never comes: given up
+    // (and counted) when it is older than twice the server's default
+    // timeout.
+    damage("last packet's version", 80, 2, 0, |w| (w & !0xff) | 9, Cost::Timeout, 2),
+];
+
+/// A request whose packet header was damaged in the ring, before the
+/// server read it, costs that request only: its caller gets a typed error
+/// (`Timeout`, or `Remote` for a length past the maximum), the server
+/// counts the dropped packets in `corrupt_packets`, a message damaged
+/// mid-reassembly is dropped whole (a partial one left waiting is given
+/// up after a while, and counted), and the next calls on the same channel
+/// are answered.
+#[test]
+fn a_damaged_rpc_packet_header_costs_that_request_only() {
+    use tachyon::{Error, RpcBuffer};
+    const LONG: Option<Duration> = Some(common::LIMIT);
+    let name = unique("heal-rpc-packet");
+    let server = Stoppable(common::spawn("child_entry", "rpc-packet-server", &name));
+    let mut client = None;
+    assert!(
+        common::wait_for(common::LIMIT, || {
+            client = RpcBuffer::builder(&name).default_timeout(Duration::from_millis(300)).open().ok();
+            client.is_some()
+        }),
+        "the server never came up"
+    );
+    let client = client.unwrap();
+    // (corrupt_packets, errors) of the server; asked again while it has
+    // not stored its handle yet.
+    let stats = || {
+        let mut got = None;
+        let answered = common::wait_for(common::LIMIT, || {
+            got = client.request(b"stats", LONG).ok();
+            got.is_some()
+        });
+        assert!(answered, "no stats");
+        let b = got.unwrap();
+        (u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..16].try_into().unwrap()))
+    };
+    let works = |what: &str| {
+        for len in [5, 100] {
+            let msg: Vec<u8> = (0..len).map(|i| i as u8 ^ what.len() as u8).collect();
+            let answer = client.request(&msg, LONG).unwrap_or_else(|e| panic!("after {what}: {e}"));
+            assert_eq!(answer, msg, "after {what}");
+        }
+    };
+    works("nothing");
+    let (mut corrupt, mut errors) = stats();
+    assert_eq!((corrupt, errors), (0, 0));
+
+    // The ring the client writes its requests into (`rpc/session.rs`:
+    // `NAME.rpc<session>.p2o`), and where its nodes are (`circular.rs`:
+    // cells from 320, 16 bytes each; nodes from the next 64-byte line).
+    let rings: Vec<String> =
+        common::channel_files(&name).into_iter().filter(|f| f.ends_with(".p2o")).collect();
+    assert_eq!(rings.len(), 1, "{rings:?}");
+    let raw = RawRing::of_circular(&rings[0]);
+    assert_eq!(raw.word(0).load(Ordering::SeqCst), RPC_NODES as u64);
+    assert_eq!(raw.word(8).load(Ordering::SeqCst), RPC_NODE as u64);
+    let nodes = (320 + 16 * RPC_NODES).next_multiple_of(64);
+    let header = |pos: u64, word: usize| raw.word(nodes + (pos as usize % RPC_NODES) * RPC_NODE + 8 * word);
+
+    for d in &PACKET_DAMAGE {
+        let what = d.what;
+        let discarded = client.stats().discarded_responses;
+        server.stop();
+        let tail = raw.tail().load(Ordering::SeqCst);
+        let msg = vec![0x5a; d.len];
+        let call = client.request_async(&msg);
+        // Queued, unread: the request's packets, as the client wrote them.
+        let count = d.len.div_ceil(RPC_NODE - 32) as u64;
+        assert_eq!(raw.tail().load(Ordering::SeqCst), tail + count, "{what}");
+        let pos = tail + d.packet as u64;
+        assert_eq!(header(pos, 0).load(Ordering::SeqCst), 2 | 1 << 8 | count << 32, "{what}");
+        assert_eq!(header(pos, 3).load(Ordering::SeqCst), d.len as u64 | (d.packet as u64) << 32, "{what}");
+        let word = header(pos, d.word);
+        word.store((d.set)(word.load(Ordering::SeqCst)), Ordering::SeqCst);
+        server.resume();
+
+        let result = common::block_on(call);
+        match d.cost {
+            Cost::Timeout | Cost::Misaddressed => {
+                assert!(matches!(result, Err(Error::Timeout { .. })), "{what}: {result:?}")
+            }
+            Cost::Refused => assert!(matches!(result, Err(Error::Remote(_))), "{what}: {result:?}"),
+        }
+        if d.cost == Cost::Misaddressed {
+            // The answer to an id nobody asked: dropped by the client.
+            let dropped =
+                common::wait_for(common::LIMIT, || client.stats().discarded_responses == discarded + 1);
+            assert!(dropped, "{what}: {:?}", client.stats());
+        }
+        // The channel goes on, at once: the next calls are answered.
+        works(what);
+        // The server counted the dropped packets (a partial message left
+        // waiting: once it gave it up).
+        let want = (corrupt + d.dropped, errors + u64::from(d.cost == Cost::Refused));
+        let mut got = stats();
+        if got.0 < want.0 {
+            let given_up = common::wait_for(common::LIMIT, || {
+                got = stats();
+                got.0 >= want.0
+            });
+            assert!(given_up, "{what}: server (corrupt_packets, errors) {got:?}, want {want:?}");
+        }
+        assert_eq!(got, want, "{what}: server (corrupt_packets, errors)");
+        (corrupt, errors) = got;
+    }
+    assert_eq!(client.request(b"bye", LONG).unwrap(), b"bye");
+    let mut server = server;
+    assert_eq!(common::wait_child(&mut server.0, common::LIMIT), Some(0), "the server");
 }
