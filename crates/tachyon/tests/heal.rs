@@ -1305,3 +1305,44 @@ fn a_damaged_rpc_packet_header_costs_that_request_only() {
     let mut server = server;
     assert_eq!(common::wait_child(&mut server.0, common::LIMIT), Some(0), "the server");
 }
+
+/// The server's own words in an RPC control block (its token, its close
+/// flag), which only it writes: damaged by another process, they kept
+/// every client away for as long as the server lived (each open failed
+/// with `PeerDied` or `Closed`). The server restores them at its next
+/// tick; the client connected at the damage loses at most its connection
+/// (typed), and the next client is served.
+#[test]
+fn damaged_rpc_server_words_are_restored_by_the_server() {
+    use std::sync::atomic::AtomicU32;
+    use tachyon::{Error, RpcBuffer};
+    const LONG: Option<Duration> = Some(common::LIMIT);
+    let name = unique("heal-rpc-control");
+    let server =
+        RpcBuffer::builder(&name).handler(|_, msg: &[u8]| Ok::<_, String>(msg.to_vec())).create().unwrap();
+    let open = || RpcBuffer::builder(&name).connect_timeout(LONG).open();
+    let raw = Segment::builder(&name).kind(Kind::RPC).open().unwrap();
+    // rpc/control.rs: the server's token at 64, its close flag at 72.
+    for (what, off, value) in
+        [("token", 64, 0), ("token", 64, 0x4000_0001), ("close flag", 72, 1), ("close flag", 72, 0xdead)]
+    {
+        let word = raw.get::<AtomicU32>(off).unwrap();
+        let client = open().unwrap_or_else(|e| panic!("{what} {value:#x}: {e}"));
+        assert_eq!(client.request(b"before", LONG).unwrap(), b"before");
+        let good = word.swap(value, Ordering::SeqCst);
+        assert!(
+            common::wait_for(common::LIMIT, || word.load(Ordering::SeqCst) == good),
+            "{what} {value:#x}: not restored"
+        );
+        // The client connected meanwhile: answered, or told (typed) that
+        // its connection is over if it looked in between.
+        match client.request(b"during", LONG) {
+            Ok(answer) => assert_eq!(answer, b"during"),
+            Err(e) => assert!(matches!(e, Error::Closed | Error::PeerDied), "{what} {value:#x}: {e}"),
+        }
+        drop(client);
+        let next = open().unwrap_or_else(|e| panic!("{what} {value:#x}: the next client: {e}"));
+        assert_eq!(next.request(b"after", LONG).unwrap(), b"after", "{what} {value:#x}");
+    }
+    drop(server);
+}

@@ -4,6 +4,7 @@
 //! session when the client left) and expires overdue requests.
 
 use super::channel::{Inner, RPC_TOO_LARGE};
+use super::control::Control;
 use super::packet::{Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
 use super::stats::Stats;
@@ -204,11 +205,34 @@ impl Inner {
         }
     }
 
+    /// The server's words that only it writes, restored if another process
+    /// damaged them: its token (written at create) and its close flag
+    /// (written once, by `end`). Left damaged, they would turn every client
+    /// away (`PeerDied`, `Closed`) for as long as this server lives.
+    fn restore_own_words(&self, c: &Control) {
+        let me = self.ctl.token().raw();
+        if c.owner.load(Ordering::SeqCst) != me {
+            c.owner.store(me, Ordering::SeqCst);
+        }
+        let flag = c.owner_closed.load(Ordering::SeqCst);
+        // SYNC: `end` stores `stop` before the flag (SeqCst): if its flag
+        // is the one this CAS cleared, the second look at `stop` sees it
+        // and puts the flag back.
+        if flag != 0
+            && !self.stop.load(Ordering::SeqCst)
+            && c.owner_closed.compare_exchange(flag, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+            && self.stop.load(Ordering::SeqCst)
+        {
+            c.owner_closed.store(1, Ordering::SeqCst);
+        }
+    }
+
     /// The server's check of its client: once it left (closed its end, or
     /// its process died), its session ends (its requests fail, its late
     /// responses go nowhere) and fresh rings wait for the next client.
     fn check_client(&self, session: &Arc<Session>) -> Option<Arc<Session>> {
         let Ok(c) = self.control() else { return None };
+        self.restore_own_words(c);
         let client = c.opener.load(Ordering::SeqCst);
         if client == 0 {
             return None;
