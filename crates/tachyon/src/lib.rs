@@ -90,7 +90,7 @@
 //!   | target | level | when | fields |
 //!   | --- | --- | --- | --- |
 //!   | `tachyon::recovery` | INFO | [`Region::recover`](bus::Region::recover) (also run on open and while a loan or receive waits) reclaimed or deferred something | `region` (its file), `total`, `loans`, `cached`, `held`, `unpublished`, `redelivered`, `deferred`, `slots` (see [`bus::Recovered`]) |
-//!   | `tachyon::lock` | WARN | a robust lock (mutex, rw-lock write side) was taken over from, or cleared of, a holder that died | `slot`, `gen`: the dead holder's attach slot and generation |
+//!   | `tachyon::lock` | WARN | a robust lock (mutex, rw-lock write side) was taken over from, or cleared of, a holder that died, or a lock word that names no holder (damaged) | `slot`, `gen`: the dead holder's attach slot and generation (`gen` 0: the word was damaged) |
 //!   | `tachyon::ring` | INFO | a ring cell left claimed by a dead claimant is being repaired | `slot`, `gen`, `pos`, `writer_side` |
 //!   | `tachyon::corrupt` | WARN | an [`Error::Corrupt`] is made | `what`: the [`Corruption`], displayed |
 //!

@@ -197,6 +197,7 @@ fn child_entry() {
         "producer" | "consumer" | "flipper" | "burst" => broad_role(&role, name),
         "holder" => holder_role(name),
         "rpc-packet-server" => rpc_packet_server(name),
+        "lock-user" => lock_user(&args),
         other => panic!("unknown role {other}"),
     }
 }
@@ -1345,4 +1346,84 @@ fn damaged_rpc_server_words_are_restored_by_the_server() {
         assert_eq!(next.request(b"after", LONG).unwrap(), b"after", "{what} {value:#x}");
     }
     drop(server);
+}
+
+// Lock words that are no token: the writer word of the `RwLock` of a
+// `SharedArray` (at 256 of its data area) and of a `SharedBuffer` (at 64),
+// and the writers' turn (`Mutex`) of a `BroadcastBuffer` (at 64).
+
+/// Holder bits that name no attachment (slot 3, generation 0), with the
+/// lock's CONTENDED flag set as well.
+const NO_TOKEN: [u32; 2] = [3, 0x8000_007f];
+
+/// Plants `value` in the lock words of the three objects.
+fn damage_lock_words(array: &str, buffer: &str, bc: &str, value: u32) {
+    for (name, kind, off) in
+        [(array, Kind::ARRAY, 256), (buffer, Kind::BUFFER, 64), (bc, Kind::BROADCAST, 64)]
+    {
+        let raw = Segment::builder(name).kind(kind).open().unwrap();
+        raw.get::<std::sync::atomic::AtomicU32>(off).unwrap().store(value, Ordering::SeqCst);
+    }
+}
+
+/// A child process that uses the three objects whose lock words are
+/// damaged: it gets each lock (told the data may be half-updated where the
+/// guard says so) and does its work.
+fn lock_user(args: &common::Args) {
+    use tachyon::{BroadcastBuffer, SharedArray, SharedBuffer};
+    let array = SharedArray::<u64>::open(args.str("array")).unwrap();
+    let mut guard = array.write_lock().unwrap();
+    assert!(guard.owner_died(), "a damaged lock word is reported as a holder that died");
+    guard[0] = args.get("value");
+    drop(guard);
+    SharedBuffer::open(args.str("buffer")).unwrap().write_bytes(0, b"heal").unwrap();
+    BroadcastBuffer::open(args.str("bc")).unwrap().write(b"lock", SHORT).unwrap();
+}
+
+/// A lock word damaged into holder bits that are no token is taken over by
+/// the next locker (reported as `owner_died`), in another process, and the
+/// objects work again; before, every call returned `Corrupt` until the
+/// object was recreated.
+#[test]
+fn a_lock_word_that_is_no_token_is_taken_over_by_the_next_locker() {
+    use tachyon::{BroadcastBuffer, Overflow, SharedArray, SharedBuffer};
+    let (array_name, buffer_name, bc_name) =
+        (unique("heal-lock-array"), unique("heal-lock-buffer"), unique("heal-lock-bc"));
+    let array = SharedArray::<u64>::create(&array_name, 4).unwrap();
+    let buffer = SharedBuffer::create(&buffer_name, 64).unwrap();
+    let bus = BroadcastBuffer::create(&bc_name, 4, 16, Overflow::Block).unwrap();
+    let mut reader = bus.subscribe().unwrap();
+    let mut buf = [0u8; 16];
+    for (round, value) in NO_TOKEN.into_iter().enumerate() {
+        // Another process does the work over the damage.
+        damage_lock_words(&array_name, &buffer_name, &bc_name, value);
+        let args = common::Args::name(&array_name)
+            .with("array", &array_name)
+            .with("buffer", &buffer_name)
+            .with("bc", &bc_name)
+            .with("value", 40 + round);
+        let mut child = common::spawn("child_entry", "lock-user", args);
+        assert_eq!(common::wait_child(&mut child, common::LIMIT), Some(0), "the lock user, {value:#x}");
+        let guard = array.read_lock().unwrap();
+        assert!(!guard.owner_died(), "the child's normal release cleared the report");
+        assert_eq!(guard[0], 40 + round as u64);
+        drop(guard);
+        let mut bytes = [0u8; 4];
+        buffer.read_bytes(0, &mut bytes).unwrap();
+        assert_eq!(&bytes, b"heal");
+        let got = reader.read(&mut buf, SHORT).unwrap();
+        assert_eq!(&buf[..got.len], b"lock");
+
+        // And in this process, through the readers' side of the rw-locks.
+        damage_lock_words(&array_name, &buffer_name, &bc_name, value);
+        assert!(array.read_lock().unwrap().owner_died(), "a reader clears the damaged word");
+        assert!(array.write_lock().unwrap().owner_died(), "until a writer releases normally");
+        assert!(!array.read_lock().unwrap().owner_died());
+        buffer.write_bytes(0, b"more").unwrap();
+        buffer.read_bytes(0, &mut bytes).unwrap();
+        assert_eq!(&bytes, b"more");
+        bus.write(b"again", SHORT).unwrap();
+        let got = reader.read(&mut buf, SHORT).unwrap();
+        assert_eq!(&buf[..got.len], b"again");
+    }
 }

@@ -20,6 +20,15 @@
 //!
 //! The [`RwLock`](super::RwLock) uses this word as its writer lock, and
 //! there readers may also clear a dead holder (leaving DIED set).
+//!
+//! Damage. Holder bits that are no token (not 0, generation 0) are a word
+//! no step of the protocol writes: another process scribbled on it. A
+//! locker that finds one (on its slow path: the fast path's CAS from 0
+//! fails on it) takes the word over as from a dead holder, by one CAS
+//! *from the damaged value*, and reports `owner_died` (the data may be
+//! half-updated). Nobody else moves the word from that value, so exactly
+//! one locker wins; a live holder whose word was overwritten finds it no
+//! longer its own at release and leaves it alone.
 
 use super::wait::{sleep, wake, Deadline, Slices, SpinWait};
 use super::{Liveness, Token};
@@ -34,6 +43,25 @@ use std::time::Duration;
 pub(crate) const CONTENDED: u32 = 1 << 31;
 /// A holder died holding the lock; cleared by the next normal release.
 pub(crate) const DIED: u32 = 1 << 30;
+
+/// Whether the holder bits of `word` are no token (not 0, generation 0):
+/// no step of the protocol writes that, so the word was damaged.
+pub(crate) fn damaged(word: u32) -> bool {
+    word & Token::MASK != 0 && Token::from_raw(word & Token::MASK).is_none()
+}
+
+/// Reports a damaged word taken over or cleared (target `tachyon::lock`,
+/// generation 0: the word named no holder).
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+fn note_damaged(word: u32) {
+    trace::event!(
+        warn,
+        "tachyon::lock",
+        slot = word & Token::MASK,
+        gen = 0u32,
+        "took over a lock word that names no holder (damaged)"
+    );
+}
 
 /// The holder named by a lock word: `Ok(None)` when free,
 /// [`Error::Corrupt`] when the holder bits are not a token.
@@ -54,7 +82,8 @@ pub(crate) fn holder_of(word: u32, field: &'static str) -> Result<Option<Token>>
 /// dies, the next locker gets the lock anyway, within about 50 ms, with
 /// [`MutexGuard::owner_died`] true: **the data the mutex protects may be
 /// half-updated**, and that guard's owner should check or repair it before
-/// unlocking.
+/// unlocking. A lock word that another process damaged (holder bits that
+/// are no token) is taken over the same way, with `owner_died` true.
 ///
 /// The fast path is one CAS to lock and one to unlock; a system call is
 /// made only when someone sleeps. All zeros is an unlocked mutex.
@@ -94,8 +123,8 @@ impl Mutex {
     /// Locks, waiting at most `timeout` (`None`: no limit) for the holder
     /// to unlock or to be found dead. `live` says who the caller is.
     ///
-    /// Errors: [`Error::Timeout`]; [`Error::Corrupt`] if the lock word does
-    /// not hold a valid token.
+    /// Errors: [`Error::Timeout`]. A lock word that holds no valid token
+    /// (damaged) is taken over, with `owner_died` true.
     pub fn lock<'a>(
         &'a self,
         live: &(impl Liveness + ?Sized),
@@ -147,7 +176,7 @@ impl Mutex {
     }
 
     /// Overwrites the word, as a broken or hostile process could.
-    #[cfg(all(test, not(tachyon_loom)))]
+    #[cfg(test)]
     pub(crate) fn corrupt_for_test(&self, w: u32) {
         self.word.store(w, Relaxed);
     }
@@ -175,6 +204,14 @@ impl Mutex {
         let mut last = 0; // the holder seen before the last sleep
         loop {
             let w = self.word.load(Relaxed);
+            if damaged(w) {
+                // SYNC: Acquire, as the takeover from a dead holder below.
+                if self.word.compare_exchange(w, me | DIED | CONTENDED, Acquire, Relaxed).is_ok() {
+                    note_damaged(w);
+                    return Ok(true);
+                }
+                continue;
+            }
             let Some(holder) = holder_of(w, "mutex holder")? else {
                 let new = me | (w & DIED) | if slept { CONTENDED } else { w & CONTENDED };
                 if self.word.compare_exchange(w, new, Acquire, Relaxed).is_ok() {
@@ -213,6 +250,19 @@ impl Mutex {
             Err(w) => w,
         };
         loop {
+            if damaged(w) {
+                // SYNC: Acquire, as every CAS that takes the lock.
+                match self.word.compare_exchange(w, me | DIED | (w & CONTENDED), Acquire, Relaxed) {
+                    Ok(_) => {
+                        note_damaged(w);
+                        return Ok(Some(true));
+                    }
+                    Err(now) => {
+                        w = now;
+                        continue;
+                    }
+                }
+            }
             let new = match holder_of(w, "mutex holder")? {
                 None => me | (w & (DIED | CONTENDED)),
                 Some(holder) if live.is_dead(holder) => {
@@ -252,8 +302,8 @@ impl Mutex {
         }
     }
 
-    /// Clears the holder of `w`, a word whose holder was found dead, by CAS
-    /// from `w`, leaving DIED set; wakes one sleeper if any. False if the
+    /// Clears the holder of `w`, a word whose holder was found dead (or
+    /// that names no holder: damaged), by CAS from `w`, leaving DIED set; wakes one sleeper if any. False if the
     /// word had changed.
     pub(crate) fn clear_dead(&self, w: u32) -> bool {
         // SYNC: Acquire: the last normal `release`, through the dead holder's CAS;
@@ -261,10 +311,14 @@ impl Mutex {
         if self.word.compare_exchange(w, DIED, AcqRel, Relaxed).is_err() {
             return false;
         }
-        trace::owner_died!(
-            Token::from_raw(w & Token::MASK).unwrap_or(Token::NOBODY),
-            "cleared a lock whose holder died"
-        );
+        if damaged(w) {
+            note_damaged(w);
+        } else {
+            trace::owner_died!(
+                Token::from_raw(w & Token::MASK).unwrap_or(Token::NOBODY),
+                "cleared a lock whose holder died"
+            );
+        }
         if w & CONTENDED != 0 {
             wake(&self.word, 1);
         }
@@ -365,14 +419,31 @@ mod tests {
         assert!(format!("{m:?} {g:?}").contains("holder"));
     }
 
+    /// A word that names no holder (damaged) is taken over by the next
+    /// locker, which is told the data may be half-updated; the lock then
+    /// works as before. `holder()` (inspection) still says what it saw.
     #[test]
-    fn corrupt_word_is_an_error() {
+    fn a_damaged_word_is_taken_over_with_owner_died() {
         let w = World::default();
         let m = Mutex::new();
         m.word.store(5, Relaxed); // slot 5, generation 0: not a token
-        assert!(matches!(m.lock(&w.peer(1), LONG), Err(Error::Corrupt { .. })));
-        assert!(matches!(m.try_lock(&w.peer(1)), Err(Error::Corrupt { .. })));
         assert!(matches!(m.holder(), Err(Error::Corrupt { .. })));
+        let g = m.lock(&w.peer(1), LONG).unwrap();
+        assert!(g.owner_died());
+        assert!(m.is_locked_by(w.peer(1).token));
+        drop(g);
+        assert_eq!(m.word.load(Relaxed), 0, "a normal release clears DIED");
+        assert!(!m.lock(&w.peer(1), LONG).unwrap().owner_died());
+        // try_lock, with the flags set too; and a damaged word over a live
+        // holder: its release leaves the new holder's word alone.
+        let live = m.lock(&w.peer(2), LONG).unwrap();
+        m.word.store(CONTENDED | DIED | 0x7f, Relaxed);
+        let g = m.try_lock(&w.peer(3)).unwrap().unwrap();
+        assert!(g.owner_died());
+        drop(live);
+        assert!(m.is_locked_by(w.peer(3).token));
+        drop(g);
+        assert!(!m.is_locked());
     }
 
     /// Several threads (some sharing one attachment) increment a counter
@@ -452,5 +523,71 @@ mod tests {
         drop(g); // CONTENDED is set: a spurious wake, harmless
         assert_eq!(m.word.load(Relaxed), 0);
         m.lock(&w.peer(2), None).unwrap().unlock();
+    }
+}
+
+/// Loom models of the takeover of a damaged word (`--cfg tachyon_loom`, run
+/// by `.ci/test`; the other models of the mutex are in `tests/loom_sync.rs`).
+#[cfg(all(test, tachyon_loom))]
+mod loom_models {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// An attachment that is alive, as everyone in these models is.
+    struct Alive(Token);
+
+    impl Liveness for Alive {
+        fn token(&self) -> Token {
+            self.0
+        }
+        fn is_dead(&self, _: Token) -> bool {
+            false
+        }
+    }
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(f);
+    }
+
+    /// A live holder's word is overwritten with holder bits that are no
+    /// token while two lockers race for it (one tries first, then waits;
+    /// the other waits): exactly one takes the word over and is told
+    /// `owner_died`, the two exclude each other (loom checks the data),
+    /// the live holder's release leaves the new holder's word alone, and
+    /// the lock is free at the end.
+    #[test]
+    fn damaged_word_taken_over_once_racing_a_live_locker() {
+        model(|| {
+            let m = Arc::new(Mutex::new());
+            let data = Arc::new(UnsafeCell::new(0u32));
+            let held = m.lock(&Alive(Token::new(0, 1)), None).unwrap();
+            m.corrupt_for_test(3);
+            let threads: Vec<_> = (1..3)
+                .map(|i| {
+                    let (m, data) = (m.clone(), data.clone());
+                    thread::spawn(move || {
+                        let me = Alive(Token::new(i, 1));
+                        let g = match (i == 1).then(|| m.try_lock(&me).unwrap()).flatten() {
+                            Some(g) => g,
+                            None => m.lock(&me, None).unwrap(),
+                        };
+                        // SAFETY: the lock is held; loom reports any access
+                        // it does not order.
+                        data.with_mut(|p| unsafe { *p += 1 });
+                        g.owner_died()
+                    })
+                })
+                .collect();
+            drop(held); // the holder whose word was overwritten
+            let died = threads.into_iter().map(|t| t.join().unwrap()).filter(|&d| d).count();
+            assert_eq!(died, 1, "exactly one locker took the damaged word over");
+            // SAFETY: both threads are joined.
+            assert_eq!(data.with(|p| unsafe { *p }), 2);
+            assert!(!m.is_locked());
+        });
     }
 }
