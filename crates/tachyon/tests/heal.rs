@@ -198,6 +198,12 @@ fn child_entry() {
         "holder" => holder_role(name),
         "rpc-packet-server" => rpc_packet_server(name),
         "lock-user" => lock_user(&args),
+        "bc-writer" => {
+            let bus = tachyon::BroadcastBuffer::open(name).unwrap();
+            for i in 0..args.get::<u8>("items") {
+                bus.write(&[i], Some(common::LIMIT)).unwrap_or_else(|e| panic!("item {i}: {e}"));
+            }
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -1426,4 +1432,94 @@ fn a_lock_word_that_is_no_token_is_taken_over_by_the_next_locker() {
         let got = reader.read(&mut buf, SHORT).unwrap();
         assert_eq!(&buf[..got.len], b"again");
     }
+}
+
+// A `BroadcastBuffer`'s words (broadcast.rs): `tail` at 128, the reader
+// entries (owner, then cursor at 8) 16 bytes each from 320.
+
+/// The raw `tail` of a broadcast buffer, and a reader entry's cursor.
+fn bc_word(name: &str, off: usize) -> (Segment, usize) {
+    (Segment::builder(name).kind(Kind::BROADCAST).open().unwrap(), off)
+}
+
+/// `tail` moved back (another process wrote a smaller value): a reader
+/// that finds it behind its own cursor moves it forward again, from its
+/// cursor and the node words that witness the items written, and items
+/// written by another process reach it again. Before, readers saw nothing
+/// until the writers had written up to the old position again.
+#[test]
+fn a_broadcast_tail_moved_back_is_moved_forward_again() {
+    use tachyon::{BroadcastBuffer, Error, Overflow};
+    let name = unique("heal-bc-tail");
+    let bus = BroadcastBuffer::create(&name, 8, 16, Overflow::Block).unwrap();
+    let mut reader = bus.subscribe().unwrap();
+    // A reader that lags: it is at 96 when the damage comes.
+    let mut lagging = bus.subscribe().unwrap();
+    let mut buf = [0u8; 16];
+    for i in 0..100u64 {
+        bus.write(&[i as u8], SHORT).unwrap();
+        assert_eq!(reader.read(&mut buf, SHORT).unwrap().len, 1);
+        if i < 96 {
+            lagging.read(&mut buf, SHORT).unwrap();
+        }
+    }
+    let (raw, off) = bc_word(&name, 128);
+    let tail = raw.get::<AtomicU64>(off).unwrap();
+    for round in 0..2u8 {
+        let real = bus.written();
+        tail.store(3, Ordering::SeqCst);
+        if round == 1 {
+            // A writer came first: it wrote at the damaged position (that
+            // item is lost to readers past it, and nothing else).
+            bus.write(b"stale", SHORT).unwrap();
+        }
+        // The reader finds `tail` behind it, repairs it, then waits.
+        assert!(matches!(reader.read(&mut buf, SHORT), Err(Error::Timeout { .. })));
+        assert_eq!(bus.written(), real, "round {round}: moved forward to where the writers were");
+        // Another process writes; both readers get its items.
+        let mut child = common::spawn("child_entry", "bc-writer", common::Args::name(&name).with("items", 2));
+        assert_eq!(common::wait_child(&mut child, common::LIMIT), Some(0), "the writer");
+        for want in 0..2u8 {
+            let got = reader.read(&mut buf, SHORT).unwrap();
+            assert_eq!((got.len, buf[0], got.missed), (1, want, 0), "round {round}");
+        }
+        if round == 0 {
+            // The lagging reader reads on from 96, nothing missed.
+            for want in [96u8, 97, 98, 99, 0, 1] {
+                let got = lagging.read(&mut buf, SHORT).unwrap();
+                assert_eq!((buf[0], got.missed), (want, 0));
+            }
+        }
+    }
+}
+
+/// A reader entry's cursor damaged low (`Overflow::Block`): writers would
+/// wait for that reader, and the reader, waiting for an item, never stored
+/// its cursor again. Now a reader stores its cursor again before and while
+/// it waits, and a writer in another process goes on.
+#[test]
+fn a_broadcast_reader_cursor_damaged_low_is_stored_again_by_its_reader() {
+    use tachyon::{BroadcastBuffer, Overflow};
+    const LONG: Option<Duration> = Some(common::LIMIT);
+    let name = unique("heal-bc-cursor");
+    let bus = BroadcastBuffer::create(&name, 4, 16, Overflow::Block).unwrap();
+    let mut reader = bus.subscribe().unwrap();
+    let mut buf = [0u8; 16];
+    for i in 0..4u8 {
+        bus.write(&[i], SHORT).unwrap();
+        assert_eq!(reader.read(&mut buf, SHORT).unwrap().len, 1);
+    }
+    // The only reader has entry 0: its cursor (4) damaged to 0.
+    let (raw, off) = bc_word(&name, 320 + 8);
+    raw.get::<AtomicU64>(off).unwrap().store(0, Ordering::SeqCst);
+    assert!(matches!(bus.try_write(b"x"), Err(tachyon::Error::Full { .. })), "the damage blocks writers");
+    // A writer in another process (it waits for room), while this reader
+    // waits for items.
+    let mut child = common::spawn("child_entry", "bc-writer", common::Args::name(&name).with("items", 6));
+    for want in 0..6u8 {
+        let got = reader.read(&mut buf, LONG).unwrap_or_else(|e| panic!("item {want}: {e}"));
+        assert_eq!((got.len, buf[0], got.missed), (1, want, 0));
+    }
+    assert_eq!(common::wait_child(&mut child, common::LIMIT), Some(0), "the writer");
+    assert_eq!(raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst), 10);
 }

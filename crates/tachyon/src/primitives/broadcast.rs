@@ -28,6 +28,14 @@
 //!
 //! A writer killed mid-item leaves `tail` unchanged: the next writer, which
 //! gets the mutex with `owner_died`, writes the same position again.
+//!
+//! Damage (words another process scribbled on), found on slow paths only:
+//! a reader always has `cursor <= tail`, so one that finds `tail` behind
+//! its cursor knows it was moved back, and moves it forward again under the
+//! writers' turn, from its cursor and the node words that witness the items
+//! written ([`BroadcastBuffer::repair_tail`]). A reader about to wait stores
+//! its cursor in its entry again if the entry shows another (only it writes
+//! it), so a Block writer never waits for a cursor damaged low.
 
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -45,6 +53,10 @@ pub const MAX_READERS: usize = 128;
 const CELLS_OFF: usize = size_of::<Control>();
 /// Most nodes a broadcast ring may have.
 pub const MAX_NODES: usize = 1 << 30;
+/// A waiting reader stores its cursor again at least this often (its entry
+/// may have been damaged), and waits at most this long for the writers'
+/// turn to repair a damaged `tail`.
+const CURSOR_SLICE: Duration = Duration::from_millis(50);
 
 /// What a writer does when the slowest reader is a whole ring behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -585,6 +597,53 @@ impl BroadcastBuffer {
         min
     }
 
+    /// Moves `tail` forward to the position its witnesses say the writers
+    /// reached, after a reader found it behind its own cursor `floor`
+    /// (damaged: the reader moved past a position only after it saw `tail`
+    /// past it, so the writers reached `floor` at least).
+    ///
+    /// Done under the writers' turn (waiting at most `wait` for it), so no
+    /// writer stores `tail` meanwhile. The witnesses are the reader's
+    /// cursor and the node words: a writer stores `2p + 2` in node `p % n`
+    /// (item `p` written) before it moves `tail` past `p`. From `floor`
+    /// (or the damaged value, if above), the walk steps over each node
+    /// holding item `t` exactly, and over a node holding a later item `p`
+    /// of the same node (`p ≡ t` mod n) when the node before holds item
+    /// `p - 1` as well (two witnesses: one damaged node word cannot carry
+    /// `tail` away); at most `2n` steps. The result is stored by one CAS
+    /// from the damaged value. Returns whether `tail` moved.
+    fn repair_tail(&self, floor: u64, wait: Duration) -> bool {
+        let Ok(_turn) = self.mutex().lock(&self.inner.seg, Some(wait)) else { return false };
+        let n = self.inner.nodes as u64;
+        let damaged = self.tail().load(Ordering::SeqCst);
+        if damaged >= floor {
+            return false; // repaired by another reader meanwhile, or written up to it
+        }
+        let holds = |pos: u64| self.cell(pos).word.load(Ordering::Acquire) == pos.wrapping_mul(2).wrapping_add(2);
+        let mut t = floor;
+        for _ in 0..2 * n {
+            if holds(t) {
+                t += 1;
+                continue;
+            }
+            let w = self.cell(t).word.load(Ordering::Acquire);
+            let later = (w / 2).wrapping_sub(1); // the item of an even word
+            if w >= 2 && w % 2 == 0 && later > t && (later - t) % n == 0 && holds(later - 1) {
+                t = later + 1;
+                continue;
+            }
+            break;
+        }
+        // SYNC: SeqCst, as every store of `tail` (readers Acquire it, after
+        // the node words the walk read, which the writers stored first).
+        if self.tail().compare_exchange(damaged, t, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        crate::platform::trace::ring_damage!(damaged, t);
+        self.wait_cell(false).notify_all();
+        true
+    }
+
     /// Writes one item to every reader. With [`Overflow::Block`], waits up
     /// to `timeout` for the slowest reader to make room, then fails with
     /// [`Error::Timeout`] (`None`: for ever; `Some(Duration::ZERO)`: tries
@@ -804,20 +863,47 @@ impl BroadcastReader {
         let (bus, at) = (&self.bus, &mut self.at);
         let n = bus.inner.nodes as u64;
         let deadline = timeout.map(|t| Instant::now() + t);
+        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        // One repair of a `tail` found behind this reader per call: if the
+        // node words cannot witness the real tail (damaged too), the reader
+        // waits for the writers as before.
+        let mut may_repair = true;
         loop {
             let c = at.cursor;
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let tail = bus.wait_cell(false).wait_until(bus.policy, remaining, || {
+            let ready = || {
                 let t = bus.tail().load(Ordering::Acquire);
                 if t > c {
                     Some(Ok(t))
                 } else if bus.is_closed() {
                     Some(Err(Error::Closed))
+                } else if t < c && may_repair {
+                    // Behind this reader's cursor: damaged (see below).
+                    Some(Ok(t))
                 } else {
                     None
                 }
-            });
+            };
+            let mut tail = bus.wait_cell(false).wait_until(bus.policy, Some(Duration::ZERO), ready);
+            // Nothing to read now: this reader is about to wait (the slow
+            // path). Its entry must show its cursor, or a Block writer may
+            // wait for a cursor damaged low for ever (the reader stores it
+            // only when it moves): restored before the wait and after every
+            // slice of it.
+            while matches!(tail, Err(Error::Timeout { .. })) && remaining().is_none_or(|r| !r.is_zero()) {
+                at.publish(bus);
+                let slice = remaining().map_or(CURSOR_SLICE, |r| r.min(CURSOR_SLICE));
+                tail = bus.wait_cell(false).wait_until(bus.policy, Some(slice), ready);
+            }
             let tail = tail.map_err(|e| waited(e, "an item in the broadcast buffer", timeout))??;
+            if tail < c {
+                // No step of the protocol moves `tail` back, and this reader
+                // moved past a position only after it saw `tail` past it:
+                // another process damaged `tail`. Repaired from its witness.
+                may_repair = false;
+                let wait = remaining().map_or(CURSOR_SLICE, |r| r.min(CURSOR_SLICE));
+                bus.repair_tail(c, wait);
+                continue;
+            }
             if tail.wrapping_sub(c) > n {
                 // Overwritten already: skip to the oldest item still there.
                 at.move_to(bus, tail - n, false);
@@ -898,6 +984,23 @@ impl BroadcastReader {
 }
 
 impl Cursor {
+    /// Stores the cursor in the reader's entry again if the entry shows
+    /// another (damaged: only this reader writes it while it owns the
+    /// entry), by CAS from the damaged value; wakes blocked writers then.
+    /// Slow path only (a reader about to wait).
+    fn publish(&self, bus: &BroadcastBuffer) {
+        let entry = &bus.readers()[self.entry];
+        let shown = entry.cursor.load(Ordering::SeqCst);
+        if shown == self.cursor || entry.owner.load(Ordering::SeqCst) != bus.inner.seg.token().raw() {
+            return; // as it should be, or no longer our entry (reaped): not ours to write
+        }
+        // SYNC: SeqCst, as every store of a cursor: against the writer's loads in `slowest`.
+        if entry.cursor.compare_exchange(shown, self.cursor, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            crate::platform::trace::ring_damage!(shown, self.cursor);
+            bus.wait_cell(true).notify_all();
+        }
+    }
+
     /// Moves the cursor to `pos`; items skipped on the way count as missed
     /// unless `read_one` (the item at the old cursor was just read).
     fn move_to(&mut self, bus: &BroadcastBuffer, pos: u64, read_one: bool) {
