@@ -1,7 +1,7 @@
 //! Damage costs what it touched: words another process scribbled on a
-//! ring cell, a ring cursor, a free list or a chunk's state are repaired
-//! or quarantined by the next claimant, by `Region::open` or by
-//! `recover()`, and the channel goes on. Each test plants one kind of
+//! ring cell, a ring cursor, a free list, a chunk's state, a lock word or
+//! a broadcast buffer's cursors are repaired or quarantined by the next
+//! claimant, by `Region::open` or by `recover()`, and the channel goes on. Each test plants one kind of
 //! damage through a raw handle on the segment and shows producers and
 //! consumers work again, with the repair counted.
 #![cfg(not(tachyon_loom))]
