@@ -205,7 +205,9 @@ impl Mutex {
         loop {
             let w = self.word.load(Relaxed);
             if damaged(w) {
-                // SYNC: Acquire, as the takeover from a dead holder below.
+                // SYNC: Acquire, as the takeover from a dead holder below; a damaging plain store
+                // ends the release sequence of the last `release`, which DIED reports (the data
+                // may be half-done).
                 if self.word.compare_exchange(w, me | DIED | CONTENDED, Acquire, Relaxed).is_ok() {
                     note_damaged(w);
                     return Ok(true);
@@ -251,7 +253,7 @@ impl Mutex {
         };
         loop {
             if damaged(w) {
-                // SYNC: Acquire, as every CAS that takes the lock.
+                // SYNC: Acquire, as every CAS that takes the lock (see `acquire_slow` on damage).
                 match self.word.compare_exchange(w, me | DIED | (w & CONTENDED), Acquire, Relaxed) {
                     Ok(_) => {
                         note_damaged(w);
@@ -303,8 +305,8 @@ impl Mutex {
     }
 
     /// Clears the holder of `w`, a word whose holder was found dead (or
-    /// that names no holder: damaged), by CAS from `w`, leaving DIED set; wakes one sleeper if any. False if the
-    /// word had changed.
+    /// that names no holder: damaged), by CAS from `w`, leaving DIED set;
+    /// wakes one sleeper if any. False if the word had changed.
     pub(crate) fn clear_dead(&self, w: u32) -> bool {
         // SYNC: Acquire: the last normal `release`, through the dead holder's CAS;
         // Release: to the next locker's Acquire CAS and `RwLock::read_attempt`.
