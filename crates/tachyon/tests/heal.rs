@@ -1495,10 +1495,10 @@ fn a_broadcast_tail_moved_back_is_moved_forward_again() {
 
 /// A reader entry's cursor damaged low (`Overflow::Block`): writers would
 /// wait for that reader, and the reader, waiting for an item, never stored
-/// its cursor again. Now a reader stores its cursor again before and while
-/// it waits, and a writer in another process goes on.
+/// its cursor again. Now a reader stores its entry (cursor and owner) again
+/// before and while it waits, and a writer in another process goes on.
 #[test]
-fn a_broadcast_reader_cursor_damaged_low_is_stored_again_by_its_reader() {
+fn a_broadcast_reader_entry_damaged_is_stored_again_by_its_reader() {
     use tachyon::{BroadcastBuffer, Overflow};
     const LONG: Option<Duration> = Some(common::LIMIT);
     let name = unique("heal-bc-cursor");
@@ -1522,4 +1522,18 @@ fn a_broadcast_reader_cursor_damaged_low_is_stored_again_by_its_reader() {
     }
     assert_eq!(common::wait_child(&mut child, common::LIMIT), Some(0), "the writer");
     assert_eq!(raw.get::<AtomicU64>(off).unwrap().load(Ordering::SeqCst), 10);
+
+    // The entry's owner word damaged into no token: a blocked writer would
+    // drop the entry, and overwrite what the reader has not read. The
+    // reader, about to wait, takes its entry back.
+    let owner = raw.get::<std::sync::atomic::AtomicU32>(320).unwrap();
+    let me = owner.swap(3, Ordering::SeqCst);
+    assert!(matches!(reader.read(&mut buf, SHORT), Err(tachyon::Error::Timeout { .. })));
+    assert_eq!(owner.load(Ordering::SeqCst), me, "taken back");
+    let mut child = common::spawn("child_entry", "bc-writer", common::Args::name(&name).with("items", 6));
+    for want in 0..6u8 {
+        let got = reader.read(&mut buf, LONG).unwrap_or_else(|e| panic!("item {want}: {e}"));
+        assert_eq!((got.len, buf[0], got.missed), (1, want, 0));
+    }
+    assert_eq!(common::wait_child(&mut child, common::LIMIT), Some(0), "the writer");
 }

@@ -34,8 +34,9 @@
 //! its cursor knows it was moved back, and moves it forward again under the
 //! writers' turn, from its cursor and the node words that witness the items
 //! written ([`BroadcastBuffer::repair_tail`]). A reader about to wait stores
-//! its cursor in its entry again if the entry shows another (only it writes
-//! it), so a Block writer never waits for a cursor damaged low.
+//! its entry (owner, cursor) again if it shows something else (only it
+//! writes it), so a Block writer never waits for a cursor damaged low, nor
+//! overwrites what a reader whose owner word was damaged has not read.
 
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -885,10 +886,10 @@ impl BroadcastReader {
             };
             let mut tail = bus.wait_cell(false).wait_until(bus.policy, Some(Duration::ZERO), ready);
             // Nothing to read now: this reader is about to wait (the slow
-            // path). Its entry must show its cursor, or a Block writer may
-            // wait for a cursor damaged low for ever (the reader stores it
-            // only when it moves): restored before the wait and after every
-            // slice of it.
+            // path). Its entry must show it and its cursor, or a Block
+            // writer may wait for a cursor damaged low for ever (the reader
+            // stores it only when it moves): restored before the wait and
+            // after every slice of it.
             while matches!(tail, Err(Error::Timeout { .. })) && remaining().is_none_or(|r| !r.is_zero()) {
                 at.publish(bus);
                 let slice = remaining().map_or(CURSOR_SLICE, |r| r.min(CURSOR_SLICE));
@@ -984,19 +985,41 @@ impl BroadcastReader {
 }
 
 impl Cursor {
-    /// Stores the cursor in the reader's entry again if the entry shows
-    /// another (damaged: only this reader writes it while it owns the
-    /// entry), by CAS from the damaged value; wakes blocked writers then.
-    /// Slow path only (a reader about to wait).
+    /// Stores the reader's entry again where it shows something else than
+    /// this reader (only the reader writes its entry while it owns it, and
+    /// only a writer that judged it dead drops it), each word by one CAS
+    /// from what it shows; wakes blocked writers then. Slow path only (a
+    /// reader about to wait).
+    ///
+    /// The owner: taken back if it is no token (damaged) or 0 (dropped by a
+    /// writer that found it damaged); another reader's token means the
+    /// entry went to a new subscriber, and nothing is written. The cursor:
+    /// stored again if it differs (damaged low, a Block writer would wait
+    /// for it for ever; high, writers would overwrite what it has not read).
     fn publish(&self, bus: &BroadcastBuffer) {
         let entry = &bus.readers()[self.entry];
-        let shown = entry.cursor.load(Ordering::SeqCst);
-        if shown == self.cursor || entry.owner.load(Ordering::SeqCst) != bus.inner.seg.token().raw() {
-            return; // as it should be, or no longer our entry (reaped): not ours to write
+        let me = bus.inner.seg.token().raw();
+        let mut repaired = false;
+        let owner = entry.owner.load(Ordering::SeqCst);
+        if owner != me {
+            // SYNC: SeqCst, as every store of an owner (`subscribe`, `slowest`).
+            if Token::from_raw(owner).is_some()
+                || entry.owner.compare_exchange(owner, me, Ordering::SeqCst, Ordering::Relaxed).is_err()
+            {
+                return; // another reader's entry now: not ours to write
+            }
+            crate::platform::trace::ring_damage!(u64::from(owner), u64::from(me));
+            repaired = true;
         }
+        let shown = entry.cursor.load(Ordering::SeqCst);
         // SYNC: SeqCst, as every store of a cursor: against the writer's loads in `slowest`.
-        if entry.cursor.compare_exchange(shown, self.cursor, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+        if shown != self.cursor
+            && entry.cursor.compare_exchange(shown, self.cursor, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+        {
             crate::platform::trace::ring_damage!(shown, self.cursor);
+            repaired = true;
+        }
+        if repaired {
             bus.wait_cell(true).notify_all();
         }
     }
