@@ -1077,7 +1077,16 @@ pub fn release_all(py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> 
     }
     let mut viewed = 0;
     for msg in &all {
-        if let Err(e) = msg.get().release(py) {
+        let msg = msg.get();
+        // The common case, a message whose bytes were never viewed: one
+        // look at its view and exports (the GIL is held, so no export can
+        // start meanwhile), then the chunk goes back.
+        if lock(&msg.view).is_none() && msg.exports.load(Ordering::Acquire) == 0 {
+            let held = lock(&msg.msg).take();
+            drop(held);
+            continue;
+        }
+        if let Err(e) = msg.release(py) {
             if !e.is_instance_of::<PyBufferError>(py) {
                 return Err(e);
             }
