@@ -606,13 +606,20 @@ impl Keys {
         let Some(key) = key else {
             return Ok(Keys::One(Key(0)));
         };
-        // An int, or an integer of another kind (numpy's): one key.
-        if key.is_instance_of::<PyInt>() || key.hasattr("__index__")? {
+        if key.is_instance_of::<PyInt>() {
             return Ok(Keys::One(Key(key.extract()?)));
         }
-        let iter = key.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!("key must be an int or an iterable of ints, not {}", type_name(key)))
-        })?;
+        let iter = match key.try_iter() {
+            Ok(iter) => iter,
+            // Not iterable: an integer of another kind (numpy's) is one key.
+            Err(_) if key.hasattr("__index__")? => return Ok(Keys::One(Key(key.extract()?))),
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "key must be an int or an iterable of ints, not {}",
+                    type_name(key)
+                )))
+            }
+        };
         let mut keys = Vec::with_capacity(items);
         for k in iter {
             keys.push(Key(k?.extract()?));

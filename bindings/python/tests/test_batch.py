@@ -63,6 +63,15 @@ def test_send_many_one_key_and_inputs(region):
         b"bytes", b"bytearray", b"memoryview", np.arange(3, dtype=np.uint16).tobytes()]
     assert topic.send_many((b"g%d" % i for i in range(3)), key=np.uint64(5)) == 3  # a generator, a numpy key
     assert topic.receive_many_bytes(p, 10, timeout_ns=SECOND) == [b"g0", b"g1", b"g2"]
+    # Keys from numpy: an array (one per item), a 0-d array (one for all).
+    assert topic.send_many([b"1", b"2", b"3", b"4"], key=np.array([1, 2, 3, 4], dtype=np.uint64)) == 4
+    assert topic.send_many([b"5", b"5"], key=np.array(5)) == 2
+    found = []
+    for partition in range(8):
+        for data in topic.receive_many_bytes(partition, 10, timeout_ns=0) if topic.depth(partition) else []:
+            assert topic.partition_of(int(data)) == partition
+            found.append(int(data))
+    assert sorted(found) == [1, 2, 3, 4, 5, 5]
 
 
 def test_send_many_empty(region):
