@@ -1,20 +1,26 @@
 """tachyon next to the kernel's transports, between two Python processes.
 
-    python bindings/python/bench/bench.py [--rounds N] [--messages N]
+    python bindings/python/bench/bench.py [--rounds N] [--messages N] [--runs N] [--batch N]
 
 Measures, in one run and between the same two kinds of process (the parent
 and one child started with multiprocessing's "spawn"):
 
 * round trip of a 256-byte message (the child echoes it): p50 and p99;
 * throughput of 1 KiB messages, parent to child: messages per second, from
-  the first send until the child has taken the last (the median of --runs).
+  the first send until the child has taken the last (the median of --runs,
+  which are interleaved: each round runs every transport once).
 
 Transports: tachyon (round trips on topics that spin while waiting,
 throughput on a topic with the default hybrid waiting; the consumer gets a
-zero-copy view and releases it, or, "copy out", a bytes object), a duplex
+zero-copy view and releases it, or, "copy out", a bytes object), tachyon
+batched (the same, --batch messages per call: the producer calls
+send_many, the consumer receive_many and release_all, or
+receive_many_bytes), a duplex
 multiprocessing.Pipe (send_bytes / recv_bytes), a multiprocessing.Queue
 (put / get) and a Unix socket pair (SOCK_SEQPACKET, one datagram per
 message). Prints a table and the ratios of tachyon to the others.
+multiprocessing.Queue batches too, inside: put() hands the object to a
+feeder thread that pickles and writes while the caller goes on.
 
 Numbers depend on the machine and on what else runs on it; on a loaded
 machine, spinning transports suffer most. This script asserts nothing.
@@ -38,7 +44,7 @@ WAIT_NS = 30 * 10**9
 # --- the child's side of each transport ------------------------------------
 
 
-def tachyon_child(name: str, mode: str, count: int, ready, done) -> None:
+def tachyon_child(name: str, batch: int, mode: str, count: int, ready, done) -> None:
     reg = tachyon.Region(name, create=False)
     ping, pong = reg.topic("ping"), reg.topic("pong")
     if mode != "echo":
@@ -53,9 +59,21 @@ def tachyon_child(name: str, mode: str, count: int, ready, done) -> None:
         for _ in range(count):
             ping.receive(0, timeout_ns=WAIT_NS).release()
         done.set()
-    else:  # sink, copying each message out
+    elif mode == "copy":  # sink, copying each message out
         for _ in range(count):
             ping.receive_bytes(0, timeout_ns=WAIT_NS)
+        done.set()
+    elif mode == "sink-many":  # up to `batch` views per call, released together
+        got = 0
+        while got < count:
+            msgs = ping.receive_many(0, batch, timeout_ns=WAIT_NS)
+            got += len(msgs)
+            tachyon.release_all(msgs)
+        done.set()
+    else:  # "copy-many": up to `batch` bytes objects per call
+        got = 0
+        while got < count:
+            got += len(ping.receive_many_bytes(0, batch, timeout_ns=WAIT_NS))
         done.set()
 
 
@@ -109,14 +127,21 @@ class Transport:
     def setup(self) -> None: ...
     def child_args(self) -> tuple: ...
     def send(self, data: bytes) -> None: ...
+
+    def send_count(self, data: bytes, count: int) -> None:
+        """Sends `data` `count` times (the throughput's producer)."""
+        for _ in range(count):
+            self.send(data)
+
     def recv(self) -> None: ...
     def close(self) -> None: ...
 
 
 class Tachyon(Transport):
-    def __init__(self, copy: bool = False) -> None:
+    def __init__(self, copy: bool = False, batch: int = 0) -> None:
         self.copy = copy
-        self.name = "tachyon (copy out)" if copy else "tachyon"
+        self.batch = batch
+        self.name = "tachyon" + (" batched" if batch else "") + (" (copy out)" if copy else "")
         self.target = tachyon_child
 
     def setup(self) -> None:
@@ -130,13 +155,22 @@ class Tachyon(Transport):
         self.out = self.ping
 
     def child_args(self) -> tuple:
-        return (self.region_name,)
+        return (self.region_name, self.batch)
 
     def sink_mode(self) -> str:
-        return "copy" if self.copy else "sink"
+        return ("copy" if self.copy else "sink") + ("-many" if self.batch else "")
 
     def send(self, data: bytes) -> None:
         self.out.send(data, timeout_ns=WAIT_NS)
+
+    def send_count(self, data: bytes, count: int) -> None:
+        if not self.batch:
+            return super().send_count(data, count)
+        items = [data] * self.batch
+        full, rest = divmod(count, self.batch)
+        for _ in range(full):
+            self.out.send_many(items, timeout_ns=WAIT_NS)
+        self.out.send_many(items[:rest], timeout_ns=WAIT_NS)
 
     def bulk_mode(self) -> None:
         self.out = self.bulk
@@ -269,8 +303,7 @@ def throughput(t: Transport, messages: int) -> float:
 
     def body(t: Transport, done) -> float:
         start = time.perf_counter()
-        for _ in range(messages):
-            t.send(payload)
+        t.send_count(payload, messages)
         if not done.wait(120):
             raise RuntimeError(f"{t.name}: the consumer did not finish")
         return messages / (time.perf_counter() - start)
@@ -282,28 +315,55 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20_000, help="round trips per transport")
     parser.add_argument("--messages", type=int, default=100_000, help="1 KiB messages per transport and run")
-    parser.add_argument("--runs", type=int, default=3, help="throughput runs per transport (the median is shown)")
+    parser.add_argument("--runs", type=int, default=5, help="throughput runs per transport, interleaved (the median is shown)")
+    parser.add_argument("--batch", type=int, default=64, help="messages per call of the batched tachyon rows")
     args = parser.parse_args()
 
-    transports = [Tachyon(), Tachyon(copy=True), Pipe(), Queue(), UnixSocket()]
-    results = {}
-    print(f"{'transport':<26} {'RTT p50 us':>11} {'RTT p99 us':>11} {'1 KiB msg/s':>12}")
+    transports = [
+        Tachyon(),
+        Tachyon(copy=True),
+        Tachyon(batch=args.batch),
+        Tachyon(copy=True, batch=args.batch),
+        Pipe(),
+        Queue(),
+        UnixSocket(),
+    ]
+    # Round trips first, then the throughput runs interleaved (every
+    # transport once per round), so that a burst of load from elsewhere
+    # hits all of them alike rather than one transport's runs.
+    rtts = {}
     for t in transports:
-        if t.name == "tachyon (copy out)":
-            p50 = p99 = float("nan")  # the round trip is the same as tachyon's
+        if t.name != "tachyon" and t.name.startswith("tachyon"):
+            rtts[t.name] = (float("nan"), float("nan"))  # the round trip is the same as tachyon's
         else:
-            p50, p99 = round_trips(t, args.rounds)
-        rate = sorted(throughput(t, args.messages) for _ in range(args.runs))[args.runs // 2]
-        results[t.name] = (p50, p99, rate)
-        print(f"{t.name:<26} {p50:>11.1f} {p99:>11.1f} {rate:>12,.0f}", flush=True)
+            rtts[t.name] = round_trips(t, args.rounds)
+    rates: dict[str, list[float]] = {t.name: [] for t in transports}
+    for _ in range(args.runs):
+        for t in transports:
+            rates[t.name].append(throughput(t, args.messages))
+    results = {}
+    print(f"{'transport':<26} {'RTT p50 us':>11} {'RTT p99 us':>11} {'1 KiB msg/s':>12}   {'(slowest, fastest run)':>22}")
+    for t in transports:
+        runs = sorted(rates[t.name])
+        p50, p99 = rtts[t.name]
+        results[t.name] = (p50, p99, runs[len(runs) // 2], runs[-1])
+        print(f"{t.name:<26} {p50:>11.1f} {p99:>11.1f} {runs[len(runs) // 2]:>12,.0f}   ({runs[0]:>10,.0f}, {runs[-1]:>10,.0f})")
 
     base = results["tachyon"]
-    print("\nratios (tachyon vs. the others): round trip p50 faster by, throughput higher by")
-    for name, (p50, _, rate) in results.items():
-        if name.startswith("tachyon"):
-            continue
-        print(f"  vs {name:<24} {p50 / base[0]:5.1f}x  {base[2] / rate:5.1f}x"
-              f"  (copy out: {results['tachyon (copy out)'][2] / rate:.1f}x)")
+    ours = [n for n in results if n.startswith("tachyon")]
+    columns = {"tachyon": "per call", "tachyon (copy out)": "copy out",
+               "tachyon batched": "batched", "tachyon batched (copy out)": "batch copy"}
+    # The medians, and the fastest runs: the least disturbed by whatever
+    # else the machine runs, for tachyon and for the other alike.
+    for which, column in (("medians", 2), ("fastest runs", 3)):
+        print(f"\nratios ({which}): tachyon's round trip p50 faster by, "
+              f"its {TPUT_SIZE} B throughput higher by (batches of {args.batch})")
+        print(f"  {'':<27} {'RTT p50':>8}" + "".join(f" {columns[n]:>10}" for n in ours))
+        for name, row in results.items():
+            if name.startswith("tachyon"):
+                continue
+            print(f"  vs {name:<24} {row[0] / base[0]:7.1f}x"
+                  + "".join(f" {results[n][column] / row[column]:9.1f}x" for n in ours))
     print(f"\n{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; python {os.sys.version.split()[0]}")
 
 

@@ -12,20 +12,22 @@
 //! after it went back to the pool: a released `.data` raises `ValueError`
 //! on use, as any released memoryview does.
 
+use crate::errors::to_py;
 use crate::errors::{buffer_error, IntoPyResult};
-use crate::wait::{in_slices, no_room, timed_out, timeout_of};
-use pyo3::exceptions::PyValueError;
+use crate::wait::{in_slices, in_slices_until, no_room, timed_out, timeout_of};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMemoryView};
+use pyo3::types::{PyBytes, PyInt, PyList, PyMemoryView, PyString};
 use pyo3::PyTraverseError;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tachyon::bus::{
     Delivery, Key, Loan, Message, Partitions, Region, RegionConfig, Subscription, Topic, TopicConfig,
+    MAX_MESSAGE,
 };
 use tachyon::sync::WaitPolicy;
 
@@ -338,6 +340,56 @@ impl PyTopic {
         in_slices(py, timeout, no_room, |slice| topic.send(&copy, Key(key), slice))
     }
 
+    /// Sends every item of `items` (an iterable of bytes-like objects) in
+    /// order, as send would one by one, and returns how many it sent.
+    ///
+    /// key: an int for all of them, or an iterable of ints with one per
+    /// item. timeout_ns (-1: for ever, 0: not at all) bounds the whole
+    /// call: the waits for a chunk or for room in a full partition, all
+    /// together. Every item and key is checked first (TypeError,
+    /// ValueError, OverflowError, tachyon.MessageTooLarge: nothing is
+    /// sent). An error while sending (a wait that ran out, Ctrl+C) is
+    /// raised with the attribute `sent`: the first `sent` items were
+    /// sent, the others were not. The GIL is held while messages go out
+    /// and released while waiting.
+    #[pyo3(signature = (items, key=None, timeout_ns=-1), text_signature = "(self, /, items, key=0, timeout_ns=-1)")]
+    fn send_many(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        key: Option<&Bound<'_, PyAny>>,
+        timeout_ns: i64,
+    ) -> PyResult<usize> {
+        let payloads = payloads(items)?;
+        let keys = Keys::of(key, payloads.len())?;
+        let timeout = timeout_of(timeout_ns);
+        let may_wait = timeout.is_none_or(|t| !t.is_zero());
+        let mut deadline = None;
+        let topic = &self.topic;
+        for (i, payload) in payloads.iter().enumerate() {
+            let key = keys.get(i);
+            match topic.send(payload.bytes(), key, Some(Duration::ZERO)) {
+                Ok(()) => {}
+                Err(e) if no_room(&e) && may_wait => {
+                    // The deadline starts with the first wait, as send's
+                    // does; a deadline past what the clock holds is none.
+                    let until =
+                        *deadline.get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)));
+                    // Waits without the GIL, on a private copy.
+                    let copy = payload.bytes().to_vec();
+                    in_slices_until(py, until, timeout, no_room, |slice| topic.send(&copy, key, slice))
+                        .map_err(|e| with_sent(py, e, i))?;
+                }
+                Err(e) => return Err(with_sent(py, to_py(py, e), i)),
+            }
+            if i % 1024 == 1023 {
+                // A long batch with room all along still answers Ctrl+C.
+                py.check_signals().map_err(|e| with_sent(py, e, i + 1))?;
+            }
+        }
+        Ok(payloads.len())
+    }
+
     /// Borrows a writable chunk of `size` bytes from the pool, waiting up
     /// to timeout_ns for one (tachyon.PoolExhausted when it runs out). Fill
     /// loan.data (a writable memoryview) and call loan.publish(length,
@@ -366,16 +418,64 @@ impl PyTopic {
     /// while waiting, and Ctrl+C raises KeyboardInterrupt.
     #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive(&self, py: Python<'_>, partition: u32, timeout_ns: i64) -> PyResult<PyMessage> {
-        let timeout = timeout_of(timeout_ns);
-        let msg = match self.topic.try_receive(partition).py(py)? {
-            Some(msg) => msg,
-            None if timeout.is_some_and(|t| t.is_zero()) => return Err(timeout_error()).py(py),
-            None => {
-                let topic = &self.topic;
-                in_slices(py, timeout, timed_out, |slice| topic.receive(partition, slice))?
-            }
-        };
+        let topic = &self.topic;
+        let msg = first_message(
+            py,
+            timeout_ns,
+            || topic.try_receive(partition),
+            |slice| topic.receive(partition, slice),
+        )?;
         Ok(PyMessage::new(msg))
+    }
+
+    /// Receives up to `max` messages of `partition` in one call, as a list
+    /// of Message: waits up to timeout_ns for the first, as receive does
+    /// (tachyon.TimeoutError if none comes; the GIL released, Ctrl+C
+    /// raises KeyboardInterrupt), then takes those already queued behind
+    /// it, without waiting. Release them with tachyon.release_all(msgs)
+    /// (or each one; a dropped Message is released too). ValueError if max
+    /// is less than 1.
+    #[pyo3(signature = (partition=0, max=64, timeout_ns=-1), text_signature = "(self, /, partition=0, max=64, timeout_ns=-1)")]
+    fn receive_many<'py>(
+        &self,
+        py: Python<'py>,
+        partition: u32,
+        max: i64,
+        timeout_ns: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let max = batch_max(max)?;
+        let topic = &self.topic;
+        let first = first_message(
+            py,
+            timeout_ns,
+            || topic.try_receive(partition),
+            |slice| topic.receive(partition, slice),
+        )?;
+        let msgs = take_batch(max, first, || topic.try_receive(partition), |msg| Ok(PyMessage::new(msg)))?;
+        PyList::new(py, msgs)
+    }
+
+    /// Like receive_many, but copies each message into a new bytes object
+    /// and releases it at once (the copy path): a list of bytes.
+    #[pyo3(signature = (partition=0, max=64, timeout_ns=-1), text_signature = "(self, /, partition=0, max=64, timeout_ns=-1)")]
+    fn receive_many_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        partition: u32,
+        max: i64,
+        timeout_ns: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let max = batch_max(max)?;
+        let topic = &self.topic;
+        let first = first_message(
+            py,
+            timeout_ns,
+            || topic.try_receive(partition),
+            |slice| topic.receive(partition, slice),
+        )?;
+        let copies =
+            take_batch(max, first, || topic.try_receive(partition), |msg| Ok(PyBytes::new(py, &msg)))?;
+        PyList::new(py, copies)
     }
 
     /// The next message of `partition` if there is one now, else None.
@@ -443,6 +543,124 @@ fn timeout_error() -> tachyon::Error {
     tachyon::Error::Timeout { what: "a message in the topic's partition", waited: Some(Duration::ZERO) }
 }
 
+/// What to do about a message larger than the largest chunk.
+const TOO_LARGE: &str =
+    "the largest pool chunk is 1 MiB: split the message, or share the data through a SharedArray";
+
+/// The first message of a receive: `try_once` with the GIL held (the fast
+/// path), then, unless timeout_ns is 0, `wait` in slices without the GIL.
+fn first_message(
+    py: Python<'_>,
+    timeout_ns: i64,
+    try_once: impl FnOnce() -> tachyon::Result<Option<Message>>,
+    wait: impl FnMut(Option<Duration>) -> tachyon::Result<Message> + Send,
+) -> PyResult<Message> {
+    let timeout = timeout_of(timeout_ns);
+    match try_once().py(py)? {
+        Some(msg) => Ok(msg),
+        None if timeout.is_some_and(|t| t.is_zero()) => Err(timeout_error()).py(py),
+        None => in_slices(py, timeout, timed_out, wait),
+    }
+}
+
+/// The `max` of a batch, checked: at least 1.
+fn batch_max(max: i64) -> PyResult<usize> {
+    match usize::try_from(max) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(PyValueError::new_err(format!("max must be at least 1, not {max}"))),
+    }
+}
+
+/// A batch: `first`, then what `next` finds without waiting, up to `max`
+/// messages in all, each made into a `T` by `each` as it is taken (so a
+/// copying `each` frees its chunk at once). An error after the first
+/// message ends the batch early, keeping what it has: the messages taken
+/// are never lost, and an error that persists is raised by the next call.
+fn take_batch<T>(
+    max: usize,
+    first: Message,
+    mut next: impl FnMut() -> tachyon::Result<Option<Message>>,
+    mut each: impl FnMut(Message) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
+    let mut out = Vec::with_capacity(max.min(1024));
+    out.push(each(first)?);
+    while out.len() < max {
+        match next() {
+            Ok(Some(msg)) => out.push(each(msg)?),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The keys of a batch: one for all, or one per item.
+enum Keys {
+    One(Key),
+    Each(Vec<Key>),
+}
+
+impl Keys {
+    /// `key` of send_many: None (0), an int, or an iterable of ints with
+    /// one per item.
+    fn of(key: Option<&Bound<'_, PyAny>>, items: usize) -> PyResult<Keys> {
+        let Some(key) = key else {
+            return Ok(Keys::One(Key(0)));
+        };
+        if key.is_instance_of::<PyInt>() {
+            return Ok(Keys::One(Key(key.extract()?)));
+        }
+        let iter = match key.try_iter() {
+            Ok(iter) => iter,
+            // Not iterable: an integer of another kind (numpy's) is one key.
+            Err(_) if key.hasattr("__index__")? => return Ok(Keys::One(Key(key.extract()?))),
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "key must be an int or an iterable of ints, not {}",
+                    type_name(key)
+                )))
+            }
+        };
+        let mut keys = Vec::with_capacity(items);
+        for k in iter {
+            keys.push(Key(k?.extract()?));
+        }
+        if keys.len() != items {
+            return Err(PyValueError::new_err(format!(
+                "{} keys for {items} items: give one key, or one per item",
+                keys.len()
+            )));
+        }
+        Ok(Keys::Each(keys))
+    }
+
+    fn get(&self, i: usize) -> Key {
+        match self {
+            Keys::One(k) => *k,
+            Keys::Each(keys) => keys[i],
+        }
+    }
+}
+
+/// Records on `err` (as its attribute `sent`) how many items of a batch
+/// were sent before it.
+fn with_sent(py: Python<'_>, err: PyErr, sent: usize) -> PyErr {
+    let value = err.value(py);
+    // Exceptions take attributes; if one did not, `sent` is only missing.
+    let _ = value.setattr("sent", sent);
+    add_note(
+        py,
+        &err,
+        &format!("{sent} items of the batch were sent before this error; the others were not"),
+    );
+    err
+}
+
+/// Adds `note` to `err` (BaseException.add_note: shown under its message).
+fn add_note(py: Python<'_>, err: &PyErr, note: &str) {
+    // A note is a courtesy: an exception without add_note keeps its message.
+    let _ = err.value(py).call_method1("add_note", (note,));
+}
+
 /// Calls `f` on the bytes of a bytes-like object (bytes, bytearray,
 /// memoryview, a numpy array of any dtype, ...: any C-contiguous buffer),
 /// with the GIL held.
@@ -450,41 +668,124 @@ pub(crate) fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R)
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(f(bytes.as_bytes()));
     }
-    /// An export, released when dropped.
-    struct Export(ffi::Py_buffer);
-    impl Drop for Export {
-        fn drop(&mut self) {
-            // SAFETY: `self.0` was filled by a successful
-            // `PyObject_GetBuffer` and is released once, here, with the GIL
-            // held (an `Export` lives only inside `with_bytes`).
-            unsafe { ffi::PyBuffer_Release(&mut self.0) }
+    let export = Export::new(data)?;
+    Ok(f(export.bytes()))
+}
+
+/// An export of a bytes-like object's buffer, released when dropped; made
+/// and dropped with the GIL held (it is not `Send`: it holds a pointer).
+struct Export(ffi::Py_buffer);
+
+impl Export {
+    /// Exports `data`'s bytes (PyBUF_SIMPLE: C-contiguous bytes, whatever
+    /// the items' type); a TypeError naming the type if it has none.
+    fn new(data: &Bound<'_, PyAny>) -> PyResult<Export> {
+        let mut view = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
+        // SAFETY: `data` is a live object and `view` room for a Py_buffer;
+        // PyBUF_SIMPLE asks for C-contiguous bytes (exporters of anything
+        // else refuse), whatever the items' type.
+        if unsafe { ffi::PyObject_GetBuffer(data.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_SIMPLE) } == -1 {
+            return Err(not_bytes_like(data, "data", PyErr::fetch(data.py())));
+        }
+        // SAFETY: the call succeeded, so it filled `view`.
+        Ok(Export(unsafe { view.assume_init() }))
+    }
+
+    /// The exported bytes.
+    fn bytes(&self) -> &[u8] {
+        let len = usize::try_from(self.0.len).unwrap_or(0);
+        if len == 0 || self.0.buf.is_null() {
+            return &[];
+        }
+        // SAFETY: the buffer stays exported until `self` drops, which the
+        // borrow outlives not; PyBUF_SIMPLE makes it `len` contiguous bytes
+        // from `buf`; an `Export` is only used with the GIL held, so no
+        // Python code writes the bytes while they are read.
+        unsafe { std::slice::from_raw_parts(self.0.buf as *const u8, len) }
+    }
+}
+
+impl Drop for Export {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` was filled by a successful `PyObject_GetBuffer`
+        // and is released once, here, with the GIL held (an `Export` is
+        // neither `Send` nor dropped inside `Python::detach`).
+        unsafe { ffi::PyBuffer_Release(&mut self.0) }
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+}
+
+/// The TypeError for `what` (`obj`), which has no contiguous bytes.
+fn not_bytes_like(obj: &Bound<'_, PyAny>, what: &str, cause: PyErr) -> PyErr {
+    let err = PyTypeError::new_err(format!(
+        "{what} must be a contiguous bytes-like object (bytes, bytearray, memoryview, numpy array, ...), not {}",
+        type_name(obj)
+    ));
+    err.set_cause(obj.py(), Some(cause));
+    err
+}
+
+/// One item of a batch to send: its bytes, held (exported) for the call,
+/// so that they cannot be resized meanwhile.
+enum Payload<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Buffer(Export),
+}
+
+impl Payload<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Bytes(b) => b.as_bytes(),
+            Payload::Buffer(e) => e.bytes(),
         }
     }
-    let mut view = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
-    // SAFETY: `data` is a live object and `view` room for a Py_buffer;
-    // PyBUF_SIMPLE asks for C-contiguous bytes (exporters of anything else
-    // refuse), whatever the items' type.
-    if unsafe { ffi::PyObject_GetBuffer(data.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_SIMPLE) } == -1 {
-        let cause = PyErr::fetch(data.py());
-        let err = pyo3::exceptions::PyTypeError::new_err(format!(
-            "data must be a contiguous bytes-like object (bytes, bytearray, memoryview, numpy array, ...), not {}",
-            data.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-        ));
-        err.set_cause(data.py(), Some(cause));
-        return Err(err);
+}
+
+/// The items of `send_many`, every one checked before anything is sent.
+fn payloads<'py>(items: &Bound<'py, PyAny>) -> PyResult<Vec<Payload<'py>>> {
+    // SAFETY: `items` is a live object; PyObject_CheckBuffer only looks at
+    // its type.
+    let one_buffer = unsafe { ffi::PyObject_CheckBuffer(items.as_ptr()) } == 1;
+    if one_buffer || items.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "items must be an iterable of bytes-like objects, not one {} (send it with send, or put it in a list)",
+            type_name(items)
+        )));
     }
-    // SAFETY: the call succeeded, so it filled `view`.
-    let export = Export(unsafe { view.assume_init() });
-    let len = usize::try_from(export.0.len).unwrap_or(0);
-    let bytes: &[u8] = if len == 0 || export.0.buf.is_null() {
-        &[]
-    } else {
-        // SAFETY: the buffer stays exported until `export` drops, after `f`
-        // returns; PyBUF_SIMPLE makes it `len` contiguous bytes from `buf`;
-        // the GIL is held throughout, so no Python code writes it meanwhile.
-        unsafe { std::slice::from_raw_parts(export.0.buf as *const u8, len) }
-    };
-    Ok(f(bytes))
+    let iter = items.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "items must be an iterable of bytes-like objects, not {}",
+            type_name(items)
+        ))
+    })?;
+    let mut out = Vec::with_capacity(items.len().unwrap_or(0).min(1 << 16));
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        let payload = match item.cast::<PyBytes>() {
+            Ok(bytes) => Payload::Bytes(bytes.clone()),
+            Err(_) => Payload::Buffer(
+                Export::new(&item).map_err(|e| not_bytes_like(&item, &format!("items[{i}]"), e))?,
+            ),
+        };
+        if payload.bytes().len() > MAX_MESSAGE {
+            let py = items.py();
+            let err = to_py(
+                py,
+                tachyon::Error::MessageTooLarge {
+                    size: payload.bytes().len(),
+                    max: MAX_MESSAGE,
+                    hint: TOO_LARGE,
+                },
+            );
+            add_note(py, &err, &format!("items[{i}] is too large; nothing of the batch was sent"));
+            return Err(err);
+        }
+        out.push(payload);
+    }
+    Ok(out)
 }
 
 /// Fills `view` for an export of `len` bytes at `ptr` by `obj`.
@@ -570,16 +871,41 @@ impl PySubscription {
     /// which). Raises tachyon.TimeoutError when the wait runs out.
     #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
     fn receive(&self, py: Python<'_>, timeout_ns: i64) -> PyResult<PyMessage> {
-        let timeout = timeout_of(timeout_ns);
-        let msg = match self.sub.try_receive().py(py)? {
-            Some(msg) => msg,
-            None if timeout.is_some_and(|t| t.is_zero()) => return Err(timeout_error()).py(py),
-            None => {
-                let sub = &self.sub;
-                in_slices(py, timeout, timed_out, |slice| sub.receive(slice))?
-            }
-        };
+        let sub = &self.sub;
+        let msg = first_message(py, timeout_ns, || sub.try_receive(), |slice| sub.receive(slice))?;
         Ok(PyMessage::new(msg))
+    }
+
+    /// Receives up to `max` messages in one call, as a list of Message:
+    /// waits up to timeout_ns for the first, as receive does
+    /// (tachyon.TimeoutError if none comes; the GIL released, Ctrl+C
+    /// raises KeyboardInterrupt), then takes those already queued in any
+    /// of the partitions, without waiting, each partition in turn.
+    /// Per-key order holds within the list and across calls. Release them
+    /// with tachyon.release_all(msgs). ValueError if max is less than 1.
+    #[pyo3(signature = (max=64, timeout_ns=-1), text_signature = "(self, /, max=64, timeout_ns=-1)")]
+    fn receive_many<'py>(&self, py: Python<'py>, max: i64, timeout_ns: i64) -> PyResult<Bound<'py, PyList>> {
+        let max = batch_max(max)?;
+        let sub = &self.sub;
+        let first = first_message(py, timeout_ns, || sub.try_receive(), |slice| sub.receive(slice))?;
+        let msgs = take_batch(max, first, || sub.try_receive(), |msg| Ok(PyMessage::new(msg)))?;
+        PyList::new(py, msgs)
+    }
+
+    /// Like receive_many, but copies each message into a new bytes object
+    /// and releases it at once (the copy path): a list of bytes.
+    #[pyo3(signature = (max=64, timeout_ns=-1), text_signature = "(self, /, max=64, timeout_ns=-1)")]
+    fn receive_many_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        max: i64,
+        timeout_ns: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let max = batch_max(max)?;
+        let sub = &self.sub;
+        let first = first_message(py, timeout_ns, || sub.try_receive(), |slice| sub.receive(slice))?;
+        let copies = take_batch(max, first, || sub.try_receive(), |msg| Ok(PyBytes::new(py, &msg)))?;
+        PyList::new(py, copies)
     }
 
     /// The next message of any of the partitions if there is one now,
@@ -730,6 +1056,59 @@ impl PyMessage {
         let view = lock(&self.view).take();
         drop(view);
     }
+}
+
+/// Releases every Message of `messages` (an iterable, such as the list
+/// receive_many returned). A message still viewed (a numpy array or a
+/// slice of its data alive) stays unreleased and the others are released;
+/// then BufferError says how many are left: delete their views and call
+/// release_all again (released messages are skipped). TypeError, before
+/// anything is released, if an item is not a Message.
+#[pyfunction]
+pub fn release_all(py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+    let iter = messages.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!("messages must be an iterable of Message, not {}", type_name(messages)))
+    })?;
+    let mut all = Vec::with_capacity(messages.len().unwrap_or(0));
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        match item.cast_into::<PyMessage>() {
+            Ok(msg) => all.push(msg),
+            Err(e) => {
+                return Err(PyTypeError::new_err(format!(
+                    "messages[{i}] is a {}, not a tachyon.Message; nothing was released",
+                    type_name(&e.into_inner())
+                )))
+            }
+        }
+    }
+    let mut viewed = 0;
+    for msg in &all {
+        let msg = msg.get();
+        // The common case, a message whose bytes were never viewed: one
+        // look at its view and exports (the GIL is held, so no export can
+        // start meanwhile), then the chunk goes back.
+        if lock(&msg.view).is_none() && msg.exports.load(Ordering::Acquire) == 0 {
+            let held = lock(&msg.msg).take();
+            drop(held);
+            continue;
+        }
+        if let Err(e) = msg.release(py) {
+            if !e.is_instance_of::<PyBufferError>(py) {
+                return Err(e);
+            }
+            viewed += 1;
+        }
+    }
+    if viewed > 0 {
+        return Err(buffer_error(format!(
+            "{viewed} of the {} messages are still viewed (a numpy array, a slice of .data or another memoryview \
+             of each is alive) and were not released; the others were. Delete those views, or copy what you need \
+             with bytes(...), and call release_all again",
+            all.len()
+        )));
+    }
+    Ok(())
 }
 
 fn released_error() -> PyErr {

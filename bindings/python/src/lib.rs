@@ -30,6 +30,7 @@ fn _tachyon(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bus::PyTopicInfo>()?;
     m.add_class::<bus::PyClassStats>()?;
     m.add_class::<bus::PyRecovered>()?;
+    m.add_function(wrap_pyfunction!(bus::release_all, m)?)?;
     m.add_class::<primitives::PySharedArray>()?;
     m.add_class::<primitives::ArrayLock>()?;
     m.add_class::<primitives::PyCircularBuffer>()?;

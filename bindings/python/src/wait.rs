@@ -30,7 +30,7 @@ pub(crate) fn in_slices<T, F>(
     py: Python<'_>,
     timeout: Option<Duration>,
     again: fn(&Error) -> bool,
-    mut attempt: F,
+    attempt: F,
 ) -> PyResult<T>
 where
     T: Send,
@@ -39,6 +39,23 @@ where
     // A deadline past what the clock can hold (timeout_ns near 2**63) is
     // none: such a wait ends with its result or a signal.
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    in_slices_until(py, deadline, timeout, again, attempt)
+}
+
+/// [`in_slices`] until `deadline` (None: for ever), for a call that waits
+/// several times under one timeout (a batch): a wait that runs out is
+/// reported as one of `timeout`, the caller's timeout for the whole call.
+pub(crate) fn in_slices_until<T, F>(
+    py: Python<'_>,
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+    again: fn(&Error) -> bool,
+    mut attempt: F,
+) -> PyResult<T>
+where
+    T: Send,
+    F: FnMut(Option<Duration>) -> tachyon::Result<T> + Send,
+{
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SLICE, |l| l.min(SLICE));

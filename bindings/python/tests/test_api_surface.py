@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import importlib
 import importlib.resources
 import pydoc
 import threading
@@ -63,6 +64,12 @@ def test_stubs_cover_the_runtime_api():
         }
         public = {a for a in dir(runtime) if not a.startswith("_")}
         assert public <= declared, f"{name}: not in the stub: {sorted(public - declared)}"
+    # The module's functions (release_all) too.
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    module = importlib.import_module("tachyon._tachyon")
+    public = {a for a in dir(module) if not a.startswith("_") and callable(getattr(module, a))
+              and not isinstance(getattr(module, a), type)}
+    assert public and public <= functions, f"not in the stub: {sorted(public - functions)}"
 
 
 def test_help_reads_well():

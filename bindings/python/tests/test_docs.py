@@ -18,3 +18,14 @@ def test_quick_start_runs(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "got b'hello'"
+
+
+def test_batching_example_runs(tmp_path):
+    text = (ROOT / "docs" / "python.md").read_text()
+    after = text.split("<!-- batching", 1)[1]
+    code = re.search(r"```python\n(.*?)```", after, re.S).group(1)
+    script = tmp_path / "batching.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["received", "1000", "messages"]

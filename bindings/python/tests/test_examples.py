@@ -14,7 +14,8 @@ EXAMPLES = ROOT / "examples" / "python"
 
 @pytest.mark.parametrize(
     "script, args",
-    [("hello.py", []), ("pingpong.py", ["200"]), ("numpy_array.py", []), ("rpc_service.py", [])],
+    [("hello.py", []), ("pingpong.py", ["200"]), ("numpy_array.py", []), ("rpc_service.py", []),
+     ("batches.py", ["2000"])],
 )
 def test_example_runs(script, args):
     done = subprocess.run(

@@ -13,6 +13,10 @@ shared memory::
     print(bytes(msg.data))      # memoryview over shared memory
     msg.release()
 
+Batches move many messages per call, which is what makes Python fast
+here: ``topic.send_many(items)``, ``msgs = sub.receive_many(256)`` then
+``tachyon.release_all(msgs)``, or ``receive_many_bytes`` for copies.
+
 The shared-memory primitives: :class:`SharedArray` (a typed array that
 numpy views without a copy, with a process-shared lock),
 :class:`CircularBuffer` (a ring of fixed-size nodes) and :class:`RpcBuffer`
@@ -40,6 +44,7 @@ from ._tachyon import (
     Subscription,
     Topic,
     TopicInfo,
+    release_all,
 )
 from .errors import *  # noqa: F403 - the exception classes are part of the API
 from .errors import __all__ as _errors_all
@@ -49,6 +54,7 @@ __all__ = [
     "Topic",
     "Subscription",
     "Message",
+    "release_all",
     "Loan",
     "TopicInfo",
     "ClassStats",

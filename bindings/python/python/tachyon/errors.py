@@ -45,6 +45,11 @@ __all__ = [
 class Error(Exception):
     """The base of every tachyon error."""
 
+    #: Set on an error raised by ``Topic.send_many`` after it started
+    #: sending: how many items (the first ones) were sent before it.
+    #: (``KeyboardInterrupt`` from ``send_many`` carries it too.)
+    sent: int
+
 
 class NotFound(Error, FileNotFoundError):
     """No shared-memory object of that name exists."""
