@@ -84,20 +84,31 @@ fn channel(tag: &str) -> (RpcBuffer, Child) {
 /// handler runs on its reader thread).
 fn channel_as(tag: &str, role: &str) -> (RpcBuffer, Child) {
     let name = unique(tag);
+    let greeted = Arc::new(AtomicU64::new(0));
+    let hello = Arc::clone(&greeted);
     let rpc = RpcBuffer::builder(&name)
         .node_size(NODE)
         .node_count(8)
-        .handler(|_id, msg: &[u8]| Ok::<_, String>([b"owner:", msg].concat()))
+        .handler(move |_id, msg: &[u8]| {
+            if msg == b"hello" {
+                hello.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok::<_, String>([b"owner:", msg].concat())
+        })
         .create()
         .unwrap();
     let child = spawn(ENTRY, role, &name);
-    (rpc, Child(child, name))
+    (rpc, Child(child, name, greeted))
 }
 
-/// The opener process and the channel's name.
-struct Child(std::process::Child, String);
+/// The opener process, the channel's name, and whether the owner answered
+/// the opener's greeting.
+struct Child(std::process::Child, String, Arc<AtomicU64>);
 
 fn finish(rpc: RpcBuffer, mut child: Child) {
+    // The child's greeting (its first call, made as it starts) is answered
+    // before the channel closes, however late the child made it.
+    assert!(wait_for(LIMIT, || child.2.load(Ordering::SeqCst) == 1), "the child's greeting came");
     drop(rpc);
     assert_eq!(wait_child(&mut child.0, LIMIT), Some(0), "the child saw the channel close");
     // Whichever end went last (this one closing, or the child exiting)
@@ -371,11 +382,16 @@ fn a_server_serves_clients_one_after_another() {
     let name = unique("rpc-service");
     let slow_calls = Arc::new(AtomicU64::new(0));
     let slow = Arc::clone(&slow_calls);
+    let echo_calls = Arc::new(AtomicU64::new(0));
+    let echoes = Arc::clone(&echo_calls);
     let server = RpcBuffer::builder(&name)
         .node_size(NODE)
         .node_count(8)
         .handler(move |_id, msg: &[u8]| match msg.split_at(5) {
-            (b"echo:", rest) => Ok([b"server:", rest].concat()),
+            (b"echo:", rest) => {
+                echoes.fetch_add(1, Ordering::SeqCst);
+                Ok([b"server:", rest].concat())
+            }
             (b"slow:", _) => {
                 slow.fetch_add(1, Ordering::SeqCst);
                 // Answers after its client was killed: the answer must go
@@ -408,7 +424,10 @@ fn a_server_serves_clients_one_after_another() {
         let busy = RpcBuffer::open(&name).unwrap_err();
         assert!(matches!(busy, Error::ChannelBusy { .. }), "{busy:?}");
         assert!(busy.to_string().contains("one client at a time"), "{busy}");
-        // Closing the server ends `serve` and the client's wait.
+        // Closing the server (once it answered client 4's own first call,
+        // which the client makes as it starts, however late) ends `serve`
+        // and the client's wait.
+        assert!(wait_for(LIMIT, || echo_calls.load(Ordering::SeqCst) == 4), "client 4 called");
         server.close();
         assert!(serving.join().unwrap().is_ok());
         assert_eq!(wait_child(&mut c, LIMIT), Some(0), "client 4 saw the server close");
@@ -558,4 +577,91 @@ fn a_new_server_removes_what_a_sigkilled_one_left() {
     assert_eq!(server.request(b"fresh", LONG).unwrap(), b"fresh");
     drop((client, server));
     assert_no_files(&name);
+}
+
+/// Every wait policy, for the tests of the reader role below.
+const POLICIES: [tachyon::sync::WaitPolicy; 3] =
+    [tachyon::sync::WaitPolicy::Spin, tachyon::sync::WaitPolicy::Hybrid, tachyon::sync::WaitPolicy::Futex];
+
+/// With handler threads, the reader thread runs the handler of a request
+/// it read itself; while that handler takes long, the standby thread reads
+/// in its place: another request is answered while the first handler is
+/// still blocked (it waits for this test to let it go).
+#[test]
+fn a_slow_handler_on_the_reader_thread_does_not_hold_up_the_next_request() {
+    use std::sync::atomic::AtomicBool;
+    for policy in POLICIES {
+        let name = unique("rpc-standby");
+        let started = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let finished = Arc::new(AtomicBool::new(false));
+        let (s, r, f) = (Arc::clone(&started), Arc::clone(&release), Arc::clone(&finished));
+        let server = RpcBuffer::builder(&name)
+            .wait_policy(policy)
+            .handler(move |_id, msg: &[u8]| {
+                if msg == b"slow" {
+                    s.store(true, Ordering::SeqCst);
+                    // Bounded: a broken standby fails the test below, it
+                    // does not hang it.
+                    wait_for(LIMIT, || r.load(Ordering::SeqCst));
+                    f.store(true, Ordering::SeqCst);
+                }
+                Ok::<_, String>(msg.to_vec())
+            })
+            .create()
+            .unwrap();
+        let client = RpcBuffer::builder(&name).wait_policy(policy).open().unwrap();
+        std::thread::scope(|scope| {
+            let slow = scope.spawn(|| client.request(b"slow", LONG));
+            assert!(wait_for(LIMIT, || started.load(Ordering::SeqCst)), "{policy:?}: the slow handler ran");
+            assert_eq!(client.request(b"quick", LONG).unwrap(), b"quick", "{policy:?}");
+            assert!(
+                !finished.load(Ordering::SeqCst),
+                "{policy:?}: answered while the slow handler still ran"
+            );
+            release.store(true, Ordering::SeqCst);
+            assert_eq!(slow.join().unwrap().unwrap(), b"slow", "{policy:?}");
+        });
+        drop(client);
+        drop(server);
+        assert_no_files(&name);
+    }
+}
+
+/// Both ends call each other from several threads through rings of two
+/// small nodes, with messages of several packets: the reader threads run
+/// handlers whose responses wait for ring room, and the standby threads
+/// read meanwhile, so every call is answered (no end stops reading while
+/// its reader thread writes).
+#[test]
+fn both_ends_flooding_each_other_through_full_rings_get_every_answer() {
+    for policy in POLICIES {
+        let name = unique("rpc-flood");
+        let echo = |_id, msg: &[u8]| Ok::<_, String>(msg.to_vec());
+        let server = RpcBuffer::builder(&name)
+            .wait_policy(policy)
+            .node_count(2)
+            .node_size(NODE)
+            .handler(echo)
+            .create()
+            .unwrap();
+        let client = RpcBuffer::builder(&name).wait_policy(policy).handler(echo).open().unwrap();
+        std::thread::scope(|scope| {
+            for (end, rpc) in [(0u8, &server), (1u8, &client)] {
+                for t in 0..3u8 {
+                    scope.spawn(move || {
+                        for i in 0..40u8 {
+                            let msg = vec![end ^ t ^ i; ROOM * 2 + usize::from(i)];
+                            assert_eq!(rpc.request(&msg, LONG).unwrap(), msg, "{policy:?} end {end}");
+                        }
+                    });
+                }
+            }
+        });
+        assert_eq!(server.stats().responses_received, 120, "{policy:?}");
+        assert_eq!(client.stats().responses_received, 120, "{policy:?}");
+        drop(client);
+        drop(server);
+        assert_no_files(&name);
+    }
 }

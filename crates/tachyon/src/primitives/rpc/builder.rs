@@ -7,6 +7,7 @@ use super::control::Control;
 use super::handler::{wrap, MakeHandler};
 use super::packet::HEADER;
 use super::pool::Pool;
+use super::reader::Reading;
 use super::session::{new_session, remove_stale_rings, ring_name, Session, OPEN};
 use super::stats::Stats;
 use super::{RpcBuffer, RpcClient, DEFAULT_TIMEOUT, PROTOCOL_VERSION};
@@ -114,18 +115,20 @@ impl RpcBuilder {
         self
     }
 
-    /// Runs this end's handler on its reader thread instead of a handler
-    /// thread (default: off). A call then crosses no thread inside this
-    /// process: lowest latency (in the benchmark, a 256 B round trip drops
-    /// from about 17 µs to about 4 µs with spin waits). The price: one
-    /// request is handled at a time, a slow handler delays everything this
-    /// end reads (responses to its own requests too), and a handler must not
+    /// Runs every handler of this end on its reader thread (default: off).
+    /// With handler threads (the default) the reader thread already runs
+    /// the handler of a request it read, and a standby thread reads in its
+    /// place while that handler takes longer than about 1 ms; inline
+    /// handlers drop the standby and the pool: requests are handled one at
+    /// a time, a slow handler delays everything this end reads (responses
+    /// to its own requests too, unless their requesters read for
+    /// themselves), a response waiting for room in a full ring holds up
+    /// this end's reading until the send's deadline, and a handler must not
     /// call back through this channel (only this thread could read the
-    /// answer): such a call fails with [`Error::InvalidArgument`] instead of
-    /// deadlocking. Calls through other channels are fine. And the reader
-    /// thread now writes (the responses): if both ends flood each other
-    /// until both rings are full, a response waits for room up to the
-    /// default timeout, and the reads behind it with it.
+    /// answer): such a call fails with [`Error::InvalidArgument`] instead
+    /// of deadlocking. Calls through other channels are fine. In the
+    /// benchmark both kinds of handler answer a 256 B call in about 1 µs
+    /// with spin waits (`docs/rpc.md`, "Threads").
     ///
     /// ```
     /// use std::time::Duration;
@@ -392,7 +395,17 @@ impl RpcBuilder {
         let inner = Arc::new(Inner {
             name: self.name.clone(),
             ctl,
-            session: RwLock::new(session),
+            session: RwLock::new(Arc::clone(&session)),
+            reading: Mutex::new(Reading::new(session, self.max_message)),
+            self_readers: AtomicUsize::new(0),
+            aside: Mutex::new(0),
+            aside_cond: Condvar::new(),
+            epoch: Instant::now(),
+            leading: AtomicU64::new(0),
+            last_lead: AtomicU64::new(0),
+            standby_state: AtomicU8::new(0),
+            standby_lock: Mutex::new(()),
+            standby_cond: Condvar::new(),
             geometry: (self.node_count, self.node_size),
             owner,
             state: AtomicU8::new(OPEN),
@@ -416,10 +429,9 @@ impl RpcBuilder {
             *inner.handler.write().unwrap_or_else(|p| p.into_inner()) = Some(handler);
         }
         let reader_inner = Arc::clone(&inner);
-        let max_message = self.max_message;
         let reader = std::thread::Builder::new()
             .name(format!("tachyon-rpc-{}", if owner { "owner" } else { "opener" }))
-            .spawn(move || reader_inner.read_loop(max_message));
+            .spawn(move || reader_inner.read_loop());
         let reader = match reader {
             Ok(r) => r,
             Err(e) => {

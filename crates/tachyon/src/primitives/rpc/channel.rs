@@ -8,6 +8,7 @@ use super::future::{RequestFuture, Slot};
 use super::handler::HandlerFn;
 use super::packet::{packet_count, Header, MsgType, HEADER};
 use super::pool::Pool;
+use super::reader::Reading;
 use super::session::{check_state, error_of, Session, CLOSED, OPEN};
 use super::stats::Stats;
 use super::TICK;
@@ -19,9 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// How long a requester of a spin or hybrid channel looks for its response
-/// (yielding the core between looks, so that this process's reader thread
-/// can deliver it) before it sleeps on a condition variable.
+/// How long a requester of a hybrid channel reads for itself, spinning,
+/// before it leaves reading to the reader thread and sleeps until its
+/// response is delivered (on a spin channel it reads for itself until its
+/// deadline; on a futex channel it sleeps at once).
 const RESPONSE_SPIN: Duration = Duration::from_micros(50);
 
 /// What to do about an RPC message above the agreed maximum.
@@ -38,6 +40,25 @@ pub(super) struct Inner {
     /// The current session: the server swaps in a fresh one when its
     /// client leaves; a client has one for its life.
     pub(super) session: RwLock<Arc<Session>>,
+    /// The reader role (see [`Reading`]).
+    pub(super) reading: Mutex<Reading>,
+    /// Requesters reading for themselves now: the reader thread stands
+    /// aside while there are any.
+    pub(super) self_readers: AtomicUsize,
+    /// Readers (the reader thread, the standby) standing aside now, asleep
+    /// on `aside_cond`.
+    pub(super) aside: Mutex<usize>,
+    pub(super) aside_cond: Condvar,
+    /// When this end started (`leading` and `last_lead` count from it).
+    pub(super) epoch: Instant,
+    /// When the handler the reader thread runs now started (0: none).
+    pub(super) leading: AtomicU64,
+    /// When the last handler the reader thread ran started.
+    pub(super) last_lead: AtomicU64,
+    /// `POLLING` or `LONG_SLEEP` (see `Inner::standby_loop`).
+    pub(super) standby_state: AtomicU8,
+    pub(super) standby_lock: Mutex<()>,
+    pub(super) standby_cond: Condvar,
     /// The server's geometry, for the next session's rings.
     pub(super) geometry: (usize, usize),
     /// Whether this end is the server.
@@ -152,9 +173,9 @@ impl Inner {
     }
 
     /// A new request id, and the slot its response will be delivered to.
-    fn register(&self, deadline: Option<Instant>, session: u64) -> (u64, Arc<Slot>) {
+    fn register(&self, started: Instant, deadline: Option<Instant>, session: u64) -> (u64, Arc<Slot>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let slot = Slot::new(deadline, session);
+        let slot = Slot::new(started, deadline, session);
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(&slot));
         (id, slot)
     }
@@ -178,7 +199,7 @@ impl Inner {
 
     /// See [`RpcBuffer::request_with_cancel`](super::RpcBuffer::request_with_cancel).
     pub(super) fn request(
-        &self,
+        self: &Arc<Self>,
         msg: &[u8],
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
@@ -188,9 +209,20 @@ impl Inner {
         if cancel.is_some_and(CancelToken::is_cancelled) {
             return Err(Error::Interrupted);
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let started = Instant::now();
+        let deadline = timeout.map(|t| started + t);
         let session = self.session();
-        let (id, slot) = self.register(deadline, session.id);
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // Sent (if there is room now), never waited for: not even
+            // registered, so that an answer quicker than this call's return
+            // is discarded (and counted) like any later one.
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            self.send(&session, MsgType::Request, id, 0, msg, deadline, cancel)?;
+            Stats::add(&self.stats.c.requests_sent, 1);
+            Stats::add(&self.stats.c.timeouts, 1);
+            return Err(Error::timeout("the RPC response", timeout));
+        }
+        let (id, slot) = self.register(started, deadline, session.id);
         // From here on `cancel` completes the slot with `Interrupted`.
         if let Some(c) = cancel {
             c.watch(&slot);
@@ -200,15 +232,8 @@ impl Inner {
             return Err(e);
         }
         Stats::add(&self.stats.c.requests_sent, 1);
-        let zero = timeout.is_some_and(|t| t.is_zero());
-        if self.policy != WaitPolicy::Futex && !zero {
-            // Look for the response a little before sleeping: the reader
-            // thread (often on this same core) yields to us once it has it.
-            let start = Instant::now();
-            // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
-            while !slot.ready.load(Ordering::Acquire) && start.elapsed() < RESPONSE_SPIN {
-                std::thread::yield_now();
-            }
+        if self.policy != WaitPolicy::Futex {
+            self.read_for_myself(&slot, deadline);
         }
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -236,15 +261,47 @@ impl Inner {
                     left
                 }
             };
+            s.sleeping = true;
             s = slot.cond.wait_timeout(s, wait).unwrap_or_else(|p| p.into_inner()).0;
+            s.sleeping = false;
         }
+    }
+
+    /// A requester's wait on a spin or hybrid channel: it takes the reader
+    /// role whenever it is free and reads for itself, so that its response
+    /// needs no hand-off from the reader thread (which stands aside
+    /// meanwhile; whatever else it reads it hands on as the reader thread
+    /// would). Until `slot` has its result, `deadline` passes or, on a
+    /// hybrid channel, [`RESPONSE_SPIN`]; then the caller sleeps on the
+    /// slot and the reader thread reads.
+    fn read_for_myself(self: &Arc<Self>, slot: &Slot, deadline: Option<Instant>) {
+        let until = match self.policy {
+            WaitPolicy::Spin => deadline,
+            _ => Some(deadline.map_or(Instant::now() + RESPONSE_SPIN, |d| d.min(Instant::now() + RESPONSE_SPIN))),
+        };
+        self.self_readers.fetch_add(1, Ordering::SeqCst);
+        let mut turns = 0u32;
+        // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
+        while !slot.ready.load(Ordering::Acquire) {
+            turns = turns.wrapping_add(1);
+            // A clock read costs as much as many turns.
+            if turns % 64 == 0 && until.is_some_and(|u| Instant::now() >= u) {
+                break;
+            }
+            if let Ok(mut rd) = self.reading.try_lock() {
+                self.read_one(&mut rd, false);
+            }
+            std::hint::spin_loop();
+        }
+        self.stop_reading_for_myself();
     }
 
     /// See [`RpcBuffer::request_async`](super::RpcBuffer::request_async).
     pub(super) fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
-        let deadline = Some(Instant::now() + self.default_timeout);
+        let started = Instant::now();
+        let deadline = Some(started + self.default_timeout);
         let session = self.session();
-        let (id, slot) = self.register(deadline, session.id);
+        let (id, slot) = self.register(started, deadline, session.id);
         let sent = self
             .check_open()
             .and_then(|()| self.check_not_inline())

@@ -29,17 +29,23 @@ pub(super) struct Slot {
 pub(super) struct SlotState {
     pub(super) result: Option<Result<Vec<u8>>>,
     waker: Option<Waker>,
+    /// The requester sleeps on `cond` (set and cleared by it, under the
+    /// lock): only then does `complete` signal it, a system call that a
+    /// requester reading its own response does not need.
+    pub(super) sleeping: bool,
 }
 
 impl Slot {
-    /// The slot of a request sent now in session `session`.
-    pub(super) fn new(deadline: Option<Instant>, session: u64) -> Arc<Slot> {
+    /// The slot of a request made at `started` (its deadline counts from
+    /// then, so that an expiry reports the very timeout asked for) in
+    /// session `session`.
+    pub(super) fn new(started: Instant, deadline: Option<Instant>, session: u64) -> Arc<Slot> {
         Arc::new(Slot {
             ready: AtomicBool::new(false),
             state: Mutex::new(SlotState::default()),
             cond: Condvar::new(),
             deadline,
-            started: Instant::now(),
+            started,
             session,
         })
     }
@@ -51,10 +57,14 @@ impl Slot {
             s.result = Some(r);
         }
         let waker = s.waker.take();
-        drop(s);
-        // SYNC: pairs with the Acquire look at `ready` in `Inner::request`.
+        let sleeping = s.sleeping;
+        // SYNC: pairs with the Acquire looks at `ready` in `Inner::request`
+        // and `read_for_myself`.
         self.ready.store(true, Ordering::Release);
-        self.cond.notify_all();
+        drop(s);
+        if sleeping {
+            self.cond.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }

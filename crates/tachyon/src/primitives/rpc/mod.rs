@@ -6,9 +6,13 @@
 //! client leaves or dies, the server makes a fresh pair of rings (a new
 //! *session*) and takes the next client. Both ends may send requests and
 //! both may handle the other's. Each end runs one reader thread, which
-//! reassembles packets and completes pending requests, and a pool of
-//! handler threads, so a slow handler never stops responses from flowing
-//! and a handler may itself call the other side.
+//! reassembles packets, completes pending requests and runs the handler of
+//! a request itself; a standby thread that reads in its place while that
+//! handler takes long, and a pool of handler threads for the requests read
+//! meanwhile, so a slow handler never stops responses from flowing for
+//! long and a handler may itself call the other side. A requester waiting
+//! on a spin or hybrid channel reads its response itself (see
+//! `docs/rpc.md`, "Threads").
 //!
 //! The wire format and the session protocol are in `docs/rpc.md`.
 //!
@@ -21,7 +25,8 @@
 // * control.rs: the layout of the control segment;
 // * session.rs: the rings of one client's session;
 // * channel.rs: the state an end's threads share, closing, sending;
-// * reader.rs: the reader thread: dispatch, peer checks, expiry;
+// * reader.rs: the reader role, the reader and standby threads:
+//   dispatch, peer checks, expiry;
 // * handler.rs: running a handler and sending its response;
 // * pool.rs: the handler thread pool;
 // * future.rs: where a response meets its request, `RequestFuture`;

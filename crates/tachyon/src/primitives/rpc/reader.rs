@@ -15,70 +15,260 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The reader role: whoever holds it (the lock around this) reads the
+/// end's ring and hands on what it reads. The reader thread holds it while
+/// it reads; a requester waiting for its own response on a spin or hybrid
+/// channel takes it to read for itself (see `Inner::request`), so that the
+/// response reaches the thread that waits for it with no hand-off between
+/// threads. Packets go into the one reassembler in ring order, whoever
+/// reads them.
+pub(super) struct Reading {
+    /// The session whose ring is read (the server swaps in the next one).
+    pub(super) session: Arc<Session>,
+    pub(super) asm: Reassembler,
+    /// When the peer was last checked and overdue requests expired.
+    last_tick: Instant,
+}
+
+impl Reading {
+    pub(super) fn new(session: Arc<Session>, max_message: usize) -> Reading {
+        let asm = Reassembler::new(session.rx.node_size(), max_message);
+        Reading { session, asm, last_tick: Instant::now() }
+    }
+}
+
+/// What a reader does next with what it read.
+pub(super) enum Next {
+    /// Nothing more (nothing read, or handed on with no one woken).
+    Nothing,
+    /// Handed on, and another thread woken for it.
+    Woke,
+    /// A request (or notification) for the reader thread to handle itself
+    /// (see [`Inner::lead`]).
+    Handle(Arc<Session>, Header, Vec<u8>),
+}
+
+/// How long the reader thread stands aside for requesters that read for
+/// themselves before it looks again (at the ring, and whether any still
+/// does): messages nobody waits for (async responses, the peer's requests)
+/// wait at most this long after the last such requester returned.
+const ASIDE: Duration = Duration::from_millis(1);
+
+/// How long the reader thread may run a handler before the standby thread
+/// reads in its place (and hands what it reads to the handler pool); also
+/// how often the standby looks while handlers run.
+const PROMOTE: Duration = Duration::from_millis(1);
+
+/// The standby thread's states (`Inner::standby_state`).
+pub(super) const POLLING: u8 = 0;
+pub(super) const LONG_SLEEP: u8 = 1;
+
 impl Inner {
+    /// The reader role (see [`Reading`]).
+    pub(super) fn reading(&self) -> std::sync::MutexGuard<'_, Reading> {
+        self.reading.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Nanoseconds since this end started (never 0).
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
     /// The reader thread: packets in, messages dispatched; every tick, the
-    /// peer is checked and overdue requests expire.
-    pub(super) fn read_loop(self: Arc<Self>, max_message: usize) {
-        let mut session = self.session();
-        let mut asm = Reassembler::new(session.rx.node_size(), max_message);
-        let mut last_tick = Instant::now();
+    /// peer is checked and overdue requests expire. While requesters read
+    /// for themselves it stands aside (it neither reads nor spins).
+    ///
+    /// With handler threads (the default) it runs the handler of a request
+    /// it read itself, so that a call crosses no thread on this side
+    /// either, and a standby thread (started here) reads in its place
+    /// while a handler takes longer than [`PROMOTE`], handing requests to
+    /// the handler pool as before: a slow handler holds up the others by
+    /// about that long, not for its whole run.
+    pub(super) fn read_loop(self: Arc<Self>) {
+        let standby = (!self.inline_handlers)
+            .then(|| {
+                let inner = Arc::clone(&self);
+                std::thread::Builder::new().name("tachyon-rpc-standby".into()).spawn(move || inner.standby_loop())
+            })
+            .and_then(|r| r.ok());
         while !self.stop.load(Ordering::SeqCst) {
-            if self.take(&session, &mut asm, TICK, max_message) && self.policy != WaitPolicy::Futex {
-                // Someone was woken (a requester, a handler thread), likely
-                // on this core, and this thread would go on spinning on the
-                // ring: let it run now.
-                std::thread::yield_now();
-            }
-            if last_tick.elapsed() >= TICK {
-                last_tick = Instant::now();
-                if let Some(next) = self.tick(&session, &mut asm, max_message) {
-                    // A new client comes on fresh rings: nothing half-read
-                    // of the last one is kept.
-                    asm = Reassembler::new(next.rx.node_size(), max_message);
-                    session = next;
+            match self.reader_turn(standby.is_some(), None) {
+                Next::Handle(session, h, payload) => self.lead(&session, h, payload),
+                Next::Woke if self.policy != WaitPolicy::Futex => {
+                    // Someone was woken (a requester, a handler thread),
+                    // likely on this core, and this thread would go on
+                    // spinning on the ring: let it run now.
+                    std::thread::yield_now();
                 }
-                let stale = asm.expire(self.default_timeout * 2);
-                Stats::add(&self.stats.c.corrupt_packets, stale as u64);
+                _ => {}
+            }
+        }
+        if let Some(standby) = standby {
+            {
+                let _g = self.standby_lock.lock().unwrap_or_else(|p| p.into_inner());
+                self.standby_cond.notify_one();
+            }
+            let _ = standby.join();
+        }
+    }
+
+    /// One turn of a reader: stands aside while requesters read for
+    /// themselves; else waits (as the channel's policy says) for a packet,
+    /// up to the next tick (or, for the standby, until the reader thread is
+    /// back from the handler it ran since `back_from`), and reads it. Then
+    /// ticks if one is due. `leader`: requests read go to the caller
+    /// ([`Next::Handle`]) instead of the handler pool.
+    fn reader_turn(self: &Arc<Self>, leader: bool, back_from: Option<u64>) -> Next {
+        let next = if self.self_readers.load(Ordering::SeqCst) > 0 {
+            self.stand_aside();
+            Next::Nothing
+        } else {
+            let (session, wait) = {
+                let rd = self.reading();
+                (Arc::clone(&rd.session), TICK.saturating_sub(rd.last_tick.elapsed()))
+            };
+            let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || {
+                let look = self.self_readers.load(Ordering::Relaxed) > 0
+                    || !session.rx.is_empty()
+                    || self.stop.load(Ordering::Relaxed)
+                    || back_from.is_some_and(|t| self.leading.load(Ordering::Relaxed) != t);
+                look.then_some(())
+            });
+            if self.self_readers.load(Ordering::SeqCst) == 0 {
+                self.read_one(&mut self.reading(), leader)
+            } else {
+                Next::Nothing
+            }
+        };
+        let mut rd = self.reading();
+        if rd.last_tick.elapsed() >= TICK {
+            rd.last_tick = Instant::now();
+            self.tick(&mut rd);
+            let stale = rd.asm.expire(self.default_timeout * 2);
+            Stats::add(&self.stats.c.corrupt_packets, stale as u64);
+        }
+        next
+    }
+
+    /// The reader thread runs a request's handler itself (the reader role
+    /// is free meanwhile: requesters read for themselves, and the standby
+    /// reads after [`PROMOTE`]).
+    fn lead(self: &Arc<Self>, session: &Session, h: Header, payload: Vec<u8>) {
+        let now = self.now_ns();
+        // SYNC: SeqCst, against the standby's store of `standby_state`
+        // then load of `leading` (`standby_loop`): one of the two sees
+        // the other, so a standby going to its long sleep is woken.
+        self.leading.store(now, Ordering::SeqCst);
+        self.last_lead.store(now, Ordering::Relaxed);
+        if self.standby_state.load(Ordering::SeqCst) == LONG_SLEEP {
+            let _g = self.standby_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.standby_cond.notify_one();
+        }
+        self.handle(session, h, payload);
+        self.leading.store(0, Ordering::SeqCst);
+    }
+
+    /// The standby thread: while the reader thread runs a handler for
+    /// longer than [`PROMOTE`], reads in its place (requests go to the
+    /// handler pool). Looks every [`PROMOTE`] while handlers ran in the
+    /// last tick; else sleeps until the reader thread starts one.
+    fn standby_loop(self: Arc<Self>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let since = self.leading.load(Ordering::SeqCst);
+            let now = self.now_ns();
+            if since != 0 && now.saturating_sub(since) >= PROMOTE.as_nanos() as u64 {
+                while self.leading.load(Ordering::SeqCst) == since && !self.stop.load(Ordering::SeqCst) {
+                    if let Next::Woke = self.reader_turn(false, Some(since)) {
+                        if self.policy != WaitPolicy::Futex {
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+                continue;
+            }
+            let recent = since != 0
+                || now.saturating_sub(self.last_lead.load(Ordering::Relaxed)) < TICK.as_nanos() as u64;
+            let g = self.standby_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if recent {
+                let _ = self.standby_cond.wait_timeout(g, PROMOTE);
+            } else {
+                // SYNC: the other side of the pair in `lead`.
+                self.standby_state.store(LONG_SLEEP, Ordering::SeqCst);
+                let g = if self.leading.load(Ordering::SeqCst) == 0 && !self.stop.load(Ordering::SeqCst) {
+                    self.standby_cond.wait_timeout(g, TICK).unwrap_or_else(|p| p.into_inner()).0
+                } else {
+                    g
+                };
+                self.standby_state.store(POLLING, Ordering::SeqCst);
+                drop(g);
             }
         }
     }
 
-    /// Reads one packet (waiting up to `wait`) and hands on the message it
-    /// completes; true if that woke another thread. `Err(Timeout)` and
-    /// the like are counted and swallowed: the reader goes on.
-    fn take(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        asm: &mut Reassembler,
-        wait: Duration,
-        max: usize,
-    ) -> bool {
-        let got = session.rx.read_with(Some(wait), |packet| {
+    /// Sleeps while requesters read for themselves: until the last one
+    /// leaves and wakes the reader thread and standby (if a message waits
+    /// for them), or [`ASIDE`] passes.
+    fn stand_aside(&self) {
+        let mut parked = self.aside.lock().unwrap_or_else(|p| p.into_inner());
+        if self.self_readers.load(Ordering::SeqCst) > 0 && !self.stop.load(Ordering::SeqCst) {
+            *parked += 1;
+            parked = self.aside_cond.wait_timeout(parked, ASIDE).unwrap_or_else(|p| p.into_inner()).0;
+            *parked -= 1;
+        }
+    }
+
+    /// Called by a requester that stops reading for itself: if it was the
+    /// last and something waits for the reader thread (requests still
+    /// pending, packets in the ring), wakes it now rather than after
+    /// [`ASIDE`].
+    pub(super) fn stop_reading_for_myself(&self) {
+        // SYNC: SeqCst, as the loads in `read_loop` and `stand_aside`; the
+        // `aside` lock orders this look at `parked` with the reader
+        // thread's decision to sleep (it looks at `self_readers` under it).
+        if self.self_readers.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        // One lock at a time: readers take `pending` under the reader role.
+        let waiting = !self.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        // A reader that holds the role now reads what is queued.
+        let queued = self.reading.try_lock().is_ok_and(|rd| !rd.session.rx.is_empty());
+        let needed = waiting || queued;
+        if needed && *self.aside.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
+            self.aside_cond.notify_all();
+        }
+    }
+
+    /// Reads one packet if one is queued now (the caller holds the reader
+    /// role) and hands on the message it completes; true if that woke
+    /// another thread. Errors are counted and swallowed: reading goes on.
+    pub(super) fn read_one(self: &Arc<Self>, rd: &mut Reading, leader: bool) -> Next {
+        let Reading { session, asm, .. } = rd;
+        let got = session.rx.try_read_with(|packet| {
             Stats::add(&self.stats.c.packets_received, 1);
             Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
             asm.push(packet)
         });
-        let woke = match got {
-            Ok(Assembled::Complete(h, payload)) => self.dispatch(session, h, payload),
-            Ok(Assembled::TooLarge(h)) => {
-                self.refuse(session, h, max);
-                false
+        let next = match got {
+            Ok(Some(Assembled::Complete(h, payload))) => self.dispatch(session, h, payload, leader),
+            Ok(Some(Assembled::TooLarge(h))) => {
+                self.refuse(session, h, self.max_message);
+                Next::Nothing
             }
-            Ok(Assembled::Incomplete) | Err(Error::Timeout { .. }) => false,
-            Ok(Assembled::Dropped(_)) => {
+            Ok(Some(Assembled::Incomplete)) | Ok(None) => Next::Nothing,
+            Ok(Some(Assembled::Dropped(_))) => {
                 Stats::add(&self.stats.c.corrupt_packets, 1);
-                false
+                Next::Nothing
             }
             Err(_) => {
                 // A ring that keeps failing (a damaged cell): count it and do
                 // not spin on it.
                 Stats::add(&self.stats.c.corrupt_packets, 1);
                 std::thread::sleep(Duration::from_millis(1));
-                false
+                Next::Nothing
             }
         };
         Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
-        woke
+        next
     }
 
     /// A message longer than this end accepts: a request is answered with
@@ -108,31 +298,32 @@ impl Inner {
         }
     }
 
-    /// Hands a message to its handler or its requester; true if that woke
-    /// another thread.
-    fn dispatch(self: &Arc<Self>, session: &Arc<Session>, h: Header, payload: Vec<u8>) -> bool {
+    /// Hands a message to its handler or its requester (a request to the
+    /// caller itself if it is the `leader`).
+    fn dispatch(self: &Arc<Self>, session: &Arc<Session>, h: Header, payload: Vec<u8>, leader: bool) -> Next {
         if matches!(h.kind, MsgType::Request | MsgType::Notify) {
             if self.closing.load(Ordering::SeqCst) {
-                return false; // read as this end closed: not handled
+                return Next::Nothing; // read as this end closed: not handled
             }
             self.in_flight.fetch_add(1, Ordering::SeqCst);
         }
         match h.kind {
             MsgType::Request | MsgType::Notify if self.inline_handlers => {
                 self.handle_inline(session, h, payload);
-                false
+                Next::Nothing
             }
+            MsgType::Request | MsgType::Notify if leader => Next::Handle(Arc::clone(session), h, payload),
             MsgType::Request | MsgType::Notify => {
                 let inner = Arc::clone(self);
                 let session = Arc::clone(session);
                 self.pool.submit(Box::new(move || inner.handle(&session, h, payload)));
-                true
+                Next::Woke
             }
             MsgType::Response | MsgType::Error => {
                 let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
                 let Some(slot) = slot else {
                     Stats::add(&self.stats.c.discarded_responses, 1);
-                    return false;
+                    return Next::Nothing;
                 };
                 Stats::add(&self.stats.c.responses_received, 1);
                 self.stats.record(slot.started.elapsed());
@@ -143,38 +334,39 @@ impl Inner {
                     Err(Error::Remote(String::from_utf8_lossy(&payload).into_owned()))
                 };
                 slot.complete(r);
-                true
+                Next::Woke
             }
         }
     }
 
     /// Checks the peer and expires overdue requests. On the server, when
-    /// the client has left, ends its session and returns the fresh one
-    /// for the next client.
-    fn tick(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        asm: &mut Reassembler,
-        max: usize,
-    ) -> Option<Arc<Session>> {
-        let next = if self.owner {
-            self.check_client(session)
+    /// the client has left, ends its session and reads the fresh one of
+    /// the next client from now on.
+    fn tick(self: &Arc<Self>, rd: &mut Reading) {
+        // A writer that died mid-write leaves a node in the way; a blocked
+        // read would repair it between its sleeps, reads here do not block.
+        rd.session.rx.repair_in_the_way(false);
+        if self.owner {
+            if let Some(next) = self.check_client(&rd.session) {
+                // A new client comes on fresh rings: nothing half-read of
+                // the last one is kept.
+                *rd = Reading::new(next, self.max_message);
+            }
         } else {
             if let Some(why) = self.server_gone().filter(|_| self.check_open().is_ok()) {
                 // What the server sent before it closed (or died) still
                 // counts: a response written before the close is an
                 // answer. The ring holds at most its capacity of packets,
                 // and no more come.
-                for _ in 0..session.rx.node_count() {
-                    if session.rx.is_empty() {
+                for _ in 0..rd.session.rx.node_count() {
+                    if rd.session.rx.is_empty() {
                         break;
                     }
-                    self.take(session, asm, Duration::ZERO, max);
+                self.read_one(rd, false);
                 }
                 self.fail_all(why);
             }
-            None
-        };
+        }
         let now = Instant::now();
         for slot in self.take_pending(|s| s.deadline.is_some_and(|d| d <= now)) {
             Stats::add(&self.stats.c.timeouts, 1);
@@ -183,7 +375,6 @@ impl Inner {
                 slot.deadline.map(|d| d.saturating_duration_since(slot.started)),
             )));
         }
-        next
     }
 
     /// A client's check of its server: why it is over for this client
