@@ -19,8 +19,9 @@ import (
 // Handler answers the other end's requests. request is valid during the
 // call only (copy what must outlive it); the returned bytes are copied.
 // A non-nil error fails the request: the caller gets ErrRemote. It runs on
-// the library's handler threads, possibly on several at once, so it must
-// be safe for concurrent use. A panic in it is recovered and fails the
+// the library's threads (the channel's reader thread, or a handler thread
+// while that one is busy), possibly on several at once, so it must be safe
+// for concurrent use. A panic in it is recovered and fails the
 // request.
 type Handler func(request []byte) (response []byte, err error)
 

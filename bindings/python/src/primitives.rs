@@ -401,8 +401,9 @@ impl Wake for Unpark {
 /// node_size=4096, timeout_ns=30_000_000_000)
 ///
 /// handler: a Python callable taking the request (bytes) and returning the
-/// response (bytes-like, or None for empty); it runs on a handler thread
-/// with the GIL. An exception it raises reaches the caller as
+/// response (bytes-like, or None for empty); it runs on one of the
+/// channel's threads (its reader thread, or a handler thread while that
+/// one is busy) with the GIL. An exception it raises reaches the caller as
 /// tachyon.RemoteError. timeout_ns bounds each call.
 ///
 ///     server = tachyon.RpcBuffer("calc", handler=lambda req: req.upper())

@@ -8,8 +8,9 @@
 //! own runtime; that future runs every handler future, so handlers may use
 //! the runtime's timers, I/O and task-locals.
 //!
-//! How a request gets there: the RPC reader hands it, as ever, to a handler
-//! thread; that thread's handler queues `(id, payload, reply channel)`,
+//! How a request gets there: the RPC reader hands it to a handler thread
+//! (an async handler waits for its answer, so the reader thread does not
+//! run it itself as it runs a blocking handler); that thread's handler queues `(id, payload, reply channel)`,
 //! wakes the serving future, and waits on the reply channel. The serving
 //! future starts the user's handler for each queued request and polls the
 //! running handler futures; each result goes back through its channel and
@@ -91,7 +92,7 @@ impl RpcBuffer {
         Fut: Future<Output = std::result::Result<Vec<u8>, E>>,
         E: Display,
     {
-        self.set_handler(move |id, msg: &[u8]| block_on(f(id, msg.to_vec())));
+        self.set_handler_that(move |id, msg: &[u8]| block_on(f(id, msg.to_vec())), true);
     }
 
     /// Serves the peer's requests with an `async` handler polled by the
@@ -130,7 +131,7 @@ impl RpcBuffer {
             closed: AtomicBool::new(false),
         });
         let bridge = Arc::clone(&shared);
-        self.set_handler(move |id, msg: &[u8]| -> Answer {
+        self.set_handler_that(move |id, msg: &[u8]| -> Answer {
             let (reply, answer) = sync_channel(1);
             {
                 let mut q = bridge.lock();
@@ -141,7 +142,9 @@ impl RpcBuffer {
             }
             bridge.wake();
             answer.recv().unwrap_or_else(|_| Err(STOPPED.to_owned()))
-        });
+            },
+            true,
+        );
         watch_closed(Arc::downgrade(&self.inner), Arc::downgrade(&shared));
         let handler = Arc::new(handler);
         let start = move |id: u64, payload: Vec<u8>| -> Running {

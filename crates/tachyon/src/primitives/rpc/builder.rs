@@ -417,6 +417,7 @@ impl RpcBuilder {
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             handler: RwLock::new(None),
+            handler_waits: AtomicBool::new(false),
             pool: Pool::new(self.handler_threads),
             stats: Stats::new(),
             default_timeout: self.default_timeout,

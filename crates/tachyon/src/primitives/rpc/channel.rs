@@ -82,6 +82,10 @@ pub(super) struct Inner {
     pub(super) pending: Mutex<HashMap<u64, Arc<Slot>>>,
     /// The handler of the peer's requests, if one is set.
     pub(super) handler: RwLock<Option<Arc<HandlerFn>>>,
+    /// The handler waits for its answer elsewhere (an async handler's
+    /// bridge): its requests go to the handler threads, never to the
+    /// reader thread.
+    pub(super) handler_waits: AtomicBool,
     pub(super) pool: Pool,
     pub(super) stats: Stats,
     pub(super) default_timeout: Duration,

@@ -301,7 +301,21 @@ impl RpcBuffer {
         F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
         E: Display,
     {
-        *self.inner.handler.write().unwrap_or_else(|p| p.into_inner()) = Some(wrap(f));
+        self.set_handler_that(f, false);
+    }
+
+    /// [`set_handler`](Self::set_handler); `waits`: the handler waits for
+    /// its answer elsewhere (the async handlers' bridges), so the reader
+    /// thread hands its requests to the handler threads instead of running
+    /// them itself (it would stop reading for as long as each waits).
+    pub(super) fn set_handler_that<F, E>(&self, f: F, waits: bool)
+    where
+        F: Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, E> + Send + Sync + 'static,
+        E: Display,
+    {
+        let mut handler = self.inner.handler.write().unwrap_or_else(|p| p.into_inner());
+        *handler = Some(wrap(f));
+        self.inner.handler_waits.store(waits, Ordering::SeqCst);
     }
 
     /// A handle for calls from inside handlers (it does not keep the

@@ -312,7 +312,9 @@ impl Inner {
                 self.handle_inline(session, h, payload);
                 Next::Nothing
             }
-            MsgType::Request | MsgType::Notify if leader => Next::Handle(Arc::clone(session), h, payload),
+            MsgType::Request | MsgType::Notify if leader && !self.handler_waits.load(Ordering::Relaxed) => {
+                Next::Handle(Arc::clone(session), h, payload)
+            }
             MsgType::Request | MsgType::Notify => {
                 let inner = Arc::clone(self);
                 let session = Arc::clone(session);
