@@ -222,7 +222,7 @@ impl Inner {
     /// pending, packets in the ring), wakes it now rather than after
     /// [`ASIDE`].
     pub(super) fn stop_reading_for_myself(&self) {
-        // SYNC: SeqCst, as the loads in `read_loop` and `stand_aside`; the
+        // SYNC: SeqCst, as the loads in `reader_turn` and `stand_aside`; the
         // `aside` lock orders this look at `parked` with the reader
         // thread's decision to sleep (it looks at `self_readers` under it).
         if self.self_readers.fetch_sub(1, Ordering::SeqCst) != 1 {
