@@ -887,6 +887,17 @@ impl Ring<'_> {
         if closed() {
             return Err(Error::Closed);
         }
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // A zero timeout tries once: no clock read (polling loops, such
+            // as a requester reading for itself, call this in a tight loop).
+            if freed.replace(false) {
+                waits.not_full.notify_all();
+            }
+            return Err(Error::timeout(
+                if writer { "a free node in the ring" } else { "an item in the ring" },
+                timeout,
+            ));
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut slice = Duration::from_millis(1);
         loop {

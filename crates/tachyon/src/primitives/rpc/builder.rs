@@ -118,7 +118,7 @@ impl RpcBuilder {
     /// Runs every handler of this end on its reader thread (default: off).
     /// With handler threads (the default) the reader thread already runs
     /// the handler of a request it read, and a standby thread reads in its
-    /// place while that handler takes longer than about 1 ms; inline
+    /// place once that handler has run for 1 to 2 ms; inline
     /// handlers drop the standby and the pool: requests are handled one at
     /// a time, a slow handler delays everything this end reads (responses
     /// to its own requests too, unless their requesters read for
@@ -400,9 +400,8 @@ impl RpcBuilder {
             self_readers: AtomicUsize::new(0),
             aside: Mutex::new(0),
             aside_cond: Condvar::new(),
-            epoch: Instant::now(),
             leading: AtomicU64::new(0),
-            last_lead: AtomicU64::new(0),
+            leads: AtomicU64::new(0),
             standby_state: AtomicU8::new(0),
             standby_lock: Mutex::new(()),
             standby_cond: Condvar::new(),

@@ -26,6 +26,15 @@ use std::time::{Duration, Instant};
 /// deadline; on a futex channel it sleeps at once).
 const RESPONSE_SPIN: Duration = Duration::from_micros(50);
 
+/// How long a send may wait for room in the ring: until an instant (`None`:
+/// for ever), or for a time counted from its first wait. The clock is read
+/// only if the send has to wait.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Deadline {
+    At(Option<Instant>),
+    After(Duration),
+}
+
 /// What to do about an RPC message above the agreed maximum.
 pub(super) const RPC_TOO_LARGE: &str =
     "raise max_message on both ends (RpcBuilder::max_message), or send less";
@@ -49,12 +58,10 @@ pub(super) struct Inner {
     /// on `aside_cond`.
     pub(super) aside: Mutex<usize>,
     pub(super) aside_cond: Condvar,
-    /// When this end started (`leading` and `last_lead` count from it).
-    pub(super) epoch: Instant,
-    /// When the handler the reader thread runs now started (0: none).
+    /// The number of the handler the reader thread runs now (0: none).
     pub(super) leading: AtomicU64,
-    /// When the last handler the reader thread ran started.
-    pub(super) last_lead: AtomicU64,
+    /// How many handlers the reader thread has started.
+    pub(super) leads: AtomicU64,
     /// `POLLING` or `LONG_SLEEP` (see `Inner::standby_loop`).
     pub(super) standby_state: AtomicU8,
     pub(super) standby_lock: Mutex<()>,
@@ -221,7 +228,7 @@ impl Inner {
             // registered, so that an answer quicker than this call's return
             // is discarded (and counted) like any later one.
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            self.send(&session, MsgType::Request, id, 0, msg, deadline, cancel)?;
+            self.send(&session, MsgType::Request, id, 0, msg, Deadline::At(deadline), cancel)?;
             Stats::add(&self.stats.c.requests_sent, 1);
             Stats::add(&self.stats.c.timeouts, 1);
             return Err(Error::timeout("the RPC response", timeout));
@@ -231,7 +238,7 @@ impl Inner {
         if let Some(c) = cancel {
             c.watch(&slot);
         }
-        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, deadline, cancel) {
+        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, Deadline::At(deadline), cancel) {
             self.unregister(id);
             return Err(e);
         }
@@ -279,9 +286,11 @@ impl Inner {
     /// hybrid channel, [`RESPONSE_SPIN`]; then the caller sleeps on the
     /// slot and the reader thread reads.
     fn read_for_myself(self: &Arc<Self>, slot: &Slot, deadline: Option<Instant>) {
-        let until = match self.policy {
-            WaitPolicy::Spin => deadline,
-            _ => Some(deadline.map_or(Instant::now() + RESPONSE_SPIN, |d| d.min(Instant::now() + RESPONSE_SPIN))),
+        // The end of the hybrid budget is set at the first look at the
+        // clock (64 turns in): a response that comes sooner costs none.
+        let mut until = match self.policy {
+            WaitPolicy::Spin => Some(deadline),
+            _ => None,
         };
         self.self_readers.fetch_add(1, Ordering::SeqCst);
         let mut turns = 0u32;
@@ -289,8 +298,15 @@ impl Inner {
         while !slot.ready.load(Ordering::Acquire) {
             turns = turns.wrapping_add(1);
             // A clock read costs as much as many turns.
-            if turns % 64 == 0 && until.is_some_and(|u| Instant::now() >= u) {
-                break;
+            if turns % 64 == 0 {
+                let now = Instant::now();
+                let end = until.get_or_insert_with(|| {
+                    let budget = now + RESPONSE_SPIN;
+                    Some(deadline.map_or(budget, |d| d.min(budget)))
+                });
+                if end.is_some_and(|u| now >= u) {
+                    break;
+                }
             }
             if let Ok(mut rd) = self.reading.try_lock() {
                 self.read_one(&mut rd, false);
@@ -309,7 +325,7 @@ impl Inner {
         let sent = self
             .check_open()
             .and_then(|()| self.check_not_inline())
-            .and_then(|()| self.send(&session, MsgType::Request, id, 0, msg, deadline, None));
+            .and_then(|()| self.send(&session, MsgType::Request, id, 0, msg, Deadline::At(deadline), None));
         let error = match sent {
             Ok(()) => {
                 Stats::add(&self.stats.c.requests_sent, 1);
@@ -327,15 +343,15 @@ impl Inner {
     pub(super) fn notify(&self, msg: &[u8]) -> Result<()> {
         self.check_open()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let deadline = Some(Instant::now() + self.default_timeout);
-        self.send(&self.session(), MsgType::Notify, id, 0, msg, deadline, None)?;
+        self.send(&self.session(), MsgType::Notify, id, 0, msg, Deadline::After(self.default_timeout), None)?;
         Stats::add(&self.stats.c.notifications_sent, 1);
         Ok(())
     }
 
     /// Writes one message as packets, each before `deadline`, giving up
     /// promptly if the peer goes away, and with [`Error::Interrupted`]
-    /// (within a tick) once `cancel` is cancelled.
+    /// (within a tick) once `cancel` is cancelled. A packet that finds room
+    /// at once costs no clock read.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn send(
         &self,
@@ -344,7 +360,7 @@ impl Inner {
         id: u64,
         response_to: u64,
         msg: &[u8],
-        deadline: Option<Instant>,
+        deadline: Deadline,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
         // The smaller of this end's limit and the peer's (once it is known).
@@ -355,7 +371,9 @@ impl Inner {
         if msg.len() > max {
             return Err(Error::MessageTooLarge { size: msg.len(), max, hint: RPC_TOO_LARGE });
         }
-        let started = Instant::now();
+        // When the first wait began, and the deadline then: read once, if
+        // a packet has to wait.
+        let mut waiting: Option<(Instant, Option<Instant>)> = None;
         let room = session.tx.node_size() - HEADER;
         let count = packet_count(msg.len(), room);
         for (index, chunk) in
@@ -369,8 +387,9 @@ impl Inner {
                 index: index as u32,
                 count: count as u32,
             };
-            // A deadline that has passed (a zero timeout) still gets one
-            // attempt per packet: a zero timeout tries once.
+            // The first attempt does not wait; then slices of waiting until
+            // the deadline. A deadline that has passed (a zero timeout)
+            // still got that one attempt: a zero timeout tries once.
             let mut tried = false;
             loop {
                 self.check_open()?;
@@ -378,15 +397,28 @@ impl Inner {
                 if cancel.is_some_and(CancelToken::is_cancelled) {
                     return Err(Error::Interrupted);
                 }
-                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                if tried && left.is_some_and(|l| l.is_zero()) {
-                    Stats::add(&self.stats.c.timeouts, 1);
-                    return Err(Error::timeout(
-                        "room in the RPC ring to send a packet",
-                        deadline.map(|d| d.saturating_duration_since(started)),
-                    ));
-                }
-                let slice = left.map_or(TICK, |l| l.min(TICK));
+                let slice = if tried {
+                    let (began, until) = *waiting.get_or_insert_with(|| {
+                        let now = Instant::now();
+                        let until = match deadline {
+                            Deadline::At(at) => at,
+                            Deadline::After(t) => now.checked_add(t),
+                        };
+                        (now, until)
+                    });
+                    let left = until.map(|d| d.saturating_duration_since(Instant::now()));
+                    if left.is_some_and(|l| l.is_zero()) {
+                        Stats::add(&self.stats.c.timeouts, 1);
+                        let waited = match deadline {
+                            Deadline::After(t) => Some(t),
+                            Deadline::At(at) => at.map(|d| d.saturating_duration_since(began)),
+                        };
+                        return Err(Error::timeout("room in the RPC ring to send a packet", waited));
+                    }
+                    left.map_or(TICK, |l| l.min(TICK))
+                } else {
+                    Duration::ZERO
+                };
                 match session.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
                     header.encode(&mut node[..HEADER]);
                     node[HEADER..].copy_from_slice(chunk);

@@ -2,7 +2,7 @@
 //! request or notification (on a handler thread, or inline on the reader
 //! thread) and sending its response.
 
-use super::channel::Inner;
+use super::channel::{Deadline, Inner};
 use super::packet::{Header, MsgType};
 use super::session::Session;
 use super::stats::Stats;
@@ -13,7 +13,6 @@ use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// A handler, its error made text.
 pub(super) type HandlerFn = dyn Fn(u64, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync;
@@ -95,7 +94,7 @@ impl Inner {
             Err(text) => (MsgType::Error, text.into_bytes()),
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let deadline = Some(Instant::now() + self.default_timeout);
+        let deadline = Deadline::After(self.default_timeout);
         match self.send(session, kind, id, h.msg_id, &body, deadline, None) {
             Ok(()) => Stats::add(&self.stats.c.responses_sent, 1),
             Err(Error::MessageTooLarge { size, max, .. }) => {

@@ -3,7 +3,7 @@
 //! and every tick it checks the peer (on the server, moving to a fresh
 //! session when the client left) and expires overdue requests.
 
-use super::channel::{Inner, RPC_TOO_LARGE};
+use super::channel::{Deadline, Inner, RPC_TOO_LARGE};
 use super::control::Control;
 use super::packet::{Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
@@ -54,9 +54,9 @@ pub(super) enum Next {
 /// wait at most this long after the last such requester returned.
 const ASIDE: Duration = Duration::from_millis(1);
 
-/// How long the reader thread may run a handler before the standby thread
-/// reads in its place (and hands what it reads to the handler pool); also
-/// how often the standby looks while handlers run.
+/// How often the standby thread looks while handlers run on the reader
+/// thread: one seen at two looks (so running 1 to 2 of these) has the
+/// standby read in its place (handing what it reads to the handler pool).
 const PROMOTE: Duration = Duration::from_millis(1);
 
 /// The standby thread's states (`Inner::standby_state`).
@@ -69,11 +69,6 @@ impl Inner {
         self.reading.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Nanoseconds since this end started (never 0).
-    fn now_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64 + 1
-    }
-
     /// The reader thread: packets in, messages dispatched; every tick, the
     /// peer is checked and overdue requests expire. While requesters read
     /// for themselves it stands aside (it neither reads nor spins).
@@ -81,7 +76,7 @@ impl Inner {
     /// With handler threads (the default) it runs the handler of a request
     /// it read itself, so that a call crosses no thread on this side
     /// either, and a standby thread (started here) reads in its place
-    /// while a handler takes longer than [`PROMOTE`], handing requests to
+    /// once a handler has run for one to two [`PROMOTE`]s, handing requests to
     /// the handler pool as before: a slow handler holds up the others by
     /// about that long, not for its whole run.
     pub(super) fn read_loop(self: Arc<Self>) {
@@ -119,19 +114,22 @@ impl Inner {
     /// ticks if one is due. `leader`: requests read go to the caller
     /// ([`Next::Handle`]) instead of the handler pool.
     fn reader_turn(self: &Arc<Self>, leader: bool, back_from: Option<u64>) -> Next {
+        // One clock read a turn: whether a tick is due, and how long to
+        // wait for a packet until it is.
+        let (session, since_tick) = {
+            let rd = self.reading();
+            (Arc::clone(&rd.session), rd.last_tick.elapsed())
+        };
         let next = if self.self_readers.load(Ordering::SeqCst) > 0 {
             self.stand_aside();
             Next::Nothing
         } else {
-            let (session, wait) = {
-                let rd = self.reading();
-                (Arc::clone(&rd.session), TICK.saturating_sub(rd.last_tick.elapsed()))
-            };
+            let wait = TICK.saturating_sub(since_tick);
             let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || {
                 let look = self.self_readers.load(Ordering::Relaxed) > 0
                     || !session.rx.is_empty()
                     || self.stop.load(Ordering::Relaxed)
-                    || back_from.is_some_and(|t| self.leading.load(Ordering::Relaxed) != t);
+                    || back_from.is_some_and(|n| self.leading.load(Ordering::Relaxed) != n);
                 look.then_some(())
             });
             if self.self_readers.load(Ordering::SeqCst) == 0 {
@@ -140,8 +138,8 @@ impl Inner {
                 Next::Nothing
             }
         };
-        let mut rd = self.reading();
-        if rd.last_tick.elapsed() >= TICK {
+        if since_tick >= TICK {
+            let mut rd = self.reading();
             rd.last_tick = Instant::now();
             self.tick(&mut rd);
             let stale = rd.asm.expire(self.default_timeout * 2);
@@ -152,14 +150,16 @@ impl Inner {
 
     /// The reader thread runs a request's handler itself (the reader role
     /// is free meanwhile: requesters read for themselves, and the standby
-    /// reads after [`PROMOTE`]).
+    /// reads once it saw this same handler running at two of its looks,
+    /// [`PROMOTE`] apart).
     fn lead(self: &Arc<Self>, session: &Session, h: Header, payload: Vec<u8>) {
-        let now = self.now_ns();
+        // Only this thread leads: a plain increment numbers the handlers.
+        let n = self.leads.load(Ordering::Relaxed) + 1;
+        self.leads.store(n, Ordering::Relaxed);
         // SYNC: SeqCst, against the standby's store of `standby_state`
         // then load of `leading` (`standby_loop`): one of the two sees
         // the other, so a standby going to its long sleep is woken.
-        self.leading.store(now, Ordering::SeqCst);
-        self.last_lead.store(now, Ordering::Relaxed);
+        self.leading.store(n, Ordering::SeqCst);
         if self.standby_state.load(Ordering::SeqCst) == LONG_SLEEP {
             let _g = self.standby_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.standby_cond.notify_one();
@@ -168,26 +168,31 @@ impl Inner {
         self.leading.store(0, Ordering::SeqCst);
     }
 
-    /// The standby thread: while the reader thread runs a handler for
-    /// longer than [`PROMOTE`], reads in its place (requests go to the
-    /// handler pool). Looks every [`PROMOTE`] while handlers ran in the
-    /// last tick; else sleeps until the reader thread starts one.
+    /// The standby thread: once it sees the reader thread in the same
+    /// handler at two looks [`PROMOTE`] apart, reads in its place until
+    /// that handler returns (requests go to the handler pool). Looks every
+    /// [`PROMOTE`] while handlers ran since its last look or run now; else
+    /// sleeps until the reader thread starts one (at most a tick).
     fn standby_loop(self: Arc<Self>) {
+        let mut seen = 0; // the handler running at the last look (0: none)
+        let mut leads = 0; // the handlers started by then
         while !self.stop.load(Ordering::SeqCst) {
-            let since = self.leading.load(Ordering::SeqCst);
-            let now = self.now_ns();
-            if since != 0 && now.saturating_sub(since) >= PROMOTE.as_nanos() as u64 {
-                while self.leading.load(Ordering::SeqCst) == since && !self.stop.load(Ordering::SeqCst) {
-                    if let Next::Woke = self.reader_turn(false, Some(since)) {
+            let now = self.leading.load(Ordering::SeqCst);
+            if now != 0 && now == seen {
+                while self.leading.load(Ordering::SeqCst) == now && !self.stop.load(Ordering::SeqCst) {
+                    if let Next::Woke = self.reader_turn(false, Some(now)) {
                         if self.policy != WaitPolicy::Futex {
                             std::thread::yield_now();
                         }
                     }
                 }
+                seen = 0;
                 continue;
             }
-            let recent = since != 0
-                || now.saturating_sub(self.last_lead.load(Ordering::Relaxed)) < TICK.as_nanos() as u64;
+            seen = now;
+            let started = self.leads.load(Ordering::Relaxed);
+            let recent = now != 0 || started != leads;
+            leads = started;
             let g = self.standby_lock.lock().unwrap_or_else(|p| p.into_inner());
             if recent {
                 let _ = self.standby_cond.wait_timeout(g, PROMOTE);
@@ -283,7 +288,7 @@ impl Inner {
                 let text = format!("request refused: {too_large}");
                 self.pool.submit(Box::new(move || {
                     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-                    let deadline = Some(Instant::now() + inner.default_timeout);
+                    let deadline = Deadline::After(inner.default_timeout);
                     let _ =
                         inner.send(&session, MsgType::Error, id, h.msg_id, text.as_bytes(), deadline, None);
                 }));
