@@ -244,8 +244,9 @@ impl Inner {
     }
 
     /// Reads one packet if one is queued now (the caller holds the reader
-    /// role) and hands on the message it completes; true if that woke
-    /// another thread. Errors are counted and swallowed: reading goes on.
+    /// role) and hands on the message it completes (a request to the
+    /// caller itself if it is the `leader`: see [`Next`]). Errors are
+    /// counted and swallowed: reading goes on.
     pub(super) fn read_one(self: &Arc<Self>, rd: &mut Reading, leader: bool) -> Next {
         let Reading { session, asm, .. } = rd;
         let got = session.rx.try_read_with(|packet| {
