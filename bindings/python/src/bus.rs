@@ -443,16 +443,9 @@ impl PyTopic {
         max: i64,
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
-        let max = batch_max(max)?;
         let topic = &self.topic;
-        let first = first_message(
-            py,
-            timeout_ns,
-            || topic.try_receive(partition),
-            |slice| topic.receive(partition, slice),
-        )?;
-        let msgs = take_batch(max, first, || topic.try_receive(partition), |msg| Ok(PyMessage::new(msg)))?;
-        PyList::new(py, msgs)
+        let (now, wait) = (|| topic.try_receive(partition), |slice| topic.receive(partition, slice));
+        receive_batch(py, max, timeout_ns, now, wait, |msg| Ok(PyMessage::new(msg)))
     }
 
     /// Like receive_many, but copies each message into a new bytes object
@@ -465,17 +458,9 @@ impl PyTopic {
         max: i64,
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
-        let max = batch_max(max)?;
         let topic = &self.topic;
-        let first = first_message(
-            py,
-            timeout_ns,
-            || topic.try_receive(partition),
-            |slice| topic.receive(partition, slice),
-        )?;
-        let copies =
-            take_batch(max, first, || topic.try_receive(partition), |msg| Ok(PyBytes::new(py, &msg)))?;
-        PyList::new(py, copies)
+        let (now, wait) = (|| topic.try_receive(partition), |slice| topic.receive(partition, slice));
+        receive_batch(py, max, timeout_ns, now, wait, |msg| Ok(PyBytes::new(py, &msg)))
     }
 
     /// The next message of `partition` if there is one now, else None.
@@ -563,34 +548,35 @@ fn first_message(
     }
 }
 
-/// The `max` of a batch, checked: at least 1.
-fn batch_max(max: i64) -> PyResult<usize> {
-    match usize::try_from(max) {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(PyValueError::new_err(format!("max must be at least 1, not {max}"))),
-    }
-}
-
-/// A batch: `first`, then what `next` finds without waiting, up to `max`
-/// messages in all, each made into a `T` by `each` as it is taken (so a
-/// copying `each` frees its chunk at once). An error after the first
-/// message ends the batch early, keeping what it has: the messages taken
-/// are never lost, and an error that persists is raised by the next call.
-fn take_batch<T>(
-    max: usize,
-    first: Message,
-    mut next: impl FnMut() -> tachyon::Result<Option<Message>>,
+/// A batch (`receive_many`, `receive_many_bytes`): waits for the first
+/// message as `receive` does (`first_message`), then takes what `now`
+/// finds without waiting, up to `max` (at least 1: ValueError) messages in
+/// all, each made into a `T` by `each` as it is taken (so a copying `each`
+/// frees its chunk at once). An error after the first message ends the
+/// batch early, keeping what it has: the messages taken are never lost,
+/// and an error that persists is raised by the next call.
+fn receive_batch<'py, T: IntoPyObject<'py>>(
+    py: Python<'py>,
+    max: i64,
+    timeout_ns: i64,
+    now: impl Fn() -> tachyon::Result<Option<Message>>,
+    wait: impl FnMut(Option<Duration>) -> tachyon::Result<Message> + Send,
     mut each: impl FnMut(Message) -> PyResult<T>,
-) -> PyResult<Vec<T>> {
+) -> PyResult<Bound<'py, PyList>> {
+    let max = match usize::try_from(max) {
+        Ok(n) if n > 0 => n,
+        _ => return Err(PyValueError::new_err(format!("max must be at least 1, not {max}"))),
+    };
+    let first = first_message(py, timeout_ns, &now, wait)?;
     let mut out = Vec::with_capacity(max.min(1024));
     out.push(each(first)?);
     while out.len() < max {
-        match next() {
+        match now() {
             Ok(Some(msg)) => out.push(each(msg)?),
             Ok(None) | Err(_) => break,
         }
     }
-    Ok(out)
+    PyList::new(py, out)
 }
 
 /// The keys of a batch: one for all, or one per item.
@@ -885,11 +871,9 @@ impl PySubscription {
     /// with tachyon.release_all(msgs). ValueError if max is less than 1.
     #[pyo3(signature = (max=64, timeout_ns=-1), text_signature = "(self, /, max=64, timeout_ns=-1)")]
     fn receive_many<'py>(&self, py: Python<'py>, max: i64, timeout_ns: i64) -> PyResult<Bound<'py, PyList>> {
-        let max = batch_max(max)?;
         let sub = &self.sub;
-        let first = first_message(py, timeout_ns, || sub.try_receive(), |slice| sub.receive(slice))?;
-        let msgs = take_batch(max, first, || sub.try_receive(), |msg| Ok(PyMessage::new(msg)))?;
-        PyList::new(py, msgs)
+        let (now, wait) = (|| sub.try_receive(), |slice| sub.receive(slice));
+        receive_batch(py, max, timeout_ns, now, wait, |msg| Ok(PyMessage::new(msg)))
     }
 
     /// Like receive_many, but copies each message into a new bytes object
@@ -901,11 +885,9 @@ impl PySubscription {
         max: i64,
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
-        let max = batch_max(max)?;
         let sub = &self.sub;
-        let first = first_message(py, timeout_ns, || sub.try_receive(), |slice| sub.receive(slice))?;
-        let copies = take_batch(max, first, || sub.try_receive(), |msg| Ok(PyBytes::new(py, &msg)))?;
-        PyList::new(py, copies)
+        let (now, wait) = (|| sub.try_receive(), |slice| sub.receive(slice));
+        receive_batch(py, max, timeout_ns, now, wait, |msg| Ok(PyBytes::new(py, &msg)))
     }
 
     /// The next message of any of the partitions if there is one now,

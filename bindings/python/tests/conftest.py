@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -66,3 +67,18 @@ def run_python(code: str, **kwargs) -> subprocess.Popen:
         text=True,
         **kwargs,
     )
+
+
+def interrupt(child: subprocess.Popen, bound: float) -> tuple[str, str]:
+    """Sends SIGINT to `child` every 0.1 s until it exits (whether the
+    signal comes before or inside the blocking call, it must end the
+    process with KeyboardInterrupt), at most `bound` seconds; returns its
+    output. The caller kills it if it is still running afterwards."""
+    for _ in range(int(bound * 10)):
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+    return child.communicate(timeout=bound)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import pydoc
-import signal
-import subprocess
 import textwrap
 import threading
 
@@ -17,7 +15,7 @@ import pytest
 
 import peers
 import tachyon
-from conftest import run_python
+from conftest import interrupt, run_python
 
 SECOND = 1_000_000_000
 MS = 1_000_000
@@ -359,14 +357,7 @@ def test_ctrl_c_interrupts_batches(region, region_name, call):
     )
     try:
         assert child.stdout.readline().strip() == "waiting"
-        for _ in range(BOUND * 10):
-            child.send_signal(signal.SIGINT)
-            try:
-                child.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        out, err = child.communicate(timeout=BOUND)
+        out, err = interrupt(child, BOUND)
     finally:
         if child.poll() is None:
             child.kill()

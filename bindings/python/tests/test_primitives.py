@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tachyon
-from conftest import run_python, unique_name
+from conftest import interrupt, run_python, unique_name
 
 BOUND = 60
 SECOND = 1_000_000_000
@@ -167,9 +167,6 @@ def test_rpc_across_processes(name):
 
 
 def test_ctrl_c_cancels_rpc_call(name):
-    import signal
-    import subprocess
-
     child = run_python(
         textwrap.dedent(
             f"""
@@ -184,14 +181,7 @@ def test_ctrl_c_cancels_rpc_call(name):
     )
     try:
         assert child.stdout.readline().strip() == "calling"
-        for _ in range(BOUND * 10):
-            child.send_signal(signal.SIGINT)
-            try:
-                child.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        out, err = child.communicate(timeout=BOUND)
+        out, err = interrupt(child, BOUND)
     finally:
         if child.poll() is None:
             child.kill()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
-import subprocess
 import textwrap
 import threading
 
@@ -14,7 +13,7 @@ import pytest
 
 import peers
 import tachyon
-from conftest import run_python
+from conftest import interrupt, run_python
 
 SECOND = 1_000_000_000
 #: The longest any step of these tests may take before it counts as hung.
@@ -103,16 +102,7 @@ def test_ctrl_c_interrupts_blocking_receive(region, region_name):
     )
     try:
         assert child.stdout.readline().strip() == "waiting"
-        # Whether the signal comes before or inside the receive, it must
-        # end the process with KeyboardInterrupt; repeat it until it does.
-        for _ in range(BOUND * 10):
-            child.send_signal(signal.SIGINT)
-            try:
-                child.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        out, err = child.communicate(timeout=BOUND)
+        out, err = interrupt(child, BOUND)
     finally:
         if child.poll() is None:
             child.kill()
