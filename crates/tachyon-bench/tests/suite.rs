@@ -252,6 +252,8 @@ fn a_tiny_scaling_group_runs_and_draws_its_chart() {
         "64",
         "--scaling-partitions",
         "1,4",
+        "--scaling-procs",
+        "none",
     ];
     let (o, dir) = run_group("scaling-ok", &args, None);
     assert!(o.status.success(), "{}", stderr(&o));
