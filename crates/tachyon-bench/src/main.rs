@@ -381,6 +381,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             ));
         }
     }
+    if let Some(s) = some(&args.scaling_procs).into_iter().find(|s| 2 * s.producers > args.capacity) {
+        return Err(format!("--scaling-procs: {s} needs a --capacity of at least twice its producers"));
+    }
     let wants =
         |g: Group| args.groups.contains(&g) || (args.groups.contains(&Group::All) && g != Group::Bridge);
     sweep_stale_segments();
