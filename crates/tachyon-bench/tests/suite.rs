@@ -336,7 +336,7 @@ fn tiny_n_by_m_process_runs_check_every_message_and_write_their_table() {
 }
 
 #[test]
-fn an_n_by_m_run_fails_cleanly_on_a_lost_message_a_dead_or_a_stalled_producer() {
+fn an_n_by_m_run_fails_cleanly_on_a_lost_or_duplicated_message_a_dead_or_a_stalled_producer() {
     let args =
         [&TINY_PROCS[..10], &["--scaling-procs", "2x2", "--scaling-procs-policies", "hybrid"]].concat();
     // Each producer skips its message 100: the totals do not match.
@@ -347,6 +347,22 @@ fn an_n_by_m_run_fails_cleanly_on_a_lost_message_a_dead_or_a_stalled_producer() 
         e.contains("procs 2x2 copy/hybrid") && e.contains("received 998 messages, 1000 were sent"),
         "{e}"
     );
+    // Each producer sends its message 100 twice: with 4 partitions each
+    // consumer owns its own and sees the duplicate itself; with 1 they
+    // compete, and the one that gets it or the totals notice.
+    for partitions in ["4", "1"] {
+        let dup = [&args[..], &["--scaling-procs-partitions", partitions]].concat();
+        let (o, _) = run_group("procs-dup", &dup, Some("dup:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains("duplicated or reordered") || e.contains("received 1002 messages, 1000 were sent"),
+            "{e}"
+        );
+        if partitions == "4" {
+            assert!(e.contains("message 100 of producer"), "{e}");
+        }
+    }
     let (o, _) = run_group("procs-die", &args, Some("die:100"));
     assert!(!o.status.success());
     let e = stderr(&o);

@@ -74,12 +74,15 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
 
 /// Sends this producer's share: message `seq` stamped with (producer,
 /// `seq`), to partition `(seq + index) % partitions`. A `TACHYON_BENCH_FAULT`
-/// makes it die, stall or skip a message at that `seq`.
+/// makes it die, stall or skip a message at that `seq`, or, `dup:N`, send
+/// message N twice.
 fn produce(a: &PeerArgs, topic: &Topic, stall: Duration) -> Result<(), String> {
     let keys = partition_keys(topic);
     let p = topic.partitions();
     let share = procs::share(a.messages, a.producers, a.index);
     let fault = Fault::from_env();
+    let dup: Option<u64> =
+        std::env::var(peer::FAULT_ENV).ok().and_then(|v| v.strip_prefix("dup:").and_then(|n| n.parse().ok()));
     let mut buf = payload::buffer(a.size);
     // The parent's death kills us (PR_SET_PDEATHSIG): nothing to check.
     let mut check = || Ok(());
@@ -91,8 +94,10 @@ fn produce(a: &PeerArgs, topic: &Topic, stall: Duration) -> Result<(), String> {
         }
         payload::stamp(&mut buf, procs::stamp_of(a.index, seq));
         let key = keys[procs::partition_of(a.index, seq, p) as usize];
-        retry(|t| topic.send(&buf, Key(key), t), stall, &mut check, "the partition stayed full")
-            .map_err(|e| format!("producer {}, message {seq}: {e}", a.index))?;
+        for _ in 0..1 + usize::from(dup == Some(seq)) {
+            retry(|t| topic.send(&buf, Key(key), t), stall, &mut check, "the partition stayed full")
+                .map_err(|e| format!("producer {}, message {seq}: {e}", a.index))?;
+        }
     }
     println!("done {share}");
     Ok(())
