@@ -244,7 +244,7 @@ impl Inner {
         }
         Stats::add(&self.stats.c.requests_sent, 1);
         if self.policy != WaitPolicy::Futex {
-            self.read_for_myself(&slot, deadline);
+            self.read_for_myself(&slot, &session, deadline);
         }
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -285,7 +285,14 @@ impl Inner {
     /// would). Until `slot` has its result, `deadline` passes or, on a
     /// hybrid channel, [`RESPONSE_SPIN`]; then the caller sleeps on the
     /// slot and the reader thread reads.
-    fn read_for_myself(self: &Arc<Self>, slot: &Slot, deadline: Option<Instant>) {
+    ///
+    /// A turn looks whether `session`'s ring (the one the response comes
+    /// in) has anything before it takes the role and tries a claim, which
+    /// costs many times that look; every 64th turn tries a claim anyway,
+    /// so that a cursor that reads empty while it is not (a damaged or
+    /// stalled tail, which a claim repairs or steps over) costs 64 turns,
+    /// not the whole wait.
+    fn read_for_myself(self: &Arc<Self>, slot: &Slot, session: &Session, deadline: Option<Instant>) {
         // The end of the hybrid budget is set at the first look at the
         // clock (64 turns in): a response that comes sooner costs none.
         let mut until = match self.policy {
@@ -298,7 +305,8 @@ impl Inner {
         while !slot.ready.load(Ordering::Acquire) {
             turns = turns.wrapping_add(1);
             // A clock read costs as much as many turns.
-            if turns % 64 == 0 {
+            let every_64th = turns % 64 == 0;
+            if every_64th {
                 let now = Instant::now();
                 let end = until.get_or_insert_with(|| {
                     let budget = now + RESPONSE_SPIN;
@@ -308,8 +316,10 @@ impl Inner {
                     break;
                 }
             }
-            if let Ok(mut rd) = self.reading.try_lock() {
-                self.read_one(&mut rd, false);
+            if every_64th || !session.rx.is_empty() {
+                if let Ok(mut rd) = self.reading.try_lock() {
+                    self.read_one(&mut rd, false);
+                }
             }
             std::hint::spin_loop();
         }
