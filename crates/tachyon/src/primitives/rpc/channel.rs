@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::sync::{Liveness, WaitPolicy};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -38,6 +39,33 @@ pub(super) enum Deadline {
 /// What to do about an RPC message above the agreed maximum.
 pub(super) const RPC_TOO_LARGE: &str =
     "raise max_message on both ends (RpcBuilder::max_message), or send less";
+
+/// The pending requests' map. Its keys are this end's own message ids (a
+/// counter), so a multiplicative hash spreads them well and costs a
+/// fraction of the default SipHash; ids from the peer (`response_to`) are
+/// only looked up, never stored, so a peer cannot crowd the table.
+pub(super) type Pending = HashMap<u64, Arc<Slot>, BuildHasherDefault<IdHasher>>;
+
+/// The hasher of [`Pending`]: Fibonacci hashing of a `u64` key.
+#[derive(Default)]
+pub(super) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by `u64` keys; any bytes still hash, slowly.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// One end of a channel, shared by its handle, its reader thread, its
 /// handler threads and its [`RpcClient`](super::RpcClient)s.
@@ -86,7 +114,7 @@ pub(super) struct Inner {
     /// The id of the next message this end sends.
     pub(super) next_id: AtomicU64,
     /// This end's requests waiting for their response, by id.
-    pub(super) pending: Mutex<HashMap<u64, Arc<Slot>>>,
+    pub(super) pending: Mutex<Pending>,
     /// The handler of the peer's requests, if one is set.
     pub(super) handler: RwLock<Option<Arc<HandlerFn>>>,
     /// The handler waits for its answer elsewhere (an async handler's
