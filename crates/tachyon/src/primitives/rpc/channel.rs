@@ -277,10 +277,11 @@ impl Inner {
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
+                drop(s);
                 if matches!(r, Err(Error::Interrupted)) {
-                    drop(s);
                     self.unregister(id); // a late response is discarded
                 }
+                Slot::recycle(slot);
                 return r;
             }
             let wait = match deadline {

@@ -273,7 +273,9 @@ impl Inner {
                 Next::Nothing
             }
         };
-        Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
+        if asm.given_up > 0 {
+            Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
+        }
         next
     }
 
