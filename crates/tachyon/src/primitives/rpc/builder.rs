@@ -2,7 +2,7 @@
 //! `create` (the server makes the control segment and the first session)
 //! and `open` (a client claims the channel and joins its session).
 
-use super::channel::{Inner, Pending};
+use super::channel::{Aside, Inner, Pending};
 use super::control::Control;
 use super::handler::{wrap, MakeHandler};
 use super::packet::HEADER;
@@ -396,8 +396,8 @@ impl RpcBuilder {
             ctl,
             session: RwLock::new(Arc::clone(&session)),
             reading: Mutex::new(Reading::new(session, self.max_message)),
-            self_readers: AtomicUsize::new(0),
-            aside: Mutex::new(0),
+            self_readers: AtomicU64::new(0),
+            aside: Mutex::new(Aside::default()),
             aside_cond: Condvar::new(),
             leading: AtomicU64::new(0),
             leads: AtomicU64::new(0),

@@ -67,6 +67,24 @@ impl Hasher for IdHasher {
     }
 }
 
+/// [`Inner::self_readers`]: the requesters reading for themselves now.
+pub(super) const SELF_READERS: u64 = 0xffff_ffff;
+/// [`Inner::self_readers`]: what a requester adds when it starts to read
+/// for itself (one more now, one more start).
+pub(super) const SELF_READ_START: u64 = (1 << 32) | 1;
+
+/// The readers (the reader thread, the standby) standing aside for
+/// requesters that read for themselves.
+#[derive(Default)]
+pub(super) struct Aside {
+    /// Asleep on `Inner::aside_cond` now.
+    pub(super) parked: usize,
+    /// The last requester to stop reading for itself left something for
+    /// the reader thread (requests still pending, packets in the ring): a
+    /// reader standing aside reads now (one of them takes this).
+    pub(super) wanted: bool,
+}
+
 /// One end of a channel, shared by its handle, its reader thread, its
 /// handler threads and its [`RpcClient`](super::RpcClient)s.
 pub(super) struct Inner {
@@ -79,12 +97,13 @@ pub(super) struct Inner {
     pub(super) session: RwLock<Arc<Session>>,
     /// The reader role (see [`Reading`]).
     pub(super) reading: Mutex<Reading>,
-    /// Requesters reading for themselves now: the reader thread stands
-    /// aside while there are any.
-    pub(super) self_readers: AtomicUsize,
-    /// Readers (the reader thread, the standby) standing aside now, asleep
-    /// on `aside_cond`.
-    pub(super) aside: Mutex<usize>,
+    /// Requesters reading for themselves now (the low 32 bits, see
+    /// [`SELF_READERS`]) and how many times one started to (the high 32
+    /// bits, wrapping): the reader thread stands aside while there are any,
+    /// and while they keep coming (see `Inner::stand_aside`).
+    pub(super) self_readers: AtomicU64,
+    /// The readers standing aside (see [`Aside`]).
+    pub(super) aside: Mutex<Aside>,
     pub(super) aside_cond: Condvar,
     /// The number of the handler the reader thread runs now (0: none).
     pub(super) leading: AtomicU64,
@@ -328,7 +347,7 @@ impl Inner {
             WaitPolicy::Spin => Some(deadline),
             _ => None,
         };
-        self.self_readers.fetch_add(1, Ordering::SeqCst);
+        self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
         let mut turns = 0u32;
         // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
         while !slot.ready.load(Ordering::Acquire) {
