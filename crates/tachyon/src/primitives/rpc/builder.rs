@@ -2,7 +2,7 @@
 //! `create` (the server makes the control segment and the first session)
 //! and `open` (a client claims the channel and joins its session).
 
-use super::channel::Inner;
+use super::channel::{Aside, Inner, Pending};
 use super::control::Control;
 use super::handler::{wrap, MakeHandler};
 use super::packet::HEADER;
@@ -15,7 +15,6 @@ use crate::error::{Corruption, Error, Result};
 use crate::primitives::CircularBuffer;
 use crate::segment::{Kind, Segment};
 use crate::sync::{Liveness, Token, WaitPolicy};
-use std::collections::HashMap;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -397,8 +396,8 @@ impl RpcBuilder {
             ctl,
             session: RwLock::new(Arc::clone(&session)),
             reading: Mutex::new(Reading::new(session, self.max_message)),
-            self_readers: AtomicUsize::new(0),
-            aside: Mutex::new(0),
+            self_readers: AtomicU64::new(0),
+            aside: Mutex::new(Aside::default()),
             aside_cond: Condvar::new(),
             leading: AtomicU64::new(0),
             leads: AtomicU64::new(0),
@@ -414,7 +413,7 @@ impl RpcBuilder {
             in_flight: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Pending::default()),
             handler: RwLock::new(None),
             handler_waits: AtomicBool::new(false),
             pool: Pool::new(self.handler_threads),

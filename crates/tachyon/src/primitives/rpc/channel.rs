@@ -8,7 +8,7 @@ use super::future::{RequestFuture, Slot};
 use super::handler::HandlerFn;
 use super::packet::{packet_count, Header, MsgType, HEADER};
 use super::pool::Pool;
-use super::reader::Reading;
+use super::reader::{Next, Reading};
 use super::session::{check_state, error_of, Session, CLOSED, OPEN};
 use super::stats::Stats;
 use super::TICK;
@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::segment::Segment;
 use crate::sync::{Liveness, WaitPolicy};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -39,6 +40,51 @@ pub(super) enum Deadline {
 pub(super) const RPC_TOO_LARGE: &str =
     "raise max_message on both ends (RpcBuilder::max_message), or send less";
 
+/// The pending requests' map. Its keys are this end's own message ids (a
+/// counter), so a multiplicative hash spreads them well and costs a
+/// fraction of the default SipHash; ids from the peer (`response_to`) are
+/// only looked up, never stored, so a peer cannot crowd the table.
+pub(super) type Pending = HashMap<u64, Arc<Slot>, BuildHasherDefault<IdHasher>>;
+
+/// The hasher of [`Pending`]: Fibonacci hashing of a `u64` key.
+#[derive(Default)]
+pub(super) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by `u64` keys; any bytes still hash, slowly.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// [`Inner::self_readers`]: the requesters reading for themselves now.
+pub(super) const SELF_READERS: u64 = 0xffff_ffff;
+/// [`Inner::self_readers`]: what a requester adds when it starts to read
+/// for itself (one more now, one more start).
+pub(super) const SELF_READ_START: u64 = (1 << 32) | 1;
+
+/// The readers (the reader thread, the standby) standing aside for
+/// requesters that read for themselves.
+#[derive(Default)]
+pub(super) struct Aside {
+    /// Asleep on `Inner::aside_cond` now.
+    pub(super) parked: usize,
+    /// The last requester to stop reading for itself left something for
+    /// the reader thread (requests still pending, packets in the ring): a
+    /// reader standing aside reads now (one of them takes this).
+    pub(super) wanted: bool,
+}
+
 /// One end of a channel, shared by its handle, its reader thread, its
 /// handler threads and its [`RpcClient`](super::RpcClient)s.
 pub(super) struct Inner {
@@ -51,12 +97,13 @@ pub(super) struct Inner {
     pub(super) session: RwLock<Arc<Session>>,
     /// The reader role (see [`Reading`]).
     pub(super) reading: Mutex<Reading>,
-    /// Requesters reading for themselves now: the reader thread stands
-    /// aside while there are any.
-    pub(super) self_readers: AtomicUsize,
-    /// Readers (the reader thread, the standby) standing aside now, asleep
-    /// on `aside_cond`.
-    pub(super) aside: Mutex<usize>,
+    /// Requesters reading for themselves now (the low 32 bits, see
+    /// [`SELF_READERS`]) and how many times one started to (the high 32
+    /// bits, wrapping): the reader thread stands aside while there are any,
+    /// and while they keep coming (see `Inner::stand_aside`).
+    pub(super) self_readers: AtomicU64,
+    /// The readers standing aside (see [`Aside`]).
+    pub(super) aside: Mutex<Aside>,
     pub(super) aside_cond: Condvar,
     /// The number of the handler the reader thread runs now (0: none).
     pub(super) leading: AtomicU64,
@@ -86,7 +133,7 @@ pub(super) struct Inner {
     /// The id of the next message this end sends.
     pub(super) next_id: AtomicU64,
     /// This end's requests waiting for their response, by id.
-    pub(super) pending: Mutex<HashMap<u64, Arc<Slot>>>,
+    pub(super) pending: Mutex<Pending>,
     /// The handler of the peer's requests, if one is set.
     pub(super) handler: RwLock<Option<Arc<HandlerFn>>>,
     /// The handler waits for its answer elsewhere (an async handler's
@@ -244,15 +291,16 @@ impl Inner {
         }
         Stats::add(&self.stats.c.requests_sent, 1);
         if self.policy != WaitPolicy::Futex {
-            self.read_for_myself(&slot, deadline);
+            self.read_for_myself(&slot, &session, deadline);
         }
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
+                drop(s);
                 if matches!(r, Err(Error::Interrupted)) {
-                    drop(s);
                     self.unregister(id); // a late response is discarded
                 }
+                Slot::recycle(slot);
                 return r;
             }
             let wait = match deadline {
@@ -285,20 +333,28 @@ impl Inner {
     /// would). Until `slot` has its result, `deadline` passes or, on a
     /// hybrid channel, [`RESPONSE_SPIN`]; then the caller sleeps on the
     /// slot and the reader thread reads.
-    fn read_for_myself(self: &Arc<Self>, slot: &Slot, deadline: Option<Instant>) {
+    ///
+    /// A turn looks whether `session`'s ring (the one the response comes
+    /// in) has anything before it takes the role and tries a claim, which
+    /// costs many times that look; every 64th turn tries a claim anyway,
+    /// so that a cursor that reads empty while it is not (a damaged or
+    /// stalled tail, which a claim repairs or steps over) costs 64 turns,
+    /// not the whole wait.
+    fn read_for_myself(self: &Arc<Self>, slot: &Slot, session: &Session, deadline: Option<Instant>) {
         // The end of the hybrid budget is set at the first look at the
         // clock (64 turns in): a response that comes sooner costs none.
         let mut until = match self.policy {
             WaitPolicy::Spin => Some(deadline),
             _ => None,
         };
-        self.self_readers.fetch_add(1, Ordering::SeqCst);
+        self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
         let mut turns = 0u32;
         // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
         while !slot.ready.load(Ordering::Acquire) {
             turns = turns.wrapping_add(1);
             // A clock read costs as much as many turns.
-            if turns % 64 == 0 {
+            let every_64th = turns % 64 == 0;
+            if every_64th {
                 let now = Instant::now();
                 let end = until.get_or_insert_with(|| {
                     let budget = now + RESPONSE_SPIN;
@@ -308,8 +364,15 @@ impl Inner {
                     break;
                 }
             }
-            if let Ok(mut rd) = self.reading.try_lock() {
-                self.read_one(&mut rd, false);
+            if every_64th || !session.rx.is_empty() {
+                if let Ok(mut rd) = self.reading.try_lock() {
+                    if let Next::Woke = self.read_one(&mut rd, false) {
+                        // A message handed on, likely this very response:
+                        // look at once, without the pause (about 50 ns on
+                        // some CPUs, all of it added to the round trip).
+                        continue;
+                    }
+                }
             }
             std::hint::spin_loop();
         }

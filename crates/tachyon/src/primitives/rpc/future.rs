@@ -4,12 +4,18 @@
 
 use super::channel::Inner;
 use crate::error::{Error, Result};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
+
+thread_local! {
+    /// The slot of this thread's last blocking request (see [`Slot::new`]).
+    static SPARE: Cell<Option<Arc<Slot>>> = const { Cell::new(None) };
+}
 
 /// Where a response is delivered to the request waiting for it.
 pub(super) struct Slot {
@@ -39,7 +45,21 @@ impl Slot {
     /// The slot of a request made at `started` (its deadline counts from
     /// then, so that an expiry reports the very timeout asked for) in
     /// session `session`.
+    /// The slot this thread's last blocking request [recycled](Self::recycle)
+    /// is reused when nothing else holds it any more (no clone, no weak
+    /// reference: `Arc::get_mut`), which saves an allocation and a free a
+    /// call.
     pub(super) fn new(started: Instant, deadline: Option<Instant>, session: u64) -> Arc<Slot> {
+        if let Some(mut spare) = SPARE.try_with(Cell::take).ok().flatten() {
+            if let Some(s) = Arc::get_mut(&mut spare) {
+                *s.ready.get_mut() = false;
+                *s.state.get_mut().unwrap_or_else(|p| p.into_inner()) = SlotState::default();
+                s.deadline = deadline;
+                s.started = started;
+                s.session = session;
+                return spare;
+            }
+        }
         Arc::new(Slot {
             ready: AtomicBool::new(false),
             state: Mutex::new(SlotState::default()),
@@ -48,6 +68,13 @@ impl Slot {
             started,
             session,
         })
+    }
+
+    /// Keeps the slot of a request that is over (its result taken) for this
+    /// thread's next request; [`new`](Self::new) reuses it only if no one
+    /// else holds it by then.
+    pub(super) fn recycle(slot: Arc<Slot>) {
+        let _ = SPARE.try_with(|spare| spare.set(Some(slot)));
     }
 
     /// Delivers `r` (unless a result came first) and wakes the requester.

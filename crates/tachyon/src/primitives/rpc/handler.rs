@@ -3,7 +3,7 @@
 //! thread) and sending its response.
 
 use super::channel::{Deadline, Inner};
-use super::packet::{Header, MsgType};
+use super::packet::{self, Header, MsgType};
 use super::session::Session;
 use super::stats::Stats;
 use super::RpcClient;
@@ -81,6 +81,8 @@ impl Inner {
             Some(f) => catch_unwind(AssertUnwindSafe(|| f(h.msg_id, &payload)))
                 .unwrap_or_else(|panic| Err(panicked(panic))),
         };
+        // For the next request read on this thread.
+        packet::recycle(payload);
         if result.is_err() {
             Stats::add(&self.stats.c.errors, 1);
         }

@@ -3,7 +3,7 @@
 //! and every tick it checks the peer (on the server, moving to a fresh
 //! session when the client left) and expires overdue requests.
 
-use super::channel::{Deadline, Inner, RPC_TOO_LARGE};
+use super::channel::{Deadline, Inner, RPC_TOO_LARGE, SELF_READERS};
 use super::control::Control;
 use super::packet::{Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
@@ -49,9 +49,10 @@ pub(super) enum Next {
 }
 
 /// How long the reader thread stands aside for requesters that read for
-/// themselves before it looks again (at the ring, and whether any still
-/// does): messages nobody waits for (async responses, the peer's requests)
-/// wait at most this long after the last such requester returned.
+/// themselves before it looks again (whether any still does, or started
+/// to since its last look): messages nobody waits for (async responses,
+/// the peer's requests) that come just after the last such requester
+/// returned wait one to two of these.
 const ASIDE: Duration = Duration::from_millis(1);
 
 /// How often the standby thread looks while handlers run on the reader
@@ -120,19 +121,19 @@ impl Inner {
             let rd = self.reading();
             (Arc::clone(&rd.session), rd.last_tick.elapsed())
         };
-        let next = if self.self_readers.load(Ordering::SeqCst) > 0 {
+        let next = if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
             self.stand_aside();
             Next::Nothing
         } else {
             let wait = TICK.saturating_sub(since_tick);
             let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || {
-                let look = self.self_readers.load(Ordering::Relaxed) > 0
+                let look = self.self_readers.load(Ordering::Relaxed) & SELF_READERS > 0
                     || !session.rx.is_empty()
                     || self.stop.load(Ordering::Relaxed)
                     || back_from.is_some_and(|n| self.leading.load(Ordering::Relaxed) != n);
                 look.then_some(())
             });
-            if self.self_readers.load(Ordering::SeqCst) == 0 {
+            if self.self_readers.load(Ordering::SeqCst) & SELF_READERS == 0 {
                 self.read_one(&mut self.reading(), leader)
             } else {
                 Next::Nothing
@@ -210,36 +211,59 @@ impl Inner {
         }
     }
 
-    /// Sleeps while requesters read for themselves: until the last one
-    /// leaves and wakes the reader thread and standby (if a message waits
-    /// for them), or [`ASIDE`] passes.
+    /// Sleeps while requesters read for themselves, [`ASIDE`] at a time,
+    /// and until one [`ASIDE`] passed in which none started to: a
+    /// requester between two calls is no reason to spin on the ring (on
+    /// the requester's own CPU, as often as not, where it would keep the
+    /// requester from its next call). Returns early when the last requester
+    /// to stop reading for itself left something for the reader thread
+    /// ([`Aside::wanted`](super::channel::Aside)), or the end stops.
     fn stand_aside(&self) {
-        let mut parked = self.aside.lock().unwrap_or_else(|p| p.into_inner());
-        if self.self_readers.load(Ordering::SeqCst) > 0 && !self.stop.load(Ordering::SeqCst) {
-            *parked += 1;
-            parked = self.aside_cond.wait_timeout(parked, ASIDE).unwrap_or_else(|p| p.into_inner()).0;
-            *parked -= 1;
+        let mut aside = self.aside.lock().unwrap_or_else(|p| p.into_inner());
+        // The count of starts at the last look (none yet: stand aside for
+        // at least one ASIDE, a requester was reading a moment ago).
+        let mut seen = None;
+        loop {
+            if self.stop.load(Ordering::SeqCst) || std::mem::take(&mut aside.wanted) {
+                return;
+            }
+            // SYNC: SeqCst, as the store in `stop_reading_for_myself`; it
+            // sets `wanted` under the `aside` lock, which this holds from
+            // the look at `wanted` above until it sleeps.
+            let now = self.self_readers.load(Ordering::SeqCst);
+            let starts = now >> 32;
+            if now & SELF_READERS == 0 && seen == Some(starts) {
+                return;
+            }
+            seen = Some(starts);
+            aside.parked += 1;
+            aside = self.aside_cond.wait_timeout(aside, ASIDE).unwrap_or_else(|p| p.into_inner()).0;
+            aside.parked -= 1;
         }
     }
 
     /// Called by a requester that stops reading for itself: if it was the
     /// last and something waits for the reader thread (requests still
-    /// pending, packets in the ring), wakes it now rather than after
-    /// [`ASIDE`].
+    /// pending, packets in the ring), has a reader standing aside read now
+    /// rather than after one or two [`ASIDE`]s.
     pub(super) fn stop_reading_for_myself(&self) {
-        // SYNC: SeqCst, as the loads in `reader_turn` and `stand_aside`; the
-        // `aside` lock orders this look at `parked` with the reader
-        // thread's decision to sleep (it looks at `self_readers` under it).
-        if self.self_readers.fetch_sub(1, Ordering::SeqCst) != 1 {
+        // SYNC: SeqCst, as the loads in `reader_turn` and `stand_aside`.
+        if self.self_readers.fetch_sub(1, Ordering::SeqCst) & SELF_READERS != 1 {
             return;
         }
         // One lock at a time: readers take `pending` under the reader role.
         let waiting = !self.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
         // A reader that holds the role now reads what is queued.
         let queued = self.reading.try_lock().is_ok_and(|rd| !rd.session.rx.is_empty());
-        let needed = waiting || queued;
-        if needed && *self.aside.lock().unwrap_or_else(|p| p.into_inner()) > 0 {
-            self.aside_cond.notify_all();
+        if waiting || queued {
+            // Under the lock: a reader about to sleep in `stand_aside` looked
+            // at `wanted` under it, so it is asleep by now and woken, or it
+            // looks after this and does not sleep.
+            let mut aside = self.aside.lock().unwrap_or_else(|p| p.into_inner());
+            aside.wanted = true;
+            if aside.parked > 0 {
+                self.aside_cond.notify_all();
+            }
         }
     }
 
@@ -273,7 +297,9 @@ impl Inner {
                 Next::Nothing
             }
         };
-        Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
+        if asm.given_up > 0 {
+            Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
+        }
         next
     }
 
