@@ -320,7 +320,9 @@ impl Shares<'_> {
         }
         crate::platform::fault::point("groups-last-taken");
         // From here the chunk is LOANED by us: if we die, recovery reclaims
-        // it as any dead process's loan.
+        // it as any dead process's loan. A push that fails (the list is
+        // stopped for a rebuild, or damaged) leaves it so, attributed to
+        // us: the bus's free path (`free_shared`) rebuilds and retries.
         free.list.push(&free.pool, &free.range, self.index).is_ok()
     }
 
@@ -1077,7 +1079,12 @@ mod loom_models {
     /// One chunk published to both groups and held by A (group 0) and B
     /// (group 1).
     fn held_by_two(groups: usize) -> Arc<World> {
-        let w = World::new(1, groups);
+        held_by_two_of(1, groups).0
+    }
+
+    /// The same in a pool of `chunks`; also the chunk's index.
+    fn held_by_two_of(chunks: u32, groups: usize) -> (Arc<World>, u32) {
+        let w = World::new(chunks, groups);
         let c = w.loan(tok(P));
         assert_eq!(
             publish(&w.shares(c), &w.controls, &w.rings, &w.joined(), tok(P), &w.free()),
@@ -1085,7 +1092,7 @@ mod loom_models {
         );
         assert_eq!(w.receive(0, tok(A)), Some(c));
         assert_eq!(w.receive(1, tok(B)), Some(c));
-        Arc::new(w)
+        (Arc::new(w), c)
     }
 
     /// Two groups' last releasers race: the chunk is freed exactly once.
@@ -1314,6 +1321,39 @@ mod loom_models {
                 assert_eq!(g0, 1, "group 0 got it once");
             }
             assert_eq!(r.lost + r2.lost + r3.lost, 0);
+            w.check_all_free();
+        });
+    }
+
+    /// A free-list rebuild (after damage was found elsewhere on the list)
+    /// races the last release of a SHARED chunk: the rebuild leaves the
+    /// SHARED chunk alone (and chains the other, free, chunk), the release
+    /// frees it once (its push, meeting the stopped list, retries after the
+    /// rebuild, as `free_shared` does). Relies on the rebuild trusting
+    /// `SHARED_HOLDER` (`pool.rs`, `trusted_holder`): under the old rule
+    /// the rebuild quarantines the chunk (`quarantined == 0` fails) and the
+    /// release could never take it.
+    #[test]
+    fn a_rebuild_races_the_last_release_of_a_shared_chunk() {
+        model(3, || {
+            let (w, c) = held_by_two_of(2, 2);
+            assert!(!w.release(0, c, tok(A)));
+            let t = {
+                let w = w.clone();
+                loom::thread::spawn(move || {
+                    if !w.release(1, c, tok(B)) {
+                        // Taken, but the push met the stopped list.
+                        let m = w.shares(c).main.word();
+                        assert_eq!((m.state(), m.holder()), (LOANED, tok(B).raw()), "ours to push");
+                        while w.list.push(&w.pool(), &(0..2), c).is_err() {
+                            loom::thread::yield_now();
+                        }
+                    }
+                })
+            };
+            let found = w.list.rebuild(&w.pool(), &(0..2)).unwrap();
+            assert_eq!(found.quarantined, 0);
+            t.join().unwrap();
             w.check_all_free();
         });
     }
