@@ -386,14 +386,19 @@ impl Shares<'_> {
         free: &FreeTo<'_>,
     ) -> Recovered {
         let mut found = Recovered::default();
-        let m = self.main.word();
-        if !is_shared(m) {
+        if !is_shared(self.main.word()) {
             return found;
         }
         for g in 0..self.groups.len() {
             let v = self.group(g);
             if v.state() == FREE || !is_dead(v.holder()) {
                 continue;
+            }
+            // Read after the group word, as the dropper does: if the CAS
+            // that ends the hold succeeds, `m` is of the same publication.
+            let m = self.main.word();
+            if !is_shared(m) {
+                break; // freed (and maybe reused) meanwhile: the next pass looks again
             }
             match v.state() {
                 QUEUED if rings.named(g, self.index, v.tag() & STAMP_MASK) => {}
@@ -411,7 +416,9 @@ impl Shares<'_> {
                 _ => {} // LOANED in a group word: no step writes it
             }
         }
-        found.freed |= self.free_if_last(m, me, free);
+        // Read now: the SHARED value of the publication whose group words
+        // `free_if_last` then finds all FREE (they were set before it).
+        found.freed |= self.free_if_last(self.main.word(), me, free);
         found
     }
 
