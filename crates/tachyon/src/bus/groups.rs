@@ -1223,9 +1223,10 @@ mod loom_models {
     /// A group dropped while a publisher publishes to it and a member of
     /// the other group receives: the dropped group keeps no hold, the other
     /// gets the message once, the chunk is freed once. Relies on the SeqCst
-    /// fence in `share` (with the one in `start_drop`): without it the
-    /// publisher can miss the drop while the sweep misses its group word,
-    /// which then holds the chunk for ever ("chunk 0 group 1" not FREE).
+    /// fences in `share` and in `start_drop`: without either, the publisher
+    /// can miss the drop while the sweep misses its group word, which then
+    /// holds the chunk for the dropped group (a member of the slot still
+    /// takes it: "the dropped group holds nothing" fails).
     #[test]
     fn a_group_dropped_mid_publish() {
         model(2, || {
