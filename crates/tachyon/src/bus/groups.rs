@@ -172,7 +172,7 @@ impl Shares<'_> {
         self.groups[g].compare_exchange(from.0, to.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
-    /// Publish, step 1 (the caller holds the chunk LOANED and has claimed a
+    /// Publish, step 2 (the caller holds the chunk LOANED and has claimed a
     /// cell in the ring of every group in `to`): every group word of `to`
     /// from FREE(s) to QUEUED(me, s+1); the new stamps go to `stamps`. A
     /// group word that is not FREE is damage: the words already set go back
@@ -197,7 +197,7 @@ impl Shares<'_> {
         Ok(())
     }
 
-    /// Publish, step 2, the commit point: the main word from LOANED(me, t)
+    /// Publish, step 3, the commit point: the main word from LOANED(me, t)
     /// to SHARED(t), then a SeqCst fence. From here every group of `to`
     /// gets the message (recovery completes a publisher cut short); before
     /// it, none does. Returns the SHARED word.
@@ -211,13 +211,13 @@ impl Shares<'_> {
             return Err(());
         }
         // SYNC: SeqCst fence, the publisher's side of the store-buffering
-        // pair with `Control::start_drop`: our group-word stores (step 1)
+        // pair with `Control::start_drop`: our group-word stores (step 2)
         // and SHARED, then our loads of the control words in `keep_joined`.
         fence(Ordering::SeqCst);
         Ok(s)
     }
 
-    /// Publish, step 3: looks at the control words of the groups the
+    /// Publish, step 4: looks at the control words of the groups the
     /// publisher saw joined (`to[i] = (slot, generation)`); a group that is
     /// no longer ACTIVE at that generation is being dropped, and its hold
     /// is let go here (the dropper's sweep may have done it already: one
@@ -235,7 +235,7 @@ impl Shares<'_> {
     ) -> u64 {
         let mut keep = 0u64;
         let mut dropped = false;
-        for (i, &(g, gen)) in to.iter().enumerate() {
+        for (i, &(g, gen)) in to.iter().enumerate().take(64) {
             if controls.get(g).map(Control::load) == Some((gen, ACTIVE)) {
                 keep |= 1 << i;
             } else {
@@ -490,6 +490,11 @@ pub(crate) fn publish(
         return Err(());
     }
     let Ok(m) = shares.share(me) else {
+        // The main word is not ours (damage, or a recoverer that judged us
+        // dead reclaimed the loan): take our group words back, give up.
+        for (i, &(g, _)) in to.iter().enumerate() {
+            shares.cas_group(g, Word::new(stamps[i], QUEUED, me.raw()), Word::new(stamps[i], FREE, 0));
+        }
         abandon_all();
         return Err(());
     };
