@@ -624,6 +624,59 @@ pub(crate) mod testing {
         }
     }
 
+    /// The groups' rings as the bus will have them: one real `Ring` of
+    /// `cells` cells per group, the descriptor in the cell's length word
+    /// (as `topic.rs` commits it). Loom only (its cells are loom's).
+    #[cfg(tachyon_loom)]
+    pub(crate) struct RealRings(pub Vec<(crate::sync::ring::Cursors, Vec<crate::sync::ring::Cell>)>);
+
+    #[cfg(tachyon_loom)]
+    impl RealRings {
+        pub(crate) fn new(groups: usize, cells: u64) -> RealRings {
+            use crate::sync::ring::{Cell, Cursors};
+            RealRings((0..groups).map(|_| (Cursors::new(), (0..cells).map(Cell::new).collect())).collect())
+        }
+        pub(crate) fn ring(&self, g: usize) -> crate::sync::ring::Ring<'_> {
+            crate::sync::ring::Ring { cursors: &self.0[g].0, cells: &self.0[g].1 }
+        }
+        fn idx(&self, g: usize, pos: u64) -> usize {
+            (pos % self.0[g].1.len() as u64) as usize
+        }
+        /// A member's receive: claims the next item, takes the chunk, ends
+        /// the claim. `None` if the ring is empty; else the chunk and
+        /// whether it was taken (false: a stale descriptor, skipped).
+        pub(crate) fn receive(&self, w: &World, g: usize, me: Token) -> Option<(u32, bool)> {
+            use crate::sync::ring::Claim;
+            let Claim::Got { pos, idx, len } = self.ring(g).claim_read(me, u64::MAX, &mut false) else {
+                return None;
+            };
+            let d = Descriptor::decode(len);
+            let took = w.shares(d.chunk).take(g, d.version, me);
+            assert!(self.ring(g).finish_read(pos, idx, me));
+            Some((d.chunk, took))
+        }
+    }
+
+    #[cfg(tachyon_loom)]
+    impl GroupRings for RealRings {
+        fn claim(&self, g: usize, me: Token) -> Option<u64> {
+            match self.ring(g).claim_write(me) {
+                crate::sync::ring::Claim::Got { pos, .. } => Some(pos),
+                _ => None,
+            }
+        }
+        fn commit(&self, g: usize, cell: u64, chunk: u32, stamp: u32, me: Token) -> bool {
+            self.ring(g).commit_write(cell, self.idx(g, cell), Descriptor::new(chunk, stamp, 0).encode(), me)
+        }
+        fn abandon(&self, g: usize, cell: u64, me: Token) {
+            self.ring(g).abandon_write(cell, self.idx(g, cell), me);
+        }
+        fn named(&self, g: usize, chunk: u32, stamp: u32) -> bool {
+            let want = Descriptor::new(chunk, stamp, 0);
+            (0..self.0[g].1.len()).any(|i| self.ring(g).committed(i).map(Descriptor::decode) == Some(want))
+        }
+    }
+
     /// A pool of `n` chunks with `groups` group slots (all ACTIVE at
     /// generation 1), one mailbox per group.
     pub(crate) struct World {
@@ -1218,6 +1271,55 @@ mod loom_models {
             t.join().unwrap();
             member(0, tok(A), &w, &got);
             member(1, tok(B), &w, &got);
+            for g in 0..2 {
+                assert_eq!(got[g].load(Ordering::SeqCst), 1, "group {g} got it once");
+            }
+            w.check_all_free();
+        });
+    }
+
+    /// The same race over the real rings (`sync/ring.rs`, two cells per
+    /// group) instead of one-cell mailboxes, with one group's ring already
+    /// holding a stale descriptor (of the same chunk, another stamp): the
+    /// publisher's claims and commits and the members' read claims are the
+    /// bus's own. Each group gets the message once (the stale descriptor is
+    /// skipped), the chunk is freed once.
+    #[test]
+    fn a_publish_to_two_groups_races_their_members_on_real_rings() {
+        model(2, || {
+            let w = Arc::new(World::new(2, 2));
+            let rings = Arc::new(RealRings::new(2, 2));
+            let got = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+            // Group 1's ring holds a stale descriptor (of no live hold).
+            let other = Token::new(6, 1);
+            let Some(pos) = rings.claim(1, other) else { panic!("an empty ring") };
+            assert!(rings.commit(1, pos, 1, 77, other));
+            let c = w.loan(tok(P));
+            let publisher = {
+                let (w, rings) = (w.clone(), rings.clone());
+                loom::thread::spawn(move || {
+                    let r = publish(&w.shares(c), &w.controls, &*rings, &w.joined(), tok(P), &w.free());
+                    assert_eq!(r, Ok(Some(0b11)));
+                })
+            };
+            let member = move |g: usize, me: Token, w: &World, rings: &RealRings, got: &[AtomicU32; 2]| {
+                while let Some((i, took)) = rings.receive(w, g, me) {
+                    if took {
+                        assert_eq!(i, c);
+                        got[g].fetch_add(1, Ordering::SeqCst);
+                        w.shares(i).release(g, me, &w.free()).unwrap();
+                    }
+                }
+            };
+            let t = {
+                let (w, rings, got) = (w.clone(), rings.clone(), got.clone());
+                loom::thread::spawn(move || member(0, tok(A), &w, &rings, &got))
+            };
+            member(1, tok(B), &w, &rings, &got);
+            publisher.join().unwrap();
+            t.join().unwrap();
+            member(0, tok(A), &w, &rings, &got);
+            member(1, tok(B), &w, &rings, &got);
             for g in 0..2 {
                 assert_eq!(got[g].load(Ordering::SeqCst), 1, "group {g} got it once");
             }

@@ -976,7 +976,8 @@ impl Ring<'_> {
 
     /// The length word of cell `idx` if it holds a committed item not yet
     /// released (unread or being read). Power-of-two rings, as `read_claim`.
-    #[cfg(not(tachyon_loom))]
+    /// (Built under loom for the consumer-groups models.)
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
     pub(crate) fn committed(&self, idx: usize) -> Option<u64> {
         let cell = &self.cells[idx];
         // SYNC: pairs with the Release CAS of `commit_write`: `len` is at least the committed
