@@ -936,6 +936,37 @@ mod tests {
         w.check_all_free();
     }
 
+    /// A recoverer killed mid-redelivery (at least once), after taking the
+    /// dead member's hold over and claiming a cell, or after re-queueing
+    /// it: the next pass, with both dead, repairs the cell and redelivers;
+    /// group 0 gets the message once more, group 1's copy is untouched.
+    #[test]
+    fn a_recoverer_killed_mid_redelivery_is_completed_by_the_next() {
+        for requeued in [false, true] {
+            let w = World::new(2, 2);
+            let c = w.loan(tok(P));
+            publish_all(&w, c);
+            assert_eq!(w.receive(0, tok(A)), Some(c));
+            // A died holding it; recoverer R takes it over and dies.
+            let s = w.shares(c);
+            let v = s.group(0);
+            let mine = Word::new(v.tag(), HELD, tok(R).raw());
+            assert!(s.cas_group(0, v, mine));
+            assert!(w.rings.claim(0, tok(R)).is_some());
+            if requeued {
+                assert!(s.cas_group(0, mine, Word::new(v.tag() + 1, QUEUED, tok(R).raw())));
+            }
+            let r = w.recover(tok(6), &[tok(A), tok(R)], true);
+            assert_eq!((r.redelivered, r.deferred, r.lost), (1, 0, 0));
+            assert_eq!(w.receive(0, tok(5)), Some(c));
+            assert_eq!(w.receive(0, tok(5)), None, "once");
+            assert!(!w.release(0, c, tok(5)));
+            assert_eq!(w.receive(1, tok(B)), Some(c));
+            assert!(w.release(1, c, tok(B)));
+            w.check_all_free();
+        }
+    }
+
     /// A releaser killed between its two CASes (its group word FREE, the
     /// main word still SHARED), as the last or not the last group: the
     /// chunk is freed exactly once, by recovery or by the other releaser.
