@@ -193,4 +193,6 @@ doc_pages! {
     GoDoctests = "../../../docs/go.md";
     /// docs/bridge.md
     BridgeDoctests = "../../../docs/bridge.md";
+    /// docs/groups-design.md
+    GroupsDesignDoctests = "../../../docs/groups-design.md";
 }

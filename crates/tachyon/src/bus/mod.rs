@@ -18,6 +18,10 @@
 // Under loom only the free list's models are built.
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
+// Consumer groups' core (docs/groups-design.md): tests and loom models only
+// until the bus is wired to it.
+#[cfg(test)]
+mod groups;
 
 crate::without_loom! {
     mod alloc;

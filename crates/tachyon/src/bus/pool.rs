@@ -120,7 +120,7 @@ pub(crate) struct ChunkMeta {
 }
 
 impl ChunkMeta {
-    #[cfg(tachyon_loom)]
+    #[cfg(any(test, tachyon_loom))]
     pub(crate) fn new() -> Self {
         ChunkMeta {
             word: AtomicU64::new(0),
@@ -197,6 +197,23 @@ const REBUILDING: u64 = 3;
 #[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) const QUARANTINE: u32 = 0x7F;
 
+/// The holder of a chunk that consumer groups share (state HELD): slot
+/// 126 at generation 0, which no token is, so that today's recovery never
+/// reclaims it; its group words say who holds it (see `bus/groups.rs` and
+/// docs/groups-design.md). A rebuild trusts it: a SHARED chunk is in use.
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) const SHARED_HOLDER: u32 = 0x7E;
+
+/// Whether a rebuild may trust a chunk word: FREE with no holder, held by
+/// a token, or SHARED by consumer groups. Anything else is quarantined.
+fn trusted_holder(w: Word) -> bool {
+    match w.state() {
+        FREE => w.holder() == 0,
+        HELD if w.holder() == SHARED_HOLDER => true,
+        _ => Token::from_raw(w.holder()).is_some(),
+    }
+}
+
 /// What [`FreeList::rebuild`] made of a class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(tachyon_loom, allow(dead_code))]
@@ -255,7 +272,7 @@ pub(crate) struct Pool<'a> {
 }
 
 impl FreeList {
-    #[cfg(tachyon_loom)]
+    #[cfg(any(test, tachyon_loom))]
     pub(crate) fn new() -> Self {
         FreeList { head: AtomicU64::new(0), _reserved: AtomicU64::new(0) }
     }
@@ -432,7 +449,7 @@ impl FreeList {
     /// caller waits for the mutex and tries again). Then every chunk of the
     /// class whose word says FREE is chained, lowest index on top; a chunk
     /// whose word cannot be trusted (FREE with a holder, or held by
-    /// something that is no token) is quarantined: LOANED by
+    /// something that is neither a token nor [`SHARED_HOLDER`]) is quarantined: LOANED by
     /// [`QUARANTINE`], never handed out. One CAS restarts the list.
     ///
     /// A rebuilder killed at any point leaves the list stopped (or already
@@ -474,8 +491,7 @@ impl FreeList {
         for i in range.clone().rev() {
             let meta = &pool.metas[i as usize];
             let w = meta.word();
-            let trusted =
-                if w.state() == FREE { w.holder() == 0 } else { Token::from_raw(w.holder()).is_some() };
+            let trusted = trusted_holder(w);
             if w.state() == FREE && trusted {
                 meta.next.store(top, Ordering::Relaxed);
                 top = i + 1;
@@ -503,6 +519,42 @@ fn check(range: &Range<u32>, pool: &Pool<'_>, idx: u32) -> Result<u32, ()> {
         Ok(idx)
     } else {
         Err(())
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+
+    /// A rebuild leaves a chunk that consumer groups share (HELD by
+    /// [`SHARED_HOLDER`]) alone: under the old rule (trust tokens only) it
+    /// was quarantined, and the last group's release, whose CAS expects the
+    /// SHARED word, could then never free it.
+    #[test]
+    fn a_rebuild_trusts_a_shared_chunk() {
+        let metas: Vec<ChunkMeta> = (0..3).map(|_| ChunkMeta::new()).collect();
+        let journal: Vec<AtomicU32> = (0..2).map(|s| AtomicU32::new(Token::new(s, 1).raw())).collect();
+        let pool = Pool { metas: &metas, journal: &journal };
+        let list = FreeList::new();
+        for i in 0..3 {
+            list.push(&pool, &(0..3), i).unwrap();
+        }
+        let i = list.pop(&pool, &(0..3), Token::new(1, 1)).unwrap().unwrap();
+        let loaned = metas[i as usize].word();
+        let shared = loaned.with(HELD, SHARED_HOLDER);
+        assert!(metas[i as usize].cas(loaned, shared));
+        // A word no process writes is still quarantined.
+        let j = list.pop(&pool, &(0..3), Token::new(1, 1)).unwrap().unwrap();
+        let w = metas[j as usize].word();
+        assert!(metas[j as usize].cas(w, w.with(HELD, 0x7D)));
+        let found = list.rebuild(&pool, &(0..3)).unwrap();
+        assert_eq!(found, Rebuilt { free: 1, quarantined: 1 });
+        assert_eq!(metas[i as usize].word(), shared, "the SHARED chunk is untouched");
+        assert_eq!(metas[j as usize].word().holder(), QUARANTINE);
+        // The last group's release can still take it and free it.
+        assert!(metas[i as usize].cas(shared, shared.with(LOANED, Token::new(1, 1).raw())));
+        list.push(&pool, &(0..3), i).unwrap();
+        assert_eq!(metas[i as usize].word().state(), FREE);
     }
 }
 
