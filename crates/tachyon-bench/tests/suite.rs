@@ -12,9 +12,21 @@ fn out_dir(test: &str) -> PathBuf {
     std::env::temp_dir().join(format!("tachyon-bench-test-{}-{test}", std::process::id()))
 }
 
-/// Runs a tiny bandwidth suite: 1 KiB items, 2 nodes, one repetition.
+/// Runs a tiny bandwidth suite: 1 KiB items, 2 nodes, one repetition,
+/// one writer and one reader.
 fn run(test: &str, extra: &[&str], fault: Option<&str>) -> (Output, PathBuf) {
-    let tiny = ["--group", "bandwidth", "--sizes", "1KiB", "--nodes", "2", "--max-items", "2000"];
+    let tiny = [
+        "--group",
+        "bandwidth",
+        "--sizes",
+        "1KiB",
+        "--nodes",
+        "2",
+        "--max-items",
+        "2000",
+        "--bw-procs",
+        "none",
+    ];
     run_group(test, &[&tiny[..], extra].concat(), fault)
 }
 
@@ -93,6 +105,8 @@ fn a_stalled_reader_fails_the_run_after_the_stall_timeout() {
 fn bad_arguments_are_refused() {
     for args in [
         &["--nodes", "1"][..],
+        &["--bw-procs-nodes", "1"],
+        &["--bw-procs", "0x1"],
         &["--sizes", "8"],
         &["--cpus", "0,0"],
         &["--reps", "0"],

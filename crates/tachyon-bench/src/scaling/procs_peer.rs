@@ -1,6 +1,8 @@
 //! One child of an N × M run (`tachyon-bench peer scaling ...`): a
 //! producer that sends its share, or a consumer that takes and checks its
 //! partitions' messages until their end markers (see [`super::procs`]).
+//! With `--ring`, a writer or reader of the bandwidth group's N × M runs
+//! on a `CircularBuffer` instead ([`crate::bandwidth::procs`]).
 
 use super::procs::{self, MARKER};
 use crate::payload;
@@ -52,6 +54,13 @@ pub struct PeerArgs {
     /// CPU to pin to.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// A `CircularBuffer` of this name and API instead of a topic (the
+    /// bandwidth group's N × M runs).
+    #[arg(long, value_enum)]
+    pub ring: Option<crate::bandwidth::Transport>,
+    /// The `CircularBuffer`'s wait policy.
+    #[arg(long, value_enum)]
+    pub policy: Option<crate::policy::Policy>,
 }
 
 /// A child: opens the topic, says `ready`, waits at its start gate, runs
@@ -63,6 +72,9 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
         return Err("bad --producers, --consumers or --size".into());
     }
     let stall = Duration::from_millis(a.stall_ms);
+    if let Some(ring) = a.ring {
+        return crate::bandwidth::procs::child(&a, ring, stall);
+    }
     let region = Region::open(&a.name).map_err(|e| format!("cannot open the region {}: {e}", a.name))?;
     let topic = region.topic("data").map_err(|e| format!("cannot open topic data: {e}"))?;
     match a.role {
