@@ -40,6 +40,9 @@ pub fn run(
     s: &Settings,
 ) -> Result<(u64, Duration), String> {
     let items = s.procs_items(size);
+    if items >= nxm::MAX_MESSAGES {
+        return Err(format!("at most {} items per N × M run", nxm::MAX_MESSAGES - 1));
+    }
     match transport {
         Transport::TopicCopy => {
             // A topic of about `nodes` descriptors, as in the 1 × 1 runs,

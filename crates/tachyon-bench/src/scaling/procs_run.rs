@@ -237,8 +237,10 @@ pub fn supervise(
     }
 
     // Every wait of a child is bounded by the stall timeout; this bound is
-    // for a child that hangs anyway: a generous time per message.
-    let deadline = Instant::now() + STARTUP + stall + Duration::from_nanos(messages.saturating_mul(50_000));
+    // for a child that hangs anyway: a generous time per message (1 ms:
+    // spinning processes that share CPUs move a few thousand a second).
+    let deadline =
+        Instant::now() + STARTUP + stall + Duration::from_millis(messages.min(procs::MAX_MESSAGES));
     let sent = children.expect(&producers, "done", deadline)?;
     let sent: u64 = sent.iter().map(|l| l.parse::<u64>().unwrap_or(0)).sum();
     if sent != messages {
