@@ -179,6 +179,11 @@ fn a_writers_by_readers_run_fails_cleanly_on_a_lost_or_duplicated_item_a_dead_or
         assert!(!o.status.success());
         let e = stderr(&o);
         assert!(e.contains("reader") && e.contains("no item came"), "{e}");
+        // Reader 0 exits after 100 items.
+        let (o, _) = run_group("bw-procs-reader-die", &args, Some("reader-die:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains("consumer 0") && e.contains("exit status: 3"), "{e}");
     }
 }
 

@@ -141,6 +141,11 @@ pub fn child(a: &PeerArgs, transport: Transport, stall: Duration) -> Result<(), 
         }
         Role::Consumer if a.index < a.consumers => {
             let mut tally = nxm::Tally::new(a.messages, a.producers, 1);
+            // For the tests: `reader-die:N` makes reader 0 exit after N items.
+            let die: Option<u64> = std::env::var(peer::FAULT_ENV)
+                .ok()
+                .and_then(|v| v.strip_prefix("reader-die:").and_then(|n| n.parse().ok()))
+                .filter(|_| a.index == 0);
             println!("ready");
             peer::wait_for_go()?;
             loop {
@@ -158,6 +163,9 @@ pub fn child(a: &PeerArgs, transport: Transport, stall: Duration) -> Result<(), 
                     break;
                 }
                 tally.take(stamp, 0).map_err(at)?;
+                if die == Some(tally.count()) {
+                    std::process::exit(3);
+                }
             }
             println!("{}", tally.done_line());
             Ok(())
