@@ -10,12 +10,18 @@
 //! the `items` items after the warm-up with its own clock; it reports
 //! `done <nanoseconds>` on its stdout. Bandwidth is item bytes delivered
 //! to the reader per second.
+//!
+//! The N × M runs ([`procs`]): N writer and M reader processes on one
+//! `CircularBuffer` or topic.
+
+pub(crate) mod procs;
 
 use crate::payload;
 use crate::peer::{self, Peer, SLICE, STARTUP};
 use crate::pin::Placement;
 use crate::policy::Policy;
 use crate::rawring::{self, Patience, RawRing};
+use crate::scaling::Shape;
 use crate::stats::{self, Spread};
 use crate::suite::Common;
 use crate::throughput;
@@ -77,6 +83,20 @@ pub enum Case {
         /// Bytes per copy.
         size: usize,
     },
+    /// Items of `size` bytes from `shape.producers` writer processes to
+    /// `shape.consumers` reader processes through a ring of `nodes` nodes.
+    Procs {
+        /// Writers × readers.
+        shape: Shape,
+        /// How.
+        transport: Transport,
+        /// Wait policy.
+        policy: Policy,
+        /// Item and node size.
+        size: usize,
+        /// Node count.
+        nodes: usize,
+    },
     /// Items of `size` bytes through a ring of `nodes` nodes.
     Ring {
         /// How.
@@ -101,6 +121,13 @@ impl std::fmt::Display for Case {
                 }
                 write!(f, " {} x {nodes}", stats::bytes(size as u64))
             }
+            Case::Procs { shape, transport, policy, size, nodes } => write!(
+                f,
+                "{}/{} {} x {nodes}, {shape} procs",
+                transport.name(),
+                policy.name(),
+                stats::bytes(size as u64)
+            ),
         }
     }
 }
@@ -124,6 +151,17 @@ pub struct Settings {
     pub stall: Duration,
     /// Where the two processes run.
     pub placement: Placement,
+    /// Writers × readers of the N × M runs.
+    pub procs: Vec<Shape>,
+    /// Node counts of the N × M runs.
+    pub procs_nodes: Vec<usize>,
+    /// Wait policies of the N × M runs.
+    pub procs_policies: Vec<Policy>,
+    /// Bytes per N × M run (before the cap on items).
+    pub procs_volume: u64,
+    /// The CPUs child `k` of an N × M run (writers first, then readers) is
+    /// pinned to in turn (`k % len`); `None`: not pinned.
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl Settings {
@@ -134,6 +172,35 @@ impl Settings {
         // sides), plus 5 % of the run.
         let warmup = 2 * nodes as u64 + items / 20;
         (items, warmup)
+    }
+
+    /// Items of an N × M run.
+    pub fn procs_items(&self, size: usize) -> u64 {
+        (self.procs_volume / size as u64).clamp(1, self.max_items.max(1))
+    }
+
+    /// The CPU of child `k` of an N × M run.
+    pub fn cpu(&self, k: usize) -> Option<usize> {
+        self.cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[k % c.len()])
+    }
+
+    /// The transports of the N × M runs: those asked for that have several
+    /// writers and readers.
+    fn procs_transports(&self) -> Vec<Transport> {
+        self.transports.iter().copied().filter(|t| procs::TRANSPORTS.contains(t)).collect()
+    }
+
+    /// The N × M cases of one item size and node count, table order.
+    fn procs_cases(&self, size: usize, nodes: usize) -> Vec<Case> {
+        let mut out = Vec::new();
+        for transport in self.procs_transports() {
+            for &policy in &self.procs_policies {
+                for &shape in &self.procs {
+                    out.push(Case::Procs { shape, transport, policy, size, nodes });
+                }
+            }
+        }
+        out
     }
 
     /// Every case, in the order one repetition runs them.
@@ -151,6 +218,11 @@ impl Settings {
                         }
                     }
                 }
+            }
+        }
+        for &size in &self.sizes {
+            for &nodes in &self.procs_nodes {
+                out.extend(self.procs_cases(size, nodes));
             }
         }
         out
@@ -189,9 +261,12 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
     let (items, elapsed) = match case {
         Case::Memcpy { size } => memcpy(size),
         Case::Ring { transport, policy, size, nodes } => ring(transport, policy, size, nodes, settings)?,
+        Case::Procs { shape, transport, policy, size, nodes } => {
+            procs::run(shape, transport, policy, size, nodes, settings)?
+        }
     };
     let size = match case {
-        Case::Memcpy { size } | Case::Ring { size, .. } => size,
+        Case::Memcpy { size } | Case::Ring { size, .. } | Case::Procs { size, .. } => size,
     };
     Ok(Sample { case, rep, items, bytes: items * size as u64, elapsed })
 }
@@ -220,7 +295,7 @@ fn memcpy(size: usize) -> (u64, Duration) {
     }
 }
 
-fn unique_name() -> String {
+pub(crate) fn unique_name() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("tachyon-bench-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
@@ -479,8 +554,9 @@ pub fn reader(a: ReaderArgs) -> Result<(), String> {
 fn charts(settings: &Settings, samples: &[Sample]) -> Vec<crate::charts::Chart> {
     let res = Results::new(samples);
     let pick = |v: &[usize], want: usize| v.iter().copied().find(|&x| x == want).or(v.iter().copied().max());
+    let procs = procs_chart(settings, &res);
     let (Some(size), Some(nodes)) = (pick(&settings.sizes, 1 << 20), pick(&settings.nodes, 20)) else {
-        return Vec::new();
+        return procs.into_iter().collect();
     };
     let mut rows = vec![("memcpy, one core".to_owned(), Case::Memcpy { size })];
     for &transport in &settings.transports {
@@ -494,7 +570,7 @@ fn charts(settings: &Settings, samples: &[Sample]) -> Vec<crate::charts::Chart> 
         }
     }
     let values = rows.iter().map(|(_, c)| res.gbps(*c).map_or(0.0, |s| s.median)).collect();
-    vec![crate::charts::Chart::Bars {
+    let mut out = vec![crate::charts::Chart::Bars {
         file: "bandwidth",
         title: format!(
             "Streaming bandwidth, {} items, {nodes} nodes (median of {} runs)",
@@ -504,7 +580,9 @@ fn charts(settings: &Settings, samples: &[Sample]) -> Vec<crate::charts::Chart> 
         value_label: "GB/s (log scale; longer is better)".into(),
         categories: rows.into_iter().map(|(name, _)| name).collect(),
         series: vec![("GB/s".into(), values)],
-    }]
+    }];
+    out.extend(procs);
+    out
 }
 
 /// The measurements of one run of the suite, by case and repetition.
@@ -694,28 +772,139 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
             out.push('\n');
         }
     }
+    render_procs(settings, &res, &mut out);
     out
 }
 
-/// One CSV line per sample: `case,transport,policy,size,nodes,rep,items,bytes,elapsed_ns,gbps`.
+/// The N × M table: MB/s per writers × readers, nodes, item size,
+/// transport and policy, with the ratio to 1 × 1.
+fn render_procs(settings: &Settings, res: &Results, out: &mut String) {
+    let cases: Vec<Case> = settings
+        .sizes
+        .iter()
+        .flat_map(|&size| {
+            settings.procs_nodes.iter().flat_map(move |&nodes| settings.procs_cases(size, nodes))
+        })
+        .filter(|&c| res.gbps(c).is_some())
+        .collect();
+    if cases.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### Several writers and readers (N writer × M reader processes)\n");
+    let cpus = settings.cpus.as_ref().map_or(0, Vec::len);
+    let _ = writeln!(
+        out,
+        "N writer processes and M reader processes on one ring; the readers compete (each item goes to \
+         one of them). A topic has one partition of as many descriptors as the ring has nodes (rounded \
+         up to a power of two). Every item is stamped with its writer and sequence number, every reader \
+         checks every item, and the readers' counts and checksums together must equal those of the \
+         items written. MB/s = 10^6 bytes of item payload delivered per second, from the first item \
+         delivered to the last, all processes started first; {} or at most {} items per run. Placement: \
+         {}. Medians over the repetitions, ranges in brackets; × 1×1 is the ratio to the 1×1 run of \
+         the same ring, transport and wait policy, per repetition.\n",
+        stats::bytes(settings.procs_volume),
+        settings.max_items,
+        match settings.cpus.as_ref() {
+            Some(c) if !c.is_empty() =>
+                format!("process k (writers first, then readers) pinned to CPU k mod {} of {c:?}", c.len()),
+            _ => "not pinned".to_owned(),
+        },
+    );
+    if cpus > 0 && settings.procs.iter().any(|s| (s.producers + s.consumers) as usize > cpus) {
+        let _ = writeln!(
+            out,
+            "With more processes than the {cpus} CPUs, processes share CPUs: spinning ones take turns at the \
+             scheduler's pace (measured as is; hybrid sleeps instead).\n"
+        );
+    }
+    let _ =
+        writeln!(out, "| writers × readers | nodes | item | transport | wait | MB/s | (min – max) | × 1×1 |");
+    let _ = writeln!(out, "| --- | ---: | ---: | --- | --- | ---: | --- | ---: |");
+    for case in cases {
+        let Case::Procs { shape, transport, policy, size, nodes } = case else { continue };
+        let Some(g) = res.gbps(case) else { continue };
+        let one = Case::Procs { shape: Shape::ONE, transport, policy, size, nodes };
+        let ratio = if settings.procs.contains(&Shape::ONE) { res.paired(case, one) } else { None };
+        let _ = writeln!(
+            out,
+            "| {}×{} | {nodes} | {} | {} | {} | {:.0} | ({:.0} – {:.0}) | {} |",
+            shape.producers,
+            shape.consumers,
+            stats::bytes(size as u64),
+            transport.describe(),
+            policy.name(),
+            g.median * 1000.0,
+            g.min * 1000.0,
+            g.max * 1000.0,
+            ratio.map_or_else(|| "–".to_owned(), |r| format!("{:.2}", r.median)),
+        );
+    }
+    out.push('\n');
+}
+
+/// MB/s bars of the N × M runs of the largest item size and the first
+/// N × M node count: one row per writers × readers, one bar per transport
+/// and policy.
+fn procs_chart(settings: &Settings, res: &Results) -> Option<crate::charts::Chart> {
+    let size = settings.sizes.iter().copied().max()?;
+    let nodes = settings.procs_nodes.first().copied()?;
+    let mut series = Vec::new();
+    for transport in settings.procs_transports() {
+        for &policy in &settings.procs_policies {
+            let values: Vec<f64> = settings
+                .procs
+                .iter()
+                .map(|&shape| {
+                    let case = Case::Procs { shape, transport, policy, size, nodes };
+                    res.gbps(case).map_or(0.0, |s| s.median * 1000.0)
+                })
+                .collect();
+            if values.iter().any(|&v| v > 0.0) {
+                series.push((format!("{}/{}", transport.name(), policy.name()), values));
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(crate::charts::Chart::Bars {
+        file: "bandwidth-vs-processes",
+        title: format!(
+            "Streaming bandwidth, N writers × M readers, {} items, {nodes} nodes",
+            stats::bytes(size as u64)
+        ),
+        value_label: "MB/s (log scale; longer is better)".into(),
+        categories: settings.procs.iter().map(|s| format!("{}×{}", s.producers, s.consumers)).collect(),
+        series,
+    })
+}
+
+/// One CSV line per sample:
+/// `case,transport,policy,size,nodes,rep,items,bytes,elapsed_ns,gbps,writers,readers`.
 pub fn csv(samples: &[Sample]) -> String {
-    let mut out = "case,transport,policy,size,nodes,rep,items,bytes,elapsed_ns,gbps\n".to_owned();
+    let mut out =
+        "case,transport,policy,size,nodes,rep,items,bytes,elapsed_ns,gbps,writers,readers\n".to_owned();
     for s in samples {
-        let (transport, policy, size, nodes) = match s.case {
-            Case::Memcpy { size } => ("memcpy", "", size, 0),
+        let (transport, policy, size, nodes, shape) = match s.case {
+            Case::Memcpy { size } => ("memcpy", "", size, 0, Shape::ONE),
             Case::Ring { transport, policy, size, nodes } => {
-                (transport.name(), policy.map_or("spin", Policy::name), size, nodes)
+                (transport.name(), policy.map_or("spin", Policy::name), size, nodes, Shape::ONE)
+            }
+            Case::Procs { shape, transport, policy, size, nodes } => {
+                (transport.name(), policy.name(), size, nodes, shape)
             }
         };
         let _ = writeln!(
             out,
-            "{},{transport},{policy},{size},{nodes},{},{},{},{},{:.4}",
+            "{},{transport},{policy},{size},{nodes},{},{},{},{},{:.4},{},{}",
             s.case,
             s.rep,
             s.items,
             s.bytes,
             s.elapsed.as_nanos(),
-            s.gbps()
+            s.gbps(),
+            shape.producers,
+            shape.consumers
         );
     }
     out
@@ -734,7 +923,7 @@ impl crate::suite::Group for Settings {
     }
 
     fn warmup_case(&self) -> Option<Case> {
-        Settings::cases(self).into_iter().find(|c| matches!(c, Case::Ring { .. }))
+        Settings::cases(self).into_iter().find(|c| !matches!(c, Case::Memcpy { .. }))
     }
 
     fn run(&self, case: Case, rep: usize) -> Result<Sample, String> {

@@ -11,7 +11,8 @@
 //! Groups:
 //!
 //! * `bandwidth`: `CircularBuffer` streaming bandwidth, against a
-//!   single-core memcpy and a raw SPSC ring of memcpys ([`bandwidth`]).
+//!   single-core memcpy and a raw SPSC ring of memcpys, and with N writer
+//!   × M reader processes ([`bandwidth`]).
 //! * `rpc`: `RpcBuffer` request/response rate and round-trip latency,
 //!   against a Unix domain socket ([`rpc`]).
 //! * `topics`: topic round-trip latency and one-way throughput, copy and
@@ -148,9 +149,15 @@ struct SuiteArgs {
     #[arg(long, value_delimiter = ',', default_value = "1KiB,1MiB", value_parser = parse_size)]
     sizes: Vec<usize>,
 
-    /// bandwidth: node counts of the rings.
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,20,50")]
-    nodes: Vec<usize>,
+    /// bandwidth: node counts of the one-writer one-reader rings (`none`
+    /// for none: only the N × M runs).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2,4,8,20,50",
+        value_parser = |s: &str| or_none(s, parse_nodes)
+    )]
+    nodes: Vec<OrNone<usize>>,
 
     /// bandwidth: transports to measure (the raw ring is the reference for
     /// the ratios).
@@ -174,6 +181,31 @@ struct SuiteArgs {
     /// bandwidth: most items per ring run (caps small items).
     #[arg(long, default_value_t = 500_000)]
     max_items: u64,
+
+    /// bandwidth: writer × reader processes of the N × M runs, e.g. 2x1
+    /// (`none` for none), on the transports of --transports that have
+    /// several writers and readers (cb-zero-copy, cb-copy, topic-copy).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1x1,2x1,1x2,2x2",
+        value_parser = |s: &str| or_none(s, scaling::parse_shape)
+    )]
+    bw_procs: Vec<OrNone<scaling::Shape>>,
+
+    /// bandwidth: node counts of the N × M runs.
+    #[arg(long, value_delimiter = ',', default_value = "20")]
+    bw_procs_nodes: Vec<usize>,
+
+    /// bandwidth: wait policies of the N × M runs (hybrid is the library's
+    /// default; spinning processes on shared CPUs take turns at the
+    /// scheduler's pace).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "hybrid")]
+    bw_procs_policies: Vec<Policy>,
+
+    /// bandwidth: payload per N × M run (then capped by --max-items).
+    #[arg(long, default_value = "256MiB", value_parser = parse_volume)]
+    bw_procs_volume: u64,
 
     /// rpc: timed calls per run with 1 KiB messages.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -331,6 +363,10 @@ fn some<T: Copy>(v: &[OrNone<T>]) -> Vec<T> {
     v.iter().filter_map(|t| t.0).collect()
 }
 
+fn parse_nodes(s: &str) -> Result<usize, String> {
+    s.trim().parse().map_err(|_| format!("{s:?} is not a node count"))
+}
+
 fn parse_count(s: &str) -> Result<u32, String> {
     s.trim().parse().map_err(|_| format!("{s:?} is not a count"))
 }
@@ -364,8 +400,10 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     if cfg!(debug_assertions) {
         eprintln!("tachyon-bench: warning: a debug build; run with --release for meaningful numbers");
     }
-    if let Some(&n) = args.nodes.iter().find(|&&n| !(2..=1 << 20).contains(&n)) {
-        return Err(format!("--nodes: {n} is not a node count from 2 to 1048576"));
+    for (flag, list) in [("--nodes", &some(&args.nodes)), ("--bw-procs-nodes", &args.bw_procs_nodes)] {
+        if let Some(&n) = list.iter().find(|&&n| !(2..=1 << 20).contains(&n)) {
+            return Err(format!("{flag}: {n} is not a node count from 2 to 1048576"));
+        }
     }
     if !args.capacity.is_power_of_two() || !(2..=tachyon::bus::MAX_CAPACITY).contains(&args.capacity) {
         return Err(format!("--capacity: {} is not a power of two from 2 to 1048576", args.capacity));
@@ -395,15 +433,27 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     let common =
         Common { reps: args.reps as usize, stall: Duration::from_secs(args.stall_secs.max(1)), placement };
+    // The N × M runs: process k on CPU k mod n, of the two of --cpus, or of
+    // every CPU this process could use before it pinned itself.
+    let procs_cpus = match placement {
+        pin::Placement::Pinned { writer, reader } if args.cpus.is_some() => Some(vec![writer, reader]),
+        pin::Placement::Pinned { .. } => Some(allowed),
+        pin::Placement::Free(_) => None,
+    };
     let bandwidth = bandwidth::Settings {
         sizes: args.sizes.clone(),
-        nodes: args.nodes.clone(),
+        nodes: some(&args.nodes),
         transports: dedup(&args.transports),
         policies: dedup(&args.policies),
         volume: args.volume,
         max_items: args.max_items,
         stall: common.stall,
         placement,
+        procs: in_order(&some(&args.bw_procs)),
+        procs_nodes: dedup(&args.bw_procs_nodes),
+        procs_policies: dedup(&args.bw_procs_policies),
+        procs_volume: args.bw_procs_volume,
+        cpus: procs_cpus.clone(),
     };
     let rpc = rpc::Settings {
         calls: args.rpc_calls,
@@ -435,31 +485,14 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
         throughput_size: 1024,
         policy: args.scaling_policy,
         procs: scaling::ProcsSettings {
-            shapes: {
-                // In the order given (the table's rows), without repeats.
-                let mut v: Vec<scaling::Shape> = Vec::new();
-                for s in some(&args.scaling_procs) {
-                    if !v.contains(&s) {
-                        v.push(s);
-                    }
-                }
-                v
-            },
+            shapes: in_order(&some(&args.scaling_procs)),
             partitions: dedup(&args.scaling_procs_partitions),
             policies: dedup(&args.scaling_procs_policies),
             size: 1024,
             messages: args.messages,
             capacity: args.capacity,
             stall: common.stall,
-            // Process k on CPU k mod n: the two of --cpus, or every CPU
-            // this process could use before it pinned itself.
-            cpus: match placement {
-                pin::Placement::Pinned { writer, reader } if args.cpus.is_some() => {
-                    Some(vec![writer, reader])
-                }
-                pin::Placement::Pinned { .. } => Some(allowed),
-                pin::Placement::Free(_) => None,
-            },
+            cpus: procs_cpus,
         },
     };
 
@@ -577,6 +610,17 @@ type Output = (String, (&'static str, String), Vec<charts::Chart>);
 fn measure<G: suite::Group>(g: &G, reps: usize, progress: &mut Progress) -> Result<Output, String> {
     let samples = suite::measure(g, reps, progress)?;
     Ok((g.render(&samples), (g.name(), g.csv(&samples)), g.charts(&samples)))
+}
+
+/// The items in the order given (a table's rows), without repeats.
+fn in_order<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for &t in v {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
 }
 
 fn dedup<T: Ord + Copy>(v: &[T]) -> Vec<T> {

@@ -18,9 +18,9 @@
 //!   processes on one topic of 1 and 4 partitions, 1 KiB messages on the
 //!   copy path, spin and hybrid; see [`procs`].
 
-mod procs;
+pub(crate) mod procs;
 mod procs_peer;
-mod procs_run;
+pub(crate) mod procs_run;
 
 use crate::charts::{Chart, Series};
 use crate::latency;
@@ -31,7 +31,7 @@ use crate::topics::{self, Case, Sample, Test, Via};
 use std::fmt::Write as _;
 
 pub use procs::{parse_shape, Settings as ProcsSettings, Shape};
-pub use procs_peer::{peer, PeerArgs};
+pub use procs_peer::{peer, PeerArgs, Role};
 
 /// A configuration of the group: a topics run, or an N × M processes run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

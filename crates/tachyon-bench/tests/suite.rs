@@ -12,9 +12,21 @@ fn out_dir(test: &str) -> PathBuf {
     std::env::temp_dir().join(format!("tachyon-bench-test-{}-{test}", std::process::id()))
 }
 
-/// Runs a tiny bandwidth suite: 1 KiB items, 2 nodes, one repetition.
+/// Runs a tiny bandwidth suite: 1 KiB items, 2 nodes, one repetition,
+/// one writer and one reader.
 fn run(test: &str, extra: &[&str], fault: Option<&str>) -> (Output, PathBuf) {
-    let tiny = ["--group", "bandwidth", "--sizes", "1KiB", "--nodes", "2", "--max-items", "2000"];
+    let tiny = [
+        "--group",
+        "bandwidth",
+        "--sizes",
+        "1KiB",
+        "--nodes",
+        "2",
+        "--max-items",
+        "2000",
+        "--bw-procs",
+        "none",
+    ];
     run_group(test, &[&tiny[..], extra].concat(), fault)
 }
 
@@ -89,10 +101,98 @@ fn a_stalled_reader_fails_the_run_after_the_stall_timeout() {
     }
 }
 
+/// The bandwidth group's N × M runs alone: 1 KiB items, 4 nodes, 1000
+/// items per run.
+const TINY_BW_PROCS: [&str; 16] = [
+    "--group",
+    "bandwidth",
+    "--sizes",
+    "1KiB",
+    "--nodes",
+    "none",
+    "--bw-procs-nodes",
+    "4",
+    "--max-items",
+    "1000",
+    "--bw-procs-policies",
+    "spin,hybrid",
+    "--transports",
+    "cb-zero-copy,cb-copy,topic-copy",
+    "--bw-procs",
+    "1x1,2x1,1x2,2x2",
+];
+
+#[test]
+fn tiny_writers_by_readers_runs_check_every_item_and_write_their_table() {
+    let (o, dir) = run_group("bw-procs-ok", &TINY_BW_PROCS, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "Several writers and readers (N writer × M reader processes)",
+        "| 1×1 | 4 | 1 KiB | CircularBuffer `write_with`/`read_with` | spin |",
+        "| 2×2 | 4 | 1 KiB | CircularBuffer `write`/`read` | hybrid |",
+        "| 1×2 | 4 | 1 KiB | topic `send`/`recv_into` | hybrid |",
+    ] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    assert!(!stdout.contains("raw SPSC ring"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.join("bandwidth.csv")).expect("bandwidth.csv");
+    // Header, memcpy; 3 transports × 2 policies × 4 shapes.
+    assert_eq!(csv.lines().count(), 1 + 1 + 3 * 2 * 4, "{csv}");
+    assert!(csv.contains("cb-copy/hybrid 1 KiB x 4, 2x1 procs,cb-copy,hybrid,1024,4,0,1000,"), "{csv}");
+    assert!(dir.join("bandwidth-vs-processes.png").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_writers_by_readers_run_fails_cleanly_on_a_lost_or_duplicated_item_a_dead_or_a_stalled_writer() {
+    for transport in ["cb-copy", "cb-zero-copy"] {
+        let args = [
+            &TINY_BW_PROCS[..10],
+            &["--bw-procs-policies", "hybrid", "--transports", transport, "--bw-procs", "2x2"],
+        ]
+        .concat();
+        // Each writer skips its item 100: the totals do not match.
+        let (o, _) = run_group("bw-procs-lose", &args, Some("lose:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!("{transport}/hybrid 1 KiB x 4, 2x2 procs"))
+                && e.contains("received 998 messages, 1000 were sent"),
+            "{e}"
+        );
+        // Each writer writes its item 100 twice: the reader that gets both
+        // or the totals notice.
+        let (o, _) = run_group("bw-procs-dup", &args, Some("dup:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains("duplicated or reordered") || e.contains("received 1002 messages, 1000 were sent"),
+            "{e}"
+        );
+        let (o, _) = run_group("bw-procs-die", &args, Some("die:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains("producer") && e.contains("exit status: 3"), "{e}");
+        // The readers wait for the stall timeout (1 s), fail, and fail the run.
+        let (o, _) = run_group("bw-procs-stall", &args, Some("stall:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains("reader") && e.contains("no item came"), "{e}");
+        // Reader 0 exits after 100 items.
+        let (o, _) = run_group("bw-procs-reader-die", &args, Some("reader-die:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains("consumer 0") && e.contains("exit status: 3"), "{e}");
+    }
+}
+
 #[test]
 fn bad_arguments_are_refused() {
     for args in [
         &["--nodes", "1"][..],
+        &["--bw-procs-nodes", "1"],
+        &["--bw-procs", "0x1"],
         &["--sizes", "8"],
         &["--cpus", "0,0"],
         &["--reps", "0"],

@@ -34,6 +34,7 @@
 //!   earliest consumer's first).
 
 use crate::charts::Chart;
+use crate::peer::Fault;
 use crate::policy::Policy;
 use crate::stats::{self, Spread};
 use std::fmt::Write as _;
@@ -344,6 +345,124 @@ pub fn expected(total: u64, n: u32) -> (u64, u64) {
         }
     }
     (total, sum)
+}
+
+/// What a consumer keeps of the messages it took: their count, their
+/// checksum, the clock at its first and (about) its last, and per lane
+/// (producer, or producer and partition) the next sequence number it may
+/// see, so that a message duplicated or reordered in its lane fails.
+pub struct Tally {
+    shares: Vec<u64>,
+    lanes: usize,
+    next: Vec<u64>,
+    count: u64,
+    sum: u64,
+    first: u64,
+    last: u64,
+    /// Messages taken since the clock was last read.
+    dirty: bool,
+}
+
+impl Tally {
+    /// For a run of `messages` from `producers` producers, each over
+    /// `lanes` lanes.
+    pub fn new(messages: u64, producers: u32, lanes: usize) -> Tally {
+        Tally {
+            shares: (0..producers).map(|i| share(messages, producers, i)).collect(),
+            lanes,
+            next: vec![0; producers as usize * lanes],
+            count: 0,
+            sum: 0,
+            first: 0,
+            last: 0,
+            dirty: false,
+        }
+    }
+
+    /// Messages taken so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Checks and counts the message stamped `stamp` that came through
+    /// `lane`; the error says what is wrong with it.
+    pub fn take(&mut self, stamp: u64, lane: usize) -> Result<(), String> {
+        let (i, seq) = split_stamp(stamp);
+        let bad = |why: String| format!("message {seq} of producer {i}: {why}");
+        if i as usize >= self.shares.len() || seq >= self.shares[i as usize] {
+            return Err(bad("no such message was sent".into()));
+        }
+        let slot = &mut self.next[i as usize * self.lanes + lane];
+        if seq < *slot {
+            return Err(bad(format!("after its message {} (duplicated or reordered)", *slot - 1)));
+        }
+        *slot = seq + 1;
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(mix(stamp));
+        if self.count == 1 {
+            self.first = now_ns();
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// The source was found empty, or ended: the last message taken was at
+    /// most one look ago, so the clock now is its time.
+    pub fn idle(&mut self) {
+        if self.dirty {
+            self.last = now_ns();
+            self.dirty = false;
+        }
+    }
+
+    /// The consumer's `done` line: `done count checksum first_ns last_ns`.
+    pub fn done_line(&mut self) -> String {
+        self.idle();
+        format!("done {} {} {} {}", self.count, self.sum, self.first, self.last)
+    }
+}
+
+/// The monotonic clock, the same in every process, in nanoseconds.
+fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// A producer's injected fault (`TACHYON_BENCH_FAULT`, for the tests): it
+/// dies, stalls or skips a message at that `seq`, or, `dup:N`, sends
+/// message N twice.
+pub struct ProducerFault {
+    fault: Fault,
+    dup: Option<u64>,
+}
+
+impl ProducerFault {
+    /// The fault the environment asks for.
+    pub fn from_env() -> ProducerFault {
+        let dup = std::env::var(crate::peer::FAULT_ENV)
+            .ok()
+            .and_then(|v| v.strip_prefix("dup:").and_then(|n| n.parse().ok()));
+        ProducerFault { fault: Fault::from_env(), dup }
+    }
+
+    /// How many times to send message `seq` (dies or stalls there if asked).
+    #[inline]
+    pub fn copies(&self, seq: u64) -> usize {
+        if self.fault.at(seq) {
+            0 // a lost message: the totals must not match
+        } else {
+            1 + usize::from(self.dup == Some(seq))
+        }
+    }
+}
+
+/// A message's stamp, once its length and its two stamps agree.
+pub fn read_stamp(msg: &[u8], size: usize) -> Result<u64, String> {
+    if msg.len() != size {
+        return Err(format!("a message of {} bytes, not {size}", msg.len()));
+    }
+    let head = u64::from_le_bytes(msg[..8].try_into().unwrap_or_default());
+    crate::payload::check(msg, head).map(|()| head)
 }
 
 /// CSV lines (the scaling group's columns) of the samples.

@@ -1,7 +1,7 @@
 //! One N × M run, this process's side: the region and the topic, the
 //! children, their start gate, the end markers, the totals' check.
 
-use super::procs::{self, Case, Sample, Settings, MARKER};
+use super::procs::{self, Case, Sample, Settings, Shape, MARKER};
 use crate::payload;
 use crate::peer::{retry, Peer, STARTUP};
 use crate::topics::{partition_keys, region_config, unique_name, RemoveRegion};
@@ -102,8 +102,19 @@ fn prefault(topic: &Topic, keys: &[u64], capacity: u32, size: usize, stall: Dura
     Ok(())
 }
 
-/// The arguments of child `k` (producers `0..n`, consumers `n..n + m`).
-fn child_args(s: &Settings, case: Case, name: &str, role: &str, index: u32, k: usize) -> Vec<String> {
+/// The arguments of a child of an N × M run of `shape`: `role` number
+/// `index`, pinned to `cpu`.
+#[allow(clippy::too_many_arguments)]
+pub fn child_args(
+    shape: Shape,
+    messages: u64,
+    size: usize,
+    name: &str,
+    stall: Duration,
+    cpu: Option<usize>,
+    role: &str,
+    index: u32,
+) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "peer".into(),
         "scaling".into(),
@@ -112,21 +123,21 @@ fn child_args(s: &Settings, case: Case, name: &str, role: &str, index: u32, k: u
         "--index".into(),
         index.to_string(),
         "--producers".into(),
-        case.shape.producers.to_string(),
+        shape.producers.to_string(),
         "--consumers".into(),
-        case.shape.consumers.to_string(),
+        shape.consumers.to_string(),
         "--messages".into(),
-        s.messages.to_string(),
+        messages.to_string(),
         "--size".into(),
-        case.size.to_string(),
+        size.to_string(),
         "--name".into(),
         name.into(),
         "--stall-ms".into(),
-        s.stall.as_millis().to_string(),
+        stall.as_millis().to_string(),
         "--parent".into(),
         std::process::id().to_string(),
     ];
-    if let Some(cpu) = s.cpu(k) {
+    if let Some(cpu) = cpu {
         args.extend(["--cpu".into(), cpu.to_string()]);
     }
     args
@@ -164,25 +175,57 @@ pub fn run(case: Case, s: &Settings, rep: usize) -> Result<Sample, String> {
     let keys = partition_keys(&data);
     prefault(&data, &keys, s.capacity, case.size, stall)?;
 
+    let args = |role: &str, index: u32, k: usize| {
+        child_args(case.shape, s.messages, case.size, &name, stall, s.cpu(k), role, index)
+    };
+    // The end markers, behind every message in each partition's FIFO.
+    let mut marker = payload::buffer(case.size);
+    payload::stamp(&mut marker, MARKER);
+    let mut end = |check: &mut Check| {
+        for (q, &key) in keys.iter().enumerate() {
+            for _ in 0..procs::readers(q as u32, m, p) {
+                retry(
+                    |t| data.send(&marker, Key(key), t),
+                    stall,
+                    check,
+                    "an end marker's partition stayed full",
+                )?;
+            }
+        }
+        Ok(())
+    };
+    let (count, elapsed) = supervise(case.shape, s.messages, stall, &args, &mut end)?;
+    Ok(Sample { case, rep, count, elapsed })
+}
+
+/// What `end` gets from [`supervise`]: fails if a child died.
+pub type Check<'a> = dyn FnMut() -> Result<(), String> + 'a;
+
+/// Runs the children of an N × M run of `shape` (`args(role, index, k)`:
+/// child `k`'s arguments; producers are `k = 0..n`, consumers `n..n + m`):
+/// starts the consumers, then the producers, lets them all go once all are
+/// ready, waits for the producers to have sent `messages` in all, calls
+/// `end` (which tells the consumers the end; its argument checks the
+/// children), waits for the consumers, and checks that their counts and
+/// checksums add up to what was sent. Returns the messages delivered and
+/// the time from the first delivered to the last.
+pub fn supervise(
+    shape: Shape,
+    messages: u64,
+    stall: Duration,
+    args: &dyn Fn(&str, u32, usize) -> Vec<String>,
+    end: &mut dyn FnMut(&mut Check) -> Result<(), String>,
+) -> Result<(u64, Duration), String> {
+    let (n, m) = (shape.producers, shape.consumers);
     // Consumers first (they wait for messages), then producers.
     let mut children = Vec::new();
     for j in 0..m {
-        let args = child_args(s, case, &name, "consumer", j, (n + j) as usize);
-        children.push(Child {
-            who: format!("consumer {j}"),
-            peer: Peer::spawn_gated(&args)?,
-            said: None,
-            done: false,
-        });
+        let peer = Peer::spawn_gated(&args("consumer", j, (n + j) as usize))?;
+        children.push(Child { who: format!("consumer {j}"), peer, said: None, done: false });
     }
     for i in 0..n {
-        let args = child_args(s, case, &name, "producer", i, i as usize);
-        children.push(Child {
-            who: format!("producer {i}"),
-            peer: Peer::spawn_gated(&args)?,
-            said: None,
-            done: false,
-        });
+        let peer = Peer::spawn_gated(&args("producer", i, i as usize))?;
+        children.push(Child { who: format!("producer {i}"), peer, said: None, done: false });
     }
     let mut children = Children(children);
     let consumers: Vec<usize> = (0..m as usize).collect();
@@ -194,29 +237,16 @@ pub fn run(case: Case, s: &Settings, rep: usize) -> Result<Sample, String> {
     }
 
     // Every wait of a child is bounded by the stall timeout; this bound is
-    // for a child that hangs anyway: a generous time per message.
-    let deadline = Instant::now() + STARTUP + stall + Duration::from_nanos(s.messages.saturating_mul(50_000));
+    // for a child that hangs anyway: a generous time per message (1 ms:
+    // spinning processes that share CPUs move a few thousand a second).
+    let deadline =
+        Instant::now() + STARTUP + stall + Duration::from_millis(messages.min(procs::MAX_MESSAGES));
     let sent = children.expect(&producers, "done", deadline)?;
     let sent: u64 = sent.iter().map(|l| l.parse::<u64>().unwrap_or(0)).sum();
-    if sent != s.messages {
-        return Err(format!("the producers sent {sent} messages, not {}", s.messages));
+    if sent != messages {
+        return Err(format!("the producers sent {sent} messages, not {messages}"));
     }
-    // The end markers, behind every message in each partition's FIFO.
-    let mut marker = payload::buffer(case.size);
-    payload::stamp(&mut marker, MARKER);
-    {
-        let mut check = || children.check_others(&producers);
-        for (q, &key) in keys.iter().enumerate() {
-            for _ in 0..procs::readers(q as u32, m, p) {
-                retry(
-                    |t| data.send(&marker, Key(key), t),
-                    stall,
-                    &mut check,
-                    "an end marker's partition stayed full",
-                )?;
-            }
-        }
-    }
+    end(&mut || children.check_others(&producers))?;
     let done = children.expect(&consumers, "done", Instant::now() + STARTUP + stall)?;
     for c in children.0.drain(..) {
         c.peer.finish(STARTUP).map_err(|e| format!("{}: {e}", c.who))?;
@@ -232,7 +262,7 @@ pub fn run(case: Case, s: &Settings, rep: usize) -> Result<Sample, String> {
             last = last.max(l);
         }
     }
-    let (want_count, want_sum) = procs::expected(s.messages, n);
+    let (want_count, want_sum) = procs::expected(messages, n);
     if count != want_count {
         return Err(format!("the consumers received {count} messages, {want_count} were sent"));
     }
@@ -244,5 +274,5 @@ pub fn run(case: Case, s: &Settings, rep: usize) -> Result<Sample, String> {
     if last <= first {
         return Err("the consumers' clocks gave no time span".into());
     }
-    Ok(Sample { case, rep, count, elapsed: Duration::from_nanos(last - first) })
+    Ok((count, Duration::from_nanos(last - first)))
 }
