@@ -770,3 +770,39 @@ fn full_if_timeout<R>(r: Result<R>) -> Result<R> {
 fn claim_lost() -> Error {
     Error::corrupt(Corruption::BadField { field: "ring claim (repaired by another process)", value: 0 })
 }
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::CircularBuffer;
+    use crate::sync::ring::hooks;
+    use crate::Error;
+    use std::time::Duration;
+
+    /// A reader that found the ring empty, then the flag closed, still gets
+    /// what the closing writer wrote in between (the interleaving made
+    /// deterministic by the hook): `close` promises what was queued comes
+    /// first. Before the fix the read returned `Closed` with the item
+    /// queued: at the first look at the flag (the wait's fast path), and at
+    /// a later one (inside the wait).
+    #[test]
+    fn a_close_right_after_a_write_does_not_hide_the_item() {
+        for look in [1, 2] {
+            let name = format!("circular-close-race-{}-{look}", std::process::id());
+            let writer = std::rc::Rc::new(CircularBuffer::create(&name, 4, 16).unwrap());
+            let reader = CircularBuffer::open(&name).unwrap();
+            let w = writer.clone();
+            hooks::at_closed_look(look, move || {
+                w.write(b"last", Some(Duration::ZERO)).unwrap();
+                w.close();
+            });
+            let mut buf = [0u8; 16];
+            let got = reader.read(&mut buf, Some(Duration::from_secs(5)));
+            assert!(matches!(got, Ok(4)), "look {look}: {got:?}");
+            assert_eq!(&buf[..4], b"last");
+            assert!(matches!(reader.read(&mut buf, Some(Duration::from_secs(5))), Err(Error::Closed)));
+            drop(reader);
+            drop(writer);
+            let _ = crate::Segment::remove(&name);
+        }
+    }
+}

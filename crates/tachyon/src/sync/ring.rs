@@ -904,9 +904,19 @@ impl Ring<'_> {
         }
         // SYNC: pairs with the flag's store (`CircularBuffer::close`, `ReceiveStop::stop`); the
         // wait's own fences (`WaitCell`) order it against going to sleep.
-        let closed = || waits.closed.is_some_and(|c| c.load(Ordering::Acquire) != 0);
+        let closed = || {
+            #[cfg(all(test, not(tachyon_loom)))]
+            hooks::before_closed_look();
+            waits.closed.is_some_and(|c| c.load(Ordering::Acquire) != 0)
+        };
         if closed() {
-            return Err(Error::Closed);
+            // What was written before the close (which the flag's Acquire
+            // load makes visible) is still delivered: the attempt above may
+            // have looked before it came.
+            return match done(attempt()) {
+                Some(r) => r,
+                None => Err(Error::Closed),
+            };
         }
         if timeout.is_some_and(|t| t.is_zero()) {
             // A zero timeout tries once: no clock read (polling loops, such
@@ -927,7 +937,12 @@ impl Ring<'_> {
             let got =
                 own.wait_until(waits.policy, Some(until.saturating_duration_since(Instant::now())), || {
                     match attempt() {
-                        Claim::Wait { .. } if closed() => Some(None),
+                        // Closed: one more look, for what was written
+                        // between the attempt and the look at the flag.
+                        Claim::Wait { .. } if closed() => match attempt() {
+                            Claim::Wait { .. } => Some(None),
+                            other => Some(Some(other)),
+                        },
                         Claim::Wait { .. } => None,
                         other => Some(Some(other)),
                     }
@@ -1005,6 +1020,40 @@ impl Ring<'_> {
 /// Loom models of the claim/commit protocol (`--cfg tachyon_loom`, run by
 /// `.ci/test`): exactly-once delivery between concurrent writers and a
 /// reader, and recovery of cells held by dead claimants.
+/// A test's hook into `claim_blocking`, run just before it looks at the
+/// closed flag after a claim found nothing: there a test can make the
+/// interleaving it checks happen deterministically (an item written and
+/// the ring closed in that window).
+#[cfg(all(test, not(tachyon_loom)))]
+pub(crate) mod hooks {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static BEFORE_CLOSED_LOOK: RefCell<Vec<Box<dyn FnOnce()>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Runs `f` at this thread's `n`-th look at the closed flag from now
+    /// (1: the next one).
+    pub(crate) fn at_closed_look(n: usize, f: impl FnOnce() + 'static) {
+        BEFORE_CLOSED_LOOK.with(|h| {
+            let mut h = h.borrow_mut();
+            h.clear();
+            for _ in 1..n {
+                h.push(Box::new(|| {}));
+            }
+            h.push(Box::new(f));
+            h.reverse();
+        });
+    }
+
+    pub(super) fn before_closed_look() {
+        let next = BEFORE_CLOSED_LOOK.with(|h| h.borrow_mut().pop());
+        if let Some(f) = next {
+            f();
+        }
+    }
+}
+
 #[cfg(all(test, tachyon_loom))]
 mod loom_models {
     use super::*;
