@@ -802,7 +802,7 @@ mod tests {
             assert!(matches!(reader.read(&mut buf, Some(Duration::from_secs(5))), Err(Error::Closed)));
             drop(reader);
             drop(writer);
-            let _ = crate::Segment::remove(&name);
+            let _ = crate::segment::Segment::remove(&name);
         }
     }
 }
