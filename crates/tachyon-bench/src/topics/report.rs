@@ -177,13 +177,28 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
             true,
         );
     }
-    for (via, limit) in [(Via::Copy, 0.8), (Via::Loan, 1.0)] {
+    let thr64 = |via: Via, policy: Option<Policy>| Case::new(Test::Throughput, via, policy, 64);
+    bar(
+        "topic copy spin 1 KiB throughput ÷ raw ring".to_owned(),
+        res.paired(thr(Via::Copy, spin), thr(Via::RawRing, None), rate),
+        0.8,
+        false,
+    );
+    bar(
+        "topic loan spin 1 KiB throughput ÷ topic copy spin 1 KiB throughput".to_owned(),
+        res.paired(thr(Via::Loan, spin), thr(Via::Copy, spin), rate),
+        1.0,
+        false,
+    );
+    for (via, limit) in [(Via::Copy, 0.5), (Via::Cb, 0.7)] {
         bar(
-            format!("{} spin 1 KiB throughput ÷ raw ring", via.short()),
-            res.paired(thr(via, spin), thr(Via::RawRing, None), rate),
+            format!("{} spin 64 B throughput ÷ raw ring", via.short()),
+            res.paired(thr64(via, spin), thr64(Via::RawRing, None), rate),
             limit,
             false,
         );
+    }
+    for via in [Via::Copy, Via::Loan] {
         bar(
             format!("{} spin 1 KiB throughput ÷ pipe (C library: 2)", via.short()),
             res.paired(thr(via, spin), thr(Via::Pipe, None), rate),
@@ -205,7 +220,7 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
             bar(
                 format!("{} {} round trip p50 ÷ topic copy {} round trip", via.short(), p.name(), p.name()),
                 res.paired(lat(via, Some(*p)), lat(Via::Copy, Some(*p)), p50),
-                1.5,
+                if via == Via::RpcInline { 1.2 } else { 1.5 },
                 true,
             );
         }
