@@ -87,6 +87,8 @@ enum PeerRole {
     Rpc(rpc::PeerArgs),
     /// Echoes or consumes the messages of one topics run.
     Topics(topics::PeerArgs),
+    /// A producer or a consumer of one N × M scaling run.
+    Scaling(scaling::PeerArgs),
 }
 
 /// Groups of measurements.
@@ -101,7 +103,8 @@ enum Group {
     /// Round trips and throughput of topics, CircularBuffer, RpcBuffer vs
     /// a Unix socket, a pipe, TCP, raw shared memory.
     Topics,
-    /// Loan-path round trip vs payload size; throughput vs partitions.
+    /// Loan-path round trip vs payload size; throughput vs partitions and
+    /// vs N producer × M consumer processes.
     Scaling,
     /// Awaited topic receive vs blocking receive vs tokio UnixStream.
     Async,
@@ -234,22 +237,48 @@ struct SuiteArgs {
     )]
     topic_transports: Vec<topics::Via>,
 
-    /// scaling: payload sizes of the loan-path round trips.
+    /// scaling: payload sizes of the loan-path round trips (`none` for
+    /// none).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "64,256,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB",
-        value_parser = parse_message_size
+        value_parser = |s: &str| or_none(s, parse_message_size)
     )]
-    scaling_sizes: Vec<usize>,
+    scaling_sizes: Vec<OrNone<usize>>,
 
     /// scaling: timed round trips per run.
     #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     scaling_round_trips: u64,
 
-    /// scaling: partition counts of the throughput runs (powers of two).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
-    scaling_partitions: Vec<u32>,
+    /// scaling: partition counts of the throughput runs with one producer
+    /// and one consumer (powers of two; `none` for none).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4",
+        value_parser = |s: &str| or_none(s, parse_count)
+    )]
+    scaling_partitions: Vec<OrNone<u32>>,
+
+    /// scaling: producer × consumer processes of the N × M runs, e.g. 2x1
+    /// (`none` for none).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1x1,2x1,1x2,2x2",
+        value_parser = |s: &str| or_none(s, scaling::parse_shape)
+    )]
+    scaling_procs: Vec<OrNone<scaling::Shape>>,
+
+    /// scaling: partition counts of the N × M runs (powers of two).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    scaling_procs_partitions: Vec<u32>,
+
+    /// scaling: wait policies of the N × M runs (hybrid is the library's
+    /// default).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
+    scaling_procs_policies: Vec<Policy>,
 
     /// bridge: messages per throughput run.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -286,6 +315,26 @@ fn parse_message_size(s: &str) -> Result<usize, String> {
     Ok(n as usize)
 }
 
+/// An item of a list that may be `none` (an empty list).
+#[derive(Debug, Clone, Copy)]
+struct OrNone<T>(Option<T>);
+
+fn or_none<T>(s: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<OrNone<T>, String> {
+    if s.trim() == "none" {
+        return Ok(OrNone(None));
+    }
+    parse(s).map(|t| OrNone(Some(t)))
+}
+
+/// The items of a list that may say `none`.
+fn some<T: Copy>(v: &[OrNone<T>]) -> Vec<T> {
+    v.iter().filter_map(|t| t.0).collect()
+}
+
+fn parse_count(s: &str) -> Result<u32, String> {
+    s.trim().parse().map_err(|_| format!("{s:?} is not a count"))
+}
+
 fn parse_volume(s: &str) -> Result<u64, String> {
     stats::parse_bytes(s)
 }
@@ -299,6 +348,9 @@ fn main() {
         Some(Command::Peer { role: PeerRole::Rpc(args) }) => ("tachyon-bench rpc peer", rpc::peer(args)),
         Some(Command::Peer { role: PeerRole::Topics(args) }) => {
             ("tachyon-bench topics peer", topics::peer(args))
+        }
+        Some(Command::Peer { role: PeerRole::Scaling(args) }) => {
+            ("tachyon-bench scaling peer", scaling::peer(args))
         }
         None => ("tachyon-bench", suite(cli.suite)),
     };
@@ -318,18 +370,25 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     if !args.capacity.is_power_of_two() || !(2..=tachyon::bus::MAX_CAPACITY).contains(&args.capacity) {
         return Err(format!("--capacity: {} is not a power of two from 2 to 1048576", args.capacity));
     }
-    if let Some(&p) =
-        args.scaling_partitions.iter().find(|&&p| !p.is_power_of_two() || p > tachyon::bus::MAX_PARTITIONS)
-    {
-        return Err(format!(
-            "--scaling-partitions: {p} is not a power of two from 1 to {}",
-            tachyon::bus::MAX_PARTITIONS
-        ));
+    for (flag, list) in [
+        ("--scaling-partitions", &some(&args.scaling_partitions)),
+        ("--scaling-procs-partitions", &args.scaling_procs_partitions),
+    ] {
+        if let Some(&p) = list.iter().find(|&&p| !p.is_power_of_two() || p > tachyon::bus::MAX_PARTITIONS) {
+            return Err(format!(
+                "{flag}: {p} is not a power of two from 1 to {}",
+                tachyon::bus::MAX_PARTITIONS
+            ));
+        }
+    }
+    if let Some(s) = some(&args.scaling_procs).into_iter().find(|s| 2 * s.producers > args.capacity) {
+        return Err(format!("--scaling-procs: {s} needs a --capacity of at least twice its producers"));
     }
     let wants =
         |g: Group| args.groups.contains(&g) || (args.groups.contains(&Group::All) && g != Group::Bridge);
     sweep_stale_segments();
     let machine = machine::Machine::probe();
+    let allowed = pin::allowed_cpus();
     let placement = pin::Placement::choose(args.no_pin, args.cpus.as_deref())?;
     if let pin::Placement::Pinned { writer, .. } = placement {
         pin::pin_to(writer)?;
@@ -371,10 +430,37 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             capacity: args.capacity,
             ..topics.clone()
         },
-        sizes: dedup(&args.scaling_sizes),
-        partitions: dedup(&args.scaling_partitions),
+        sizes: dedup(&some(&args.scaling_sizes)),
+        partitions: dedup(&some(&args.scaling_partitions)),
         throughput_size: 1024,
         policy: args.scaling_policy,
+        procs: scaling::ProcsSettings {
+            shapes: {
+                // In the order given (the table's rows), without repeats.
+                let mut v: Vec<scaling::Shape> = Vec::new();
+                for s in some(&args.scaling_procs) {
+                    if !v.contains(&s) {
+                        v.push(s);
+                    }
+                }
+                v
+            },
+            partitions: dedup(&args.scaling_procs_partitions),
+            policies: dedup(&args.scaling_procs_policies),
+            size: 1024,
+            messages: args.messages,
+            capacity: args.capacity,
+            stall: common.stall,
+            // Process k on CPU k mod n: the two of --cpus, or every CPU
+            // this process could use before it pinned itself.
+            cpus: match placement {
+                pin::Placement::Pinned { writer, reader } if args.cpus.is_some() => {
+                    Some(vec![writer, reader])
+                }
+                pin::Placement::Pinned { .. } => Some(allowed),
+                pin::Placement::Free(_) => None,
+            },
+        },
     };
 
     let asynch = asynch::Settings {

@@ -7,8 +7,8 @@
 //! with a timeout. Its stderr goes straight to the terminal. If anything
 //! fails, dropping the [`Peer`] kills it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Write as _};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -26,20 +26,32 @@ pub struct Peer {
     child: Child,
     lines: Receiver<String>,
     exited: Option<ExitStatus>,
+    gate: Option<ChildStdin>,
 }
 
 impl Peer {
     /// Starts `tachyon-bench` with `args`.
     pub fn spawn(args: &[String]) -> Result<Peer, String> {
+        Peer::launch(args, false)
+    }
+
+    /// Starts `tachyon-bench` with `args` and a start gate: its stdin, on
+    /// which it waits for the line that [`go`](Peer::go) writes.
+    pub fn spawn_gated(args: &[String]) -> Result<Peer, String> {
+        Peer::launch(args, true)
+    }
+
+    fn launch(args: &[String], gated: bool) -> Result<Peer, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
         let mut child = Command::new(&exe)
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(if gated { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("cannot start the peer {}: {e}", exe.display()))?;
         let stdout = child.stdout.take().ok_or("the peer has no stdout pipe")?;
+        let gate = child.stdin.take();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -49,7 +61,40 @@ impl Peer {
                 }
             }
         });
-        Ok(Peer { child, lines, exited: None })
+        Ok(Peer { child, lines, exited: None, gate })
+    }
+
+    /// Opens a gated peer's start gate (see [`spawn_gated`](Peer::spawn_gated)).
+    pub fn go(&mut self) -> Result<(), String> {
+        let gate = self.gate.as_mut().ok_or("the peer has no start gate")?;
+        gate.write_all(b"go\n").and_then(|()| gate.flush()).map_err(|e| format!("cannot start the peer: {e}"))
+    }
+
+    /// The peer's next line if one comes within `timeout`, `None` if none
+    /// does; fails if the peer's stdout closed (it exited).
+    pub fn poll_line(&mut self, timeout: Duration) -> Result<Option<String>, String> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => Ok(Some(line)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self.wait_exit(Duration::from_secs(1));
+                Err(format!("the peer exited ({status})"))
+            }
+        }
+    }
+
+    /// The peer's exit status, waiting up to `timeout` for it.
+    fn wait_exit(&mut self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.poll_exit() {
+                return s.to_string();
+            }
+            if Instant::now() > deadline {
+                return "its stdout closed".to_owned();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// The peer's process id.
@@ -82,16 +127,7 @@ impl Peer {
             }
             Err(RecvTimeoutError::Disconnected) => {
                 // Its stdout closed: it exited (or is about to).
-                let deadline = Instant::now() + Duration::from_secs(1);
-                let status = loop {
-                    if let Some(s) = self.poll_exit() {
-                        break s.to_string();
-                    }
-                    if Instant::now() > deadline {
-                        break "its stdout closed".to_owned();
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                };
+                let status = self.wait_exit(Duration::from_secs(1));
                 return Err(format!("the peer exited before saying {word:?} ({status})"));
             }
         };
@@ -122,6 +158,19 @@ impl Drop for Peer {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// A gated peer's wait at its start gate (see [`Peer::spawn_gated`]):
+/// blocks until the benchmark process writes `go` on its stdin (if the
+/// benchmark process dies, this process dies with it).
+pub fn wait_for_go() -> Result<(), String> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).map_err(|e| format!("reading the start gate: {e}"))?;
+    match line.trim() {
+        "go" => Ok(()),
+        "" => Err("the benchmark process closed the start gate".into()),
+        other => Err(format!("the start gate said {other:?}, not \"go\"")),
     }
 }
 

@@ -14,6 +14,13 @@
 //!   paths through a topic of 1, 2 and 4 partitions; the producer sends
 //!   message `seq` to partition `seq % partitions`, the one consumer takes
 //!   the partitions in turn and checks every sequence number.
+//! * **Throughput vs processes**: N producer processes × M consumer
+//!   processes on one topic of 1 and 4 partitions, 1 KiB messages on the
+//!   copy path, spin and hybrid; see [`procs`].
+
+mod procs;
+mod procs_peer;
+mod procs_run;
 
 use crate::charts::{Chart, Series};
 use crate::latency;
@@ -22,6 +29,36 @@ use crate::stats::{self, Spread};
 use crate::suite::Group;
 use crate::topics::{self, Case, Sample, Test, Via};
 use std::fmt::Write as _;
+
+pub use procs::{parse_shape, Settings as ProcsSettings, Shape};
+pub use procs_peer::{peer, PeerArgs};
+
+/// A configuration of the group: a topics run, or an N × M processes run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalingCase {
+    /// A run of the topics group's code.
+    Topic(Case),
+    /// N producers × M consumers.
+    Procs(procs::Case),
+}
+
+impl std::fmt::Display for ScalingCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScalingCase::Topic(c) => c.fmt(f),
+            ScalingCase::Procs(c) => c.fmt(f),
+        }
+    }
+}
+
+/// A measurement of the group.
+#[derive(Debug, Clone, Copy)]
+pub enum ScalingSample {
+    /// Of a topics run.
+    Topic(Sample),
+    /// Of an N × M processes run.
+    Procs(procs::Sample),
+}
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -37,6 +74,8 @@ pub struct Settings {
     pub throughput_size: usize,
     /// Wait policy of the tachyon runs.
     pub policy: Policy,
+    /// The N × M processes runs.
+    pub procs: ProcsSettings,
 }
 
 impl Settings {
@@ -95,37 +134,58 @@ fn rate(s: &Sample) -> Option<f64> {
     Some(s.rate())
 }
 
+fn split(samples: &[ScalingSample]) -> (Vec<Sample>, Vec<procs::Sample>) {
+    let mut topic = Vec::new();
+    let mut procs = Vec::new();
+    for s in samples {
+        match s {
+            ScalingSample::Topic(s) => topic.push(*s),
+            ScalingSample::Procs(s) => procs.push(*s),
+        }
+    }
+    (topic, procs)
+}
+
 impl Group for Settings {
-    type Case = Case;
-    type Sample = Sample;
+    type Case = ScalingCase;
+    type Sample = ScalingSample;
 
     fn name(&self) -> &'static str {
         "scaling"
     }
 
-    fn cases(&self) -> Vec<Case> {
+    fn cases(&self) -> Vec<ScalingCase> {
         let mut out = Vec::new();
         for &size in &self.sizes {
-            out.extend(self.latency_cases(size));
+            out.extend(self.latency_cases(size).map(ScalingCase::Topic));
         }
         for &p in &self.partitions {
-            out.extend(self.throughput_cases(p));
+            out.extend(self.throughput_cases(p).map(ScalingCase::Topic));
         }
+        out.extend(self.procs.cases().into_iter().map(ScalingCase::Procs));
         out
     }
 
-    fn run(&self, case: Case, rep: usize) -> Result<Sample, String> {
-        topics::run(case, &self.topics, rep)
-    }
-
-    fn progress(&self, s: &Sample) -> String {
-        match s.rtt {
-            Some(r) => format!("p50 {:>8} µs  p99 {:>8} µs", latency::us(r.p50), latency::us(r.p99)),
-            None => format!("{:>9} msgs/s {:>6.2} GB/s", stats::si(s.rate()), s.gbps()),
+    fn run(&self, case: ScalingCase, rep: usize) -> Result<ScalingSample, String> {
+        match case {
+            ScalingCase::Topic(c) => topics::run(c, &self.topics, rep).map(ScalingSample::Topic),
+            ScalingCase::Procs(c) => procs_run::run(c, &self.procs, rep).map(ScalingSample::Procs),
         }
     }
 
-    fn render(&self, samples: &[Sample]) -> String {
+    fn progress(&self, s: &ScalingSample) -> String {
+        match s {
+            ScalingSample::Topic(s) => match s.rtt {
+                Some(r) => format!("p50 {:>8} µs  p99 {:>8} µs", latency::us(r.p50), latency::us(r.p99)),
+                None => format!("{:>9} msgs/s {:>6.2} GB/s", stats::si(s.rate()), s.gbps()),
+            },
+            ScalingSample::Procs(s) => format!("{:>9} msgs/s", stats::si(s.rate())),
+        }
+    }
+
+    fn render(&self, samples: &[ScalingSample]) -> String {
+        let (samples, procs) = split(samples);
+        let samples = &samples[..];
         let mut out = String::from("## Scaling\n\n");
         let us = |s: Option<Spread>| s.map_or_else(|| "–".to_owned(), |s| latency::us(s.median));
         let x = |s: Option<Spread>| s.map_or_else(|| "–".to_owned(), |s| format!("{:.2}", s.median));
@@ -213,16 +273,28 @@ impl Group for Settings {
             }
             out.push('\n');
         }
+        out.push_str(&self.procs.render(&procs));
         out
     }
 
-    fn csv(&self, samples: &[Sample]) -> String {
-        topics::csv(samples)
+    /// The topics group's columns, then `producers,consumers`.
+    fn csv(&self, samples: &[ScalingSample]) -> String {
+        let (topic, procs) = split(samples);
+        let mut out = String::new();
+        for (k, line) in topics::csv(&topic).lines().enumerate() {
+            let extra = if k == 0 { "producers,consumers" } else { "1,1" };
+            let _ = writeln!(out, "{line},{extra}");
+        }
+        procs::csv_lines(&procs, &mut out);
+        out
     }
 
-    fn charts(&self, samples: &[Sample]) -> Vec<Chart> {
+    fn charts(&self, samples: &[ScalingSample]) -> Vec<Chart> {
+        let (samples, procs) = split(samples);
+        let samples = &samples[..];
+        let mut out: Vec<Chart> = self.procs.chart(&procs).into_iter().collect();
         if self.sizes.len() < 2 {
-            return Vec::new();
+            return out;
         }
         let line = |name: &str, pick: fn(&Self, usize) -> Case| Series {
             name: name.to_owned(),
@@ -235,16 +307,20 @@ impl Group for Settings {
                 })
                 .collect(),
         };
-        vec![Chart::Lines {
-            file: "latency-vs-size",
-            title: format!("Round trip p50 vs payload size ({})", self.policy.name()),
-            x_label: "payload bytes".into(),
-            y_label: "round trip p50, µs".into(),
-            series: vec![
-                line("topic loan, built in place", |s, size| s.latency_cases(size)[1]),
-                line("topic loan, every byte", |s, size| s.latency_cases(size)[2]),
-                line("raw floor (memcpy each way)", |s, size| s.latency_cases(size)[0]),
-            ],
-        }]
+        out.insert(
+            0,
+            Chart::Lines {
+                file: "latency-vs-size",
+                title: format!("Round trip p50 vs payload size ({})", self.policy.name()),
+                x_label: "payload bytes".into(),
+                y_label: "round trip p50, µs".into(),
+                series: vec![
+                    line("topic loan, built in place", |s, size| s.latency_cases(size)[1]),
+                    line("topic loan, every byte", |s, size| s.latency_cases(size)[2]),
+                    line("raw floor (memcpy each way)", |s, size| s.latency_cases(size)[0]),
+                ],
+            },
+        );
+        out
     }
 }

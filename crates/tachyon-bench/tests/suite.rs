@@ -252,6 +252,8 @@ fn a_tiny_scaling_group_runs_and_draws_its_chart() {
         "64",
         "--scaling-partitions",
         "1,4",
+        "--scaling-procs",
+        "none",
     ];
     let (o, dir) = run_group("scaling-ok", &args, None);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -288,6 +290,88 @@ fn a_lost_message_in_the_scaling_group_fails_the_run() {
     let e = stderr(&o);
     // The first case, the raw floor at 64 B, fails on its 50th round trip.
     assert!(e.contains("pong 50 differs") || e.contains("expected item 50"), "{e}");
+}
+
+/// The scaling group's N × M processes runs alone: 1000 messages of 1 KiB,
+/// 64 descriptors per partition.
+const TINY_PROCS: [&str; 12] = [
+    "--group",
+    "scaling",
+    "--scaling-sizes",
+    "none",
+    "--scaling-partitions",
+    "none",
+    "--messages",
+    "1000",
+    "--capacity",
+    "64",
+    "--scaling-procs",
+    "1x1,2x1,1x2,2x2",
+];
+
+#[test]
+fn tiny_n_by_m_process_runs_check_every_message_and_write_their_table() {
+    let (o, dir) = run_group("procs-ok", &TINY_PROCS, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "Scaling: processes (1 KiB, copy path",
+        "| 1×1 | 1 | spin |",
+        "| 2×2 | 4 | hybrid |",
+        "| 1×2 | 1 | hybrid |",
+    ] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    assert!(!stdout.contains("Throughput vs partitions"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.join("scaling.csv")).expect("scaling.csv");
+    // Header; 4 shapes × 2 partition counts × 2 policies.
+    assert_eq!(csv.lines().count(), 1 + 4 * 2 * 2, "{csv}");
+    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",producers,consumers")), "{csv}");
+    assert!(
+        csv.contains("procs 2x1 copy/hybrid 1 KiB x4 partitions,throughput,copy,hybrid,1024,4,"),
+        "{csv}"
+    );
+    assert!(dir.join("throughput-vs-processes.png").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_n_by_m_run_fails_cleanly_on_a_lost_or_duplicated_message_a_dead_or_a_stalled_producer() {
+    let args =
+        [&TINY_PROCS[..10], &["--scaling-procs", "2x2", "--scaling-procs-policies", "hybrid"]].concat();
+    // Each producer skips its message 100: the totals do not match.
+    let (o, _) = run_group("procs-lose", &args, Some("lose:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("procs 2x2 copy/hybrid") && e.contains("received 998 messages, 1000 were sent"),
+        "{e}"
+    );
+    // Each producer sends its message 100 twice: with 4 partitions each
+    // consumer owns its own and sees the duplicate itself; with 1 they
+    // compete, and the one that gets it or the totals notice.
+    for partitions in ["4", "1"] {
+        let dup = [&args[..], &["--scaling-procs-partitions", partitions]].concat();
+        let (o, _) = run_group("procs-dup", &dup, Some("dup:100"));
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains("duplicated or reordered") || e.contains("received 1002 messages, 1000 were sent"),
+            "{e}"
+        );
+        if partitions == "4" {
+            assert!(e.contains("message 100 of producer"), "{e}");
+        }
+    }
+    let (o, _) = run_group("procs-die", &args, Some("die:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("producer") && e.contains("exit status: 3"), "{e}");
+    // The consumers wait for the stall timeout (1 s), fail, and fail the run.
+    let (o, _) = run_group("procs-stall", &args, Some("stall:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("consumer") && e.contains("no message came"), "{e}");
 }
 
 /// A tiny async group: 100 round trips per case.

@@ -122,11 +122,12 @@ fn child_entry() {
         }
         "cache-and-hang" => {
             let side = Segment::open(args.str("side")).unwrap();
-            // Two 100-byte loans dropped: kept by this process for its next
-            // loans (the 256 B class is large enough to be cached).
-            let loans: Vec<_> = (0..2).map(|_| topic.loan(100, LONG).unwrap()).collect();
+            // Fifty 100-byte loans dropped: kept by this process for its
+            // next loans as far as its cache of the 256 B class goes (the
+            // class is large enough to be cached), the rest given back.
+            let loans: Vec<_> = (0..50).map(|_| topic.loan(100, LONG).unwrap()).collect();
             drop(loans);
-            counter(&side, 0).store(2, Ordering::SeqCst);
+            counter(&side, 0).store(50, Ordering::SeqCst);
             std::thread::sleep(LIMIT); // SIGKILLed here
         }
         "receive-and-hang" => {
@@ -477,7 +478,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
     kill(&mut child);
     let r = region.recover().unwrap();
     assert_eq!((r.loans, r.held, r.unpublished), (0, 2, 0));
@@ -500,7 +501,7 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let initial = region.pool_stats().unwrap();
     let mut child =
         spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", 2));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
     kill(&mut child);
 
     // Looking takes no slot and reclaims nothing: the dead child is still
@@ -546,7 +547,7 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
     assert_eq!(topic.loan(100, SHORT).unwrap().as_ptr(), first_ptr, "the kept chunk is reused");
 
     let mut child = spawn(ENTRY, "cache-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
     assert_eq!(region.pool_stats().unwrap(), initial);
     let report = Region::inspect_name(&name).unwrap();
     assert!(
@@ -556,7 +557,12 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
     );
     kill(&mut child);
     let r = region.recover().unwrap();
-    assert_eq!((r.cached, r.loans, r.total()), (2, 0, 2));
+    // What a process keeps of a class: one chunk in 64, 4 to 32 (docs/bus.md);
+    // a full cache gives its older half back, so more than half of it stays.
+    let most = (initial[1].chunks / 64).clamp(4, 32);
+    assert!(most < 50);
+    assert!(r.cached > most / 2 && r.cached <= most, "kept {} of at most {most}", r.cached);
+    assert_eq!((r.loans, r.total()), (0, r.cached));
     assert_eq!(region.pool_stats().unwrap(), initial);
     drop(topic);
     drop(region); // gives back what this handle kept
@@ -578,7 +584,7 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
     kill(&mut child);
     // Rewrite the route of the dead consumer's two messages (chunk
     // metadata: 24 bytes each from the offset at 40, state in bits 30-31
@@ -639,7 +645,7 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
     topic.send(b"three", Key(0), SHORT).unwrap();
     kill(&mut child);
     // A waiting consumer gets the dead consumer's messages back by itself

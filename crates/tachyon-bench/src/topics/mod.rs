@@ -48,5 +48,6 @@ pub use csv::csv;
 pub use peer::peer;
 pub use protocol::PeerArgs;
 pub(crate) use protocol::{collect, peer_args, same};
+pub(crate) use run::partition_keys;
 pub use run::run;
 pub(crate) use shm::{region_config, unique_name, RemoveRegion, KEY};

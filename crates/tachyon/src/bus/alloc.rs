@@ -26,9 +26,72 @@ fn damaged_list(class: usize) -> Error {
 /// A chunk kept by a process for its next loan is LOANED by it (so that it
 /// is attributed like any loan if the process dies) with this route.
 pub(crate) const CACHED: u32 = u32::MAX;
-/// Classes with fewer chunks than this are never cached (a process keeps
-/// at most two chunks of a class, and a small class cannot spare them).
+/// Classes with fewer chunks than this are never cached (a small class
+/// cannot spare them).
 const CACHE_MIN_CHUNKS: usize = 256;
+/// The most chunks of one class a process keeps.
+const CACHE_MAX: usize = 32;
+
+/// How many chunks of a class of `chunks` a process keeps: none below
+/// [`CACHE_MIN_CHUNKS`], then one in 64 of the class, at least 4 and at
+/// most [`CACHE_MAX`] (1.6 % of a class per process at most, so that the
+/// chunks idle processes keep cannot starve the others).
+pub(crate) fn cache_capacity(chunks: usize) -> usize {
+    if chunks < CACHE_MIN_CHUNKS {
+        0
+    } else {
+        (chunks / 64).clamp(4, CACHE_MAX)
+    }
+}
+
+/// Free chunks of one class that a region handle keeps for its next loans
+/// (a *magazine*, after J. Bonwick and J. Adams, "Magazines and Vmem",
+/// USENIX 2001): a process that both receives and sends (a ping-pong, a
+/// pipeline stage) reuses the chunk it just released, and a consumer gives
+/// the chunks it released back to the shared free list in bursts of half
+/// the cache, not one at a time, so that the list's head stays in one core's
+/// cache for a burst instead of crossing between producer and consumer at
+/// every message. Private to the process (its threads may share the
+/// handle); every chunk in it is LOANED by this process with the route
+/// [`CACHED`], so that recovery reclaims it like any loan if the process
+/// dies.
+pub(crate) struct ChunkCache {
+    kept: std::sync::Mutex<Vec<u32>>,
+    capacity: usize,
+}
+
+impl ChunkCache {
+    pub(crate) fn new(capacity: usize) -> ChunkCache {
+        ChunkCache { kept: std::sync::Mutex::new(Vec::with_capacity(capacity)), capacity }
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
+        // A thread that panicked holding the lock left a valid list.
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The chunk kept last (the one most likely still in this core's cache).
+    pub(crate) fn take(&self) -> Option<u32> {
+        if self.capacity == 0 {
+            return None;
+        }
+        self.kept().pop()
+    }
+
+    /// Keeps `chunk`. If the cache was full, first moves its older half
+    /// into `spill` and returns how many it moved (the caller frees them).
+    fn put(&self, chunk: u32, spill: &mut [u32; CACHE_MAX]) -> usize {
+        let mut kept = self.kept();
+        let mut spilled = 0;
+        if kept.len() >= self.capacity {
+            spilled = kept.len() / 2;
+            spill[..spilled].copy_from_slice(&kept[..spilled]);
+            kept.drain(..spilled);
+        }
+        kept.push(chunk);
+        spilled
+    }
+}
 
 /// Free chunks of one class, as [`Region::pool_stats`] reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,14 +261,16 @@ impl Region {
     /// Returns a chunk the caller holds: to this handle's cache if its
     /// class is cached and there is room, else to its class's free list.
     pub(crate) fn free(&self, class: usize, chunk: u32) {
-        if self.core.layout.class_count[class] >= CACHE_MIN_CHUNKS && self.keep(class, chunk) {
+        if self.core.cache[class].capacity > 0 && self.keep(class, chunk) {
             return;
         }
         self.free_shared(class, chunk);
     }
 
     /// Puts a chunk the caller holds into this handle's cache, LOANED by
-    /// this process with the route [`CACHED`]; false if the cache is full.
+    /// this process with the route [`CACHED`] (giving the older half of a
+    /// full cache back to the free list first); false if the chunk is not
+    /// the caller's to keep.
     fn keep(&self, class: usize, chunk: u32) -> bool {
         let Ok(metas) = self.metas() else { return false };
         let meta = &metas[chunk as usize];
@@ -222,7 +287,15 @@ impl Region {
             return false;
         }
         meta.route.store(CACHED, Ordering::Relaxed);
-        self.core.cache[class].put(chunk)
+        let mut spill = [0; CACHE_MAX];
+        let spilled = self.core.cache[class].put(chunk, &mut spill);
+        if spilled > 0 {
+            let pushed = spill[..spilled].iter().filter(|&&c| self.core.push_shared(class, c)).count();
+            if pushed > 0 {
+                self.freed().notify_all();
+            }
+        }
+        true
     }
 
     /// Returns a chunk the caller holds to its class's free list (what
@@ -341,9 +414,19 @@ impl RegionCore {
         self.seg.get(OFF_FREED).expect("fixed offset inside every region")
     }
 
-    /// Returns a chunk the caller holds to its class's free list.
+    /// Returns a chunk the caller holds to its class's free list and wakes
+    /// whoever waits for one.
     fn free_shared(&self, class: usize, chunk: u32) {
-        if let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) {
+        if self.push_shared(class, chunk) {
+            self.freed().notify_all();
+        }
+    }
+
+    /// Returns a chunk the caller holds to its class's free list, waking
+    /// nobody; false if the list was damaged beyond a rebuild.
+    fn push_shared(&self, class: usize, chunk: u32) -> bool {
+        let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) else { return false };
+        {
             pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
             // The chunk stays attributed to the caller until the push's
             // announcement, which turns it FREE in the same instant.
@@ -353,9 +436,7 @@ impl RegionCore {
                 // A damaged list, rebuilt (the chunk, still ours, is not on it).
                 pushed = lists[class].push(&pool, &range, chunk).is_ok();
             }
-            if pushed {
-                self.freed().notify_all();
-            }
+            pushed
         }
     }
 }

@@ -522,60 +522,6 @@ fn check(range: &Range<u32>, pool: &Pool<'_>, idx: u32) -> Result<u32, ()> {
     }
 }
 
-/// Up to two free chunks of one class that this handle keeps for its next
-/// loans, so that a process that both receives and sends (a ping-pong, a
-/// request/response, a pipeline stage) reuses the chunk it just released
-/// instead of crossing the shared free list twice per message. One word,
-/// private to the process: `count << 48 | second << 24 | first`, changed by
-/// one CAS (threads of the process may share the handle).
-pub(crate) struct ChunkCache(AtomicU64);
-
-const CACHE_SLOTS: u64 = 2;
-
-impl ChunkCache {
-    pub(crate) fn new() -> ChunkCache {
-        ChunkCache(AtomicU64::new(0))
-    }
-
-    /// The chunk put last, if any.
-    pub(crate) fn take(&self) -> Option<u32> {
-        use Ordering::{Acquire, Relaxed};
-        let mut w = self.0.load(Relaxed);
-        loop {
-            let n = w >> 48;
-            if n == 0 {
-                return None;
-            }
-            let chunk = ((w >> (24 * (n - 1))) & 0xFF_FFFF) as u32;
-            let rest = ((n - 1) << 48) | (w & ((1 << (24 * (n - 1))) - 1));
-            // SYNC: pairs with the Release CAS in `put`: the putting
-            // thread is done with the chunk.
-            match self.0.compare_exchange_weak(w, rest, Acquire, Relaxed) {
-                Ok(_) => return Some(chunk),
-                Err(now) => w = now,
-            }
-        }
-    }
-
-    /// Keeps `chunk`; false if two are kept already.
-    pub(crate) fn put(&self, chunk: u32) -> bool {
-        use Ordering::{Relaxed, Release};
-        let mut w = self.0.load(Relaxed);
-        loop {
-            let n = w >> 48;
-            if n >= CACHE_SLOTS {
-                return false;
-            }
-            let more = ((n + 1) << 48) | (w & ((1 << 48) - 1)) | (u64::from(chunk) << (24 * n));
-            // SYNC: pairs with the Acquire CAS in `take`.
-            match self.0.compare_exchange_weak(w, more, Release, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => w = now,
-            }
-        }
-    }
-}
-
 #[cfg(all(test, not(tachyon_loom)))]
 mod tests {
     use super::*;
@@ -881,32 +827,6 @@ mod loom_models {
             // Chunk 1 is free again unless a pop took it.
             let held1 = p.metas[1].word().state() != FREE;
             assert_eq!(found.free, usize::from(!held1));
-        });
-    }
-
-    #[test]
-    fn the_chunk_cache_keeps_each_chunk_once() {
-        model(|| {
-            let cache = Arc::new(ChunkCache::new());
-            assert!(cache.put(7));
-            let t = {
-                let cache = cache.clone();
-                loom::thread::spawn(move || {
-                    let got = cache.take();
-                    let kept = cache.put(9);
-                    (got, kept)
-                })
-            };
-            let mine = cache.take();
-            let put = cache.put(8);
-            let (theirs, kept) = t.join().unwrap();
-            let mut all: Vec<u32> = [mine, theirs].into_iter().flatten().collect();
-            while let Some(c) = cache.take() {
-                all.push(c);
-            }
-            assert!(put && kept, "two slots, never more than two chunks at once here");
-            all.sort();
-            assert_eq!(all, [7, 8, 9], "every chunk put is taken exactly once");
         });
     }
 }

@@ -9,7 +9,8 @@
 use super::config::{config_of, config_words, RegionConfig};
 use super::directory::TopicEntry;
 use super::layout::*;
-use super::pool::{ChunkCache, ChunkMeta, FreeList, Pool};
+use super::alloc::{cache_capacity, ChunkCache};
+use super::pool::{ChunkMeta, FreeList, Pool};
 use super::recovered::Recovered;
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -244,6 +245,7 @@ impl Region {
     }
 
     fn with(seg: Segment, layout: Layout, config: RegionConfig) -> Region {
+        let cache = std::array::from_fn(|c| ChunkCache::new(cache_capacity(layout.class_count[c])));
         let core = RegionCore {
             seg,
             layout,
@@ -254,7 +256,7 @@ impl Region {
             ops: std::sync::atomic::AtomicU32::new(0),
             on_open: std::sync::OnceLock::new(),
             quarantined_on_attach: std::sync::atomic::AtomicUsize::new(0),
-            cache: std::array::from_fn(|_| ChunkCache::new()),
+            cache,
             config,
         };
         Region { core: Arc::new(core) }

@@ -17,6 +17,7 @@ use iceoryx::iceoryx_run;
 use kernel::kernel_run;
 use raw::raw_run;
 use rpc::rpc_run;
+pub(crate) use topic::partition_keys;
 use topic::topic_run;
 
 /// Runs one repetition of one case.

@@ -14,7 +14,7 @@ use tachyon::bus::{Key, Region, Topic, TopicConfig};
 /// One key per partition: message `seq` goes with key `keys[seq %
 /// partitions]` to partition `seq % partitions`, so a consumer that reads
 /// the partitions in turn sees the messages in sequence order.
-fn partition_keys(topic: &Topic) -> Vec<u64> {
+pub(crate) fn partition_keys(topic: &Topic) -> Vec<u64> {
     let n = topic.partitions();
     let mut keys = vec![None; n as usize];
     let mut k = 0u64;
