@@ -43,7 +43,7 @@ crate::without_loom! {
     mod topic;
 
     pub use alloc::ClassStats;
-    pub use config::RegionConfig;
+    pub use config::{RegionConfig, MAX_GROUPS};
     pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
     pub use layout::{CLASS_SIZES, MAX_MESSAGE};
     #[cfg(feature = "testing")]
