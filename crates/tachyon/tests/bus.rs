@@ -478,7 +478,7 @@ fn chunks_held_by_a_sigkilled_process_return_to_the_pool() {
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     let r = region.recover().unwrap();
     assert_eq!((r.loans, r.held, r.unpublished), (0, 2, 0));
@@ -501,7 +501,7 @@ fn inspecting_by_name_changes_nothing_and_opening_reports_what_it_reclaimed() {
     let initial = region.pool_stats().unwrap();
     let mut child =
         spawn(ENTRY, "loan-and-hang", Args::name(&name).with("side", &side_name).with("loans", 2));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
 
     // Looking takes no slot and reclaims nothing: the dead child is still
@@ -584,7 +584,7 @@ fn a_dead_consumers_message_with_a_forged_route_is_reclaimed_not_a_crash() {
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     kill(&mut child);
     // Rewrite the route of the dead consumer's two messages (chunk
     // metadata: 24 bytes each from the offset at 40, state in bits 30-31
@@ -645,7 +645,7 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     topic.send(b"one", Key(0), SHORT).unwrap();
     topic.send(b"two", Key(0), SHORT).unwrap();
     let mut child = spawn(ENTRY, "receive-and-hang", Args::name(&name).with("side", &side_name));
-    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 50));
+    assert!(wait_for(LIMIT, || counter(&side, 0).load(Ordering::SeqCst) == 2));
     topic.send(b"three", Key(0), SHORT).unwrap();
     kill(&mut child);
     // A waiting consumer gets the dead consumer's messages back by itself
