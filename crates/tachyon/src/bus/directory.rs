@@ -292,6 +292,22 @@ mod tests {
         assert!(!e.is_free());
     }
 
+    /// The delivery word's group bits (no default group: bit 2) are under
+    /// both seals like the rest: damage to either copy is repaired.
+    #[test]
+    fn the_delivery_word_s_group_bits_are_sealed_and_repaired() {
+        let want = Record::new("g", 2, 64, 3, 0b101, 4096);
+        for (w, bit) in [(3usize, 34u32), (18, 34), (18, 2)] {
+            let e = entry();
+            e.publish(&want);
+            words(&e)[w].fetch_xor(1 << bit, Ordering::Relaxed);
+            assert_eq!(e.record(), Some(want), "word {w} bit {bit}");
+            assert_eq!(e.repair(), 1, "word {w} bit {bit}");
+            assert_eq!(load_copy!(&*e), Some(want));
+            assert_eq!(load_copy!(&e.copy2), Some(want));
+        }
+    }
+
     #[test]
     fn a_lost_state_word_is_restored() {
         let e = entry();

@@ -62,6 +62,8 @@ pub(crate) const fn is_shared(w: Word) -> bool {
 const STAMP_MASK: u32 = (1 << Descriptor::VERSION_BITS) - 1;
 
 /// A group slot's control word: `generation << 2 | state`.
+/// `repr(transparent)`: the bus finds these words in shared memory.
+#[repr(transparent)]
 pub(crate) struct Control(AtomicU64);
 
 impl Control {

@@ -131,6 +131,9 @@ pub(crate) const CFG_DOMAIN_V3: u64 = 0x0072_6567_696f_6e33;
 unsafe impl ShmSafe for FreeList {}
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for ChunkMeta {}
+// SAFETY: `repr(transparent)` over one `AtomicU64`; any bits are valid (an
+// unknown state is no group a publisher delivers to).
+unsafe impl ShmSafe for super::groups::Control {}
 
 /// Offsets and class geometry computed from a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

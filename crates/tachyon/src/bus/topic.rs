@@ -16,7 +16,8 @@ use super::partition;
 use super::pool::{Descriptor, HELD, LOANED, QUEUED};
 use super::region::{Region, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
-use crate::platform::atomic::{AtomicU32, Ordering};
+use super::groups::{self, Control};
+use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::Segment;
 use crate::sync::ring::{Cell, Cursors, Ring, Waits};
 use crate::sync::{Liveness, WaitPolicy};
@@ -68,6 +69,9 @@ pub struct TopicConfig {
     pub wait: WaitPolicy,
     /// What a consumer's death does to the message it held.
     pub delivery: Delivery,
+    /// Whether the topic has its default group (group slot 0: what
+    /// [`Topic::receive`] reads). See `default_group` (`testing` feature).
+    pub(crate) default_group: bool,
 }
 
 impl Default for TopicConfig {
@@ -77,6 +81,7 @@ impl Default for TopicConfig {
             capacity: 1024,
             wait: WaitPolicy::Hybrid,
             delivery: Delivery::AtMostOnce,
+            default_group: true,
         }
     }
 }
@@ -106,6 +111,26 @@ impl TopicConfig {
         self
     }
 
+    /// Whether the topic has its default group (default `true`). Without
+    /// it, [`Topic::receive`] and the other receives that do not name a
+    /// group fail, and a message published while no group is joined is
+    /// delivered to nobody (its chunk goes back to the pool; wiring step
+    /// 3). Needs a region with
+    /// [`max_groups`](super::RegionConfig::max_groups) of at least 1.
+    /// Consumer groups are not crash-safe yet (issue #15): `testing`
+    /// feature only.
+    #[cfg(feature = "testing")]
+    pub fn default_group(mut self, on: bool) -> Self {
+        self.default_group = on;
+        self
+    }
+
+    /// Whether the topic has its default group (see `default_group`,
+    /// `testing` feature).
+    pub fn default_group_enabled(&self) -> bool {
+        self.default_group
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing topic's) configuration does not have.
     pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
@@ -116,6 +141,7 @@ impl TopicConfig {
                 ("capacity", self.capacity.to_string(), want.capacity.to_string()),
                 ("wait", format!("{:?}", self.wait), format!("{:?}", want.wait)),
                 ("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery)),
+                ("default_group", self.default_group.to_string(), want.default_group.to_string()),
             ],
         )
     }
@@ -141,8 +167,10 @@ impl TopicConfig {
         partition::block(self.capacity)
     }
 
-    pub(crate) fn ring_bytes(&self) -> usize {
-        self.block() * self.partitions as usize
+    /// Bytes of the topic's rings in a region of `max_groups` group slots:
+    /// the partitions of every slot (at least slot 0) and the group block.
+    pub(crate) fn ring_bytes(&self, max_groups: usize) -> usize {
+        self.block() * self.partitions as usize * max_groups.max(1) + partition::group_block(max_groups)
     }
 }
 
@@ -191,12 +219,18 @@ fn policy_of(code: u32) -> Option<WaitPolicy> {
     }
 }
 
+/// The bits of the sealed delivery word: bit 0 the delivery, bit 1 the
+/// overrun option (reserved: wiring step 7), bit 2 set for a topic without
+/// its default group. A word with other bits is unknown (damage).
+const DELIVERY_BITS: u32 = 0b111;
+/// Bit 2 of the delivery word: the topic has no default group.
+const NO_DEFAULT_GROUP: u32 = 0b100;
+
 fn delivery_of(code: u32) -> Option<Delivery> {
-    match code {
-        0 => Some(Delivery::AtMostOnce),
-        1 => Some(Delivery::AtLeastOnce),
-        _ => None,
+    if code & !DELIVERY_BITS != 0 {
+        return None;
     }
+    Some(if code & 1 == 0 { Delivery::AtMostOnce } else { Delivery::AtLeastOnce })
 }
 
 fn policy_code(p: WaitPolicy) -> u32 {
@@ -209,7 +243,8 @@ fn policy_code(p: WaitPolicy) -> u32 {
 
 /// The directory record of a new topic.
 pub(crate) fn record_of(name: &str, cfg: &TopicConfig, ring_off: u64) -> Record {
-    let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce);
+    let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce)
+        | if cfg.default_group { 0 } else { NO_DEFAULT_GROUP };
     Record::new(name, cfg.partitions, cfg.capacity, policy_code(cfg.wait), delivery, ring_off)
 }
 
@@ -230,9 +265,21 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
     })
 }
 
-/// Sets every cell of every partition free for its first writer.
-pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig) -> Result<()> {
-    partition::init(seg, ring_off, cfg.partitions, cfg.capacity)
+/// Sets every cell of every partition of every group slot free for its
+/// first writer, and the slots' control words: slot 0 (the default group)
+/// ACTIVE unless the topic has none, the others VACANT, all at generation 0.
+pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig, max_groups: usize) -> Result<()> {
+    partition::init(seg, ring_off, cfg.partitions * max_groups.max(1) as u32, cfg.capacity)?;
+    if max_groups > 0 {
+        let at = ring_off + cfg.block() * cfg.partitions as usize * max_groups;
+        let words = seg.get_slice::<AtomicU64>(at, partition::group_block(max_groups) / 8)?;
+        for w in words {
+            w.store(0, Ordering::Relaxed);
+        }
+        let first = if cfg.default_group { groups::ACTIVE } else { groups::VACANT };
+        words[0].store(first, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// The partition of a key: a 64-bit mix of the key, masked.
@@ -317,8 +364,16 @@ struct TopicCore {
     policy: WaitPolicy,
     index: usize,
     delivery: Delivery,
-    /// Each partition's ring and wait cells, checked once at attach.
+    /// Each partition's ring and wait cells, checked once at attach, slot
+    /// by slot (`slot * partitions + partition`; slot 0 first).
     parts: Box<[Partition]>,
+    /// The group slots' control words (none in a region without group
+    /// slots), checked at attach.
+    controls: Option<NonNull<[Control]>>,
+    /// The group slots' names (`partition::GROUP_NAME_WORDS` words each).
+    names: Option<NonNull<[AtomicU64]>>,
+    /// Whether the topic has its default group (slot 0).
+    default_group: bool,
 }
 
 /// Where one partition's shared state lies inside the region's mapping
@@ -331,10 +386,10 @@ struct Partition {
     not_full: NonNull<crate::sync::WaitCell>,
 }
 
-// SAFETY: `entry` points into the region's mapping, which `region` keeps
-// mapped for as long as this value lives; `TopicEntry` is atomics only
-// (`Sync`), so it may be reached from any thread. Every other field is
-// `Send + Sync`.
+// SAFETY: `entry`, `controls`, `names` and the partitions' pointers point
+// into the region's mapping, which `region` keeps mapped for as long as
+// this value lives; all of them are atomics only (`Sync`), so they may be
+// reached from any thread. Every other field is `Send + Sync`.
 unsafe impl Send for TopicCore {}
 // SAFETY: as for `Send`: only `&TopicEntry` is ever formed from `entry`.
 unsafe impl Sync for TopicCore {}
@@ -362,18 +417,22 @@ impl Topic {
             capacity: info.capacity,
             wait: info.wait.ok_or_else(|| bad("topic wait policy", u64::from(record.wait)))?,
             delivery: info.delivery.ok_or_else(|| bad("topic delivery", u64::from(record.delivery)))?,
+            default_group: record.delivery & NO_DEFAULT_GROUP == 0,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = record.ring_off;
         // The topic's rings must lie inside the ring arena.
         let arena = region.arena();
         let ring_off = usize::try_from(raw_off).map_err(|_| bad("topic ring offset", raw_off))?;
-        if ring_off < arena.start || ring_off.checked_add(cfg.ring_bytes()).is_none_or(|end| end > arena.end)
+        let max_groups = region.config().max_groups;
+        if ring_off < arena.start
+            || ring_off.checked_add(cfg.ring_bytes(max_groups)).is_none_or(|end| end > arena.end)
         {
             return Err(bad("topic ring offset", raw_off));
         }
         let seg = region.segment();
-        let parts = (0..cfg.partitions as usize)
+        let slots = max_groups.max(1);
+        let parts = (0..cfg.partitions as usize * slots)
             .map(|p| -> Result<Partition> {
                 let (header, cells) = partition::at(seg, ring_off + p * cfg.block(), cfg.capacity)?;
                 Ok(Partition {
@@ -384,8 +443,23 @@ impl Topic {
                 })
             })
             .collect::<Result<Box<[Partition]>>>()?;
+        let group_at = ring_off + cfg.block() * cfg.partitions as usize * slots;
+        let controls = if max_groups == 0 {
+            None
+        } else {
+            Some(NonNull::from(seg.get_slice::<Control>(group_at, max_groups)?))
+        };
+        let names = if max_groups == 0 {
+            None
+        } else {
+            let words = max_groups * partition::GROUP_NAME_WORDS;
+            Some(NonNull::from(seg.get_slice::<AtomicU64>(group_at + 8 * max_groups, words)?))
+        };
         let core = TopicCore {
             parts,
+            controls,
+            names,
+            default_group: cfg.default_group,
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
@@ -416,6 +490,7 @@ impl Topic {
             capacity: self.core.capacity as u32,
             wait: self.core.policy,
             delivery: self.core.delivery,
+            default_group: self.core.default_group,
         }
     }
 
@@ -475,11 +550,67 @@ impl Topic {
         Ok(self.ring(partition)?.len() as usize)
     }
 
-    fn partition(&self, partition: u32) -> Result<&Partition> {
-        match self.core.parts.get(partition as usize) {
-            Some(p) => Ok(p),
-            None => Err(self.no_partition(partition)),
+    fn slot_partition(&self, slot: usize, partition: u32) -> Result<&Partition> {
+        let at = slot * self.core.partitions as usize + partition as usize;
+        match self.core.parts.get(at) {
+            Some(p) if partition < self.core.partitions => Ok(p),
+            _ => Err(self.no_partition(partition)),
         }
+    }
+
+    /// The group slots' control words (empty in a region without group
+    /// slots).
+    pub(crate) fn controls(&self) -> &[Control] {
+        match self.core.controls {
+            // SAFETY: formed at attach from a checked slice of the region's
+            // mapping, which `self.core.region` keeps mapped; atomics only.
+            Some(c) => unsafe { c.as_ref() },
+            None => &[],
+        }
+    }
+
+    /// The name words of group slot `slot` (`partition::GROUP_NAME_WORDS`).
+    pub(crate) fn group_name_words(&self, slot: usize) -> Option<&[AtomicU64]> {
+        // SAFETY: as in `controls`.
+        let names = unsafe { self.core.names?.as_ref() };
+        names.get(slot * partition::GROUP_NAME_WORDS..(slot + 1) * partition::GROUP_NAME_WORDS)
+    }
+
+    /// The name of group slot `slot` as written by its join (the default
+    /// group's is empty); `None` if it is no name (never written, damaged).
+    pub(crate) fn group_name(&self, slot: usize) -> Option<String> {
+        let w = self.group_name_words(slot)?;
+        let len = w[0].load(Ordering::Relaxed) as usize;
+        if len > MAX_NAME {
+            return None;
+        }
+        let bytes: Vec<u8> =
+            w[1..].iter().flat_map(|x| x.load(Ordering::Relaxed).to_le_bytes()).take(len).collect();
+        String::from_utf8(bytes).ok()
+    }
+
+    /// The group slots in use (ACTIVE or DRAINING): `(slot, name,
+    /// generation, state)`, slot 0 (the default group, named "") included.
+    pub(crate) fn group_slots(&self) -> Vec<(usize, String, u32, u64)> {
+        let mut slots = Vec::new();
+        for (g, c) in self.controls().iter().enumerate() {
+            let (gen, state) = c.load();
+            if state != groups::VACANT {
+                slots.push((g, self.group_name(g).unwrap_or_default(), gen, state));
+            }
+        }
+        if self.controls().is_empty() {
+            slots.push((0, String::new(), 0, groups::ACTIVE));
+        }
+        slots
+    }
+
+    #[cold]
+    fn no_default_group(&self) -> Error {
+        Error::invalid(format!(
+            "topic {:?} was created without its default group (TopicConfig::default_group(false)): receive through a group (Topic::join_group)",
+            self.core.name
+        ))
     }
 
     #[cold]
@@ -493,7 +624,12 @@ impl Topic {
     }
 
     pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'_>> {
-        let p = self.partition(partition)?;
+        self.ring_of(0, partition)
+    }
+
+    /// The ring of `partition` in group slot `slot`.
+    pub(crate) fn ring_of(&self, slot: usize, partition: u32) -> Result<Ring<'_>> {
+        let p = self.slot_partition(slot, partition)?;
         // SAFETY: both were formed at attach from checked references into
         // the region's mapping, which `self.core.region` keeps mapped while
         // `self` lives; cursors and cells are atomics (shared access only).
@@ -501,7 +637,12 @@ impl Topic {
     }
 
     pub(crate) fn waits(&self, partition: u32) -> Result<Waits<'_>> {
-        let p = self.partition(partition)?;
+        self.waits_of(0, partition)
+    }
+
+    /// The wait cells of `partition` in group slot `slot`.
+    pub(crate) fn waits_of(&self, slot: usize, partition: u32) -> Result<Waits<'_>> {
+        let p = self.slot_partition(slot, partition)?;
         // SAFETY: as in `ring`: checked at attach, kept mapped by the
         // region; wait cells are atomics.
         let (not_empty, not_full) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref()) };
@@ -801,6 +942,9 @@ impl Topic {
         timeout: Option<Duration>,
         stop: Option<&ReceiveStop>,
     ) -> Result<(Chunk, usize)> {
+        if !self.core.default_group {
+            return Err(self.no_default_group());
+        }
         let ring = self.ring(partition)?;
         let mut waits = self.waits(partition)?;
         let _watch = match stop {
@@ -1379,6 +1523,20 @@ impl Drop for StopWatch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_delivery_word_is_read_by_its_bits() {
+        assert_eq!(delivery_of(0), Some(Delivery::AtMostOnce));
+        assert_eq!(delivery_of(1), Some(Delivery::AtLeastOnce));
+        // The overrun bit (1) and the no-default-group bit (2) do not make
+        // the delivery unknown; unknown bits do.
+        assert_eq!(delivery_of(0b111), Some(Delivery::AtLeastOnce));
+        assert_eq!(delivery_of(0b110), Some(Delivery::AtMostOnce));
+        assert_eq!(delivery_of(8), None);
+        let cfg = TopicConfig { default_group: false, ..TopicConfig::default() };
+        let r = record_of("t", &cfg.delivery(Delivery::AtLeastOnce), 64);
+        assert_eq!(r.delivery, 0b101);
+    }
 
     #[test]
     fn keys_spread_over_partitions() {
