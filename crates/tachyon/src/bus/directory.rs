@@ -120,7 +120,10 @@ pub(crate) struct TopicEntry {
     name: [AtomicU64; 8],
     seal: AtomicU64,
     copy2: Copy2,
-    _tail: [AtomicU64; 2],
+    /// Messages published while no group was joined on a topic without its
+    /// default group: delivered to nobody (a statistic, outside the seals).
+    pub(crate) undelivered: AtomicU64,
+    _tail: [AtomicU64; 1],
 }
 
 const _: () = assert!(std::mem::size_of::<Copy2>() == 104);
@@ -188,7 +191,7 @@ impl TopicEntry {
 
     /// Fills the entry and marks it ready (under the region's control lock).
     pub(crate) fn publish(&self, record: &Record) {
-        for c in [&self.published, &self.received, &self.corrupt, &self.lost] {
+        for c in [&self.published, &self.received, &self.corrupt, &self.lost, &self.undelivered] {
             c.store(0, Ordering::Relaxed);
         }
         store_copy!(self, record);

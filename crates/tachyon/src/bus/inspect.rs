@@ -174,6 +174,9 @@ impl Region {
                 quarantined_chunks += 1;
                 continue;
             }
+            if super::groups::is_shared(w) {
+                continue; // held by groups' words, not by a process
+            }
             if state != LOANED && state != HELD || super::alloc::is_free(meta) {
                 continue; // free, or kept free by its process for a loan
             }

@@ -55,6 +55,8 @@ crate::without_loom! {
     pub use region::Region;
     pub(crate) use region::RECOVERY_INTERVAL;
     pub use subscription::{Partitions, Subscription};
+    #[cfg(feature = "testing")]
+    pub use topic::Group;
     pub use topic::{
         Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
         MAX_CAPACITY, MAX_PARTITIONS,

@@ -13,7 +13,7 @@
 use super::directory::{Record, TopicEntry, MAX_NAME};
 use super::layout::{CLASS_SIZES, MAX_MESSAGE, TOO_LARGE};
 use super::partition;
-use super::pool::{Descriptor, HELD, LOANED, QUEUED};
+use super::pool::{Descriptor, Word, FREE, HELD, LOANED, QUEUED};
 use super::region::{Region, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use super::groups::{self, Control};
@@ -114,8 +114,8 @@ impl TopicConfig {
     /// Whether the topic has its default group (default `true`). Without
     /// it, [`Topic::receive`] and the other receives that do not name a
     /// group fail, and a message published while no group is joined is
-    /// delivered to nobody (its chunk goes back to the pool; wiring step
-    /// 3). Needs a region with
+    /// delivered to nobody (its chunk goes back to the pool, counted in
+    /// [`TopicInfo::undelivered`]). Needs a region with
     /// [`max_groups`](super::RegionConfig::max_groups) of at least 1.
     /// Consumer groups are not crash-safe yet (issue #15): `testing`
     /// feature only.
@@ -208,6 +208,9 @@ pub struct TopicInfo {
     pub corrupt: u64,
     /// Messages lost with a consumer that died holding them (at-most-once).
     pub lost: u64,
+    /// Messages published while no group was joined on a topic without its
+    /// default group: delivered to nobody, their chunks back in the pool.
+    pub undelivered: u64,
 }
 
 fn policy_of(code: u32) -> Option<WaitPolicy> {
@@ -262,6 +265,7 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
         received: entry.received.load(Ordering::Relaxed),
         corrupt: entry.corrupt.load(Ordering::Relaxed),
         lost: entry.lost.load(Ordering::Relaxed),
+        undelivered: entry.undelivered.load(Ordering::Relaxed),
     })
 }
 
@@ -401,6 +405,10 @@ pub(super) struct Chunk {
     pub(super) index: u32,
     /// Its first byte, inside the region's mapping.
     pub(super) data: NonNull<u8>,
+    /// The group slot whose group word holds it, for a message taken from a
+    /// SHARED chunk (released through the group: `Region::release_shared`);
+    /// `None` for a loan or a message of the single-group path.
+    pub(super) group: Option<u8>,
 }
 
 impl Topic {
@@ -532,6 +540,7 @@ impl Topic {
             received: 0,
             corrupt: 0,
             lost: 0,
+            undelivered: 0,
         });
         info.corrupt = info.corrupt.wrapping_add(self.ring_repairs());
         info
@@ -772,7 +781,7 @@ impl Topic {
     /// descriptor's validation).
     fn chunk(&self, class: usize, index: u32) -> Chunk {
         let data = NonNull::new(self.region().chunk_ptr(class, index)).expect("a chunk inside the mapping");
-        Chunk { class, index, data }
+        Chunk { class, index, data, group: None }
     }
 
     /// The first `len` bytes of `chunk`, writable.
@@ -825,6 +834,11 @@ impl Topic {
         keep_on_timeout: bool,
     ) -> Result<()> {
         let partition = self.partition_of(key);
+        if self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group) {
+            if let Some(r) = self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout) {
+                return r;
+            }
+        }
         // Until its descriptor is committed the chunk is this caller's: any
         // failure before that gives it back (`queue_and_claim` made it
         // LOANED again).
@@ -845,6 +859,163 @@ impl Topic {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             }));
+        }
+        self.entry().published.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Publishes through the groups protocol (docs/groups-design.md,
+    /// "Transitions") when a named group is ACTIVE or the topic has no
+    /// default group: `None` when only the default group is ACTIVE (the
+    /// caller publishes as it always did: no SHARED, no fence). Claims a
+    /// cell in `partition`'s ring of every ACTIVE group (waiting up to
+    /// `timeout` in all; on a full ring the cells claimed are given up as
+    /// tombstones and nothing is published), sets the group words, moves
+    /// the main word to SHARED (the commit point), gives back what groups
+    /// dropped meanwhile were given, and commits the cells. With no group
+    /// ACTIVE the message is delivered to nobody: the chunk goes back to
+    /// the pool, counted in `undelivered`. Not crash-safe yet (issue #15:
+    /// recovery does not know group words).
+    fn publish_to_groups(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        keep_on_timeout: bool,
+    ) -> Option<Result<()>> {
+        let mut to = [(0usize, 0u32); super::config::MAX_GROUPS];
+        let mut n = 0;
+        for (g, c) in self.controls().iter().enumerate() {
+            let (gen, state) = c.load();
+            if state == groups::ACTIVE && n < to.len() {
+                to[n] = (g, gen);
+                n += 1;
+            }
+        }
+        if n == 1 && to[0].0 == 0 {
+            return None;
+        }
+        Some(self.publish_shared(chunk, len, partition, timeout, keep_on_timeout, &to[..n]))
+    }
+
+    fn publish_shared(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        keep_on_timeout: bool,
+        to: &[(usize, u32)],
+    ) -> Result<()> {
+        let region = self.region();
+        let me = region.segment().token();
+        if to.is_empty() {
+            // Nobody to deliver to: the chunk, still LOANED by us (never
+            // SHARED), goes back to the pool.
+            region.free(chunk.class, chunk.index);
+            self.entry().undelivered.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let corrupt = |field| Error::corrupt(Corruption::BadField { field, value: 0 });
+        let give_back = |e: Error| {
+            if !(keep_on_timeout && matches!(e, Error::Timeout { .. })) {
+                region.free(chunk.class, chunk.index);
+            }
+            e
+        };
+        let shares = match region.shares(chunk.index) {
+            Ok(s) => s,
+            Err(e) => return Err(give_back(e)),
+        };
+        let meta = shares.main;
+        meta.route.store(((self.core.index as u32 + 1) << 16) | partition, Ordering::Relaxed);
+        meta.len.store(len as u32, Ordering::Relaxed);
+        // The stamp of every group word of this publication: the chunk's
+        // publication count, which the single-group path draws from too.
+        // SYNC: AcqRel, as the Release store in `Region::enqueue`: route and
+        // len above go with it (and with the group words' CASes).
+        let stamp = meta.version.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        // 1. A cell in every group's ring, or none.
+        let mut cells = [(0u64, 0usize); super::config::MAX_GROUPS];
+        let deadline = timeout.filter(|t| !t.is_zero()).map(|t| Instant::now() + t);
+        let abandon = |upto: usize, cells: &[(u64, usize)]| {
+            for (&(g, _), &(pos, idx)) in to[..upto].iter().zip(cells) {
+                if let Ok(ring) = self.ring_of(g, partition) {
+                    ring.abandon_write(pos, idx, me);
+                }
+                if let Ok(waits) = self.waits_of(g, partition) {
+                    topic_wake(&waits, waits.not_empty);
+                }
+            }
+        };
+        for (i, &(g, _)) in to.iter().enumerate() {
+            let claimed = self.ring_of(g, partition).and_then(|ring| {
+                let waits = self.waits_of(g, partition)?;
+                let left = match deadline {
+                    Some(d) => Some(d.saturating_duration_since(Instant::now())),
+                    None => timeout,
+                };
+                self.claim(&ring, &waits, true, left)
+            });
+            match claimed {
+                Ok((pos, idx, _)) => cells[i] = (pos, idx),
+                Err(e) => {
+                    abandon(i, &cells);
+                    let e = match e {
+                        Error::Timeout { .. } => Error::timeout("room in the topic's partition", timeout),
+                        e => e,
+                    };
+                    return Err(give_back(e));
+                }
+            }
+        }
+        crate::platform::fault::point("groups-publish-claimed");
+        // 2. The group words.
+        let mut slots = [0usize; super::config::MAX_GROUPS];
+        for (s, &(g, _)) in slots.iter_mut().zip(to) {
+            *s = g;
+        }
+        if shares.prepare_stamped(me, &slots[..to.len()], stamp).is_err() {
+            abandon(to.len(), &cells);
+            return Err(give_back(corrupt("group word of a chunk this process holds")));
+        }
+        // 3. The commit point.
+        let Ok(m) = shares.share(me) else {
+            // Not ours any more (damage, or judged dead and reclaimed).
+            for &g in &slots[..to.len()] {
+                shares.cas_group(g, Word::new(stamp, QUEUED, me.raw()), Word::new(stamp, FREE, 0));
+            }
+            abandon(to.len(), &cells);
+            return Err(corrupt("state of a chunk this process holds"));
+        };
+        let free = region.free_to(chunk.class)?;
+        // 4. Groups dropped since the snapshot give back their hold.
+        let stamps = [stamp; super::config::MAX_GROUPS];
+        let keep = shares.keep_joined(self.controls(), to, &stamps[..to.len()], me, m, &free);
+        // 5. The commits.
+        let desc = Descriptor::new(chunk.index, stamp, len as u32).encode();
+        let mut lost = false;
+        for (i, &(g, _)) in to.iter().enumerate() {
+            let (Ok(ring), Ok(waits)) = (self.ring_of(g, partition), self.waits_of(g, partition)) else {
+                continue;
+            };
+            let (pos, idx) = cells[i];
+            if keep & (1 << i) == 0 {
+                ring.abandon_write(pos, idx, me);
+            } else if !ring.commit_write(pos, idx, desc, me) {
+                // Our claim was repaired away (judged dead): no descriptor
+                // names this hold, so it is let go here.
+                lost = true;
+                shares.end_hold(g, Word::new(stamp, QUEUED, me.raw()), m, me, &free);
+            }
+            topic_wake(&waits, waits.not_empty);
+        }
+        if lost {
+            shares.free_if_last(m, me, &free);
+        }
+        if lost || keep.count_ones() as usize != to.len() {
+            region.freed().notify_all();
         }
         self.entry().published.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -945,8 +1116,20 @@ impl Topic {
         if !self.core.default_group {
             return Err(self.no_default_group());
         }
-        let ring = self.ring(partition)?;
-        let mut waits = self.waits(partition)?;
+        self.take_message_in(0, partition, timeout, stop)
+    }
+
+    /// [`take_message_until`](Self::take_message_until) from group slot
+    /// `slot`'s ring of `partition` (slot 0: the default group's).
+    pub(super) fn take_message_in(
+        &self,
+        slot: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+    ) -> Result<(Chunk, usize)> {
+        let ring = self.ring_of(slot, partition)?;
+        let mut waits = self.waits_of(slot, partition)?;
         let _watch = match stop {
             Some(stop) => {
                 waits.closed = Some(&stop.stopped);
@@ -984,19 +1167,20 @@ impl Topic {
             other => other.map_err(stopped)?,
         };
         crate::platform::fault::point("receive-claimed");
-        let checked = self.check_descriptor(word, me.raw());
+        let checked = self.check_descriptor(word, me, slot);
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
         topic_wake(&waits, waits.not_full);
-        let (class, index, len) = match checked {
+        let (class, index, len, group) = match checked {
             Ok(c) => c,
             Err(e) => {
                 self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
                 return Err(e);
             }
         };
+        let chunk = Chunk { group, ..self.chunk(class, index) };
         if !released {
-            self.region().free(class, index);
+            self.release_chunk(chunk);
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
@@ -1004,7 +1188,17 @@ impl Topic {
         }
         self.entry().received.fetch_add(1, Ordering::Relaxed);
         self.region().beat_sometimes();
-        Ok((self.chunk(class, index), len))
+        Ok((chunk, len))
+    }
+
+    /// Releases a received chunk: through its group if it was taken from a
+    /// SHARED chunk (the last hold goes to the free list, never the
+    /// cache), else as a single-group message.
+    pub(super) fn release_chunk(&self, chunk: Chunk) {
+        match chunk.group {
+            None => self.region().free(chunk.class, chunk.index),
+            Some(g) => self.region().release_shared(chunk.class, chunk.index, usize::from(g)),
+        }
     }
 
     /// Validates a descriptor (read from a cell this process has claimed)
@@ -1012,16 +1206,39 @@ impl Topic {
     /// the claimant of the cell naming a publication may take its chunk, so
     /// a descriptor that names the chunk's current publication cannot lose
     /// it between the check and the CAS.
-    fn check_descriptor(&self, word: u64, me: u32) -> Result<(usize, u32, usize)> {
+    ///
+    /// A descriptor of a SHARED chunk (published to groups) is taken
+    /// through group slot `slot`'s word instead (`Shares::take`: QUEUED of
+    /// its stamp to HELD by `me`); the chunk's group is returned with it.
+    #[allow(clippy::type_complexity)]
+    fn check_descriptor(
+        &self,
+        word: u64,
+        me: crate::sync::Token,
+        slot: usize,
+    ) -> Result<(usize, u32, usize, Option<u8>)> {
         let (class, desc, meta) = self.region().resolve(word)?;
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         let w = meta.word();
+        if groups::is_shared(w) {
+            let shares = self.region().shares(desc.chunk)?;
+            if !shares.take(slot, desc.version, me) {
+                // Stale (another publication's, released, redelivered).
+                return Err(bad("group word of the descriptor's chunk", u64::from(w.state())));
+            }
+            return Ok((class, desc.chunk, desc.len as usize, Some(slot as u8)));
+        }
+        let me = me.raw();
+        if slot != 0 {
+            // A group's ring only ever names SHARED chunks.
+            return Err(bad("state of the descriptor's chunk", u64::from(w.state())));
+        }
         if w.state() != QUEUED || !desc.is_current(meta) || !meta.cas(w, w.with(HELD, me)) {
             // A corrupt, stale or duplicated descriptor: the chunk is not
             // this publication's (it may be on a free list); leave it be.
             return Err(bad("state of the descriptor's chunk", u64::from(w.state())));
         }
-        Ok((class, desc.chunk, desc.len as usize))
+        Ok((class, desc.chunk, desc.len as usize, None))
     }
 
     /// [`receive`](Self::receive) without waiting: `Ok(None)` if the
@@ -1039,7 +1256,7 @@ impl Topic {
         // `take_message`, validated, `len` within its class) and is only
         // read here before it is freed.
         buf.extend_from_slice(unsafe { self.chunk_ref(chunk, len) });
-        self.region().free(chunk.class, chunk.index);
+        self.release_chunk(chunk);
         Ok(len)
     }
 
@@ -1091,6 +1308,150 @@ impl Topic {
         ring.commit_write(pos, idx, Descriptor::new(chunk, 0, len).encode(), seg.token());
         topic_wake(&waits, waits.not_empty);
         Ok(())
+    }
+}
+
+/// A consumer group's member on a topic (see [`Topic::join_group`]): every
+/// group joined to a topic receives every message published after it
+/// joined; the members of one group compete, each message going to one of
+/// them. The payload is not copied however many groups read it.
+///
+/// **Not crash-safe yet (issue #15):** recovery does not know groups yet,
+/// so a member or a publisher killed mid-operation can leak the chunk it
+/// held, and a group is never dropped (dropping this handle only ends the
+/// membership handle; the group keeps receiving, and holding producers
+/// back once its rings are full). `testing` feature only.
+#[cfg(feature = "testing")]
+#[derive(Clone)]
+pub struct Group {
+    topic: Topic,
+    slot: usize,
+    name: String,
+}
+
+#[cfg(feature = "testing")]
+impl Group {
+    /// Waits up to `timeout` for the group's next message in `partition`
+    /// (as [`Topic::receive`] does for the default group). Dropping the
+    /// [`Message`] releases the group's hold; the chunk goes back to the
+    /// pool once every group it was published to has released it.
+    pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message> {
+        let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, None)?;
+        Ok(Message { topic: self.topic.clone(), chunk, len, partition })
+    }
+
+    /// [`receive`](Self::receive) without waiting: `Ok(None)` if the
+    /// group's ring of `partition` is empty now.
+    pub fn try_receive(&self, partition: u32) -> Result<Option<Message>> {
+        none_if_empty(self.receive(partition, Some(Duration::ZERO)))
+    }
+
+    /// Receives the group's next message of `partition` into `buf`
+    /// (replacing its contents) and releases it at once; returns its
+    /// length.
+    pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
+        let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, None)?;
+        buf.clear();
+        // SAFETY: the group's hold keeps the chunk out of the pool and
+        // nobody writes a published chunk; `len` was validated against its
+        // class by `take_message_in`.
+        buf.extend_from_slice(unsafe { self.topic.chunk_ref(chunk, len) });
+        self.topic.release_chunk(chunk);
+        Ok(len)
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The group's slot in the topic (1 to `max_groups - 1`).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
+    /// Messages waiting for the group in `partition` now (a snapshot).
+    pub fn depth(&self, partition: u32) -> Result<usize> {
+        Ok(self.topic.ring_of(self.slot, partition)?.len() as usize)
+    }
+}
+
+#[cfg(feature = "testing")]
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").field("topic", &self.topic.core.name).field("name", &self.name).finish()
+    }
+}
+
+#[cfg(feature = "testing")]
+impl Topic {
+    /// Joins the consumer group `name` of this topic, creating it if no
+    /// group of that name is joined: from now on every message published
+    /// to the topic is delivered to the group too (once, to one of its
+    /// members). Group names are 1 to 64 bytes without NUL
+    /// ([`Error::InvalidName`]); a topic has `max_groups - 1` named groups
+    /// at most ([`RegionConfig::max_groups`](super::RegionConfig::max_groups);
+    /// [`Error::NoSpace`] when they are all used, [`Error::InvalidArgument`]
+    /// in a region without named group slots).
+    ///
+    /// **Not crash-safe yet (issue #15)**: see [`Group`]. `testing`
+    /// feature only.
+    pub fn join_group(&self, name: &str) -> Result<Group> {
+        if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
+            return Err(Error::InvalidName {
+                name: name.to_owned(),
+                reason: "a group name is 1 to 64 bytes without NUL",
+            });
+        }
+        let controls = self.controls();
+        if controls.len() < 2 {
+            return Err(Error::invalid(format!(
+                "region {:?} has no named group slots: create it with RegionConfig::max_groups of at least 2",
+                self.region().name()
+            )));
+        }
+        let region = self.region();
+        let guard = region.control().lock(region, Some(Duration::from_secs(5)))?;
+        // A joiner that died holding the lock left at most a name written
+        // in a VACANT slot: the slot is still free, the name rewritten.
+        let _ = guard.owner_died();
+        let group = |slot| Group { topic: self.clone(), slot, name: name.to_owned() };
+        for (g, c) in controls.iter().enumerate().skip(1) {
+            if c.load().1 == groups::ACTIVE && self.group_name(g).as_deref() == Some(name) {
+                return Ok(group(g));
+            }
+        }
+        for (g, c) in controls.iter().enumerate().skip(1) {
+            let (gen, state) = c.load();
+            if state != groups::VACANT {
+                continue;
+            }
+            let Some(words) = self.group_name_words(g) else { continue };
+            let mut bytes = [0u8; MAX_NAME];
+            bytes[..name.len()].copy_from_slice(name.as_bytes());
+            for (w, b) in words[1..].iter().zip(bytes.chunks_exact(8)) {
+                w.store(u64::from_le_bytes(b.try_into().expect("8 bytes")), Ordering::Relaxed);
+            }
+            words[0].store(name.len() as u64, Ordering::Relaxed);
+            // SYNC: the control word's AcqRel CAS publishes the name to
+            // whoever reads the slot ACTIVE (joiners read it under the lock
+            // too).
+            if c.join(gen) {
+                return Ok(group(g));
+            }
+        }
+        Err(Error::NoSpace {
+            what: format!(
+                "the {} named group slots of topic {:?} are all used; create the region with a larger max_groups",
+                controls.len() - 1,
+                self.core.name
+            ),
+        })
     }
 }
 
@@ -1429,7 +1790,7 @@ impl AsRef<[u8]> for Message {
 
 impl Drop for Message {
     fn drop(&mut self) {
-        self.topic.region().free(self.chunk.class, self.chunk.index);
+        self.topic.release_chunk(self.chunk);
     }
 }
 
