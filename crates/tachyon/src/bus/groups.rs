@@ -205,6 +205,7 @@ impl Shares<'_> {
     /// a group, ever carry the same value): every group word of `to` from
     /// FREE to QUEUED(me, stamp). A group word that is not FREE is damage:
     /// the words already set go back and `Err(())` says so.
+    #[cfg_attr(tachyon_loom, allow(dead_code))] // the bus calls it; the models use `prepare`
     pub(crate) fn prepare_stamped(&self, me: Token, to: &[usize], stamp: u32) -> Result<(), ()> {
         let m = self.main.word();
         if m.state() != LOANED || m.holder() != me.raw() {
