@@ -5,7 +5,9 @@
 use super::layout::{
     CLASS_SIZES, MAX_MESSAGE, OFF_CONTROL, OFF_FREED, OFF_FREE_LISTS, OFF_JOURNAL, TOO_LARGE,
 };
-use super::pool::{ChunkMeta, FreeList, Pool, FREE, LOANED};
+use super::groups::{is_shared, FreeTo, Shares};
+use super::pool::{ChunkMeta, FreeList, Pool, FREE, HELD, LOANED};
+use crate::platform::atomic::AtomicU64;
 use super::region::{Region, RegionCore, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::Ordering;
@@ -302,6 +304,69 @@ impl Region {
     /// recovery reclaims goes there, not into the recoverer's cache).
     pub(crate) fn free_shared(&self, class: usize, chunk: u32) {
         self.core.free_shared(class, chunk);
+    }
+
+    /// Chunk `chunk`'s main word and group words (none in a region without
+    /// group slots).
+    pub(crate) fn shares(&self, chunk: u32) -> Result<Shares<'_>> {
+        let l = &self.core.layout;
+        let bad = || Error::corrupt(Corruption::BadField { field: "chunk index", value: u64::from(chunk) });
+        let main = self.metas()?.get(chunk as usize).ok_or_else(bad)?;
+        let words: &[AtomicU64] = self.core.seg.get_slice(l.groups, l.total_chunks * l.max_groups)?;
+        let at = chunk as usize * l.max_groups;
+        let groups = words.get(at..at + l.max_groups).ok_or_else(bad)?;
+        Ok(Shares { index: chunk, main, groups })
+    }
+
+    /// Where the last release of a SHARED chunk of `class` puts it: the
+    /// class's free list, never this process's cache (flaw 5 of
+    /// docs/groups-design.md: a cached chunk keeps its tag).
+    pub(crate) fn free_to(&self, class: usize) -> Result<FreeTo<'_>> {
+        let list = self.free_lists()?.get(class).ok_or_else(|| damaged_list(class))?;
+        Ok(FreeTo { list, pool: self.pool()?, range: self.class_range(class) })
+    }
+
+    /// Ends this process's hold of a SHARED chunk in group slot `g`
+    /// (`Shares::release`); the last hold of all puts the chunk on its
+    /// class's free list, never in the cache (`Region::free`).
+    pub(crate) fn release_shared(&self, class: usize, chunk: u32, g: usize) {
+        let (Ok(shares), Ok(free)) = (self.shares(chunk), self.free_to(class)) else { return };
+        let me = self.core.seg.token();
+        // Read while our hold keeps the chunk out of the pool.
+        let m = shares.main.word();
+        match shares.release(g, me, &free) {
+            Ok(true) => self.freed().notify_all(),
+            Ok(false) => {
+                // Taken by us (LOANED(me, t), the tag unchanged) but the
+                // push met a stopped or damaged list: pushed again through
+                // the path that rebuilds it. A chunk reused since has
+                // another tag.
+                if shares.main.word() == m.with(LOANED, me.raw()) {
+                    self.free_shared(class, chunk);
+                }
+            }
+            Err(()) => {}
+        }
+    }
+
+    /// Releases a chunk this process received, whatever path it came by:
+    /// SHARED, through the group slot whose word this process holds (the
+    /// default group's first); else as a single-group message.
+    pub(crate) fn release_received(&self, class: usize, chunk: u32) {
+        if let Ok(shares) = self.shares(chunk) {
+            if is_shared(shares.main.word()) {
+                let me = self.token();
+                let mine = |g: &usize| {
+                    let w = shares.group(*g);
+                    w.state() == HELD && w.holder() == me
+                };
+                if let Some(g) = (0..shares.groups.len()).find(mine) {
+                    self.release_shared(class, chunk, g);
+                }
+                return;
+            }
+        }
+        self.free(class, chunk);
     }
 
     /// The caller's token in this region.

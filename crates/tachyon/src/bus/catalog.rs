@@ -64,6 +64,12 @@ impl Region {
     fn topic_with(&self, name: &str, config: Option<TopicConfig>, may_open: bool) -> Result<Topic> {
         let config = config.unwrap_or_default();
         config.validate()?;
+        let max_groups = self.config().max_groups;
+        if !config.default_group && max_groups == 0 {
+            return Err(Error::invalid(format!(
+                "topic {name:?} without its default group needs group slots: create the region with RegionConfig::max_groups of at least 1"
+            )));
+        }
         topic::check_name(name)?;
         let guard = self.control().lock(self, Some(Duration::from_secs(5)))?;
         // A previous holder that died mid-creation left at most an entry in
@@ -87,8 +93,8 @@ impl Region {
                 ),
             });
         };
-        let ring_off = self.reserve_ring_arena(config.ring_bytes())?;
-        topic::init_rings(self.segment(), ring_off, &config)?;
+        let ring_off = self.reserve_ring_arena(config.ring_bytes(max_groups))?;
+        topic::init_rings(self.segment(), ring_off, &config, max_groups)?;
         entries[index].publish(&topic::record_of(name, &config, ring_off as u64));
         drop(guard);
         Topic::attach(self, index)

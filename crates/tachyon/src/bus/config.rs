@@ -41,7 +41,20 @@ pub struct RegionConfig {
     /// receives, and while it waits; a process that holds chunks and stays
     /// away from the region for longer should call [`Region::heartbeat`](crate::bus::Region::heartbeat).
     pub lease: Duration,
+    /// Consumer-group slots per topic, the default group (slot 0, today's
+    /// consumers) included: 0 or 1 = no named groups (no group words, the
+    /// layout of a region without groups), at most [`MAX_GROUPS`]. Each
+    /// slot costs every topic one ring per partition and every chunk of
+    /// the pool 8 bytes. Default 0. Named groups are not crash-safe yet
+    /// (issue #15): they can only be joined with the `testing` feature.
+    pub max_groups: usize,
 }
+
+/// Most group slots per topic ([`RegionConfig::max_groups`]).
+pub const MAX_GROUPS: usize = 63;
+/// Bits of the lease word that hold the lease (ns); the top byte holds
+/// [`RegionConfig::max_groups`] (a lease is at most a day: under 2^47 ns).
+const LEASE_BITS: u32 = 56;
 
 impl Default for RegionConfig {
     fn default() -> Self {
@@ -51,12 +64,13 @@ impl Default for RegionConfig {
             ring_arena: 4 << 20,
             class_weights: [1; 8],
             lease: Duration::from_secs(10),
+            max_groups: 0,
         }
     }
 }
 
 /// The configuration as eight words: size, max_topics, ring arena, lease
-/// (ns), the class weights two per word.
+/// (ns, with `max_groups` in its top byte), the class weights two per word.
 pub(crate) fn config_words(config: &RegionConfig) -> [u64; 8] {
     let w = |pair: usize| {
         u64::from(config.class_weights[2 * pair]) | u64::from(config.class_weights[2 * pair + 1]) << 32
@@ -65,7 +79,7 @@ pub(crate) fn config_words(config: &RegionConfig) -> [u64; 8] {
         config.size as u64,
         config.max_topics as u64,
         config.ring_arena as u64,
-        config.lease.as_nanos() as u64,
+        (config.lease.as_nanos() as u64 & ((1 << LEASE_BITS) - 1)) | (config.max_groups as u64) << LEASE_BITS,
         w(0),
         w(1),
         w(2),
@@ -84,7 +98,8 @@ pub(crate) fn config_of(words: [u64; 8]) -> RegionConfig {
         max_topics: usize::try_from(words[1]).unwrap_or(usize::MAX),
         ring_arena: usize::try_from(words[2]).unwrap_or(usize::MAX),
         class_weights,
-        lease: Duration::from_nanos(words[3]),
+        lease: Duration::from_nanos(words[3] & ((1 << LEASE_BITS) - 1)),
+        max_groups: (words[3] >> LEASE_BITS) as usize,
     }
 }
 
@@ -119,6 +134,12 @@ impl RegionConfig {
         self
     }
 
+    /// Sets [`max_groups`](Self::max_groups).
+    pub fn max_groups(mut self, n: usize) -> Self {
+        self.max_groups = n;
+        self
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing object's) configuration does not have.
     pub(crate) fn check_same(&self, want: &RegionConfig, what: &str) -> Result<()> {
@@ -130,6 +151,7 @@ impl RegionConfig {
                 ("ring_arena", self.ring_arena.to_string(), want.ring_arena.to_string()),
                 ("class_weights", format!("{:?}", self.class_weights), format!("{:?}", want.class_weights)),
                 ("lease", format!("{:?}", self.lease), format!("{:?}", want.lease)),
+                ("max_groups", self.max_groups.to_string(), want.max_groups.to_string()),
             ],
         )
     }
@@ -153,6 +175,9 @@ impl RegionConfig {
         if self.ring_arena < partition::MIN_ARENA || self.ring_arena > self.size {
             return bad(format!("ring_arena of {} bytes cannot hold one partition", self.ring_arena));
         }
+        if self.max_groups > MAX_GROUPS {
+            return bad(format!("max_groups must be 0 to {MAX_GROUPS}, not {}", self.max_groups));
+        }
         let weights: u64 = self.class_weights.iter().map(|&w| u64::from(w)).sum();
         if weights == 0 {
             return bad("class_weights are all zero: the pool would be empty".into());
@@ -170,7 +195,7 @@ impl RegionConfig {
         let pool = self.size - fixed - 64 * 10;
         // Every weighted class gets one chunk first; the rest of the bytes
         // are shared by weight.
-        let per_chunk = |c: usize| CLASS_SIZES[c] + std::mem::size_of::<ChunkMeta>();
+        let per_chunk = |c: usize| CLASS_SIZES[c] + std::mem::size_of::<ChunkMeta>() + 8 * self.max_groups;
         let reserved: usize = (0..8).filter(|&c| self.class_weights[c] > 0).map(per_chunk).sum();
         if reserved > pool {
             return bad(format!(
@@ -200,7 +225,10 @@ impl RegionConfig {
             first += class_count[c];
         }
         let metas = fixed;
-        let mut at = (metas + total_chunks * std::mem::size_of::<ChunkMeta>()).next_multiple_of(64);
+        // The group words (one per group slot per chunk) follow the chunk
+        // metadata; their offset is computed, never stored.
+        let groups = metas + total_chunks * std::mem::size_of::<ChunkMeta>();
+        let mut at = (groups + total_chunks * 8 * self.max_groups).next_multiple_of(64);
         let mut class_data = [0usize; 8];
         for c in 0..8 {
             class_data[c] = at;
@@ -209,6 +237,43 @@ impl RegionConfig {
         if at > self.size {
             return bad(format!("internal: pool layout of {at} bytes exceeds the region's {}", self.size));
         }
-        Ok(Layout { arena, arena_size, metas, total_chunks, class_first, class_count, class_data })
+        Ok(Layout {
+            arena,
+            arena_size,
+            metas,
+            total_chunks,
+            class_first,
+            class_count,
+            class_data,
+            groups,
+            max_groups: self.max_groups,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_groups_round_trips_through_the_lease_word() {
+        for (groups, lease) in [(0, Duration::from_millis(10)), (7, Duration::from_secs(86_400)), (63, Duration::from_secs(10))] {
+            let cfg = RegionConfig::default().max_groups(groups).lease(lease);
+            let words = config_words(&cfg);
+            assert_eq!(words[3] >> LEASE_BITS, groups as u64);
+            assert_eq!(config_of(words), cfg);
+        }
+        assert!(RegionConfig::default().max_groups(64).validate().is_err());
+    }
+
+    #[test]
+    fn group_words_lie_between_the_metadata_and_the_data() {
+        let none = RegionConfig::default().layout().unwrap();
+        let four = RegionConfig::default().max_groups(4).layout().unwrap();
+        assert_eq!(four.groups, four.metas + four.total_chunks * std::mem::size_of::<ChunkMeta>());
+        assert!(four.groups + four.total_chunks * 32 <= four.class_data[0]);
+        // The words come out of the pool's bytes.
+        assert!(four.total_chunks < none.total_chunks);
+        assert_eq!(none.class_data, RegionConfig::default().layout().unwrap().class_data);
     }
 }

@@ -120,7 +120,10 @@ pub(crate) struct TopicEntry {
     name: [AtomicU64; 8],
     seal: AtomicU64,
     copy2: Copy2,
-    _tail: [AtomicU64; 2],
+    /// Messages published while no group was joined on a topic without its
+    /// default group: delivered to nobody (a statistic, outside the seals).
+    pub(crate) undelivered: AtomicU64,
+    _tail: [AtomicU64; 1],
 }
 
 const _: () = assert!(std::mem::size_of::<Copy2>() == 104);
@@ -188,7 +191,7 @@ impl TopicEntry {
 
     /// Fills the entry and marks it ready (under the region's control lock).
     pub(crate) fn publish(&self, record: &Record) {
-        for c in [&self.published, &self.received, &self.corrupt, &self.lost] {
+        for c in [&self.published, &self.received, &self.corrupt, &self.lost, &self.undelivered] {
             c.store(0, Ordering::Relaxed);
         }
         store_copy!(self, record);
@@ -290,6 +293,22 @@ mod tests {
         assert_eq!(e.repair(), 0);
         // The state still says a topic was here: not handed out again.
         assert!(!e.is_free());
+    }
+
+    /// The delivery word's group bits (no default group: bit 2) are under
+    /// both seals like the rest: damage to either copy is repaired.
+    #[test]
+    fn the_delivery_word_s_group_bits_are_sealed_and_repaired() {
+        let want = Record::new("g", 2, 64, 3, 0b101, 4096);
+        for (w, bit) in [(3usize, 34u32), (18, 34), (18, 2)] {
+            let e = entry();
+            e.publish(&want);
+            words(&e)[w].fetch_xor(1 << bit, Ordering::Relaxed);
+            assert_eq!(e.record(), Some(want), "word {w} bit {bit}");
+            assert_eq!(e.repair(), 1, "word {w} bit {bit}");
+            assert_eq!(load_copy!(&*e), Some(want));
+            assert_eq!(load_copy!(&e.copy2), Some(want));
+        }
     }
 
     #[test]

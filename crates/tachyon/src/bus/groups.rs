@@ -62,6 +62,8 @@ pub(crate) const fn is_shared(w: Word) -> bool {
 const STAMP_MASK: u32 = (1 << Descriptor::VERSION_BITS) - 1;
 
 /// A group slot's control word: `generation << 2 | state`.
+/// `repr(transparent)`: the bus finds these words in shared memory.
+#[repr(transparent)]
 pub(crate) struct Control(AtomicU64);
 
 impl Control {
@@ -165,7 +167,7 @@ impl Shares<'_> {
         Word(self.groups[g].load(Ordering::Acquire))
     }
 
-    fn cas_group(&self, g: usize, from: Word, to: Word) -> bool {
+    pub(crate) fn cas_group(&self, g: usize, from: Word, to: Word) -> bool {
         // SYNC: AcqRel, as the main word's CAS: a release hands the member's
         // reads of the bytes on to whoever frees the chunk (through the
         // SeqCst fence and loads of `free_if_last`).
@@ -193,6 +195,31 @@ impl Shares<'_> {
                 return Err(());
             }
             stamps[i] = q.tag();
+        }
+        Ok(())
+    }
+
+    /// Publish, step 2, as the bus does it: one stamp for every group of
+    /// `to`, drawn by the caller from the chunk's publication count (so
+    /// that no two descriptors of one chunk, of the single-group path or of
+    /// a group, ever carry the same value): every group word of `to` from
+    /// FREE to QUEUED(me, stamp). A group word that is not FREE is damage:
+    /// the words already set go back and `Err(())` says so.
+    #[cfg_attr(tachyon_loom, allow(dead_code))] // the bus calls it; the models use `prepare`
+    pub(crate) fn prepare_stamped(&self, me: Token, to: &[usize], stamp: u32) -> Result<(), ()> {
+        let m = self.main.word();
+        if m.state() != LOANED || m.holder() != me.raw() {
+            return Err(());
+        }
+        let q = Word::new(stamp, QUEUED, me.raw());
+        for (i, &g) in to.iter().enumerate() {
+            let w = self.groups.get(g).map(|a| Word(a.load(Ordering::Acquire))).ok_or(())?;
+            if w.state() != FREE || w.holder() != 0 || w.tag() == stamp || !self.cas_group(g, w, q) {
+                for &back in &to[..i] {
+                    self.cas_group(back, q, Word::new(stamp, FREE, 0));
+                }
+                return Err(());
+            }
         }
         Ok(())
     }
@@ -284,7 +311,7 @@ impl Shares<'_> {
     /// Ends group `g`'s hold `v` (read before `m`, the main word of the same
     /// publication): `v` -> FREE, then frees the chunk if that was the last
     /// hold. `None` if the word was no longer `v` (someone else ended it).
-    fn end_hold(&self, g: usize, v: Word, m: Word, me: Token, free: &FreeTo<'_>) -> Option<bool> {
+    pub(crate) fn end_hold(&self, g: usize, v: Word, m: Word, me: Token, free: &FreeTo<'_>) -> Option<bool> {
         if !self.cas_group(g, v, Word::new(v.tag(), FREE, 0)) {
             return None;
         }

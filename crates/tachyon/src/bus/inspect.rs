@@ -51,7 +51,26 @@ pub struct RegionReport {
 pub struct TopicReport {
     /// Name and counters.
     pub info: TopicInfo,
-    /// Each partition's positions.
+    /// Each partition's positions (the default group's rings).
+    pub partitions: Vec<PartitionReport>,
+    /// Every consumer group in use on the topic, the default group
+    /// included (slot 0, named ""), with its rings' positions.
+    pub groups: Vec<GroupReport>,
+}
+
+/// One consumer group of a [`TopicReport`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct GroupReport {
+    /// Its group slot (0: the default group).
+    pub slot: usize,
+    /// Its name ("" for the default group).
+    pub name: String,
+    /// The slot's generation.
+    pub generation: u32,
+    /// Whether it is being dropped.
+    pub draining: bool,
+    /// Each partition's positions in the group's rings.
     pub partitions: Vec<PartitionReport>,
 }
 
@@ -115,15 +134,23 @@ impl Region {
                 continue;
             };
             ring_repairs = ring_repairs.wrapping_add(topic.ring_repairs());
-            let mut partitions = Vec::new();
-            for p in 0..topic.partitions() {
-                let ring = topic.ring(p)?;
-                // SYNC: head before tail, as `Ring::fix_cursors` reads them (a snapshot).
-                let head = ring.cursors.head.load(Ordering::Acquire);
-                let tail = ring.cursors.tail.load(Ordering::Acquire);
-                partitions.push(PartitionReport { head, tail, depth: ring.len() });
+            let rings = |slot: usize| -> Result<Vec<PartitionReport>> {
+                let mut partitions = Vec::new();
+                for p in 0..topic.partitions() {
+                    let ring = topic.ring_of(slot, p)?;
+                    // SYNC: head before tail, as `Ring::fix_cursors` reads them (a snapshot).
+                    let head = ring.cursors.head.load(Ordering::Acquire);
+                    let tail = ring.cursors.tail.load(Ordering::Acquire);
+                    partitions.push(PartitionReport { head, tail, depth: ring.len() });
+                }
+                Ok(partitions)
+            };
+            let mut groups = Vec::new();
+            for (slot, name, generation, state) in topic.group_slots() {
+                let draining = state == super::groups::DRAINING;
+                groups.push(GroupReport { slot, name, generation, draining, partitions: rings(slot)? });
             }
-            topics.push(TopicReport { info: topic.info(), partitions });
+            topics.push(TopicReport { info: topic.info(), partitions: rings(0)?, groups });
         }
         let seg = self.segment();
         let mut processes: Vec<ProcessReport> = seg
@@ -146,6 +173,9 @@ impl Region {
             if state == LOANED && w.holder() == QUARANTINE {
                 quarantined_chunks += 1;
                 continue;
+            }
+            if super::groups::is_shared(w) {
+                continue; // held by groups' words, not by a process
             }
             if state != LOANED && state != HELD || super::alloc::is_free(meta) {
                 continue; // free, or kept free by its process for a loan

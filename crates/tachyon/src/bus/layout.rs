@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!      0  version, max topics, ring arena offset and size, arena bytes used,
-//!         chunk metadata offset, total chunks, lease (ns)      (8 x u64)
+//!         chunk metadata offset, total chunks,
+//!         max groups << 56 | lease (ns)                        (8 x u64)
 //!     64  first chunk of each class                            (8 x u64)
 //!    128  chunks in each class                                 (8 x u64)
 //!    192  control mutex (creating topics)
@@ -18,6 +19,7 @@
 //!         ring arena (partitions: cursors, wait cells, cells)
 //!         chunk metadata: state word, link, route, length,
 //!         publication count                                    (24 B per chunk)
+//!         group words (layout 4)                        (max groups x 8 B per chunk)
 //!         chunk data, class by class, 64-byte aligned
 //! ```
 //!
@@ -44,7 +46,7 @@ pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
 pub(crate) const TOO_LARGE: &str =
     "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
 
-pub(crate) const LAYOUT_VERSION: u64 = 3;
+pub(crate) const LAYOUT_VERSION: u64 = 4;
 /// The region's header, at the start of its data area (the table at the
 /// top of this file). Code reaches its words through the `OFF_*` offsets
 /// below, which are taken from this struct, and `Segment::get` (bounds
@@ -100,7 +102,7 @@ pub(crate) const OFF_JOURNAL: usize = offset_of!(Header, journal);
 /// The topic directory follows the header.
 pub(crate) const OFF_TOPICS: usize = size_of::<Header>();
 
-// The layout in shared memory is fixed (layout version 3): the struct must
+// The layout in shared memory is fixed (layout version 4: 3's header): the struct must
 // not move a word.
 const _: () = {
     assert!(OFF_LEASE == 56 && OFF_CLASS_FIRST == 64 && OFF_CLASS_COUNT == 128);
@@ -118,13 +120,20 @@ const _: () = {
 pub(crate) const CFG_COPY: usize = 128;
 /// Where the repair count is, from the configuration's second copy.
 pub(crate) const DIRECTORY_REPAIRS: usize = 72;
-/// The seal's domain: a region's configuration, layout 3.
-pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e33;
+/// The seal's domain: a region's configuration, layout 4 (a layout-3
+/// region's seals do not hold under it, so it is refused by its version).
+pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e34;
+/// The seal's domain of layout 3 (for the test that a v3 region is refused).
+#[cfg(test)]
+pub(crate) const CFG_DOMAIN_V3: u64 = 0x0072_6567_696f_6e33;
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for FreeList {}
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for ChunkMeta {}
+// SAFETY: `repr(transparent)` over one `AtomicU64`; any bits are valid (an
+// unknown state is no group a publisher delivers to).
+unsafe impl ShmSafe for super::groups::Control {}
 
 /// Offsets and class geometry computed from a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +145,10 @@ pub(crate) struct Layout {
     pub(crate) class_first: [usize; 8],
     pub(crate) class_count: [usize; 8],
     pub(crate) class_data: [usize; 8],
+    /// Where the group words start (`total_chunks * max_groups` words).
+    pub(crate) groups: usize,
+    /// Group words per chunk ([`RegionConfig::max_groups`](super::RegionConfig::max_groups)).
+    pub(crate) max_groups: usize,
 }
 
 impl Layout {

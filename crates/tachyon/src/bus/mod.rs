@@ -18,9 +18,11 @@
 // Under loom only the free list's models are built.
 #[cfg(any(not(tachyon_loom), test))]
 mod pool;
-// Consumer groups' core (docs/groups-design.md): tests and loom models only
-// until the bus is wired to it.
-#[cfg(test)]
+// Consumer groups' core (docs/groups-design.md). The bus is wired to it
+// step by step (the design's wiring plan); what it does not call yet
+// (drops, recovery) is used by its tests and loom models only.
+#[cfg(any(test, not(tachyon_loom)))]
+#[cfg_attr(not(test), allow(dead_code))]
 mod groups;
 
 crate::without_loom! {
@@ -43,8 +45,8 @@ crate::without_loom! {
     mod topic;
 
     pub use alloc::ClassStats;
-    pub use config::RegionConfig;
-    pub use inspect::{PartitionReport, ProcessReport, RegionReport, TopicReport};
+    pub use config::{RegionConfig, MAX_GROUPS};
+    pub use inspect::{GroupReport, PartitionReport, ProcessReport, RegionReport, TopicReport};
     pub use layout::{CLASS_SIZES, MAX_MESSAGE};
     #[cfg(feature = "testing")]
     pub use map::RegionMap;
@@ -53,6 +55,8 @@ crate::without_loom! {
     pub use region::Region;
     pub(crate) use region::RECOVERY_INTERVAL;
     pub use subscription::{Partitions, Subscription};
+    #[cfg(feature = "testing")]
+    pub use topic::Group;
     pub use topic::{
         Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
         MAX_CAPACITY, MAX_PARTITIONS,

@@ -9,6 +9,21 @@
 //! ```
 //!
 //! A topic's partitions lie one after another, each rounded up to 64 bytes.
+//! In a region with group slots (`RegionConfig::max_groups`, layout 4) a
+//! topic's block holds the partitions of every slot, slot by slot (slot 0,
+//! the default group, first: where a topic's rings always were), then the
+//! slots' control words and names:
+//!
+//! ```text
+//!      0  slot 0: partition 0, 1, ...       (today's rings)
+//!         slot 1: partition 0, 1, ...
+//!         ...
+//!         control word of each slot                 (slots x u64)
+//!         name of each slot: length, 64 bytes       (slots x 9 x u64)
+//! ```
+//!
+//! Every offset in it is computed from sealed words (the topic's record
+//! and the region's configuration), never stored.
 
 use crate::error::Result;
 use crate::platform::atomic::Ordering;
@@ -79,3 +94,16 @@ pub(crate) fn init(seg: &Segment, ring_off: usize, partitions: u32, capacity: u3
     }
     Ok(())
 }
+
+/// Bytes of a topic's group block (control words and names) in a region
+/// of `max_groups` group slots: none without group slots.
+pub(crate) fn group_block(max_groups: usize) -> usize {
+    if max_groups == 0 {
+        0
+    } else {
+        (max_groups * 8 + max_groups * GROUP_NAME_WORDS * 8).next_multiple_of(64)
+    }
+}
+
+/// Words of one slot's name record: its length, then 64 bytes.
+pub(crate) const GROUP_NAME_WORDS: usize = 9;

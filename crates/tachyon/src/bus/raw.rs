@@ -171,7 +171,7 @@ impl Topic {
             )));
         }
         let data = NonNull::new(self.region().chunk_ptr(class, index)).expect("a chunk inside the mapping");
-        Ok(Chunk { class, index, data })
+        Ok(Chunk { class, index, data, group: None })
     }
 
     /// [`Loan::publish`](super::Loan::publish) of the raw loan `index`: its
@@ -355,7 +355,9 @@ impl Topic {
     /// has not been released since; nobody reads its bytes from now on.
     pub unsafe fn release_raw(&self, index: u32) -> Result<()> {
         let chunk = self.loaned(index, 0)?;
-        self.region().free(chunk.class, chunk.index);
+        // A message of a chunk shared by groups is released through the
+        // group whose word this process holds, never the cache.
+        self.region().release_received(chunk.class, chunk.index);
         Ok(())
     }
 }

@@ -435,3 +435,60 @@ impl std::fmt::Debug for Region {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words_at(seg: &Segment, at: [usize; 8]) -> [u64; 8] {
+        at.map(|off| seg.get::<AtomicU64>(off).unwrap().load(Ordering::Relaxed))
+    }
+
+    /// A region written by layout 3 (version word 3, both configuration
+    /// copies sealed under layout 3's domain) is refused with the version
+    /// error, not guessed at.
+    #[test]
+    fn a_layout_3_region_is_refused_by_its_version() {
+        let name = format!("t-region-v3-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
+        let region = Region::create(&name, cfg.clone()).unwrap();
+        let seg = region.segment();
+        let w = OFF_CFG_WEIGHTS;
+        let first = [OFF_CFG_SIZE, OFF_MAX_TOPICS, OFF_CFG_RING_ARENA, OFF_LEASE, w, w + 8, w + 16, w + 24];
+        let copy = cfg_copy_at(cfg.max_topics);
+        let words = words_at(seg, first);
+        assert_eq!(words, words_at(seg, std::array::from_fn(|i| copy + 8 * i)));
+        let v3 = seal(CFG_DOMAIN_V3, words);
+        seg.get::<AtomicU64>(OFF_CFG_SEAL).unwrap().store(v3, Ordering::Relaxed);
+        seg.get::<AtomicU64>(copy + 64).unwrap().store(v3, Ordering::Relaxed);
+        seg.get::<AtomicU64>(OFF_VERSION).unwrap().store(3, Ordering::Relaxed);
+        let err = Region::open_attached(&name).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("region layout version") && err.to_string().contains('3'), "{err}");
+        drop(region);
+        Region::remove(&name).unwrap();
+    }
+
+    /// `max_groups` is in both configuration copies (the lease word's top
+    /// byte); a damaged lease word is restored from the other copy with it.
+    #[test]
+    fn max_groups_round_trips_and_survives_a_damaged_lease_word() {
+        let name = format!("t-region-groups-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(5);
+        let region = Region::create(&name, cfg.clone()).unwrap();
+        let (opened, fixed) = Region::open_attached(&name).unwrap();
+        assert_eq!((opened.config().max_groups, fixed), (5, 0));
+        assert_eq!(opened.core.layout, cfg.layout().unwrap());
+        let lease = region.segment().get::<AtomicU64>(OFF_LEASE).unwrap();
+        let good = lease.load(Ordering::Relaxed);
+        assert_eq!(good >> 56, 5);
+        lease.store(good ^ (1 << 60), Ordering::Relaxed); // max_groups 21
+        let (opened, fixed) = Region::open_attached(&name).unwrap();
+        assert_eq!((opened.config().max_groups, fixed), (5, 1));
+        assert_eq!(lease.load(Ordering::Relaxed), good);
+        assert_eq!(opened.lease(), cfg.lease);
+        drop((region, opened));
+        Region::remove(&name).unwrap();
+    }
+}

@@ -13,10 +13,11 @@
 use super::directory::{Record, TopicEntry, MAX_NAME};
 use super::layout::{CLASS_SIZES, MAX_MESSAGE, TOO_LARGE};
 use super::partition;
-use super::pool::{Descriptor, HELD, LOANED, QUEUED};
+use super::pool::{Descriptor, Word, FREE, HELD, LOANED, QUEUED};
 use super::region::{Region, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
-use crate::platform::atomic::{AtomicU32, Ordering};
+use super::groups::{self, Control};
+use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::segment::Segment;
 use crate::sync::ring::{Cell, Cursors, Ring, Waits};
 use crate::sync::{Liveness, WaitPolicy};
@@ -68,6 +69,9 @@ pub struct TopicConfig {
     pub wait: WaitPolicy,
     /// What a consumer's death does to the message it held.
     pub delivery: Delivery,
+    /// Whether the topic has its default group (group slot 0: what
+    /// [`Topic::receive`] reads). See `default_group` (`testing` feature).
+    pub(crate) default_group: bool,
 }
 
 impl Default for TopicConfig {
@@ -77,6 +81,7 @@ impl Default for TopicConfig {
             capacity: 1024,
             wait: WaitPolicy::Hybrid,
             delivery: Delivery::AtMostOnce,
+            default_group: true,
         }
     }
 }
@@ -106,6 +111,26 @@ impl TopicConfig {
         self
     }
 
+    /// Whether the topic has its default group (default `true`). Without
+    /// it, [`Topic::receive`] and the other receives that do not name a
+    /// group fail, and a message published while no group is joined is
+    /// delivered to nobody (its chunk goes back to the pool, counted in
+    /// [`TopicInfo::undelivered`]). Needs a region with
+    /// [`max_groups`](super::RegionConfig::max_groups) of at least 1.
+    /// Consumer groups are not crash-safe yet (issue #15): `testing`
+    /// feature only.
+    #[cfg(feature = "testing")]
+    pub fn default_group(mut self, on: bool) -> Self {
+        self.default_group = on;
+        self
+    }
+
+    /// Whether the topic has its default group (see `default_group`,
+    /// `testing` feature).
+    pub fn default_group_enabled(&self) -> bool {
+        self.default_group
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing topic's) configuration does not have.
     pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
@@ -116,6 +141,7 @@ impl TopicConfig {
                 ("capacity", self.capacity.to_string(), want.capacity.to_string()),
                 ("wait", format!("{:?}", self.wait), format!("{:?}", want.wait)),
                 ("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery)),
+                ("default_group", self.default_group.to_string(), want.default_group.to_string()),
             ],
         )
     }
@@ -141,8 +167,10 @@ impl TopicConfig {
         partition::block(self.capacity)
     }
 
-    pub(crate) fn ring_bytes(&self) -> usize {
-        self.block() * self.partitions as usize
+    /// Bytes of the topic's rings in a region of `max_groups` group slots:
+    /// the partitions of every slot (at least slot 0) and the group block.
+    pub(crate) fn ring_bytes(&self, max_groups: usize) -> usize {
+        self.block() * self.partitions as usize * max_groups.max(1) + partition::group_block(max_groups)
     }
 }
 
@@ -180,6 +208,9 @@ pub struct TopicInfo {
     pub corrupt: u64,
     /// Messages lost with a consumer that died holding them (at-most-once).
     pub lost: u64,
+    /// Messages published while no group was joined on a topic without its
+    /// default group: delivered to nobody, their chunks back in the pool.
+    pub undelivered: u64,
 }
 
 fn policy_of(code: u32) -> Option<WaitPolicy> {
@@ -191,12 +222,18 @@ fn policy_of(code: u32) -> Option<WaitPolicy> {
     }
 }
 
+/// The bits of the sealed delivery word: bit 0 the delivery, bit 1 the
+/// overrun option (reserved: wiring step 7), bit 2 set for a topic without
+/// its default group. A word with other bits is unknown (damage).
+const DELIVERY_BITS: u32 = 0b111;
+/// Bit 2 of the delivery word: the topic has no default group.
+const NO_DEFAULT_GROUP: u32 = 0b100;
+
 fn delivery_of(code: u32) -> Option<Delivery> {
-    match code {
-        0 => Some(Delivery::AtMostOnce),
-        1 => Some(Delivery::AtLeastOnce),
-        _ => None,
+    if code & !DELIVERY_BITS != 0 {
+        return None;
     }
+    Some(if code & 1 == 0 { Delivery::AtMostOnce } else { Delivery::AtLeastOnce })
 }
 
 fn policy_code(p: WaitPolicy) -> u32 {
@@ -209,7 +246,8 @@ fn policy_code(p: WaitPolicy) -> u32 {
 
 /// The directory record of a new topic.
 pub(crate) fn record_of(name: &str, cfg: &TopicConfig, ring_off: u64) -> Record {
-    let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce);
+    let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce)
+        | if cfg.default_group { 0 } else { NO_DEFAULT_GROUP };
     Record::new(name, cfg.partitions, cfg.capacity, policy_code(cfg.wait), delivery, ring_off)
 }
 
@@ -227,12 +265,25 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
         received: entry.received.load(Ordering::Relaxed),
         corrupt: entry.corrupt.load(Ordering::Relaxed),
         lost: entry.lost.load(Ordering::Relaxed),
+        undelivered: entry.undelivered.load(Ordering::Relaxed),
     })
 }
 
-/// Sets every cell of every partition free for its first writer.
-pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig) -> Result<()> {
-    partition::init(seg, ring_off, cfg.partitions, cfg.capacity)
+/// Sets every cell of every partition of every group slot free for its
+/// first writer, and the slots' control words: slot 0 (the default group)
+/// ACTIVE unless the topic has none, the others VACANT, all at generation 0.
+pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig, max_groups: usize) -> Result<()> {
+    partition::init(seg, ring_off, cfg.partitions * max_groups.max(1) as u32, cfg.capacity)?;
+    if max_groups > 0 {
+        let at = ring_off + cfg.block() * cfg.partitions as usize * max_groups;
+        let words = seg.get_slice::<AtomicU64>(at, partition::group_block(max_groups) / 8)?;
+        for w in words {
+            w.store(0, Ordering::Relaxed);
+        }
+        let first = if cfg.default_group { groups::ACTIVE } else { groups::VACANT };
+        words[0].store(first, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// The partition of a key: a 64-bit mix of the key, masked.
@@ -317,8 +368,16 @@ struct TopicCore {
     policy: WaitPolicy,
     index: usize,
     delivery: Delivery,
-    /// Each partition's ring and wait cells, checked once at attach.
+    /// Each partition's ring and wait cells, checked once at attach, slot
+    /// by slot (`slot * partitions + partition`; slot 0 first).
     parts: Box<[Partition]>,
+    /// The group slots' control words (none in a region without group
+    /// slots), checked at attach.
+    controls: Option<NonNull<[Control]>>,
+    /// The group slots' names (`partition::GROUP_NAME_WORDS` words each).
+    names: Option<NonNull<[AtomicU64]>>,
+    /// Whether the topic has its default group (slot 0).
+    default_group: bool,
 }
 
 /// Where one partition's shared state lies inside the region's mapping
@@ -331,10 +390,10 @@ struct Partition {
     not_full: NonNull<crate::sync::WaitCell>,
 }
 
-// SAFETY: `entry` points into the region's mapping, which `region` keeps
-// mapped for as long as this value lives; `TopicEntry` is atomics only
-// (`Sync`), so it may be reached from any thread. Every other field is
-// `Send + Sync`.
+// SAFETY: `entry`, `controls`, `names` and the partitions' pointers point
+// into the region's mapping, which `region` keeps mapped for as long as
+// this value lives; all of them are atomics only (`Sync`), so they may be
+// reached from any thread. Every other field is `Send + Sync`.
 unsafe impl Send for TopicCore {}
 // SAFETY: as for `Send`: only `&TopicEntry` is ever formed from `entry`.
 unsafe impl Sync for TopicCore {}
@@ -346,6 +405,10 @@ pub(super) struct Chunk {
     pub(super) index: u32,
     /// Its first byte, inside the region's mapping.
     pub(super) data: NonNull<u8>,
+    /// The group slot whose group word holds it, for a message taken from a
+    /// SHARED chunk (released through the group: `Region::release_shared`);
+    /// `None` for a loan or a message of the single-group path.
+    pub(super) group: Option<u8>,
 }
 
 impl Topic {
@@ -362,18 +425,22 @@ impl Topic {
             capacity: info.capacity,
             wait: info.wait.ok_or_else(|| bad("topic wait policy", u64::from(record.wait)))?,
             delivery: info.delivery.ok_or_else(|| bad("topic delivery", u64::from(record.delivery)))?,
+            default_group: record.delivery & NO_DEFAULT_GROUP == 0,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = record.ring_off;
         // The topic's rings must lie inside the ring arena.
         let arena = region.arena();
         let ring_off = usize::try_from(raw_off).map_err(|_| bad("topic ring offset", raw_off))?;
-        if ring_off < arena.start || ring_off.checked_add(cfg.ring_bytes()).is_none_or(|end| end > arena.end)
+        let max_groups = region.config().max_groups;
+        if ring_off < arena.start
+            || ring_off.checked_add(cfg.ring_bytes(max_groups)).is_none_or(|end| end > arena.end)
         {
             return Err(bad("topic ring offset", raw_off));
         }
         let seg = region.segment();
-        let parts = (0..cfg.partitions as usize)
+        let slots = max_groups.max(1);
+        let parts = (0..cfg.partitions as usize * slots)
             .map(|p| -> Result<Partition> {
                 let (header, cells) = partition::at(seg, ring_off + p * cfg.block(), cfg.capacity)?;
                 Ok(Partition {
@@ -384,8 +451,23 @@ impl Topic {
                 })
             })
             .collect::<Result<Box<[Partition]>>>()?;
+        let group_at = ring_off + cfg.block() * cfg.partitions as usize * slots;
+        let controls = if max_groups == 0 {
+            None
+        } else {
+            Some(NonNull::from(seg.get_slice::<Control>(group_at, max_groups)?))
+        };
+        let names = if max_groups == 0 {
+            None
+        } else {
+            let words = max_groups * partition::GROUP_NAME_WORDS;
+            Some(NonNull::from(seg.get_slice::<AtomicU64>(group_at + 8 * max_groups, words)?))
+        };
         let core = TopicCore {
             parts,
+            controls,
+            names,
+            default_group: cfg.default_group,
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
@@ -416,6 +498,7 @@ impl Topic {
             capacity: self.core.capacity as u32,
             wait: self.core.policy,
             delivery: self.core.delivery,
+            default_group: self.core.default_group,
         }
     }
 
@@ -457,6 +540,7 @@ impl Topic {
             received: 0,
             corrupt: 0,
             lost: 0,
+            undelivered: 0,
         });
         info.corrupt = info.corrupt.wrapping_add(self.ring_repairs());
         info
@@ -475,11 +559,67 @@ impl Topic {
         Ok(self.ring(partition)?.len() as usize)
     }
 
-    fn partition(&self, partition: u32) -> Result<&Partition> {
-        match self.core.parts.get(partition as usize) {
-            Some(p) => Ok(p),
-            None => Err(self.no_partition(partition)),
+    fn slot_partition(&self, slot: usize, partition: u32) -> Result<&Partition> {
+        let at = slot * self.core.partitions as usize + partition as usize;
+        match self.core.parts.get(at) {
+            Some(p) if partition < self.core.partitions => Ok(p),
+            _ => Err(self.no_partition(partition)),
         }
+    }
+
+    /// The group slots' control words (empty in a region without group
+    /// slots).
+    pub(crate) fn controls(&self) -> &[Control] {
+        match self.core.controls {
+            // SAFETY: formed at attach from a checked slice of the region's
+            // mapping, which `self.core.region` keeps mapped; atomics only.
+            Some(c) => unsafe { c.as_ref() },
+            None => &[],
+        }
+    }
+
+    /// The name words of group slot `slot` (`partition::GROUP_NAME_WORDS`).
+    pub(crate) fn group_name_words(&self, slot: usize) -> Option<&[AtomicU64]> {
+        // SAFETY: as in `controls`.
+        let names = unsafe { self.core.names?.as_ref() };
+        names.get(slot * partition::GROUP_NAME_WORDS..(slot + 1) * partition::GROUP_NAME_WORDS)
+    }
+
+    /// The name of group slot `slot` as written by its join (the default
+    /// group's is empty); `None` if it is no name (never written, damaged).
+    pub(crate) fn group_name(&self, slot: usize) -> Option<String> {
+        let w = self.group_name_words(slot)?;
+        let len = w[0].load(Ordering::Relaxed) as usize;
+        if len > MAX_NAME {
+            return None;
+        }
+        let bytes: Vec<u8> =
+            w[1..].iter().flat_map(|x| x.load(Ordering::Relaxed).to_le_bytes()).take(len).collect();
+        String::from_utf8(bytes).ok()
+    }
+
+    /// The group slots in use (ACTIVE or DRAINING): `(slot, name,
+    /// generation, state)`, slot 0 (the default group, named "") included.
+    pub(crate) fn group_slots(&self) -> Vec<(usize, String, u32, u64)> {
+        let mut slots = Vec::new();
+        for (g, c) in self.controls().iter().enumerate() {
+            let (gen, state) = c.load();
+            if state != groups::VACANT {
+                slots.push((g, self.group_name(g).unwrap_or_default(), gen, state));
+            }
+        }
+        if self.controls().is_empty() {
+            slots.push((0, String::new(), 0, groups::ACTIVE));
+        }
+        slots
+    }
+
+    #[cold]
+    fn no_default_group(&self) -> Error {
+        Error::invalid(format!(
+            "topic {:?} was created without its default group (TopicConfig::default_group(false)): receive through a group (Topic::join_group)",
+            self.core.name
+        ))
     }
 
     #[cold]
@@ -493,7 +633,12 @@ impl Topic {
     }
 
     pub(crate) fn ring(&self, partition: u32) -> Result<Ring<'_>> {
-        let p = self.partition(partition)?;
+        self.ring_of(0, partition)
+    }
+
+    /// The ring of `partition` in group slot `slot`.
+    pub(crate) fn ring_of(&self, slot: usize, partition: u32) -> Result<Ring<'_>> {
+        let p = self.slot_partition(slot, partition)?;
         // SAFETY: both were formed at attach from checked references into
         // the region's mapping, which `self.core.region` keeps mapped while
         // `self` lives; cursors and cells are atomics (shared access only).
@@ -501,7 +646,12 @@ impl Topic {
     }
 
     pub(crate) fn waits(&self, partition: u32) -> Result<Waits<'_>> {
-        let p = self.partition(partition)?;
+        self.waits_of(0, partition)
+    }
+
+    /// The wait cells of `partition` in group slot `slot`.
+    pub(crate) fn waits_of(&self, slot: usize, partition: u32) -> Result<Waits<'_>> {
+        let p = self.slot_partition(slot, partition)?;
         // SAFETY: as in `ring`: checked at attach, kept mapped by the
         // region; wait cells are atomics.
         let (not_empty, not_full) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref()) };
@@ -631,7 +781,7 @@ impl Topic {
     /// descriptor's validation).
     fn chunk(&self, class: usize, index: u32) -> Chunk {
         let data = NonNull::new(self.region().chunk_ptr(class, index)).expect("a chunk inside the mapping");
-        Chunk { class, index, data }
+        Chunk { class, index, data, group: None }
     }
 
     /// The first `len` bytes of `chunk`, writable.
@@ -684,6 +834,11 @@ impl Topic {
         keep_on_timeout: bool,
     ) -> Result<()> {
         let partition = self.partition_of(key);
+        if self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group) {
+            if let Some(r) = self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout) {
+                return r;
+            }
+        }
         // Until its descriptor is committed the chunk is this caller's: any
         // failure before that gives it back (`queue_and_claim` made it
         // LOANED again).
@@ -704,6 +859,163 @@ impl Topic {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             }));
+        }
+        self.entry().published.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Publishes through the groups protocol (docs/groups-design.md,
+    /// "Transitions") when a named group is ACTIVE or the topic has no
+    /// default group: `None` when only the default group is ACTIVE (the
+    /// caller publishes as it always did: no SHARED, no fence). Claims a
+    /// cell in `partition`'s ring of every ACTIVE group (waiting up to
+    /// `timeout` in all; on a full ring the cells claimed are given up as
+    /// tombstones and nothing is published), sets the group words, moves
+    /// the main word to SHARED (the commit point), gives back what groups
+    /// dropped meanwhile were given, and commits the cells. With no group
+    /// ACTIVE the message is delivered to nobody: the chunk goes back to
+    /// the pool, counted in `undelivered`. Not crash-safe yet (issue #15:
+    /// recovery does not know group words).
+    fn publish_to_groups(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        keep_on_timeout: bool,
+    ) -> Option<Result<()>> {
+        let mut to = [(0usize, 0u32); super::config::MAX_GROUPS];
+        let mut n = 0;
+        for (g, c) in self.controls().iter().enumerate() {
+            let (gen, state) = c.load();
+            if state == groups::ACTIVE && n < to.len() {
+                to[n] = (g, gen);
+                n += 1;
+            }
+        }
+        if n == 1 && to[0].0 == 0 {
+            return None;
+        }
+        Some(self.publish_shared(chunk, len, partition, timeout, keep_on_timeout, &to[..n]))
+    }
+
+    fn publish_shared(
+        &self,
+        chunk: Chunk,
+        len: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        keep_on_timeout: bool,
+        to: &[(usize, u32)],
+    ) -> Result<()> {
+        let region = self.region();
+        let me = region.segment().token();
+        if to.is_empty() {
+            // Nobody to deliver to: the chunk, still LOANED by us (never
+            // SHARED), goes back to the pool.
+            region.free(chunk.class, chunk.index);
+            self.entry().undelivered.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let corrupt = |field| Error::corrupt(Corruption::BadField { field, value: 0 });
+        let give_back = |e: Error| {
+            if !(keep_on_timeout && matches!(e, Error::Timeout { .. })) {
+                region.free(chunk.class, chunk.index);
+            }
+            e
+        };
+        let shares = match region.shares(chunk.index) {
+            Ok(s) => s,
+            Err(e) => return Err(give_back(e)),
+        };
+        let meta = shares.main;
+        meta.route.store(((self.core.index as u32 + 1) << 16) | partition, Ordering::Relaxed);
+        meta.len.store(len as u32, Ordering::Relaxed);
+        // The stamp of every group word of this publication: the chunk's
+        // publication count, which the single-group path draws from too.
+        // SYNC: AcqRel, as the Release store in `Region::enqueue`: route and
+        // len above go with it (and with the group words' CASes).
+        let stamp = meta.version.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        // 1. A cell in every group's ring, or none.
+        let mut cells = [(0u64, 0usize); super::config::MAX_GROUPS];
+        let deadline = timeout.filter(|t| !t.is_zero()).map(|t| Instant::now() + t);
+        let abandon = |upto: usize, cells: &[(u64, usize)]| {
+            for (&(g, _), &(pos, idx)) in to[..upto].iter().zip(cells) {
+                if let Ok(ring) = self.ring_of(g, partition) {
+                    ring.abandon_write(pos, idx, me);
+                }
+                if let Ok(waits) = self.waits_of(g, partition) {
+                    topic_wake(&waits, waits.not_empty);
+                }
+            }
+        };
+        for (i, &(g, _)) in to.iter().enumerate() {
+            let claimed = self.ring_of(g, partition).and_then(|ring| {
+                let waits = self.waits_of(g, partition)?;
+                let left = match deadline {
+                    Some(d) => Some(d.saturating_duration_since(Instant::now())),
+                    None => timeout,
+                };
+                self.claim(&ring, &waits, true, left)
+            });
+            match claimed {
+                Ok((pos, idx, _)) => cells[i] = (pos, idx),
+                Err(e) => {
+                    abandon(i, &cells);
+                    let e = match e {
+                        Error::Timeout { .. } => Error::timeout("room in the topic's partition", timeout),
+                        e => e,
+                    };
+                    return Err(give_back(e));
+                }
+            }
+        }
+        crate::platform::fault::point("groups-publish-claimed");
+        // 2. The group words.
+        let mut slots = [0usize; super::config::MAX_GROUPS];
+        for (s, &(g, _)) in slots.iter_mut().zip(to) {
+            *s = g;
+        }
+        if shares.prepare_stamped(me, &slots[..to.len()], stamp).is_err() {
+            abandon(to.len(), &cells);
+            return Err(give_back(corrupt("group word of a chunk this process holds")));
+        }
+        // 3. The commit point.
+        let Ok(m) = shares.share(me) else {
+            // Not ours any more (damage, or judged dead and reclaimed).
+            for &g in &slots[..to.len()] {
+                shares.cas_group(g, Word::new(stamp, QUEUED, me.raw()), Word::new(stamp, FREE, 0));
+            }
+            abandon(to.len(), &cells);
+            return Err(corrupt("state of a chunk this process holds"));
+        };
+        let free = region.free_to(chunk.class)?;
+        // 4. Groups dropped since the snapshot give back their hold.
+        let stamps = [stamp; super::config::MAX_GROUPS];
+        let keep = shares.keep_joined(self.controls(), to, &stamps[..to.len()], me, m, &free);
+        // 5. The commits.
+        let desc = Descriptor::new(chunk.index, stamp, len as u32).encode();
+        let mut lost = false;
+        for (i, &(g, _)) in to.iter().enumerate() {
+            let (Ok(ring), Ok(waits)) = (self.ring_of(g, partition), self.waits_of(g, partition)) else {
+                continue;
+            };
+            let (pos, idx) = cells[i];
+            if keep & (1 << i) == 0 {
+                ring.abandon_write(pos, idx, me);
+            } else if !ring.commit_write(pos, idx, desc, me) {
+                // Our claim was repaired away (judged dead): no descriptor
+                // names this hold, so it is let go here.
+                lost = true;
+                shares.end_hold(g, Word::new(stamp, QUEUED, me.raw()), m, me, &free);
+            }
+            topic_wake(&waits, waits.not_empty);
+        }
+        if lost {
+            shares.free_if_last(m, me, &free);
+        }
+        if lost || keep.count_ones() as usize != to.len() {
+            region.freed().notify_all();
         }
         self.entry().published.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -801,8 +1113,23 @@ impl Topic {
         timeout: Option<Duration>,
         stop: Option<&ReceiveStop>,
     ) -> Result<(Chunk, usize)> {
-        let ring = self.ring(partition)?;
-        let mut waits = self.waits(partition)?;
+        if !self.core.default_group {
+            return Err(self.no_default_group());
+        }
+        self.take_message_in(0, partition, timeout, stop)
+    }
+
+    /// [`take_message_until`](Self::take_message_until) from group slot
+    /// `slot`'s ring of `partition` (slot 0: the default group's).
+    pub(super) fn take_message_in(
+        &self,
+        slot: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+    ) -> Result<(Chunk, usize)> {
+        let ring = self.ring_of(slot, partition)?;
+        let mut waits = self.waits_of(slot, partition)?;
         let _watch = match stop {
             Some(stop) => {
                 waits.closed = Some(&stop.stopped);
@@ -840,19 +1167,20 @@ impl Topic {
             other => other.map_err(stopped)?,
         };
         crate::platform::fault::point("receive-claimed");
-        let checked = self.check_descriptor(word, me.raw());
+        let checked = self.check_descriptor(word, me, slot);
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
         topic_wake(&waits, waits.not_full);
-        let (class, index, len) = match checked {
+        let (class, index, len, group) = match checked {
             Ok(c) => c,
             Err(e) => {
                 self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
                 return Err(e);
             }
         };
+        let chunk = Chunk { group, ..self.chunk(class, index) };
         if !released {
-            self.region().free(class, index);
+            self.release_chunk(chunk);
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
@@ -860,7 +1188,17 @@ impl Topic {
         }
         self.entry().received.fetch_add(1, Ordering::Relaxed);
         self.region().beat_sometimes();
-        Ok((self.chunk(class, index), len))
+        Ok((chunk, len))
+    }
+
+    /// Releases a received chunk: through its group if it was taken from a
+    /// SHARED chunk (the last hold goes to the free list, never the
+    /// cache), else as a single-group message.
+    pub(super) fn release_chunk(&self, chunk: Chunk) {
+        match chunk.group {
+            None => self.region().free(chunk.class, chunk.index),
+            Some(g) => self.region().release_shared(chunk.class, chunk.index, usize::from(g)),
+        }
     }
 
     /// Validates a descriptor (read from a cell this process has claimed)
@@ -868,16 +1206,39 @@ impl Topic {
     /// the claimant of the cell naming a publication may take its chunk, so
     /// a descriptor that names the chunk's current publication cannot lose
     /// it between the check and the CAS.
-    fn check_descriptor(&self, word: u64, me: u32) -> Result<(usize, u32, usize)> {
+    ///
+    /// A descriptor of a SHARED chunk (published to groups) is taken
+    /// through group slot `slot`'s word instead (`Shares::take`: QUEUED of
+    /// its stamp to HELD by `me`); the chunk's group is returned with it.
+    #[allow(clippy::type_complexity)]
+    fn check_descriptor(
+        &self,
+        word: u64,
+        me: crate::sync::Token,
+        slot: usize,
+    ) -> Result<(usize, u32, usize, Option<u8>)> {
         let (class, desc, meta) = self.region().resolve(word)?;
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         let w = meta.word();
+        if groups::is_shared(w) {
+            let shares = self.region().shares(desc.chunk)?;
+            if !shares.take(slot, desc.version, me) {
+                // Stale (another publication's, released, redelivered).
+                return Err(bad("group word of the descriptor's chunk", u64::from(w.state())));
+            }
+            return Ok((class, desc.chunk, desc.len as usize, Some(slot as u8)));
+        }
+        let me = me.raw();
+        if slot != 0 {
+            // A group's ring only ever names SHARED chunks.
+            return Err(bad("state of the descriptor's chunk", u64::from(w.state())));
+        }
         if w.state() != QUEUED || !desc.is_current(meta) || !meta.cas(w, w.with(HELD, me)) {
             // A corrupt, stale or duplicated descriptor: the chunk is not
             // this publication's (it may be on a free list); leave it be.
             return Err(bad("state of the descriptor's chunk", u64::from(w.state())));
         }
-        Ok((class, desc.chunk, desc.len as usize))
+        Ok((class, desc.chunk, desc.len as usize, None))
     }
 
     /// [`receive`](Self::receive) without waiting: `Ok(None)` if the
@@ -895,7 +1256,7 @@ impl Topic {
         // `take_message`, validated, `len` within its class) and is only
         // read here before it is freed.
         buf.extend_from_slice(unsafe { self.chunk_ref(chunk, len) });
-        self.region().free(chunk.class, chunk.index);
+        self.release_chunk(chunk);
         Ok(len)
     }
 
@@ -947,6 +1308,150 @@ impl Topic {
         ring.commit_write(pos, idx, Descriptor::new(chunk, 0, len).encode(), seg.token());
         topic_wake(&waits, waits.not_empty);
         Ok(())
+    }
+}
+
+/// A consumer group's member on a topic (see [`Topic::join_group`]): every
+/// group joined to a topic receives every message published after it
+/// joined; the members of one group compete, each message going to one of
+/// them. The payload is not copied however many groups read it.
+///
+/// **Not crash-safe yet (issue #15):** recovery does not know groups yet,
+/// so a member or a publisher killed mid-operation can leak the chunk it
+/// held, and a group is never dropped (dropping this handle only ends the
+/// membership handle; the group keeps receiving, and holding producers
+/// back once its rings are full). `testing` feature only.
+#[cfg(feature = "testing")]
+#[derive(Clone)]
+pub struct Group {
+    topic: Topic,
+    slot: usize,
+    name: String,
+}
+
+#[cfg(feature = "testing")]
+impl Group {
+    /// Waits up to `timeout` for the group's next message in `partition`
+    /// (as [`Topic::receive`] does for the default group). Dropping the
+    /// [`Message`] releases the group's hold; the chunk goes back to the
+    /// pool once every group it was published to has released it.
+    pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message> {
+        let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, None)?;
+        Ok(Message { topic: self.topic.clone(), chunk, len, partition })
+    }
+
+    /// [`receive`](Self::receive) without waiting: `Ok(None)` if the
+    /// group's ring of `partition` is empty now.
+    pub fn try_receive(&self, partition: u32) -> Result<Option<Message>> {
+        none_if_empty(self.receive(partition, Some(Duration::ZERO)))
+    }
+
+    /// Receives the group's next message of `partition` into `buf`
+    /// (replacing its contents) and releases it at once; returns its
+    /// length.
+    pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
+        let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, None)?;
+        buf.clear();
+        // SAFETY: the group's hold keeps the chunk out of the pool and
+        // nobody writes a published chunk; `len` was validated against its
+        // class by `take_message_in`.
+        buf.extend_from_slice(unsafe { self.topic.chunk_ref(chunk, len) });
+        self.topic.release_chunk(chunk);
+        Ok(len)
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The group's slot in the topic (1 to `max_groups - 1`).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
+    /// Messages waiting for the group in `partition` now (a snapshot).
+    pub fn depth(&self, partition: u32) -> Result<usize> {
+        Ok(self.topic.ring_of(self.slot, partition)?.len() as usize)
+    }
+}
+
+#[cfg(feature = "testing")]
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").field("topic", &self.topic.core.name).field("name", &self.name).finish()
+    }
+}
+
+#[cfg(feature = "testing")]
+impl Topic {
+    /// Joins the consumer group `name` of this topic, creating it if no
+    /// group of that name is joined: from now on every message published
+    /// to the topic is delivered to the group too (once, to one of its
+    /// members). Group names are 1 to 64 bytes without NUL
+    /// ([`Error::InvalidName`]); a topic has `max_groups - 1` named groups
+    /// at most ([`RegionConfig::max_groups`](super::RegionConfig::max_groups);
+    /// [`Error::NoSpace`] when they are all used, [`Error::InvalidArgument`]
+    /// in a region without named group slots).
+    ///
+    /// **Not crash-safe yet (issue #15)**: see [`Group`]. `testing`
+    /// feature only.
+    pub fn join_group(&self, name: &str) -> Result<Group> {
+        if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
+            return Err(Error::InvalidName {
+                name: name.to_owned(),
+                reason: "a group name is 1 to 64 bytes without NUL",
+            });
+        }
+        let controls = self.controls();
+        if controls.len() < 2 {
+            return Err(Error::invalid(format!(
+                "region {:?} has no named group slots: create it with RegionConfig::max_groups of at least 2",
+                self.region().name()
+            )));
+        }
+        let region = self.region();
+        let guard = region.control().lock(region, Some(Duration::from_secs(5)))?;
+        // A joiner that died holding the lock left at most a name written
+        // in a VACANT slot: the slot is still free, the name rewritten.
+        let _ = guard.owner_died();
+        let group = |slot| Group { topic: self.clone(), slot, name: name.to_owned() };
+        for (g, c) in controls.iter().enumerate().skip(1) {
+            if c.load().1 == groups::ACTIVE && self.group_name(g).as_deref() == Some(name) {
+                return Ok(group(g));
+            }
+        }
+        for (g, c) in controls.iter().enumerate().skip(1) {
+            let (gen, state) = c.load();
+            if state != groups::VACANT {
+                continue;
+            }
+            let Some(words) = self.group_name_words(g) else { continue };
+            let mut bytes = [0u8; MAX_NAME];
+            bytes[..name.len()].copy_from_slice(name.as_bytes());
+            for (w, b) in words[1..].iter().zip(bytes.chunks_exact(8)) {
+                w.store(u64::from_le_bytes(b.try_into().expect("8 bytes")), Ordering::Relaxed);
+            }
+            words[0].store(name.len() as u64, Ordering::Relaxed);
+            // SYNC: the control word's AcqRel CAS publishes the name to
+            // whoever reads the slot ACTIVE (joiners read it under the lock
+            // too).
+            if c.join(gen) {
+                return Ok(group(g));
+            }
+        }
+        Err(Error::NoSpace {
+            what: format!(
+                "the {} named group slots of topic {:?} are all used; create the region with a larger max_groups",
+                controls.len() - 1,
+                self.core.name
+            ),
+        })
     }
 }
 
@@ -1285,7 +1790,7 @@ impl AsRef<[u8]> for Message {
 
 impl Drop for Message {
     fn drop(&mut self) {
-        self.topic.region().free(self.chunk.class, self.chunk.index);
+        self.topic.release_chunk(self.chunk);
     }
 }
 
@@ -1379,6 +1884,20 @@ impl Drop for StopWatch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_delivery_word_is_read_by_its_bits() {
+        assert_eq!(delivery_of(0), Some(Delivery::AtMostOnce));
+        assert_eq!(delivery_of(1), Some(Delivery::AtLeastOnce));
+        // The overrun bit (1) and the no-default-group bit (2) do not make
+        // the delivery unknown; unknown bits do.
+        assert_eq!(delivery_of(0b111), Some(Delivery::AtLeastOnce));
+        assert_eq!(delivery_of(0b110), Some(Delivery::AtMostOnce));
+        assert_eq!(delivery_of(8), None);
+        let cfg = TopicConfig { default_group: false, ..TopicConfig::default() };
+        let r = record_of("t", &cfg.delivery(Delivery::AtLeastOnce), 64);
+        assert_eq!(r.delivery, 0b101);
+    }
 
     #[test]
     fn keys_spread_over_partitions() {
