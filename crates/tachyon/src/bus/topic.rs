@@ -70,7 +70,7 @@ pub struct TopicConfig {
     /// What a consumer's death does to the message it held.
     pub delivery: Delivery,
     /// Whether the topic has its default group (group slot 0: what
-    /// [`Topic::receive`] reads). See `default_group` (`testing` feature).
+    /// [`Topic::receive`] reads). See `default_group` (`unstable-groups` feature).
     pub(crate) default_group: bool,
 }
 
@@ -117,16 +117,16 @@ impl TopicConfig {
     /// delivered to nobody (its chunk goes back to the pool, counted in
     /// [`TopicInfo::undelivered`]). Needs a region with
     /// [`max_groups`](super::RegionConfig::max_groups) of at least 1.
-    /// Consumer groups are not crash-safe yet (issue #15): `testing`
-    /// feature only.
-    #[cfg(feature = "testing")]
+    /// Consumer groups are not crash-safe yet (issue #15):
+    /// `unstable-groups` feature only.
+    #[cfg(feature = "unstable-groups")]
     pub fn default_group(mut self, on: bool) -> Self {
         self.default_group = on;
         self
     }
 
-    /// Whether the topic has its default group (see `default_group`,
-    /// `testing` feature).
+    /// Whether the topic has its default group (see `default_group`).
+    #[cfg(feature = "unstable-groups")]
     pub fn default_group_enabled(&self) -> bool {
         self.default_group
     }
@@ -1320,8 +1320,8 @@ impl Topic {
 /// so a member or a publisher killed mid-operation can leak the chunk it
 /// held, and a group is never dropped (dropping this handle only ends the
 /// membership handle; the group keeps receiving, and holding producers
-/// back once its rings are full). `testing` feature only.
-#[cfg(feature = "testing")]
+/// back once its rings are full). `unstable-groups` feature only.
+#[cfg(feature = "unstable-groups")]
 #[derive(Clone)]
 pub struct Group {
     topic: Topic,
@@ -1329,7 +1329,7 @@ pub struct Group {
     name: String,
 }
 
-#[cfg(feature = "testing")]
+#[cfg(feature = "unstable-groups")]
 impl Group {
     /// Waits up to `timeout` for the group's next message in `partition`
     /// (as [`Topic::receive`] does for the default group). Dropping the
@@ -1381,14 +1381,14 @@ impl Group {
     }
 }
 
-#[cfg(feature = "testing")]
+#[cfg(feature = "unstable-groups")]
 impl std::fmt::Debug for Group {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Group").field("topic", &self.topic.core.name).field("name", &self.name).finish()
     }
 }
 
-#[cfg(feature = "testing")]
+#[cfg(feature = "unstable-groups")]
 impl Topic {
     /// Joins the consumer group `name` of this topic, creating it if no
     /// group of that name is joined: from now on every message published
@@ -1399,8 +1399,8 @@ impl Topic {
     /// [`Error::NoSpace`] when they are all used, [`Error::InvalidArgument`]
     /// in a region without named group slots).
     ///
-    /// **Not crash-safe yet (issue #15)**: see [`Group`]. `testing`
-    /// feature only.
+    /// **Not crash-safe yet (issue #15)**: see [`Group`].
+    /// `unstable-groups` feature only.
     pub fn join_group(&self, name: &str) -> Result<Group> {
         if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
             return Err(Error::InvalidName {
