@@ -273,6 +273,75 @@ fn cancelled_receives_lose_nothing() {
     eprintln!("cancelled receive futures: {cancelled}");
 }
 
+/// Consumer groups through subscriptions: two groups of one topic, one
+/// consumed as a `Stream` under tokio with receives cancelled by timeouts,
+/// the other with `receive_async` under `futures-executor` with receives
+/// polled once and dropped; a producer process sends 10,000 messages.
+/// Each group gets every message once, in order per key, and the pool is
+/// full again at the end (every group released every chunk).
+#[test]
+fn groups_async_under_two_executors_with_cancellations() {
+    watchdog(240);
+    let name = unique("async-groups");
+    let _c = RemoveRegion(name.clone());
+    let cfg = RegionConfig::default().size(16 << 20).ring_arena(2 << 20).max_groups(3);
+    let region = Region::create(&name, cfg).unwrap();
+    let topic = region
+        .create_topic(
+            "t",
+            TopicConfig::default().partitions(4).capacity(64).wait(WaitPolicy::Hybrid).default_group(false),
+        )
+        .unwrap();
+    let initial = region.pool_stats().unwrap();
+    // Joined before the producer starts: both see every message.
+    let tokio_sub = topic.join_group("tokio").unwrap().subscribe(Partitions::All).unwrap();
+    let fx_sub = topic.join_group("fx").unwrap().subscribe(Partitions::All).unwrap();
+    assert_eq!(tokio_sub.group().unwrap().name(), "tokio");
+    let mut child = producer(&name, MESSAGES);
+    let (tokio_order, fx_order) = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+            rt.block_on(async {
+                let mut sub = tokio_sub;
+                let mut order = Order::new();
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+                while order.total < MESSAGES {
+                    assert!(tokio::time::Instant::now() < deadline, "timed out");
+                    match tokio::time::timeout(Duration::from_micros(100), sub.next()).await {
+                        Ok(m) => order.check(&m.expect("an endless stream").unwrap()),
+                        Err(_) => continue,
+                    }
+                }
+                order
+            })
+        });
+        let f = s.spawn(|| {
+            futures_executor::block_on(async {
+                let mut order = Order::new();
+                let mut round = 0u64;
+                while order.total < MESSAGES {
+                    round += 1;
+                    if round % 2 == 0 {
+                        if let Some(m) = poll_once(fx_sub.receive_async()) {
+                            order.check(&m.unwrap());
+                        }
+                    } else {
+                        order.check(&fx_sub.receive_async().await.unwrap());
+                    }
+                }
+                (order, fx_sub)
+            })
+        });
+        (t.join().unwrap(), f.join().unwrap())
+    });
+    let (fx_order, fx_sub) = fx_order;
+    assert_eq!(tokio_order.total, MESSAGES);
+    assert_eq!(fx_order.total, MESSAGES);
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    assert!(fx_sub.try_receive().unwrap().is_none());
+    assert_eq!(region.pool_stats().unwrap(), initial, "every chunk back in the pool");
+}
+
 /// A pending loan (pool exhausted) dropped takes no chunk; a pending
 /// publish (partition full) dropped returns its chunk: the pool is full
 /// again at the end.

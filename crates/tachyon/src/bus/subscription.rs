@@ -31,6 +31,8 @@
 //! extend; today every subscription is in the topic's one default group.
 
 use super::region::RECOVERY_INTERVAL;
+#[cfg(feature = "unstable-groups")]
+use super::topic::Group;
 use super::topic::{Message, ReceiveStop, Topic};
 use crate::error::{Error, Result};
 use crate::platform::atomic::Ordering;
@@ -113,6 +115,11 @@ pub struct Subscription {
     /// points into the mapping `topic` keeps: dropped first).
     pub(super) parked: crate::sync::reactor::Parked,
     topic: Topic,
+    /// The consumer group it receives for (`None`: the default group).
+    #[cfg(feature = "unstable-groups")]
+    group: Option<Group>,
+    /// The group slot whose rings it reads (0: the default group's).
+    slot: usize,
     partitions: Box<[u32]>,
     /// Where the next look starts (an index into `partitions`).
     next: AtomicUsize,
@@ -122,6 +129,7 @@ impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscription")
             .field("topic", &self.topic.name())
+            .field("group_slot", &self.slot)
             .field("partitions", &self.partitions)
             .finish()
     }
@@ -145,7 +153,25 @@ impl Topic {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn subscribe(&self, partitions: impl Into<Partitions>) -> Result<Subscription> {
-        let parts: Vec<u32> = match partitions.into() {
+        if !self.config().default_group {
+            return Err(self.no_default_group());
+        }
+        let parts = self.partition_set(partitions.into())?;
+        Ok(Subscription {
+            parked: Default::default(),
+            topic: self.clone(),
+            #[cfg(feature = "unstable-groups")]
+            group: None,
+            slot: 0,
+            partitions: parts.into_boxed_slice(),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// The partitions `partitions` names, checked, ascending, without
+    /// duplicates.
+    fn partition_set(&self, partitions: Partitions) -> Result<Vec<u32>> {
+        Ok(match partitions {
             Partitions::All => (0..self.partitions()).collect(),
             Partitions::Set(mut set) => {
                 set.sort_unstable();
@@ -163,10 +189,49 @@ impl Topic {
                 }
                 set
             }
-        };
+        })
+    }
+}
+
+#[cfg(feature = "unstable-groups")]
+impl Group {
+    /// A [`Subscription`] to `partitions` of the group's topic that
+    /// receives the group's messages: one blocking receive over all of
+    /// them, [`receive_async`](Subscription::receive_async) and the
+    /// [`Stream`](futures_core::Stream) of messages, as for the default
+    /// group. It keeps this membership (a clone of the handle) for as long
+    /// as it lives. [`Error::InvalidArgument`] for an empty set or a
+    /// partition the topic does not have. `unstable-groups` feature only.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-group-subscribe-{}", std::process::id());
+    /// let region =
+    ///     Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(4))?;
+    /// let topic = region.create_topic("t", TopicConfig::default().partitions(4))?;
+    /// let audit = topic.join_group("audit")?.subscribe(Partitions::All)?;
+    /// let billing = topic.join_group("billing")?.subscribe(Partitions::All)?;
+    /// for k in 0..8u64 {
+    ///     topic.send(&k.to_le_bytes(), Key(k), None)?;
+    /// }
+    /// // Each group sees all eight, whatever their partitions.
+    /// for sub in [&audit, &billing] {
+    ///     for _ in 0..8 {
+    ///         sub.receive(Some(Duration::from_secs(5)))?;
+    ///     }
+    ///     assert!(sub.try_receive()?.is_none());
+    /// }
+    /// # drop((audit, billing, topic, region)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn subscribe(&self, partitions: impl Into<Partitions>) -> Result<Subscription> {
+        let parts = self.topic().partition_set(partitions.into())?;
         Ok(Subscription {
             parked: Default::default(),
-            topic: self.clone(),
+            topic: self.topic().clone(),
+            group: Some(self.clone()),
+            slot: self.slot(),
             partitions: parts.into_boxed_slice(),
             next: AtomicUsize::new(0),
         })
@@ -177,6 +242,13 @@ impl Subscription {
     /// The topic it receives from.
     pub fn topic(&self) -> &Topic {
         &self.topic
+    }
+
+    /// The consumer group it receives for (`None`: the topic's default
+    /// group). `unstable-groups` feature only.
+    #[cfg(feature = "unstable-groups")]
+    pub fn group(&self) -> Option<&Group> {
+        self.group.as_ref()
     }
 
     /// Its partitions, ascending.
@@ -275,7 +347,7 @@ impl Subscription {
         let start = self.next.load(Ordering::Relaxed) % n;
         for k in 0..n {
             let i = (start + k) % n;
-            match self.topic.try_receive(self.partitions[i]) {
+            match self.try_receive_from(self.partitions[i]) {
                 Ok(None) => continue,
                 r => {
                     self.next.store((i + 1) % n, Ordering::Relaxed);
@@ -286,9 +358,18 @@ impl Subscription {
         None
     }
 
-    /// The "not empty" wait cells of the partitions.
+    /// One look at `partition`'s ring of the subscription's group.
+    fn try_receive_from(&self, partition: u32) -> Result<Option<Message>> {
+        #[cfg(feature = "unstable-groups")]
+        if let Some(group) = &self.group {
+            return group.try_receive(partition);
+        }
+        self.topic.try_receive(partition)
+    }
+
+    /// The "not empty" wait cells of the partitions (in the group's slot).
     pub(crate) fn sleep_points(&self) -> Result<Vec<SleepPoint<'_>>> {
-        self.partitions.iter().map(|&p| Ok(self.topic.waits(p)?.not_empty.sleep_point())).collect()
+        self.partitions.iter().map(|&p| Ok(self.topic.waits_of(self.slot, p)?.not_empty.sleep_point())).collect()
     }
 
     /// What a waiting receive does between its sleeps: beat, recover what
@@ -298,7 +379,7 @@ impl Subscription {
         region.heartbeat();
         region.recover_now_and_then();
         for &p in self.partitions.iter() {
-            self.topic.repair_partition(p);
+            self.topic.repair_partition_in(self.slot, p);
         }
     }
 }

@@ -615,7 +615,7 @@ impl Topic {
     }
 
     #[cold]
-    fn no_default_group(&self) -> Error {
+    pub(super) fn no_default_group(&self) -> Error {
         Error::invalid(format!(
             "topic {:?} was created without its default group (TopicConfig::default_group(false)): receive through a group (Topic::join_group)",
             self.core.name
@@ -1288,7 +1288,13 @@ impl Topic {
     /// and wakes the partition's sleepers if anything was repaired. For
     /// waits that do not go through `claim` (subscriptions, futures).
     pub(crate) fn repair_partition(&self, partition: u32) {
-        if let (Ok(ring), Ok(waits)) = (self.ring(partition), self.waits(partition)) {
+        self.repair_partition_in(0, partition)
+    }
+
+    /// [`repair_partition`](Self::repair_partition) of group slot `slot`'s
+    /// ring of `partition`.
+    pub(crate) fn repair_partition_in(&self, slot: usize, partition: u32) {
+        if let (Ok(ring), Ok(waits)) = (self.ring_of(slot, partition), self.waits_of(slot, partition)) {
             let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
             if ring.recover_with(self.region(), false, &adopt) {
                 waits.not_full.notify_all();
