@@ -16,10 +16,18 @@
 //!   what each consumer saw (at least once: a message delivered again comes
 //!   after the ones published meanwhile); every payload arrived intact.
 //!
+//! The same with consumer groups (`chaos_groups_*`): a topic without its
+//! default group, two groups of two consumer processes each; every group
+//! is checked as above on its own (each must see every acknowledged
+//! message, in order per key, its losses and duplicates bounded by the
+//! kills of its own consumers), and the pool is full at the end (a chunk
+//! goes back once both groups released it).
+//!
 //! The short form runs in the normal suite. The long form:
 //!
 //! ```text
 //! TACHYON_CHAOS_KILLS=5000 cargo test --release -p tachyon-shm --test chaos -- --nocapture
+//! TACHYON_CHAOS_KILLS=1000 cargo test --release -p tachyon-shm --test chaos chaos_groups -- --nocapture
 //! ```
 //!
 //! Knobs (environment): `TACHYON_CHAOS_KILLS` (kills per test, default
@@ -36,8 +44,8 @@
 //! each message too): an incarnation reserves a sequence number (so that no
 //! later incarnation reuses it) before publishing it, and sets its bit in
 //! the acknowledged bitmap once `send` or `publish` returned `Ok`. Consumers
-//! set a bit in the delivered bitmap per message received (a bit already
-//! set is a duplicate).
+//! set a bit in their group's delivered bitmap per message received (a bit
+//! already set is a duplicate).
 #![cfg(not(tachyon_loom))]
 
 mod common;
@@ -48,7 +56,7 @@ use common::fleet::{report, Side, Task};
 use common::{unique, wait_for, RemoveRegion};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Delivery, Key, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{Delivery, Group, Key, Message, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::sync::{Liveness, Token};
 use tachyon::Error;
 
@@ -56,7 +64,10 @@ const ENTRY: &str = "child_entry";
 const TOPIC: &str = "chaos";
 const PARTITIONS: u32 = 4;
 const PRODUCERS: usize = 2;
+/// Consumer processes per group.
 const CONSUMERS: usize = 2;
+/// Consumer groups of the groups tests (named `g0`, `g1`).
+const GROUPS: usize = 2;
 /// Keys in use: two per partition.
 const KEYS: usize = 8;
 /// How long the survivors of a kill may take to make progress.
@@ -77,16 +88,19 @@ const EXIT_ORPHAN: i32 = 4;
 // Counters in the side segment (word indices).
 const STOP_PRODUCERS: usize = 0;
 const STOP_CONSUMERS: usize = 1;
-const DELIVERED: usize = 2;
-const DUPLICATES: usize = 3;
-const ORDER: usize = 4;
 const BAD: usize = 5;
 const ACKED: usize = 6;
 const ERRORS: usize = 7;
+/// Counters per group (the default group is group 0): `GROUP_WORDS * g +`
+/// one of the next four.
+const GROUP_WORDS: usize = 8;
+const DELIVERED: usize = 8;
+const DUPLICATES: usize = 9;
+const ORDER: usize = 10;
 /// Messages delivered per partition: `PER_PARTITION + p`.
-const PER_PARTITION: usize = 8;
+const PER_PARTITION: usize = 12;
 /// Next sequence number per (producer slot, key): `NEXT + slot * KEYS + k`.
-const NEXT: usize = 16;
+const NEXT: usize = DELIVERED + GROUP_WORDS * GROUPS;
 /// Incarnation log: `LOG + inc` = role << 56 | slot << 48 | token.
 const LOG: usize = NEXT + PRODUCERS * KEYS;
 
@@ -151,9 +165,15 @@ fn pad_byte(check: u64) -> u8 {
 const ROLES: [&str; 3] = ["?", "producer", "consumer"];
 
 /// Words of the side segment: counters, the incarnation log, then the
-/// acked and delivered bitmaps.
+/// acked bitmap and one delivered bitmap per group.
 fn side_words(cap: u64, max_inc: u64) -> usize {
-    LOG + max_inc as usize + 2 * (PRODUCERS * KEYS) * (cap as usize / 64)
+    LOG + max_inc as usize + (1 + GROUPS) * (PRODUCERS * KEYS) * (cap as usize / 64)
+}
+
+/// Counter `counter` (`DELIVERED`, `DUPLICATES`, `ORDER`, `PER_PARTITION +
+/// p`) of group `g`.
+fn of(g: usize, counter: usize) -> usize {
+    counter + GROUP_WORDS * g
 }
 
 /// The next sequence number of producer slot `slot` and key index `k`.
@@ -161,8 +181,8 @@ fn next_seq(side: &Side, slot: usize, k: usize) -> &AtomicU64 {
     side.word(NEXT + slot * KEYS + k)
 }
 
-/// Word and mask of the bit of (slot, k, seq) in bitmap 0 (acked) or 1
-/// (delivered).
+/// Word and mask of the bit of (slot, k, seq) in bitmap 0 (acked) or
+/// `1 + g` (delivered to group `g`).
 fn bit(side: &Side, map: usize, slot: usize, k: usize, seq: u64) -> (&AtomicU64, u64) {
     let words_per_map = PRODUCERS * KEYS * (side.cap as usize / 64);
     let bit = (slot * KEYS + k) as u64 * side.cap + seq;
@@ -170,9 +190,62 @@ fn bit(side: &Side, map: usize, slot: usize, k: usize, seq: u64) -> (&AtomicU64,
     (side.word(i), 1 << (bit % 64))
 }
 
-/// Messages delivered per partition.
-fn parts(side: &Side) -> [u64; PARTITIONS as usize] {
-    std::array::from_fn(|p| side.get(PER_PARTITION + p))
+/// Messages delivered per partition to group `g`.
+fn parts(side: &Side, g: usize) -> [u64; PARTITIONS as usize] {
+    std::array::from_fn(|p| side.get(of(g, PER_PARTITION + p)))
+}
+
+/// Messages delivered per partition to each of `groups` groups.
+fn all_parts(side: &Side, groups: usize) -> Vec<u64> {
+    (0..groups).flat_map(|g| parts(side, g)).collect()
+}
+
+/// The consumer groups of a test: 1 (the topic's default group) or
+/// `GROUPS` named ones.
+fn groups_of(topic: &Topic) -> usize {
+    if topic.config().default_group_enabled() {
+        1
+    } else {
+        GROUPS
+    }
+}
+
+/// Where a consumer receives from: the topic's default group or a named
+/// group.
+enum Source {
+    Topic(Topic),
+    Group(Group),
+}
+
+impl Source {
+    fn try_receive(&self, p: u32) -> tachyon::Result<Option<Message>> {
+        match self {
+            Source::Topic(t) => t.try_receive(p),
+            Source::Group(g) => g.try_receive(p),
+        }
+    }
+    fn receive(&self, p: u32, timeout: Option<Duration>) -> tachyon::Result<Message> {
+        match self {
+            Source::Topic(t) => t.receive(p, timeout),
+            Source::Group(g) => g.receive(p, timeout),
+        }
+    }
+    fn depth(&self, p: u32) -> tachyon::Result<usize> {
+        match self {
+            Source::Topic(t) => t.depth(p),
+            Source::Group(g) => g.depth(p),
+        }
+    }
+}
+
+/// Group `g` of the test's topic (the default group in a test without
+/// named groups).
+fn source(topic: &Topic, g: usize) -> Source {
+    if groups_of(topic) == 1 {
+        Source::Topic(topic.clone())
+    } else {
+        Source::Group(topic.join_group(&format!("g{g}")).unwrap())
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -271,7 +344,9 @@ fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
     let keys = keys_of(topic);
     // The last sequence number this consumer saw per (producer slot, key).
     let mut last = vec![None::<u64>; PRODUCERS * KEYS];
-    let who = format!("consumer {}/{}", a.slot, a.gen);
+    let g = a.slot / CONSUMERS;
+    let from = source(topic, g);
+    let who = format!("consumer {}/{} of group {g}", a.slot, a.gen);
     let mut p = 0u32;
     let mut rounds = 0u64;
     loop {
@@ -285,12 +360,12 @@ fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
         let mut got_any = false;
         for _ in 0..PARTITIONS {
             p = (p + 1) % PARTITIONS;
-            let r = match topic.try_receive(p) {
+            let r = match from.try_receive(p) {
                 // Nothing ready but something claimed: a producer is filling
                 // the cell, or died doing so. Wait a little; a blocked
                 // receive repairs a dead claimant's cell.
-                Ok(None) if topic.depth(p).unwrap_or(0) > 0 => {
-                    topic.receive(p, Some(Duration::from_millis(3))).map(Some)
+                Ok(None) if from.depth(p).unwrap_or(0) > 0 => {
+                    from.receive(p, Some(Duration::from_millis(3))).map(Some)
                 }
                 r => r,
             };
@@ -298,7 +373,7 @@ fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
                 Ok(Some(msg)) => {
                     got_any = true;
                     // One message in hand at a time: receive, record, drop.
-                    record(topic, side, &who, &keys, p, &msg, &mut last);
+                    record(topic, side, g, &who, &keys, p, &msg, &mut last);
                     drop(msg);
                 }
                 Ok(None) | Err(Error::Timeout { .. }) => {}
@@ -309,9 +384,9 @@ fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
         }
         if !got_any {
             p = (p + 1) % PARTITIONS;
-            match topic.receive(p, Some(Duration::from_millis(5))) {
+            match from.receive(p, Some(Duration::from_millis(5))) {
                 Ok(msg) => {
-                    record(topic, side, &who, &keys, p, &msg, &mut last);
+                    record(topic, side, g, &who, &keys, p, &msg, &mut last);
                     drop(msg);
                 }
                 Err(Error::Timeout { .. }) => {}
@@ -321,10 +396,12 @@ fn consumer(topic: &Topic, side: &Side, a: &Task) -> i32 {
     }
 }
 
-/// Checks a received message and records it as delivered.
+/// Checks a received message and records it as delivered to group `g`.
+#[allow(clippy::too_many_arguments)]
 fn record(
     topic: &Topic,
     side: &Side,
+    g: usize,
     who: &str,
     keys: &[u64; KEYS],
     p: u32,
@@ -352,15 +429,15 @@ fn record(
     let (slot, k) = (slot as usize, k as usize);
     let i = slot * KEYS + k;
     if let Some(before) = last[i].filter(|&l| l >= seq) {
-        report(side, ORDER, who, &format!("order: producer {slot} key {k}: seq {seq} after {before}"));
+        report(side, of(g, ORDER), who, &format!("order: producer {slot} key {k}: seq {seq} after {before}"));
     }
     last[i] = Some(seq);
-    let (word, mask) = bit(side, 1, slot, k, seq);
+    let (word, mask) = bit(side, 1 + g, slot, k, seq);
     if word.fetch_or(mask, SeqCst) & mask != 0 {
-        report(side, DUPLICATES, who, &format!("duplicate: producer {slot}/{gen} key {k} seq {seq}"));
+        report(side, of(g, DUPLICATES), who, &format!("duplicate: producer {slot}/{gen} key {k} seq {seq}"));
     }
-    side.add(DELIVERED);
-    side.add(PER_PARTITION + p as usize);
+    side.add(of(g, DELIVERED));
+    side.add(of(g, PER_PARTITION + p as usize));
 }
 
 // ---------------------------------------------------------------------------
@@ -392,24 +469,33 @@ type Fleet = common::fleet::Fleet<Role>;
 #[derive(Default)]
 struct Kills {
     producers: u64,
-    consumers: u64,
+    /// Per group.
+    consumers: [u64; GROUPS],
+}
+
+impl Kills {
+    fn total(&self) -> u64 {
+        self.producers + self.consumers.iter().sum::<u64>()
+    }
 }
 
 fn state_report(region: &Region, topic: &Topic, side: &Side, fleet: &mut Fleet) -> String {
     let mut s = String::new();
-    let depths: Vec<String> =
-        (0..PARTITIONS).map(|p| topic.depth(p).map_or_else(|e| e.to_string(), |d| d.to_string())).collect();
-    s += &format!("  depth per partition: {depths:?}\n");
-    s += &format!("  delivered per partition: {:?}\n", parts(side));
-    s += &format!(
-        "  acked {}, delivered {}, duplicates {}, order {}, bad {}, errors {}\n",
-        side.get(ACKED),
-        side.get(DELIVERED),
-        side.get(DUPLICATES),
-        side.get(ORDER),
-        side.get(BAD),
-        side.get(ERRORS)
-    );
+    for g in 0..groups_of(topic) {
+        let from = source(topic, g);
+        let depths: Vec<String> = (0..PARTITIONS)
+            .map(|p| from.depth(p).map_or_else(|e| e.to_string(), |d| d.to_string()))
+            .collect();
+        s += &format!("  group {g}: depth per partition: {depths:?}\n");
+        s += &format!("  group {g}: delivered per partition: {:?}\n", parts(side, g));
+        s += &format!(
+            "  group {g}: delivered {}, duplicates {}, order {}\n",
+            side.get(of(g, DELIVERED)),
+            side.get(of(g, DUPLICATES)),
+            side.get(of(g, ORDER)),
+        );
+    }
+    s += &format!("  acked {}, bad {}, errors {}\n", side.get(ACKED), side.get(BAD), side.get(ERRORS));
     s += &format!("  topic: {:?}\n", topic.info());
     if let Ok(stats) = region.pool_stats() {
         let free: Vec<String> = stats.iter().map(|c| format!("{}/{}", c.free, c.chunks)).collect();
@@ -433,7 +519,8 @@ struct Tally {
     beyond: u64,
 }
 
-fn tally(side: &Side) -> Tally {
+/// The books of group `g`.
+fn tally(side: &Side, g: usize) -> Tally {
     let mut t = Tally::default();
     let words = side.cap / 64;
     for slot in 0..PRODUCERS {
@@ -442,7 +529,7 @@ fn tally(side: &Side) -> Tally {
             for wi in 0..words {
                 let base = wi * 64;
                 let (aw, _) = bit(side, 0, slot, k, base);
-                let (dw, _) = bit(side, 1, slot, k, base);
+                let (dw, _) = bit(side, 1 + g, slot, k, base);
                 let (a, d) = (aw.load(SeqCst), dw.load(SeqCst));
                 if a | d == 0 {
                     continue;
@@ -474,30 +561,46 @@ fn victims() -> (bool, bool) {
 /// The at-most-once test: a dead consumer's message is lost.
 #[test]
 fn chaos_at_most_once() {
-    chaos(Delivery::AtMostOnce);
+    chaos(Delivery::AtMostOnce, false);
 }
 
 /// The at-least-once test: a dead consumer's message is published again.
 #[test]
 fn chaos_at_least_once() {
-    chaos(Delivery::AtLeastOnce);
+    chaos(Delivery::AtLeastOnce, false);
 }
 
-fn chaos(delivery: Delivery) {
-    let label = match delivery {
-        Delivery::AtMostOnce => "chaos (at most once)",
-        Delivery::AtLeastOnce => "chaos (at least once)",
+/// Two consumer groups, at most once.
+#[test]
+fn chaos_groups_at_most_once() {
+    chaos(Delivery::AtMostOnce, true);
+}
+
+/// Two consumer groups, at least once.
+#[test]
+fn chaos_groups_at_least_once() {
+    chaos(Delivery::AtLeastOnce, true);
+}
+
+fn chaos(delivery: Delivery, named_groups: bool) {
+    let label = match (delivery, named_groups) {
+        (Delivery::AtMostOnce, false) => "chaos (at most once)",
+        (Delivery::AtLeastOnce, false) => "chaos (at least once)",
+        (Delivery::AtMostOnce, true) => "chaos (groups, at most once)",
+        (Delivery::AtLeastOnce, true) => "chaos (groups, at least once)",
     };
+    let groups = if named_groups { GROUPS } else { 1 };
+    let consumers = CONSUMERS * groups;
     let kills_wanted = env_u64("TACHYON_CHAOS_KILLS", 200);
     let time_limit = Duration::from_secs(env_u64("TACHYON_CHAOS_SECS", 1800));
     let (kill_producers, kill_consumers) = victims();
-    let seed = seed_for(delivery as u64);
+    let seed = seed_for(delivery as u64 + 2 * u64::from(named_groups));
     // Generous: a release build publishes some 2 000 messages per producer
     // and key per kill cycle.
     let cap = env_u64("TACHYON_CHAOS_SEQ_CAP", ((kills_wanted + 20) * 4096).clamp(1 << 16, 1 << 25))
         .div_ceil(64)
         * 64;
-    let max_inc = kills_wanted + (PRODUCERS + CONSUMERS) as u64;
+    let max_inc = kills_wanted + (PRODUCERS + consumers) as u64;
     println!(
         "{label}: seed {seed} (replay: TACHYON_CHAOS_SEED={seed}), {kills_wanted} kills, \
          time limit {time_limit:?}, {cap} sequence numbers per producer and key"
@@ -507,9 +610,16 @@ fn chaos(delivery: Delivery) {
 
     let name = unique("chaos");
     let _remove = RemoveRegion(name.clone());
-    let region = Region::create(&name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20)).unwrap();
-    let config = TopicConfig::default().partitions(PARTITIONS).capacity(64).delivery(delivery);
+    let mut rcfg = RegionConfig::default().size(16 << 20).ring_arena(1 << 20);
+    let mut config = TopicConfig::default().partitions(PARTITIONS).capacity(64).delivery(delivery);
+    if named_groups {
+        rcfg = rcfg.max_groups(GROUPS + 1).ring_arena(2 << 20);
+        config = config.default_group(false);
+    }
+    let region = Region::create(&name, rcfg).unwrap();
     let topic = region.create_topic(TOPIC, config).unwrap();
+    // The groups join before anything is published: each sees every message.
+    let joined: Vec<Source> = (0..groups).map(|g| source(&topic, g)).collect();
     let initial = region.pool_stats().unwrap();
     let side_name = unique("chaos-side");
     let side = Side::create(&side_name, side_words(cap, max_inc), cap, max_inc, LOG);
@@ -523,12 +633,12 @@ fn chaos(delivery: Delivery) {
         fresh.lost
     );
     let mut fleet = Fleet::new(ENTRY, &name, &side_name, cap, max_inc, seed);
-    let mut gens = [0u64; PRODUCERS + CONSUMERS];
+    let mut gens = vec![0u64; PRODUCERS + consumers];
     for slot in 0..PRODUCERS {
         let p = fleet.spawn(Role::Producer, slot, 0);
         fleet.procs.push(p);
     }
-    for slot in 0..CONSUMERS {
+    for slot in 0..consumers {
         let p = fleet.spawn(Role::Consumer, slot, 0);
         fleet.procs.push(p);
     }
@@ -537,7 +647,7 @@ fn chaos(delivery: Delivery) {
         panic!("{label} (seed {seed}): {why}\n{report}");
     };
     // Everybody is up and messages flow on every partition.
-    if !wait_for(PHASE_LIMIT, || parts(&side).iter().all(|&n| n > 0)) {
+    if !wait_for(PHASE_LIMIT, || all_parts(&side, groups).iter().all(|&n| n > 0)) {
         fail("no traffic on every partition after start".into(), &mut fleet);
     }
 
@@ -546,16 +656,13 @@ fn chaos(delivery: Delivery) {
     let mut seq_full = false;
     let mut slowest_progress = Duration::ZERO;
     let mut slow = 0u64;
-    while kills.producers + kills.consumers < kills_wanted && started.elapsed() < time_limit {
+    while kills.total() < kills_wanted && started.elapsed() < time_limit {
         // A broken promise ends the killing; the end phase reports it all.
-        let broken = side.get(ERRORS)
-            + side.get(BAD)
-            + if delivery == Delivery::AtMostOnce { side.get(DUPLICATES) + side.get(ORDER) } else { 0 };
+        let strict: u64 = (0..groups).map(|g| side.get(of(g, DUPLICATES)) + side.get(of(g, ORDER))).sum();
+        let broken =
+            side.get(ERRORS) + side.get(BAD) + if delivery == Delivery::AtMostOnce { strict } else { 0 };
         if broken != 0 {
-            println!(
-                "{label}: problems seen after kill #{}; ending the killing phase",
-                kills.producers + kills.consumers
-            );
+            println!("{label}: problems seen after kill #{}; ending the killing phase", kills.total());
             break;
         }
         let victim = loop {
@@ -583,27 +690,29 @@ fn chaos(delivery: Delivery) {
             let why = format!("{} {} gen {} exited by itself ({code:?})", p.role.name(), p.slot, p.gen);
             fail(why, &mut fleet);
         }
-        let before = parts(&side);
+        let before = all_parts(&side, groups);
         let acked_before = side.get(ACKED);
         let mut dead = fleet.procs.swap_remove(victim);
         common::kill(&mut dead.child);
         match dead.role {
             Role::Producer => kills.producers += 1,
-            Role::Consumer => kills.consumers += 1,
+            Role::Consumer => kills.consumers[dead.slot / CONSUMERS] += 1,
         }
-        // The survivors go on, on every partition, without the dead one.
+        // The survivors go on, on every partition of every group, without
+        // the dead one.
         let t = Instant::now();
         let progressed = wait_for(PROGRESS_LIMIT, || {
-            side.get(ACKED) > acked_before && parts(&side).iter().zip(&before).all(|(now, then)| now > then)
+            side.get(ACKED) > acked_before
+                && all_parts(&side, groups).iter().zip(&before).all(|(now, then)| now > then)
         });
         if !progressed {
             let why = format!(
                 "no progress on every partition within {PROGRESS_LIMIT:?} after killing {} {} gen {} \
-                 (kill #{}); delivered per partition before the kill: {before:?}",
+                 (kill #{}); delivered per group and partition before the kill: {before:?}",
                 dead.role.name(),
                 dead.slot,
                 dead.gen,
-                kills.producers + kills.consumers
+                kills.total()
             );
             fail(why, &mut fleet);
         }
@@ -612,7 +721,7 @@ fn chaos(delivery: Delivery) {
             slow += 1;
             println!(
                 "{label}: kill #{} ({} {} gen {}): the survivors took {:.1?} to make progress; {:?}",
-                kills.producers + kills.consumers,
+                kills.total(),
                 dead.role.name(),
                 dead.slot,
                 dead.gen,
@@ -641,8 +750,9 @@ fn chaos(delivery: Delivery) {
             }
         }
     }
-    let empty = || (0..PARTITIONS).all(|p| topic.depth(p).is_ok_and(|d| d == 0));
-    if !drained(PHASE_LIMIT, || side.get(DELIVERED), empty) {
+    let empty = || joined.iter().all(|from| (0..PARTITIONS).all(|p| from.depth(p).is_ok_and(|d| d == 0)));
+    let delivered = || (0..groups).map(|g| side.get(of(g, DELIVERED))).sum();
+    if !drained(PHASE_LIMIT, delivered, empty) {
         fail("the rings did not drain".into(), &mut fleet);
     }
     side.word(STOP_CONSUMERS).store(1, SeqCst);
@@ -661,42 +771,98 @@ fn chaos(delivery: Delivery) {
     // Recovery, once: every chunk is back.
     let recovered = region.recover().unwrap();
     // Anything recovery published again (at least once) is delivered here.
-    let mut last = vec![None::<u64>; PRODUCERS * KEYS];
     let keys = keys_of(&topic);
     let mut late = 0;
-    for p in 0..PARTITIONS {
-        while let Ok(Some(msg)) = topic.try_receive(p) {
-            record(&topic, &side, "the driver", &keys, p, &msg, &mut last);
-            late += 1;
+    for (g, from) in joined.iter().enumerate() {
+        let mut last = vec![None::<u64>; PRODUCERS * KEYS];
+        for p in 0..PARTITIONS {
+            while let Ok(Some(msg)) = from.try_receive(p) {
+                record(&topic, &side, g, "the driver", &keys, p, &msg, &mut last);
+                late += 1;
+            }
         }
     }
     let again = region.recover().unwrap();
     let after = region.pool_stats().unwrap();
     let audit = audit_pool(&region, &topic, &side);
-    let leftover = (0..PARTITIONS).map(|p| topic.depth(p).unwrap_or(usize::MAX)).sum::<usize>();
+    let leftover = joined
+        .iter()
+        .map(|from| (0..PARTITIONS).map(|p| from.depth(p).unwrap_or(usize::MAX)).sum::<usize>())
+        .sum::<usize>();
 
-    // Every acknowledged message delivered (but for one per consumer kill),
-    // nothing twice, order per key, payloads intact.
-    let t = tally(&side);
-    let total_kills = kills.producers + kills.consumers;
+    let total_kills = kills.total();
     println!(
-        "{label}: {total_kills} kills ({} producers, {} consumers) in {chaos_time:.1?}, {} incarnations; \
-         slowest return of progress after a kill {slowest_progress:.1?} ({slow} over {SLOW_PROGRESS:?})",
-        kills.producers, kills.consumers, fleet.incarnations
+        "{label}: {total_kills} kills ({} producers, {:?} consumers per group) in {chaos_time:.1?}, {} \
+         incarnations; slowest return of progress after a kill {slowest_progress:.1?} ({slow} over \
+         {SLOW_PROGRESS:?})",
+        kills.producers,
+        &kills.consumers[..groups],
+        fleet.incarnations
     );
-    println!(
-        "{label}: {} messages acknowledged, {} delivered, {} acknowledged and not delivered (lost with dead \
-         consumers), {} delivered and not acknowledged (producer killed between publish and ack); \
-         duplicates {}, order violations {}, damaged {}, errors {}",
-        t.acked,
-        t.delivered,
-        t.lost.len(),
-        t.unacked.len(),
-        side.get(DUPLICATES),
-        side.get(ORDER),
-        side.get(BAD),
-        side.get(ERRORS)
-    );
+    let mut problems = Vec::new();
+    let check_counter = |problems: &mut Vec<String>, what: &str, counter: usize, allowed: u64| {
+        if side.get(counter) > allowed {
+            problems.push(format!("{} {what} (at most {allowed} allowed)", side.get(counter)));
+        }
+    };
+    check_counter(&mut problems, "damaged messages", BAD, 0);
+    check_counter(&mut problems, "errors", ERRORS, 0);
+    // Every acknowledged message delivered to every group (but for one per
+    // kill of the group's consumers), nothing twice, order per key,
+    // payloads intact.
+    for g in 0..groups {
+        let t = tally(&side, g);
+        let killed = kills.consumers[g];
+        let who = if named_groups { format!("group g{g}") } else { "the topic".to_string() };
+        println!(
+            "{label}: {who}: {} messages acknowledged, {} delivered, {} acknowledged and not delivered (lost \
+             with dead consumers), {} delivered and not acknowledged (producer killed between publish and \
+             ack); duplicates {}, order violations {}",
+            t.acked,
+            t.delivered,
+            t.lost.len(),
+            t.unacked.len(),
+            side.get(of(g, DUPLICATES)),
+            side.get(of(g, ORDER)),
+        );
+        match delivery {
+            Delivery::AtMostOnce => {
+                check_counter(&mut problems, &format!("duplicates in {who}"), of(g, DUPLICATES), 0);
+                check_counter(&mut problems, &format!("order violations in {who}"), of(g, ORDER), 0);
+            }
+            // A message published again comes after those published
+            // meanwhile, and its first consumer may have recorded it before
+            // dying: one duplicate and one order violation per consumer kill
+            // at most.
+            Delivery::AtLeastOnce => {
+                check_counter(&mut problems, &format!("duplicates in {who}"), of(g, DUPLICATES), killed);
+                check_counter(&mut problems, &format!("order violations in {who}"), of(g, ORDER), killed);
+            }
+        }
+        if t.beyond != 0 {
+            problems.push(format!("{who}: {} bits set beyond the reserved sequence numbers", t.beyond));
+        }
+        // At most once, a consumer holds one message at a time, so each
+        // consumer kill loses at most one; at least once, nothing
+        // acknowledged is lost.
+        let may_lose = if delivery == Delivery::AtLeastOnce { 0 } else { killed };
+        if t.lost.len() as u64 > may_lose {
+            problems.push(format!(
+                "{who}: {} acknowledged messages never delivered, more than the {may_lose} allowed ({killed} \
+                 consumer kills); first (producer slot, key index, seq): {:?}",
+                t.lost.len(),
+                &t.lost[..t.lost.len().min(20)]
+            ));
+        }
+        if t.unacked.len() as u64 > kills.producers {
+            problems.push(format!(
+                "{who}: {} messages delivered and never acknowledged, more than the {} producer kills: {:?}",
+                t.unacked.len(),
+                kills.producers,
+                &t.unacked[..t.unacked.len().min(20)]
+            ));
+        }
+    }
     println!("{label}: {:?}", topic.info());
     println!(
         "{label}: final recover {recovered:?}, then {again:?}; {late} messages delivered after it, \
@@ -706,52 +872,6 @@ fn chaos(delivery: Delivery) {
     println!("{label}: total time {:.1?}", started.elapsed());
     if seq_full {
         println!("{label}: note: stopped early, sequence numbers used up (raise TACHYON_CHAOS_SEQ_CAP)");
-    }
-
-    let mut problems = Vec::new();
-    let check_counter = |problems: &mut Vec<String>, what: &str, counter: usize, allowed: u64| {
-        if side.get(counter) > allowed {
-            problems.push(format!("{} {what} (at most {allowed} allowed)", side.get(counter)));
-        }
-    };
-    check_counter(&mut problems, "damaged messages", BAD, 0);
-    check_counter(&mut problems, "errors", ERRORS, 0);
-    match delivery {
-        Delivery::AtMostOnce => {
-            check_counter(&mut problems, "duplicates", DUPLICATES, 0);
-            check_counter(&mut problems, "order violations", ORDER, 0);
-        }
-        // A message published again comes after those published meanwhile,
-        // and its first consumer may have recorded it before dying: one
-        // duplicate and one order violation per consumer kill at most.
-        Delivery::AtLeastOnce => {
-            check_counter(&mut problems, "duplicates", DUPLICATES, kills.consumers);
-            check_counter(&mut problems, "order violations", ORDER, kills.consumers);
-        }
-    }
-    if t.beyond != 0 {
-        problems.push(format!("{} bits set beyond the reserved sequence numbers", t.beyond));
-    }
-    // At most once, a consumer holds one message at a time, so each
-    // consumer kill loses at most one; at least once, nothing acknowledged
-    // is lost.
-    let may_lose = if delivery == Delivery::AtLeastOnce { 0 } else { kills.consumers };
-    if t.lost.len() as u64 > may_lose {
-        problems.push(format!(
-            "{} acknowledged messages never delivered, more than the {may_lose} allowed ({} consumer kills); \
-             first (producer slot, key index, seq): {:?}",
-            t.lost.len(),
-            kills.consumers,
-            &t.lost[..t.lost.len().min(20)]
-        ));
-    }
-    if t.unacked.len() as u64 > kills.producers {
-        problems.push(format!(
-            "{} messages delivered and never acknowledged, more than the {} producer kills: {:?}",
-            t.unacked.len(),
-            kills.producers,
-            &t.unacked[..t.unacked.len().min(20)]
-        ));
     }
     if leftover != 0 {
         problems.push(format!("{leftover} messages left in the rings after draining"));
@@ -851,7 +971,9 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
     let ring_off = word(map.directory + map.entry_ring_off).unwrap_or(0) as usize;
     let cap = topic.capacity();
     let block = map.partition_block(cap as u32);
-    for p in 0..PARTITIONS as usize {
+    // Every group slot's rings (slot 0, the default group's, first).
+    let slots = region.config().max_groups.max(1);
+    for p in 0..PARTITIONS as usize * slots {
         for idx in 0..cap {
             let at = ring_off + p * block + map.partition_header + map.cell_bytes * idx;
             let (Ok(w), Ok(l)) = (word(at), word(at + 8)) else { continue };
@@ -862,7 +984,11 @@ fn audit_pool(region: &Region, topic: &Topic, side: &Side) -> Audit {
                 } else {
                     format!("read by {}", side.who(region.segment(), tag, &ROLES))
                 };
-                cells.entry((l >> 40) as u32).or_default().push(format!("partition {p} cell {idx} ({what})"));
+                cells.entry((l >> 40) as u32).or_default().push(format!(
+                    "group slot {} partition {} cell {idx} ({what})",
+                    p / PARTITIONS as usize,
+                    p % PARTITIONS as usize
+                ));
             }
         }
     }
