@@ -1597,6 +1597,40 @@ mod loom_models {
         });
     }
 
+    /// A recoverer (R1) redelivering dead A's message (at least once) is
+    /// judged dead while it runs (a stale heartbeat where the kernel cannot
+    /// tell): a second recoverer (R2) repairs R1's claimed cell, which can
+    /// make R1's commit fail (R1 then gives the hold back to the dead,
+    /// `redeliver`), and recovers with R1 dead, racing R1's take-over,
+    /// re-queue and give-back. Later passes still count R1 dead. Group 0
+    /// gets the message exactly once more, group 1's copy is untouched, the
+    /// chunk is freed once. (Were R1 judged alive again, a hold R2 gave
+    /// back to it after a full ring would wait for R1's real death: the
+    /// limit of a process wrongly judged dead, docs/groups-design.md.)
+    #[test]
+    fn a_redeliverer_judged_dead_while_it_runs() {
+        model(2, || {
+            let w = held_by_two(2);
+            let r2 = {
+                let w = w.clone();
+                loom::thread::spawn(move || w.recover(tok(R2), &[tok(A), tok(R1)], true))
+            };
+            w.recover(tok(R1), &[tok(A)], true);
+            r2.join().unwrap();
+            let mut got = 0;
+            for _ in 0..2 {
+                w.recover(tok(R2), &[tok(A), tok(R1)], true);
+                while let Some(i) = w.receive(0, tok(C)) {
+                    got += 1;
+                    w.release(0, i, tok(C));
+                }
+            }
+            assert_eq!(got, 1, "group 0 got it once more");
+            assert!(w.release(1, 0, tok(B)), "group 1's release frees it");
+            w.check_all_free();
+        });
+    }
+
     #[test]
     fn a_publisher_killed_after_shared_at_most_once() {
         publisher_killed_after_shared(false);
