@@ -311,3 +311,31 @@ fn a_recoverer_dead_in_the_middle_of_a_group_redelivery() {
     assert_eq!(s.topic.info().lost, 0);
     check_pool(&s, "redelivery");
 }
+
+/// Recovery touches only what the dead held: while group "b"'s member (this
+/// process) holds the message, group "a"'s member is killed holding it.
+/// At most once, a's hold is ended (lost to a) but the chunk stays b's
+/// until b releases; at least once, it goes to a again and b's hold is
+/// untouched. The chunk is freed once, by the last release.
+#[test]
+fn a_live_members_hold_is_left_alone() {
+    for delivery in [Delivery::AtMostOnce, Delivery::AtLeastOnce] {
+        let what = format!("{delivery:?}");
+        let s = setup("gc-live", delivery);
+        s.topic.send(MSG, Key(0), SHORT).unwrap();
+        let held = s.b.receive(0, SHORT).unwrap();
+        kill_holding(&s, "a");
+        let r = s.region.recover().unwrap();
+        let again = usize::from(delivery == Delivery::AtLeastOnce);
+        assert_eq!(groups_of(&r), (1 - again, again, 0), "{what}: {r:?}");
+        assert_ne!(s.region.pool_stats().unwrap(), s.initial, "{what}: b still holds it");
+        assert_eq!(s.region.recover().unwrap(), Recovered::default(), "{what}");
+        assert_eq!(&*held, MSG, "{what}: b's view is intact");
+        if again == 1 {
+            assert_eq!(drain(&s.a), [MSG], "{what}");
+        }
+        drop(held);
+        assert!(drain(&s.b).is_empty(), "{what}: b once");
+        check_pool(&s, &what);
+    }
+}
