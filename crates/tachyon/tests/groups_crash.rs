@@ -35,6 +35,12 @@ struct Setup {
 }
 
 fn setup(tag: &str, delivery: Delivery) -> Setup {
+    setup_with(tag, delivery, false)
+}
+
+/// [`setup`], with the topic's default group (slot 0, read by
+/// `Topic::receive`) ACTIVE too if `default_group`.
+fn setup_with(tag: &str, delivery: Delivery, default_group: bool) -> Setup {
     let name = unique(tag);
     let rm = RemoveRegion(name.clone());
     let cfg = RegionConfig::default().size(4 << 20).ring_arena(1 << 20).max_groups(3);
@@ -42,7 +48,7 @@ fn setup(tag: &str, delivery: Delivery) -> Setup {
     let topic = region
         .create_topic(
             "t",
-            TopicConfig::default().partitions(1).capacity(8).delivery(delivery).default_group(false),
+            TopicConfig::default().partitions(1).capacity(8).delivery(delivery).default_group(default_group),
         )
         .unwrap();
     let a = topic.join_group("a").unwrap();
@@ -58,6 +64,8 @@ fn child_entry() {
     let topic = region.topic("t").unwrap();
     match role.as_str() {
         "publish" => topic.send(MSG, Key(0), SHORT).unwrap(),
+        // The default group's receive (slot 0), then the release.
+        "receive-default" => drop(topic.receive(0, SHORT).unwrap()),
         // Receives in its group and releases (dropping the message).
         "receive" => drop(topic.join_group(args.str("group")).unwrap().receive(0, SHORT).unwrap()),
         // Receives in its group and holds the message until killed.
@@ -337,5 +345,33 @@ fn a_live_members_hold_is_left_alone() {
         drop(held);
         assert!(drain(&s.b).is_empty(), "{what}: b once");
         check_pool(&s, &what);
+    }
+}
+
+/// The default group (slot 0) of a topic that named groups read too: its
+/// publications are shared, and its consumer's death is recovered through
+/// slot 0's group word, like any group's (the claim adopted, the hold lost
+/// or published again into slot 0's ring); the named groups get the
+/// message once.
+#[test]
+fn the_default_groups_dead_consumer_is_recovered_through_its_group_word() {
+    for delivery in [Delivery::AtMostOnce, Delivery::AtLeastOnce] {
+        for point in ["receive-claimed", "receive-held"] {
+            let what = format!("{point} {delivery:?}");
+            let s = setup_with("gc-default", delivery, true);
+            s.topic.send(MSG, Key(0), SHORT).unwrap();
+            die_at(&s, "receive-default", "-", point);
+            let r = s.region.recover().unwrap();
+            let again = usize::from(delivery == Delivery::AtLeastOnce);
+            assert_eq!(groups_of(&r), (1 - again, again, 0), "{what}: {r:?}");
+            let mut got = vec![];
+            while let Ok(m) = s.topic.receive(0, Some(Duration::from_millis(300))) {
+                got.push(m.to_vec());
+            }
+            assert_eq!(got.len(), again, "{what}: the default group gets it again or not");
+            assert_eq!(drain(&s.a), [MSG], "{what}: a once");
+            assert_eq!(drain(&s.b), [MSG], "{what}: b once");
+            check_pool(&s, &what);
+        }
     }
 }
