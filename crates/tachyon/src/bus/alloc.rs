@@ -323,7 +323,7 @@ impl Region {
     /// docs/groups-design.md: a cached chunk keeps its tag).
     pub(crate) fn free_to(&self, class: usize) -> Result<FreeTo<'_>> {
         let list = self.free_lists()?.get(class).ok_or_else(|| damaged_list(class))?;
-        Ok(FreeTo { list, pool: self.pool()?, range: self.class_range(class) })
+        Ok(FreeTo { list, pool: self.pool()?, range: self.class_range(class), refused: Default::default() })
     }
 
     /// Ends this process's hold of a SHARED chunk in group slot `g`
@@ -332,20 +332,21 @@ impl Region {
     pub(crate) fn release_shared(&self, class: usize, chunk: u32, g: usize) {
         let (Ok(shares), Ok(free)) = (self.shares(chunk), self.free_to(class)) else { return };
         let me = self.core.seg.token();
-        // Read while our hold keeps the chunk out of the pool.
-        let m = shares.main.word();
         match shares.release(g, me, &free) {
             Ok(true) => self.freed().notify_all(),
-            Ok(false) => {
-                // Taken by us (LOANED(me, t), the tag unchanged) but the
-                // push met a stopped or damaged list: pushed again through
-                // the path that rebuilds it. A chunk reused since has
-                // another tag.
-                if shares.main.word() == m.with(LOANED, me.raw()) {
-                    self.free_shared(class, chunk);
-                }
-            }
+            Ok(false) => self.push_refused(&free, class, chunk),
             Err(()) => {}
+        }
+    }
+
+    /// After a groups step run with `free`: a chunk this caller took as the
+    /// last hold whose push the list refused (stopped or damaged) is pushed
+    /// again through the path that rebuilds the list. (Told by the step,
+    /// not guessed from the chunk's word: another thread of this process,
+    /// with the same token, may be the one that took it.)
+    pub(crate) fn push_refused(&self, free: &FreeTo<'_>, class: usize, chunk: u32) {
+        if free.refused.replace(false) {
+            self.free_shared(class, chunk);
         }
     }
 

@@ -3,9 +3,10 @@
 //! go, with every hold attributed to a token at every instant so that a
 //! process killed at any instruction leaves nothing recovery cannot repair.
 //! The protocol, its crash windows and the flaws of simpler designs are in
-//! docs/groups-design.md; this module is its core, built for unit tests and
-//! loom models only until the bus is wired to it (the plan is at the end of
-//! that page).
+//! docs/groups-design.md; this module is its core, which the bus drives
+//! (publish and receive in `topic.rs`, the last release in `alloc.rs`,
+//! recovery in `recovery.rs`) and the unit tests and loom models below
+//! check.
 //!
 //! # The words
 //!
@@ -16,9 +17,10 @@
 //! ```text
 //! main:   LOANED(me, t) -> SHARED(t) = HELD by SHARED_HOLDER   (publisher)
 //!         SHARED(t) -> LOANED(me, t) -> free-list push          (last releaser)
-//! group:  FREE(s) -> QUEUED(publisher, s+1)                      (publisher, main LOANED)
+//! group:  FREE(s) -> QUEUED(publisher, s')                       (publisher, main LOANED)
 //!         QUEUED(_, s) -> HELD(member, s)                        (member, by descriptor stamp s)
-//!         HELD(dead, s) -> HELD(recoverer, s) -> QUEUED(recoverer, s+1)   (redelivery)
+//!         HELD(dead, s) -> HELD(recoverer, s) -> QUEUED(recoverer, s')    (redelivery)
+//! (s': a new stamp, drawn from the chunk's publication count `version`)
 //!         QUEUED | HELD -> FREE(s)                               (release, drop, at-most-once loss)
 //! control (per group slot): VACANT(gen) -> ACTIVE(gen) -> DRAINING(gen) -> VACANT(gen+1)
 //! ```
@@ -120,6 +122,24 @@ pub(crate) struct FreeTo<'a> {
     pub list: &'a FreeList,
     pub pool: Pool<'a>,
     pub range: Range<u32>,
+    /// Set when this caller took a chunk (LOANED by it now) and the list
+    /// refused the push (stopped for a rebuild, or damaged): the chunk is
+    /// the caller's to push again through the path that rebuilds the list.
+    /// Told here rather than guessed from the chunk's word afterwards, which
+    /// another thread of the same process (same token) may have taken too.
+    pub refused: std::cell::Cell<bool>,
+}
+
+impl FreeTo<'_> {
+    /// Pushes chunk `index`, which the caller holds LOANED; records a
+    /// refusal in `refused`.
+    fn push(&self, index: u32) -> bool {
+        let ok = self.list.push(&self.pool, &self.range, index).is_ok();
+        if !ok {
+            self.refused.set(true);
+        }
+        ok
+    }
 }
 
 /// The cells of the groups' rings, as the protocol uses them (the bus's
@@ -176,7 +196,9 @@ impl Shares<'_> {
 
     /// Publish, step 2 (the caller holds the chunk LOANED and has claimed a
     /// cell in the ring of every group in `to`): every group word of `to`
-    /// from FREE(s) to QUEUED(me, s+1); the new stamps go to `stamps`. A
+    /// from FREE to QUEUED(me, s), `s` a new stamp drawn from the chunk's
+    /// publication count ([`next_stamp`](Self::next_stamp)), one for all
+    /// groups as the bus draws it; the stamps go to `stamps`. A
     /// group word that is not FREE is damage: the words already set go back
     /// and `Err(())` says so.
     pub(crate) fn prepare(&self, me: Token, to: &[usize], stamps: &mut [u32]) -> Result<(), ()> {
@@ -184,19 +206,20 @@ impl Shares<'_> {
         if m.state() != LOANED || m.holder() != me.raw() || stamps.len() < to.len() {
             return Err(());
         }
-        for (i, &g) in to.iter().enumerate() {
-            let w = self.groups.get(g).map(|a| Word(a.load(Ordering::Acquire))).ok_or(())?;
-            let q = Word::new(w.tag().wrapping_add(1), QUEUED, me.raw());
-            if w.state() != FREE || w.holder() != 0 || !self.cas_group(g, w, q) {
-                for (k, &back) in to[..i].iter().enumerate() {
-                    let q = Word::new(stamps[k], QUEUED, me.raw());
-                    self.cas_group(back, q, Word::new(stamps[k], FREE, 0));
-                }
-                return Err(());
-            }
-            stamps[i] = q.tag();
-        }
+        let stamp = self.next_stamp();
+        self.prepare_stamped(me, to, stamp)?;
+        stamps[..to.len()].fill(stamp);
         Ok(())
+    }
+
+    /// A new stamp for this chunk: its publication count, drawn with one
+    /// read-modify-write, so that no two publications or redeliveries of the
+    /// chunk (into any group, or through the single-group path) carry the
+    /// same value (docs/groups-design.md, "Decided: stamps").
+    pub(crate) fn next_stamp(&self) -> u32 {
+        // SYNC: AcqRel, as the publisher's draw in `Topic::publish_shared`;
+        // the group word's CAS that follows publishes the stamp.
+        self.main.version.fetch_add(1, Ordering::AcqRel).wrapping_add(1)
     }
 
     /// Publish, step 2, as the bus does it: one stamp for every group of
@@ -205,7 +228,6 @@ impl Shares<'_> {
     /// a group, ever carry the same value): every group word of `to` from
     /// FREE to QUEUED(me, stamp). A group word that is not FREE is damage:
     /// the words already set go back and `Err(())` says so.
-    #[cfg_attr(tachyon_loom, allow(dead_code))] // the bus calls it; the models use `prepare`
     pub(crate) fn prepare_stamped(&self, me: Token, to: &[usize], stamp: u32) -> Result<(), ()> {
         let m = self.main.word();
         if m.state() != LOANED || m.holder() != me.raw() {
@@ -349,8 +371,9 @@ impl Shares<'_> {
         // From here the chunk is LOANED by us: if we die, recovery reclaims
         // it as any dead process's loan. A push that fails (the list is
         // stopped for a rebuild, or damaged) leaves it so, attributed to
-        // us: the bus's free path (`free_shared`) rebuilds and retries.
-        free.list.push(&free.pool, &free.range, self.index).is_ok()
+        // us, and says so in `free.refused`: the bus's free path
+        // (`free_shared`) rebuilds and retries.
+        free.push(self.index)
     }
 
     /// A dropper's sweep of group `g` over this chunk (after
@@ -373,7 +396,8 @@ impl Shares<'_> {
     /// Recovery of a chunk LOANED by a dead holder `dead` (`w`, read by the
     /// caller): takes it, clears the group words a publisher cut short
     /// before its commit point left, and frees it. False if another
-    /// recoverer (or the free list) got there first.
+    /// recoverer (or the free list) got there first; true if taken (a push
+    /// the list refused is told in `free.refused`: the chunk is ours).
     pub(crate) fn reclaim_loan(&self, w: Word, me: Token, free: &FreeTo<'_>) -> bool {
         if w.state() != LOANED || !self.main.cas(w, w.with(LOANED, me.raw())) {
             return false;
@@ -387,7 +411,8 @@ impl Shares<'_> {
                 self.cas_group(g, v, Word::new(v.tag(), FREE, 0));
             }
         }
-        free.list.push(&free.pool, &free.range, self.index).is_ok()
+        free.push(self.index);
+        true
     }
 
     /// Recovery's take-over of a read claim in group `g`'s ring whose
@@ -462,14 +487,22 @@ impl Shares<'_> {
             self.cas_group(g, mine, v);
             return Some(false);
         };
-        let q = Word::new(v.tag().wrapping_add(1), QUEUED, me.raw());
+        let q = Word::new(self.next_stamp(), QUEUED, me.raw());
         if !self.cas_group(g, mine, q) {
             // A drop swept the hold meanwhile: nothing to deliver.
             rings.abandon(g, cell, me);
             return None;
         }
         crate::platform::fault::point("groups-redeliver-queued");
-        Some(rings.commit(g, cell, self.index, q.tag() & STAMP_MASK, me))
+        if rings.commit(g, cell, self.index, q.tag() & STAMP_MASK, me) {
+            return Some(true);
+        }
+        // Our claim was repaired away (another process judged us dead): no
+        // descriptor names `q`, so the hold goes back to the dead for a
+        // later pass (no descriptor names `v`'s stamp either: it was
+        // consumed, or never committed).
+        self.cas_group(g, q, v);
+        Some(false)
     }
 }
 
@@ -740,7 +773,12 @@ pub(crate) mod testing {
             Pool { metas: &self.metas, journal: &self.journal }
         }
         pub(crate) fn free(&self) -> FreeTo<'_> {
-            FreeTo { list: &self.list, pool: self.pool(), range: 0..self.metas.len() as u32 }
+            FreeTo {
+                list: &self.list,
+                pool: self.pool(),
+                range: 0..self.metas.len() as u32,
+                refused: std::cell::Cell::new(false),
+            }
         }
         pub(crate) fn shares(&self, i: u32) -> Shares<'_> {
             let g = self.groups;
@@ -782,7 +820,8 @@ pub(crate) mod testing {
                 let s = self.shares(i);
                 let w = s.main.word();
                 if w.state() == LOANED && is_dead(w.holder()) {
-                    all.freed |= s.reclaim_loan(w, me, &self.free());
+                    let free = self.free();
+                    all.freed |= s.reclaim_loan(w, me, &free) && !free.refused.get();
                     continue;
                 }
                 let r = s.recover(me, &is_dead, at_least_once, &self.rings, &self.free());
@@ -943,6 +982,33 @@ mod tests {
         }
     }
 
+    /// Redelivery stamps are drawn from the chunk's publication count, as
+    /// the publisher's are: a redelivered hold's stamp is new for the chunk
+    /// (no descriptor of any group or of the single-group path carries it),
+    /// and a publication of the single-group path in between does not make
+    /// it repeat.
+    #[test]
+    fn a_redelivery_draws_its_stamp_from_the_chunk_count() {
+        let w = World::new(1, 2);
+        let c = w.loan(tok(P));
+        // An earlier single-group publication counted 5 (`Region::enqueue`).
+        w.shares(c).main.version.store(5, Ordering::SeqCst);
+        publish_all(&w, c);
+        let s = w.shares(c);
+        assert_eq!((s.group(0).tag(), s.group(1).tag()), (6, 6), "one stamp for the publication");
+        assert_eq!(w.receive(0, tok(A)), Some(c));
+        let r = w.recover(tok(R), &[tok(A)], true);
+        assert_eq!(r.redelivered, 1);
+        assert_eq!(s.group(0).tag(), 7, "the next count, not a group word's own s + 1");
+        assert_eq!(s.main.version.load(Ordering::SeqCst), 7);
+        assert_eq!(s.group(1).tag(), 6, "the other group's hold keeps its stamp");
+        assert_eq!(w.receive(0, tok(5)), Some(c));
+        assert_eq!(w.receive(1, tok(B)), Some(c));
+        assert!(!w.release(0, c, tok(5)));
+        assert!(w.release(1, c, tok(B)));
+        w.check_all_free();
+    }
+
     /// A member killed between its ring claim and its take: the ring's
     /// repair adopts the message as the dead member's (HELD), which is
     /// then lost or redelivered like any message a dead member held.
@@ -981,7 +1047,7 @@ mod tests {
             assert!(s.cas_group(0, v, mine));
             assert!(w.rings.claim(0, tok(R)).is_some());
             if requeued {
-                assert!(s.cas_group(0, mine, Word::new(v.tag() + 1, QUEUED, tok(R).raw())));
+                assert!(s.cas_group(0, mine, Word::new(s.next_stamp(), QUEUED, tok(R).raw())));
             }
             let r = w.recover(tok(6), &[tok(A), tok(R)], true);
             assert_eq!((r.redelivered, r.deferred, r.lost), (1, 0, 0));
@@ -1527,6 +1593,40 @@ mod loom_models {
             let found = w.list.rebuild(&w.pool(), &(0..2)).unwrap();
             assert_eq!(found.quarantined, 0);
             t.join().unwrap();
+            w.check_all_free();
+        });
+    }
+
+    /// A recoverer (R1) redelivering dead A's message (at least once) is
+    /// judged dead while it runs (a stale heartbeat where the kernel cannot
+    /// tell): a second recoverer (R2) repairs R1's claimed cell, which can
+    /// make R1's commit fail (R1 then gives the hold back to the dead,
+    /// `redeliver`), and recovers with R1 dead, racing R1's take-over,
+    /// re-queue and give-back. Later passes still count R1 dead. Group 0
+    /// gets the message exactly once more, group 1's copy is untouched, the
+    /// chunk is freed once. (Were R1 judged alive again, a hold R2 gave
+    /// back to it after a full ring would wait for R1's real death: the
+    /// limit of a process wrongly judged dead, docs/groups-design.md.)
+    #[test]
+    fn a_redeliverer_judged_dead_while_it_runs() {
+        model(2, || {
+            let w = held_by_two(2);
+            let r2 = {
+                let w = w.clone();
+                loom::thread::spawn(move || w.recover(tok(R2), &[tok(A), tok(R1)], true))
+            };
+            w.recover(tok(R1), &[tok(A)], true);
+            r2.join().unwrap();
+            let mut got = 0;
+            for _ in 0..2 {
+                w.recover(tok(R2), &[tok(A), tok(R1)], true);
+                while let Some(i) = w.receive(0, tok(C)) {
+                    got += 1;
+                    w.release(0, i, tok(C));
+                }
+            }
+            assert_eq!(got, 1, "group 0 got it once more");
+            assert!(w.release(1, 0, tok(B)), "group 1's release frees it");
             w.check_all_free();
         });
     }

@@ -35,11 +35,33 @@ pub struct Recovered {
     /// (from their second copy, or from the configuration this handle
     /// holds). Not counted in [`total`](Self::total).
     pub directory: usize,
+    /// Consumer groups (`unstable-groups`): holds of dead group members on
+    /// at-most-once topics ended, one per group that lost the message (it
+    /// is lost to that group only; also counted in the topic's `lost`).
+    /// Not counted in [`total`](Self::total): the chunk goes back to the
+    /// pool when the last group lets it go ([`group_freed`](Self::group_freed)).
+    pub group_lost: usize,
+    /// Consumer groups: messages published again into one group, one per
+    /// group: a dead member's (at-least-once topics), or a publication cut
+    /// short after its commit point, completed (both kinds of topic). A
+    /// redelivery a full ring stopped is counted in
+    /// [`deferred`](Self::deferred) instead.
+    pub group_redelivered: usize,
+    /// Consumer groups: chunks shared by groups that recovery returned to
+    /// the pool, their last hold having been ended by recovery or by a
+    /// releaser that died before it could free the chunk.
+    pub group_freed: usize,
 }
 
 impl Recovered {
-    /// Chunks returned to the pool in all.
+    /// Chunks returned to the pool in all (and messages published again).
     pub fn total(&self) -> usize {
-        self.loans + self.cached + self.held + self.unpublished + self.redelivered
+        self.loans
+            + self.cached
+            + self.held
+            + self.unpublished
+            + self.redelivered
+            + self.group_redelivered
+            + self.group_freed
     }
 }

@@ -24,9 +24,23 @@
 //!    again on an at-least-once topic, or counts it lost and returns the
 //!    chunk on an at-most-once one.
 //!
+//! Chunks shared by consumer groups (docs/groups-design.md) have no token
+//! in their main word (SHARED): their holders are in their group words.
+//! Step 1 covers the groups' rings too (a dead member's claimed message
+//! becomes HELD by it in its group's word: `Shares::adopt`); step 4
+//! reclaims a dead loan through `Shares::reclaim_loan` (a publisher killed
+//! before its commit point left group words set); and a last step sweeps
+//! the SHARED chunks a dead token holds a share of, or that no group holds
+//! any more (`Shares::recover`): a dead member's hold is lost to its group
+//! (at most once) or published again into it (at least once); a hold a
+//! dead publisher or redeliverer queued that no descriptor names is
+//! published (completing a publication cut short after its commit point);
+//! and a chunk whose last releaser died between its two CASes is freed.
+//!
 //! Ring cells a dead writer left claimed are repaired by the rings
 //! themselves, by whoever waits on them.
 
+use super::groups::{self, GroupRings};
 use super::layout::CLASS_SIZES;
 use super::pool::{ChunkMeta, Descriptor, Word, FREE, HELD, LOANED, QUEUED};
 use super::recovered::Recovered;
@@ -53,7 +67,9 @@ impl Recovered {
     /// was reclaimed or deferred.
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     fn trace(&self, region: &std::path::Path) {
-        if self.total() + self.deferred + self.slots + self.repaired + self.quarantined + self.directory > 0 {
+        if self.total() + self.deferred + self.slots + self.repaired + self.quarantined + self.directory + self.group_lost
+            > 0
+        {
             crate::platform::trace::event!(
                 info,
                 "tachyon::recovery",
@@ -65,6 +81,9 @@ impl Recovered {
                 unpublished = self.unpublished,
                 redelivered = self.redelivered,
                 deferred = self.deferred,
+                group_lost = self.group_lost,
+                group_redelivered = self.group_redelivered,
+                group_freed = self.group_freed,
                 slots = self.slots,
                 repaired = self.repaired,
                 quarantined = self.quarantined,
@@ -117,7 +136,7 @@ impl Region {
         }
         // A head damaged into a valid empty list loses every chunk on it.
         found.quarantined += self.core.rebuild_lost_lists().unwrap_or(0);
-        // 1. Read claims of dead consumers.
+        // 1. Read claims of dead consumers (of every group slot's rings).
         self.repair_dead_reads(&is_dead)?;
         // 2. Chunks whose holder is dead, as they are now.
         let metas = self.metas()?;
@@ -127,7 +146,10 @@ impl Region {
             .map(|(i, m)| (i as u32, m.word()))
             .filter(|(_, w)| w.state() != FREE && w.holder() != 0 && is_dead(w.holder()))
             .collect();
-        if dead.is_empty() {
+        // Chunks shared by groups that need recovery (a share held by a
+        // dead token, or no share left).
+        let shared = self.shared_to_recover(&is_dead)?;
+        if dead.is_empty() && shared.is_empty() {
             found.slots = self.core.seg.release_dead_slots();
             found.trace(self.core.seg.path());
             return Ok(found);
@@ -148,8 +170,14 @@ impl Region {
             // holder now dead: a stale read there only changes which count the chunk goes in.
             let route = metas[i as usize].route.load(Ordering::Acquire);
             match w.state() {
-                LOANED if route == super::alloc::CACHED => found.cached += usize::from(self.reclaim(i, w)),
-                LOANED if self.reclaim(i, w) => found.loans += 1,
+                LOANED if route == super::alloc::CACHED => found.cached += usize::from(self.reclaim_loan(i, w)),
+                // A loan, maybe of a publisher cut short before the commit
+                // point of a publication to groups (its group words set).
+                LOANED => match self.group_words_of(i, w.holder()) {
+                    0 if self.reclaim_loan(i, w) => found.loans += 1,
+                    0 => {}
+                    _ => found.unpublished += usize::from(self.reclaim_loan(i, w)),
+                },
                 QUEUED if named.contains(&i) => {}
                 // A publication cut short before its commit (never
                 // acknowledged to its producer).
@@ -172,6 +200,10 @@ impl Region {
                 },
                 _ => {}
             }
+        }
+        // 5. Chunks shared by groups.
+        for i in shared {
+            self.recover_shared(i, &is_dead, &mut found);
         }
         // What the dead held is back (or deferred, still in their name,
         // and their tokens stay dead): their slots can go.
@@ -238,16 +270,23 @@ impl Region {
         }
     }
 
-    /// Called for the item of a read claim taken over from `dead`: if the
-    /// consumer died before taking the message (its chunk still QUEUED for
-    /// this very publication), makes it HELD by the dead consumer, so that
-    /// recovery treats it like any message a dead consumer held. Only the
-    /// claimant of the cell acts on its publication, so nobody else moves
-    /// the chunk between the check and the CAS.
-    pub(crate) fn adopt_dead_read(&self, word: u64, dead: Token) {
+    /// Called for the item of a read claim taken over from `dead` in a ring
+    /// of group slot `slot`: if the consumer died before taking the message
+    /// (its chunk still QUEUED for this very publication), makes it HELD by
+    /// the dead consumer, so that recovery treats it like any message a
+    /// dead consumer held. Only the claimant of the cell acts on its
+    /// publication, so nobody else moves the chunk between the check and
+    /// the CAS. A chunk shared by groups is adopted through the group's
+    /// word (`Shares::adopt`: QUEUED of the descriptor's stamp to HELD by
+    /// the dead member); the single-group path is slot 0's only.
+    pub(crate) fn adopt_dead_read(&self, word: u64, dead: Token, slot: usize) {
         let Ok((_, desc, meta)) = self.resolve(word) else { return };
         let w = meta.word();
-        if w.state() == QUEUED && desc.is_current(meta) {
+        if groups::is_shared(w) {
+            if let Ok(shares) = self.shares(desc.chunk) {
+                shares.adopt(slot, desc.version, dead);
+            }
+        } else if slot == 0 && w.state() == QUEUED && desc.is_current(meta) {
             meta.cas(w, w.with(HELD, dead.raw()));
         }
     }
@@ -256,11 +295,11 @@ impl Region {
     /// `Ring::repair_damaged`); returns how many.
     fn repair_rings(&self) -> usize {
         let mut repaired = 0;
-        let _ = self.for_each_ring(|topic, p, ring| {
+        let _ = self.for_each_ring(|topic, slot, p, ring| {
             let n = ring.repair_damaged();
             if n > 0 {
                 repaired += n as usize;
-                let waits = topic.waits(p)?;
+                let waits = topic.waits_of(slot, p)?;
                 waits.not_full.notify_all();
                 waits.not_empty.notify_all();
             }
@@ -269,16 +308,23 @@ impl Region {
         repaired
     }
 
-    /// Runs `each` on every partition's ring of every topic (a topic whose
-    /// directory entry is damaged is left out: nothing can reach its rings).
-    fn for_each_ring(&self, mut each: impl FnMut(&Topic, u32, &Ring<'_>) -> Result<()>) -> Result<()> {
+    /// Runs `each` on every partition's ring of every group slot of every
+    /// topic (a topic whose directory entry is damaged is left out: nothing
+    /// can reach its rings), with the slot and the partition.
+    fn for_each_ring(
+        &self,
+        mut each: impl FnMut(&Topic, usize, u32, &Ring<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let slots = self.config().max_groups.max(1);
         for (index, entry) in self.entries()?.iter().enumerate() {
             if entry.is_free() {
                 continue;
             }
             let Ok(topic) = Topic::attach(self, index) else { continue };
-            for p in 0..topic.partitions() {
-                each(&topic, p, &topic.ring(p)?)?;
+            for slot in 0..slots {
+                for p in 0..topic.partitions() {
+                    each(&topic, slot, p, &topic.ring_of(slot, p)?)?;
+                }
             }
         }
         Ok(())
@@ -287,8 +333,8 @@ impl Region {
     /// Takes over every read claim a dead consumer holds in any ring.
     fn repair_dead_reads(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<()> {
         let me = self.core.seg.token();
-        let adopt = |word: u64, dead| self.adopt_dead_read(word, dead);
-        self.for_each_ring(|topic, p, ring| {
+        self.for_each_ring(|topic, slot, p, ring| {
+            let adopt = |word: u64, dead| self.adopt_dead_read(word, dead, slot);
             let mut freed = false;
             for idx in 0..ring.cells.len() {
                 let Some((w, reader)) = ring.read_claim(idx) else { continue };
@@ -297,7 +343,7 @@ impl Region {
                 }
             }
             if freed {
-                let waits = topic.waits(p)?;
+                let waits = topic.waits_of(slot, p)?;
                 super::topic::topic_wake(&waits, waits.not_full);
             }
             Ok(())
@@ -318,6 +364,108 @@ impl Region {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Reclaims chunk `i`, LOANED by a dead holder (word `w`), through
+    /// `Shares::reclaim_loan`: the group words a publisher cut short before
+    /// its commit point set are cleared before the push. False if another
+    /// recoverer (or the free list's completion of the dead holder's push)
+    /// changed it first.
+    fn reclaim_loan(&self, i: u32, w: Word) -> bool {
+        let Some(class) = self.class_of(i) else { return false };
+        let (Ok(shares), Ok(free)) = (self.shares(i), self.free_to(class)) else {
+            return self.reclaim(i, w);
+        };
+        if !shares.reclaim_loan(w, self.core.seg.token(), &free) {
+            return false;
+        }
+        if free.refused.get() {
+            self.push_refused(&free, class, i);
+        } else {
+            self.freed().notify_all();
+        }
+        true
+    }
+
+    /// How many of chunk `i`'s group words `holder` holds (a publisher cut
+    /// short before its commit point).
+    fn group_words_of(&self, i: u32, holder: u32) -> usize {
+        let Ok(shares) = self.shares(i) else { return 0 };
+        (0..shares.groups.len())
+            .filter(|&g| {
+                let v = shares.group(g);
+                v.state() != FREE && v.holder() == holder
+            })
+            .count()
+    }
+
+    /// Chunks shared by groups (main word SHARED) that recovery has work
+    /// on: a group word held by a dead token, or no group word held at all
+    /// (a last releaser died between its two CASes; or a live one is
+    /// between them now, which `free_if_last`'s CAS settles).
+    fn shared_to_recover(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<Vec<u32>> {
+        if self.config().max_groups == 0 {
+            return Ok(Vec::new());
+        }
+        let metas = self.metas()?;
+        let mut todo = Vec::new();
+        for i in 0..metas.len() as u32 {
+            if !groups::is_shared(metas[i as usize].word()) {
+                continue;
+            }
+            let Ok(shares) = self.shares(i) else { continue };
+            let words = (0..shares.groups.len()).map(|g| shares.group(g));
+            let (mut held, mut dead) = (false, false);
+            for v in words.filter(|v| v.state() != FREE) {
+                held = true;
+                dead |= is_dead(v.holder());
+            }
+            if dead || !held {
+                todo.push(i);
+            }
+        }
+        Ok(todo)
+    }
+
+    /// Recovery of chunk `i`, shared by groups (`Shares::recover`): each
+    /// group word a dead token holds is lost to its group (a dead member's,
+    /// at-most-once topic: counted in the topic's `lost`), published again
+    /// into its group (a dead member's at least once; or queued by a dead
+    /// publisher or redeliverer and named by no committed descriptor in
+    /// the group's ring), or left (queued and named); then the chunk is
+    /// freed if no group holds it any more.
+    fn recover_shared(&self, i: u32, is_dead: &dyn Fn(u32) -> bool, found: &mut Recovered) {
+        let (Some(class), Ok(shares), Ok(metas)) = (self.class_of(i), self.shares(i), self.metas()) else {
+            return;
+        };
+        let Ok(free) = self.free_to(class) else { return };
+        let meta = &metas[i as usize];
+        // SYNC: the publisher stored the route and length before its group
+        // words' AcqRel CASes, which `shared_to_recover`'s Acquire loads saw.
+        let route = meta.route.load(Ordering::Acquire);
+        let len = meta.len.load(Ordering::Relaxed).min(CLASS_SIZES[class] as u32);
+        let topic = (route >> 16).checked_sub(1).and_then(|t| Topic::attach(self, t as usize).ok());
+        let partition = route & !REDELIVERY & 0xFFFF;
+        let topic = topic.filter(|t| partition < t.partitions());
+        // A route that names no topic (damage): its holds are ended, never
+        // published again (there is no ring to publish into).
+        let at_least_once = topic.as_ref().is_some_and(|t| t.delivery() == Delivery::AtLeastOnce);
+        let rings = TopicRings { topic: topic.as_ref(), partition, len };
+        let r = shares.recover(self.core.seg.token(), is_dead, at_least_once, &rings, &free);
+        found.group_lost += r.lost;
+        found.group_redelivered += r.redelivered;
+        found.deferred += r.deferred;
+        for _ in 0..r.lost {
+            self.count_lost(route);
+        }
+        if r.freed {
+            found.group_freed += 1;
+            self.freed().notify_all();
+        } else if free.refused.get() {
+            // Taken by us as the last hold; the list refused the push.
+            found.group_freed += 1;
+            self.push_refused(&free, class, i);
         }
     }
 
@@ -380,10 +528,14 @@ impl Region {
     }
 
     /// Chunks named by a committed, not yet consumed descriptor in any ring
-    /// (including those a live consumer is reading).
+    /// of the single-group path (slot 0; including those a live consumer is
+    /// reading).
     fn referenced_chunks(&self) -> Result<HashSet<u32>> {
         let mut live = HashSet::new();
-        self.for_each_ring(|_, _, ring| {
+        self.for_each_ring(|_, slot, _, ring| {
+            if slot != 0 {
+                return Ok(());
+            }
             live.extend(
                 (0..ring.cells.len())
                     .filter_map(|idx| ring.committed(idx))
@@ -401,3 +553,57 @@ const REDELIVERY: u32 = 0x8000;
 
 /// A descriptor that names no chunk (chunk indices stop at `MAX_CHUNKS`).
 const NO_CHUNK: u64 = Descriptor::new((1 << 24) - 1, 0, 0).encode();
+
+/// The rings of one partition of a topic's group slots, as
+/// `Shares::recover` publishes into them: claims never wait (a full ring
+/// defers the redelivery to a later pass), commits wake the ring's readers,
+/// and a hold is "named" by a committed descriptor of its chunk and stamp
+/// still in the group's ring (unread, or being read).
+struct TopicRings<'a> {
+    /// `None` for a route that names no topic (damage): nothing is claimed
+    /// or named.
+    topic: Option<&'a Topic>,
+    partition: u32,
+    /// The message's length, for the descriptors.
+    len: u32,
+}
+
+impl TopicRings<'_> {
+    fn ring(&self, g: usize) -> Option<(Ring<'_>, crate::sync::ring::Waits<'_>)> {
+        let t = self.topic?;
+        Some((t.ring_of(g, self.partition).ok()?, t.waits_of(g, self.partition).ok()?))
+    }
+}
+
+impl GroupRings for TopicRings<'_> {
+    fn claim(&self, g: usize, _me: Token) -> Option<u64> {
+        let (ring, waits) = self.ring(g)?;
+        let t = self.topic?;
+        t.claim_in(g, &ring, &waits, true, Some(std::time::Duration::ZERO)).ok().map(|(pos, _, _)| pos)
+    }
+
+    fn commit(&self, g: usize, cell: u64, chunk: u32, stamp: u32, me: Token) -> bool {
+        let Some((ring, waits)) = self.ring(g) else { return false };
+        let idx = (cell % ring.cells.len() as u64) as usize;
+        let ok = ring.commit_write(cell, idx, Descriptor::new(chunk, stamp, self.len).encode(), me);
+        super::topic::topic_wake(&waits, waits.not_empty);
+        ok
+    }
+
+    fn abandon(&self, g: usize, cell: u64, me: Token) {
+        if let Some((ring, waits)) = self.ring(g) {
+            let idx = (cell % ring.cells.len() as u64) as usize;
+            ring.abandon_write(cell, idx, me);
+            super::topic::topic_wake(&waits, waits.not_empty);
+        }
+    }
+
+    fn named(&self, g: usize, chunk: u32, stamp: u32) -> bool {
+        let Some((ring, _)) = self.ring(g) else { return false };
+        let want = Descriptor::new(chunk, stamp, 0);
+        (0..ring.cells.len())
+            .filter_map(|idx| ring.committed(idx))
+            .map(Descriptor::decode)
+            .any(|d| d.chunk == want.chunk && d.version == want.version)
+    }
+}

@@ -874,8 +874,9 @@ impl Topic {
     /// the main word to SHARED (the commit point), gives back what groups
     /// dropped meanwhile were given, and commits the cells. With no group
     /// ACTIVE the message is delivered to nobody: the chunk goes back to
-    /// the pool, counted in `undelivered`. Not crash-safe yet (issue #15:
-    /// recovery does not know group words).
+    /// the pool, counted in `undelivered`. A publisher killed anywhere in
+    /// here is repaired by recovery (`recovery.rs`: before the commit point
+    /// nothing is published, after it every group gets the message).
     fn publish_to_groups(
         &self,
         chunk: Chunk,
@@ -924,7 +925,10 @@ impl Topic {
             }
             e
         };
-        let shares = match region.shares(chunk.index) {
+        // Everything that can fail on damage is looked up before the first
+        // claim: after the commit point nothing may fail (a live publisher's
+        // QUEUED group words and claimed cells are nobody else's to repair).
+        let (shares, free) = match region.shares(chunk.index).and_then(|s| Ok((s, region.free_to(chunk.class)?))) {
             Ok(s) => s,
             Err(e) => return Err(give_back(e)),
         };
@@ -956,7 +960,7 @@ impl Topic {
                     Some(d) => Some(d.saturating_duration_since(Instant::now())),
                     None => timeout,
                 };
-                self.claim(&ring, &waits, true, left)
+                self.claim_in(g, &ring, &waits, true, left)
             });
             match claimed {
                 Ok((pos, idx, _)) => cells[i] = (pos, idx),
@@ -980,6 +984,7 @@ impl Topic {
             abandon(to.len(), &cells);
             return Err(give_back(corrupt("group word of a chunk this process holds")));
         }
+        crate::platform::fault::point("groups-publish-prepared");
         // 3. The commit point.
         let Ok(m) = shares.share(me) else {
             // Not ours any more (damage, or judged dead and reclaimed).
@@ -989,31 +994,43 @@ impl Topic {
             abandon(to.len(), &cells);
             return Err(corrupt("state of a chunk this process holds"));
         };
-        let free = region.free_to(chunk.class)?;
         // 4. Groups dropped since the snapshot give back their hold.
         let stamps = [stamp; super::config::MAX_GROUPS];
         let keep = shares.keep_joined(self.controls(), to, &stamps[..to.len()], me, m, &free);
+        crate::platform::fault::point("groups-publish-shared");
         // 5. The commits.
         let desc = Descriptor::new(chunk.index, stamp, len as u32).encode();
         let mut lost = false;
         for (i, &(g, _)) in to.iter().enumerate() {
-            let (Ok(ring), Ok(waits)) = (self.ring_of(g, partition), self.waits_of(g, partition)) else {
-                continue;
-            };
             let (pos, idx) = cells[i];
-            if keep & (1 << i) == 0 {
-                ring.abandon_write(pos, idx, me);
-            } else if !ring.commit_write(pos, idx, desc, me) {
+            let rings = self.ring_of(g, partition).and_then(|r| Ok((r, self.waits_of(g, partition)?)));
+            let kept = keep & (1 << i) != 0;
+            let done = match &rings {
+                Ok((ring, _)) if kept => ring.commit_write(pos, idx, desc, me),
+                Ok((ring, _)) => {
+                    ring.abandon_write(pos, idx, me);
+                    true
+                }
+                // (Found at the claim; never after it but on damage.)
+                Err(_) => !kept,
+            };
+            if !done {
                 // Our claim was repaired away (judged dead): no descriptor
                 // names this hold, so it is let go here.
                 lost = true;
                 shares.end_hold(g, Word::new(stamp, QUEUED, me.raw()), m, me, &free);
             }
-            topic_wake(&waits, waits.not_empty);
+            if i == 0 {
+                crate::platform::fault::point("groups-publish-committed");
+            }
+            if let Ok((_, waits)) = &rings {
+                topic_wake(waits, waits.not_empty);
+            }
         }
         if lost {
             shares.free_if_last(m, me, &free);
         }
+        region.push_refused(&free, chunk.class, chunk.index);
         if lost || keep.count_ones() as usize != to.len() {
             region.freed().notify_all();
         }
@@ -1143,7 +1160,7 @@ impl Topic {
         };
         let seg = self.region().segment();
         let me = seg.token();
-        let (pos, idx, word) = match self.claim(&ring, &waits, false, Some(Duration::ZERO)) {
+        let (pos, idx, word) = match self.claim_in(slot, &ring, &waits, false, Some(Duration::ZERO)) {
             Err(Error::Timeout { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
                 // Waiting: in slices, between which messages that dead
                 // consumers held are handed back (at-least-once topics).
@@ -1154,7 +1171,7 @@ impl Topic {
                         return Err(Error::timeout(WAIT_MESSAGE, timeout));
                     }
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
-                    match self.claim(&ring, &waits, false, Some(slice)) {
+                    match self.claim_in(slot, &ring, &waits, false, Some(slice)) {
                         Err(Error::Timeout { .. }) => {
                             self.region().heartbeat();
                             self.region().recover_now_and_then();
@@ -1278,7 +1295,20 @@ impl Topic {
         writer: bool,
         timeout: Option<Duration>,
     ) -> Result<(u64, usize, u64)> {
-        let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
+        self.claim_in(0, ring, waits, writer, timeout)
+    }
+
+    /// [`claim`](Self::claim) on a ring of group slot `slot` (a dead
+    /// member's message is adopted through that group's word).
+    pub(crate) fn claim_in(
+        &self,
+        slot: usize,
+        ring: &Ring<'_>,
+        waits: &Waits<'_>,
+        writer: bool,
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize, u64)> {
+        let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead, slot);
         let max_len = if writer { 0 } else { u64::MAX };
         ring.claim_blocking(self.region(), waits, writer, max_len, u64::MAX, timeout, &adopt)
     }
@@ -1295,7 +1325,7 @@ impl Topic {
     /// ring of `partition`.
     pub(crate) fn repair_partition_in(&self, slot: usize, partition: u32) {
         if let (Ok(ring), Ok(waits)) = (self.ring_of(slot, partition), self.waits_of(slot, partition)) {
-            let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead);
+            let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead, slot);
             if ring.recover_with(self.region(), false, &adopt) {
                 waits.not_full.notify_all();
                 waits.not_empty.notify_all();

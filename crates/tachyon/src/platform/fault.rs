@@ -11,6 +11,20 @@
 //! (the chunk taken, the cell not yet freed), `redeliver-queued` (recovery
 //! marked a message QUEUED again, its descriptor not yet committed).
 //!
+//! Consumer groups (`bus/groups.rs`, `Topic::publish_shared`;
+//! docs/groups-design.md, "Crash windows"): `groups-publish-claimed` (a
+//! publisher claimed a cell in every group's ring, nothing else),
+//! `groups-publish-prepared` (its group words QUEUED, the main word still
+//! LOANED: before the commit point), `groups-publish-shared` (the main word
+//! SHARED, the commit point passed, no cell committed),
+//! `groups-publish-committed` (the first group's cell committed, the
+//! others not), `groups-release-read` (a member read the main word to
+//! release, its group word still HELD), `groups-hold-ended` (a group word
+//! let go, the main word not yet taken: a releaser between its two CASes),
+//! `groups-last-taken` (the last releaser took the main word, LOANED by it,
+//! not yet pushed), `groups-redeliver-queued` (recovery re-queued a hold
+//! in its group with a new stamp, its descriptor not yet committed).
+//!
 //! One more name makes a call fail instead: `liveness-unknown` (the kernel
 //! cannot answer whether an attach slot's OFD lock is held, as on a file
 //! system without OFD locks).
