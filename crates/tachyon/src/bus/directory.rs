@@ -123,7 +123,9 @@ pub(crate) struct TopicEntry {
     /// Messages published while no group was joined on a topic without its
     /// default group: delivered to nobody (a statistic, outside the seals).
     pub(crate) undelivered: AtomicU64,
-    _tail: [AtomicU64; 1],
+    /// Messages dropped unread by overrunning publishers, all groups
+    /// (`TopicConfig::overrun`; a statistic, outside the seals).
+    pub(crate) missed: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Copy2>() == 104);
@@ -191,7 +193,7 @@ impl TopicEntry {
 
     /// Fills the entry and marks it ready (under the region's control lock).
     pub(crate) fn publish(&self, record: &Record) {
-        for c in [&self.published, &self.received, &self.corrupt, &self.lost, &self.undelivered] {
+        for c in [&self.published, &self.received, &self.corrupt, &self.lost, &self.undelivered, &self.missed] {
             c.store(0, Ordering::Relaxed);
         }
         store_copy!(self, record);

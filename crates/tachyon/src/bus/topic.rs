@@ -72,6 +72,9 @@ pub struct TopicConfig {
     /// Whether the topic has its default group (group slot 0: what
     /// [`Topic::receive`] reads). See `default_group` (`unstable-groups` feature).
     pub(crate) default_group: bool,
+    /// Whether a full partition drops its oldest message instead of holding
+    /// the publisher back (see [`overrun`](Self::overrun)).
+    pub(crate) overrun: bool,
 }
 
 impl Default for TopicConfig {
@@ -82,6 +85,7 @@ impl Default for TopicConfig {
             wait: WaitPolicy::Hybrid,
             delivery: Delivery::AtMostOnce,
             default_group: true,
+            overrun: false,
         }
     }
 }
@@ -131,6 +135,42 @@ impl TopicConfig {
         self.default_group
     }
 
+    /// What a publisher does when a group's ring of its partition is full
+    /// (default `false`: it waits, so a slow group holds producers back).
+    /// With `true` it drops that group's oldest message of the partition
+    /// (received and released on the group's behalf, as a member would) and
+    /// publishes; [`Topic::missed`] and [`TopicInfo::missed`] say how many
+    /// were missed (all groups together). Every other group
+    /// and the order of what is delivered are unaffected. For data where
+    /// the latest matters more than every message (market data, sensor
+    /// readings, telemetry). Not with [`Delivery::AtLeastOnce`], which
+    /// promises the opposite ([`Error::InvalidArgument`] at creation).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-overrun-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("quotes", TopicConfig::default().capacity(4).overrun(true))?;
+    /// for i in 0..10u8 {
+    ///     topic.send(&[i], Key(0), Some(Duration::ZERO))?; // never waits, never fails for room
+    /// }
+    /// assert_eq!(topic.missed(), 6);
+    /// assert_eq!(&*topic.receive(0, Some(Duration::ZERO))?, &[6]); // the newest four are kept
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn overrun(mut self, on: bool) -> Self {
+        self.overrun = on;
+        self
+    }
+
+    /// Whether a full partition drops its oldest message (see
+    /// [`overrun`](Self::overrun)).
+    pub fn overruns(&self) -> bool {
+        self.overrun
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing topic's) configuration does not have.
     pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
@@ -142,12 +182,18 @@ impl TopicConfig {
                 ("wait", format!("{:?}", self.wait), format!("{:?}", want.wait)),
                 ("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery)),
                 ("default_group", self.default_group.to_string(), want.default_group.to_string()),
+                ("overrun", self.overrun.to_string(), want.overrun.to_string()),
             ],
         )
     }
 
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
+        if self.overrun && self.delivery == Delivery::AtLeastOnce {
+            return Err(Error::invalid(
+                "overrun drops messages nobody received: not with Delivery::AtLeastOnce, which never loses one",
+            ));
+        }
         if !self.partitions.is_power_of_two() || self.partitions > MAX_PARTITIONS {
             return Err(Error::invalid(format!(
                 "partitions must be a power of two from 1 to {MAX_PARTITIONS}, not {}",
@@ -211,6 +257,9 @@ pub struct TopicInfo {
     /// Messages published while no group was joined on a topic without its
     /// default group: delivered to nobody, their chunks back in the pool.
     pub undelivered: u64,
+    /// Messages dropped unread from full partitions on a topic with
+    /// [`TopicConfig::overrun`], counted once per group that missed them.
+    pub missed: u64,
 }
 
 fn policy_of(code: u32) -> Option<WaitPolicy> {
@@ -223,9 +272,11 @@ fn policy_of(code: u32) -> Option<WaitPolicy> {
 }
 
 /// The bits of the sealed delivery word: bit 0 the delivery, bit 1 the
-/// overrun option (reserved: wiring step 7), bit 2 set for a topic without
-/// its default group. A word with other bits is unknown (damage).
+/// overrun option, bit 2 set for a topic without its default group. A
+/// word with other bits is unknown (damage).
 const DELIVERY_BITS: u32 = 0b111;
+/// Bit 1 of the delivery word: the topic overruns (`TopicConfig::overrun`).
+const OVERRUN: u32 = 0b010;
 /// Bit 2 of the delivery word: the topic has no default group.
 const NO_DEFAULT_GROUP: u32 = 0b100;
 
@@ -247,7 +298,8 @@ fn policy_code(p: WaitPolicy) -> u32 {
 /// The directory record of a new topic.
 pub(crate) fn record_of(name: &str, cfg: &TopicConfig, ring_off: u64) -> Record {
     let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce)
-        | if cfg.default_group { 0 } else { NO_DEFAULT_GROUP };
+        | if cfg.default_group { 0 } else { NO_DEFAULT_GROUP }
+        | if cfg.overrun { OVERRUN } else { 0 };
     Record::new(name, cfg.partitions, cfg.capacity, policy_code(cfg.wait), delivery, ring_off)
 }
 
@@ -266,6 +318,7 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
         corrupt: entry.corrupt.load(Ordering::Relaxed),
         lost: entry.lost.load(Ordering::Relaxed),
         undelivered: entry.undelivered.load(Ordering::Relaxed),
+        missed: entry.missed.load(Ordering::Relaxed),
     })
 }
 
@@ -378,6 +431,8 @@ struct TopicCore {
     names: Option<NonNull<[AtomicU64]>>,
     /// Whether the topic has its default group (slot 0).
     default_group: bool,
+    /// Whether a full partition drops its oldest message.
+    overrun: bool,
 }
 
 /// Where one partition's shared state lies inside the region's mapping
@@ -426,6 +481,7 @@ impl Topic {
             wait: info.wait.ok_or_else(|| bad("topic wait policy", u64::from(record.wait)))?,
             delivery: info.delivery.ok_or_else(|| bad("topic delivery", u64::from(record.delivery)))?,
             default_group: record.delivery & NO_DEFAULT_GROUP == 0,
+            overrun: record.delivery & OVERRUN != 0,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = record.ring_off;
@@ -468,6 +524,7 @@ impl Topic {
             controls,
             names,
             default_group: cfg.default_group,
+            overrun: cfg.overrun,
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
@@ -499,6 +556,7 @@ impl Topic {
             wait: self.core.policy,
             delivery: self.core.delivery,
             default_group: self.core.default_group,
+            overrun: self.core.overrun,
         }
     }
 
@@ -541,6 +599,7 @@ impl Topic {
             corrupt: 0,
             lost: 0,
             undelivered: 0,
+            missed: 0,
         });
         info.corrupt = info.corrupt.wrapping_add(self.ring_repairs());
         info
@@ -960,7 +1019,7 @@ impl Topic {
                     Some(d) => Some(d.saturating_duration_since(Instant::now())),
                     None => timeout,
                 };
-                self.claim_in(g, &ring, &waits, true, left)
+                self.claim_publish(g, partition, &ring, &waits, left)
             });
             match claimed {
                 Ok((pos, idx, _)) => cells[i] = (pos, idx),
@@ -1058,7 +1117,7 @@ impl Topic {
         let route = ((self.core.index as u32 + 1) << 16) | partition;
         let desc = self.region().enqueue(chunk.index, route, len as u32, LOANED)?;
         crate::platform::fault::point("publish-queued");
-        match self.claim(&ring, &waits, true, timeout) {
+        match self.claim_publish(0, partition, &ring, &waits, timeout) {
             Ok((pos, idx, _)) => Ok((ring, waits, pos, idx, desc)),
             Err(e) => {
                 self.region().unqueue(chunk.index);
@@ -1145,6 +1204,70 @@ impl Topic {
         timeout: Option<Duration>,
         stop: Option<&ReceiveStop>,
     ) -> Result<(Chunk, usize)> {
+        self.take_in(slot, partition, timeout, stop, true)
+    }
+
+    /// A writer's claim of a cell in group slot `slot`'s ring of
+    /// `partition`, waiting up to `timeout`. On an overrunning topic a full
+    /// ring first gives up its oldest message: received and released on
+    /// the group's behalf exactly as a member would (so a publisher killed
+    /// in the middle leaves what a killed member leaves, repaired the same
+    /// way), counted as missed; until a cell is free, or until the oldest
+    /// is not there to take (a member or another publisher has it, or its
+    /// writer has not committed it): then it waits as any publisher.
+    fn claim_publish(
+        &self,
+        slot: usize,
+        partition: u32,
+        ring: &Ring<'_>,
+        waits: &Waits<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize, u64)> {
+        if self.core.overrun {
+            for _ in 0..=self.core.capacity {
+                match self.claim_in(slot, ring, waits, true, Some(Duration::ZERO)) {
+                    Err(Error::Timeout { .. }) => {}
+                    claimed => return claimed,
+                }
+                match self.take_in(slot, partition, Some(Duration::ZERO), None, false) {
+                    Ok((chunk, _)) => {
+                        crate::platform::fault::point("overrun-taken");
+                        self.release_chunk(chunk);
+                        self.count_missed(slot);
+                    }
+                    // A corrupt descriptor dropped (and counted): room too.
+                    Err(Error::Corrupt { .. }) => {}
+                    Err(Error::Timeout { .. }) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.claim_in(slot, ring, waits, true, timeout)
+    }
+
+    /// Counts a message group slot `slot` missed (overrun).
+    fn count_missed(&self, _slot: usize) {
+        self.entry().missed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Messages dropped unread from full partitions by publishers of a
+    /// topic with [`TopicConfig::overrun`] (0 on other topics): the default
+    /// group's, and every named group's counted too (a count per group is
+    /// not kept yet).
+    pub fn missed(&self) -> u64 {
+        self.entry().missed.load(Ordering::Relaxed)
+    }
+
+    /// [`take_message_in`](Self::take_message_in); `received` false for an
+    /// overrunning publisher's take (counted as missed, not received).
+    fn take_in(
+        &self,
+        slot: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+        received: bool,
+    ) -> Result<(Chunk, usize)> {
         let ring = self.ring_of(slot, partition)?;
         let mut waits = self.waits_of(slot, partition)?;
         let _watch = match stop {
@@ -1203,7 +1326,9 @@ impl Topic {
                 value: 0,
             }));
         }
-        self.entry().received.fetch_add(1, Ordering::Relaxed);
+        if received {
+            self.entry().received.fetch_add(1, Ordering::Relaxed);
+        }
         self.region().beat_sometimes();
         Ok((chunk, len))
     }

@@ -25,6 +25,9 @@
 //! not yet pushed), `groups-redeliver-queued` (recovery re-queued a hold
 //! in its group with a new stamp, its descriptor not yet committed).
 //!
+//! Overrun (`TopicConfig::overrun`): `overrun-taken` (a publisher took a
+//! full ring's oldest message on its group's behalf, not yet released).
+//!
 //! One more name makes a call fail instead: `liveness-unknown` (the kernel
 //! cannot answer whether an attach slot's OFD lock is held, as on a file
 //! system without OFD locks).
