@@ -388,3 +388,31 @@ fn joiners_and_leavers_killed_mid_way_corrupt_nothing() {
     drop(more);
     assert_eq!(free(&r), initial);
 }
+
+/// A drop sweeps only its own topic's holds: group words are per slot, and
+/// "a" is slot 1 of both topics here. Dropping "a" of `t1` leaves the
+/// messages queued for "a" of `t2` (same slot) queued, and they are
+/// delivered.
+#[test]
+fn a_drop_sweeps_only_its_own_topics_holds() {
+    let name = unique("lease-topics");
+    let _rm = RemoveRegion(name.clone());
+    let r = region(&name, Duration::ZERO);
+    let cfg = TopicConfig::default().default_group(false);
+    let (t1, t2) = (r.create_topic("t1", cfg).unwrap(), r.create_topic("t2", cfg).unwrap());
+    let initial = free(&r);
+    let (a1, a2) = (t1.join_group("a").unwrap(), t2.join_group("a").unwrap());
+    assert_eq!((a1.slot(), a2.slot()), (1, 1));
+    for i in 0..3u64 {
+        t1.send(&i.to_le_bytes(), Key(0), SHORT).unwrap();
+        t2.send(&i.to_le_bytes(), Key(0), SHORT).unwrap();
+    }
+    drop(a1);
+    let gone = || r.inspect().unwrap().topics[0].groups.is_empty();
+    assert!(recover_until(&r, gone), "t1's \"a\" dropped");
+    assert_eq!(free(&r), initial - 3, "t2's three still held");
+    for i in 0..3u64 {
+        assert_eq!(&*a2.receive(0, SHORT).unwrap(), i.to_le_bytes());
+    }
+    assert_eq!(free(&r), initial);
+}
