@@ -572,6 +572,7 @@ impl Shares<'_> {
     /// if it ended the hold, the main word it read (the caller frees a
     /// chunk its push could not: LOANED by it with that tag) and whether
     /// that was the chunk's last hold.
+    #[cfg_attr(tachyon_loom, allow(dead_code))] // the bus calls it (membership.rs)
     pub(crate) fn sweep_topic(
         &self,
         g: usize,

@@ -508,3 +508,75 @@ fn drain(topic: &Topic, g: usize, partition: u32, me: Token) {
     waits.not_full.notify_all();
     waits.not_empty.notify_all();
 }
+
+#[cfg(all(test, feature = "unstable-groups"))]
+mod tests {
+    use super::*;
+    use crate::bus::layout::{cfg_copy_at, GROUP_LEASE_COPY, OFF_GROUP_LEASE};
+    use crate::bus::{Key, RegionConfig, TopicConfig};
+
+    fn region(tag: &str, cfg: RegionConfig) -> (String, Region) {
+        let name = format!("t-membership-{tag}-{}", std::process::id());
+        let _ = Region::remove(&name);
+        (name.clone(), Region::create(&name, cfg).unwrap())
+    }
+
+    fn small() -> RegionConfig {
+        RegionConfig::default().size(8 << 20).ring_arena(1 << 20)
+    }
+
+    /// A hold the process still has in a group when its membership ends
+    /// (taken here without a `Message`, as a release that failed would
+    /// leave it) is released by the leave; the member leaves the record and
+    /// the group's lease clock starts.
+    #[test]
+    fn leaving_releases_a_hold_left_behind() {
+        let (name, r) = region("orphan", small().max_groups(2));
+        let t = r.create_topic("t", TopicConfig::default().default_group(false)).unwrap();
+        let initial = r.pool_stats().unwrap();
+        let g = t.join_group("g").unwrap();
+        t.send(b"x", Key(0), None).unwrap();
+        let (chunk, _) = t.take_message_in(g.slot(), 0, None, None).unwrap();
+        assert_eq!(chunk.group, Some(1));
+        assert_ne!(r.pool_stats().unwrap(), initial);
+        let rec = r.member_record(t.index(), g.slot()).unwrap();
+        assert_eq!((rec.members().len(), rec.empty_since()), (1, 0));
+        assert!(g.leave().unwrap());
+        assert_eq!(r.pool_stats().unwrap(), initial, "the hold was released");
+        assert!(rec.members().is_empty() && rec.empty_since() != 0);
+        drop((t, r));
+        Region::remove(&name).unwrap();
+    }
+
+    /// The group lease is recorded twice, each copy under its own seal: a
+    /// damaged copy is read past and repaired; both damaged is `Corrupt`;
+    /// a region without group slots leaves the words 0 (layout 3's bytes).
+    #[test]
+    fn the_group_lease_is_sealed_twice() {
+        let lease = Duration::from_millis(1234);
+        let cfg = small().max_groups(3).group_lease(lease);
+        let (name, r) = region("lease", cfg.clone());
+        let first = r.segment().get::<AtomicU64>(OFF_GROUP_LEASE).unwrap();
+        let second = r.segment().get::<AtomicU64>(cfg_copy_at(cfg.max_topics) + GROUP_LEASE_COPY).unwrap();
+        let good = first.load(Ordering::Relaxed);
+        assert_eq!((good, second.load(Ordering::Relaxed)), (1_234_000_000, 1_234_000_000));
+        first.store(good ^ 1, Ordering::Relaxed);
+        let (opened, fixed) = Region::open_attached(&name).unwrap();
+        assert_eq!((opened.config().group_lease, fixed), (lease, 1));
+        assert_eq!(first.load(Ordering::Relaxed), good, "repaired from the second copy");
+        first.store(good ^ 1, Ordering::Relaxed);
+        second.store(good ^ 2, Ordering::Relaxed);
+        let err = Region::open_attached(&name).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("group lease"), "{err}");
+        drop((r, opened));
+        Region::remove(&name).unwrap();
+        let (name, r) = region("nolease", small().group_lease(lease));
+        assert_eq!(r.segment().get::<AtomicU64>(OFF_GROUP_LEASE).unwrap().load(Ordering::Relaxed), 0);
+        // Not recorded without group slots; an open with another value is
+        // not refused for it.
+        assert_eq!(Region::open(&name).unwrap().config().group_lease, RegionConfig::default().group_lease);
+        drop(Region::create_or_open(&name, small().group_lease(lease)).unwrap());
+        drop(r);
+        Region::remove(&name).unwrap();
+    }
+}
