@@ -45,13 +45,28 @@ pub struct RegionConfig {
     /// consumers) included: 0 or 1 = no named groups (no group words, the
     /// layout of a region without groups), at most [`MAX_GROUPS`]. Each
     /// slot costs every topic one ring per partition and every chunk of
-    /// the pool 8 bytes. Default 0. Named groups are not crash-safe yet
-    /// (issue #15): they can only be joined with the `testing` feature.
+    /// the pool 8 bytes (and every topic 128 bytes for the slot's member
+    /// record). Default 0. Named groups are an unstable API (issue #15):
+    /// they can only be joined with the `unstable-groups` feature.
     pub max_groups: usize,
+    /// How long a named consumer group keeps its position (and its hold
+    /// on the messages queued for it) once it has no live member: all its
+    /// members left, or died. Recovery then drops it, and it no longer
+    /// holds producers back. A member that joins within the lease finds the
+    /// group where it was left, as a Kafka consumer group's offsets
+    /// survive its members for a retention period. 0 to 30 days; default
+    /// 30 s (short, unlike Kafka's days: here a group without members
+    /// holds producers back once its rings are full). Recorded (sealed,
+    /// twice) only in a region with group slots.
+    pub group_lease: Duration,
 }
 
 /// Most group slots per topic ([`RegionConfig::max_groups`]).
 pub const MAX_GROUPS: usize = 63;
+/// The longest [`RegionConfig::group_lease`].
+const MAX_GROUP_LEASE: Duration = Duration::from_secs(30 * 86_400);
+/// The default [`RegionConfig::group_lease`].
+pub(crate) const DEFAULT_GROUP_LEASE: Duration = Duration::from_secs(30);
 /// Bits of the lease word that hold the lease (ns); the top byte holds
 /// [`RegionConfig::max_groups`] (a lease is at most a day: under 2^47 ns).
 const LEASE_BITS: u32 = 56;
@@ -65,6 +80,7 @@ impl Default for RegionConfig {
             class_weights: [1; 8],
             lease: Duration::from_secs(10),
             max_groups: 0,
+            group_lease: DEFAULT_GROUP_LEASE,
         }
     }
 }
@@ -100,6 +116,7 @@ pub(crate) fn config_of(words: [u64; 8]) -> RegionConfig {
         class_weights,
         lease: Duration::from_nanos(words[3] & ((1 << LEASE_BITS) - 1)),
         max_groups: (words[3] >> LEASE_BITS) as usize,
+        group_lease: DEFAULT_GROUP_LEASE,
     }
 }
 
@@ -140,6 +157,20 @@ impl RegionConfig {
         self
     }
 
+    /// Sets [`group_lease`](Self::group_lease).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::RegionConfig;
+    /// let cfg = RegionConfig::default().max_groups(4).group_lease(Duration::from_secs(5));
+    /// assert!(cfg.validate().is_ok());
+    /// assert!(cfg.group_lease(Duration::from_secs(31 * 86_400)).validate().is_err());
+    /// ```
+    pub fn group_lease(mut self, lease: Duration) -> Self {
+        self.group_lease = lease;
+        self
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing object's) configuration does not have.
     pub(crate) fn check_same(&self, want: &RegionConfig, what: &str) -> Result<()> {
@@ -152,6 +183,12 @@ impl RegionConfig {
                 ("class_weights", format!("{:?}", self.class_weights), format!("{:?}", want.class_weights)),
                 ("lease", format!("{:?}", self.lease), format!("{:?}", want.lease)),
                 ("max_groups", self.max_groups.to_string(), want.max_groups.to_string()),
+                // Recorded only in a region with group slots.
+                (
+                    "group_lease",
+                    format!("{:?}", self.group_lease),
+                    format!("{:?}", if self.max_groups == 0 { self.group_lease } else { want.group_lease }),
+                ),
             ],
         )
     }
@@ -178,21 +215,27 @@ impl RegionConfig {
         if self.max_groups > MAX_GROUPS {
             return bad(format!("max_groups must be 0 to {MAX_GROUPS}, not {}", self.max_groups));
         }
+        if self.group_lease > MAX_GROUP_LEASE {
+            return bad(format!("group_lease must be at most 30 days, not {:?}", self.group_lease));
+        }
         let weights: u64 = self.class_weights.iter().map(|&w| u64::from(w)).sum();
         if weights == 0 {
             return bad("class_weights are all zero: the pool would be empty".into());
         }
         let arena = (cfg_copy_at(self.max_topics) + CFG_COPY).next_multiple_of(64);
         let arena_size = (self.ring_arena).next_multiple_of(64);
+        // The member records (none without group slots: layout 3's
+        // geometry) come out of the pool's bytes.
+        let member_bytes = Layout::member_bytes(self.max_topics, self.max_groups);
         let fixed = arena + arena_size;
-        if fixed + (1 << 20) > self.size {
+        if fixed + member_bytes + (1 << 20) > self.size {
             return bad(format!(
                 "region of {} bytes is too small for {} topics and a {}-byte ring arena",
                 self.size, self.max_topics, self.ring_arena
             ));
         }
         // Leave room for alignment: one cache line per class plus metadata.
-        let pool = self.size - fixed - 64 * 10;
+        let pool = self.size - fixed - member_bytes - 64 * 10;
         // Every weighted class gets one chunk first; the rest of the bytes
         // are shared by weight.
         let per_chunk = |c: usize| CLASS_SIZES[c] + std::mem::size_of::<ChunkMeta>() + 8 * self.max_groups;
@@ -228,7 +271,8 @@ impl RegionConfig {
         // The group words (one per group slot per chunk) follow the chunk
         // metadata; their offset is computed, never stored.
         let groups = metas + total_chunks * std::mem::size_of::<ChunkMeta>();
-        let mut at = (groups + total_chunks * 8 * self.max_groups).next_multiple_of(64);
+        let members = groups + total_chunks * 8 * self.max_groups;
+        let mut at = (members + member_bytes).next_multiple_of(64);
         let mut class_data = [0usize; 8];
         for c in 0..8 {
             class_data[c] = at;
@@ -247,6 +291,8 @@ impl RegionConfig {
             class_data,
             groups,
             max_groups: self.max_groups,
+            members,
+            max_topics: self.max_topics,
         })
     }
 }
@@ -275,5 +321,10 @@ mod tests {
         // The words come out of the pool's bytes.
         assert!(four.total_chunks < none.total_chunks);
         assert_eq!(none.class_data, RegionConfig::default().layout().unwrap().class_data);
+        // The member records follow the group words; none without slots.
+        assert_eq!(four.members, four.groups + four.total_chunks * 32);
+        assert!(four.members + 64 * 4 * super::super::layout::MEMBER_RECORD <= four.class_data[0]);
+        assert_eq!((none.members, none.groups), (none.groups, none.metas + none.total_chunks * 24));
+        assert_eq!(none.class_data[0], none.members.next_multiple_of(64), "layout 3's geometry");
     }
 }

@@ -600,6 +600,40 @@ pub(crate) fn claim_all(rings: &dyn GroupRings, to: &[(usize, u32)], me: Token, 
     true
 }
 
+impl Shares<'_> {
+    /// A dropper's sweep of group slot `g` over this chunk for the group of
+    /// one topic (`topic`: the topic's route tag, its directory index + 1,
+    /// as `ChunkMeta::route >> 16` holds it): as [`sweep`](Self::sweep),
+    /// but a hold of slot `g` in another topic's publication is left alone
+    /// (group words are per slot, and every topic has a slot `g`). Returns,
+    /// if it ended the hold, the main word it read (the caller frees a
+    /// chunk its push could not: LOANED by it with that tag) and whether
+    /// that was the chunk's last hold.
+    #[cfg_attr(tachyon_loom, allow(dead_code))] // the bus calls it (membership.rs)
+    pub(crate) fn sweep_topic(
+        &self,
+        g: usize,
+        topic: u32,
+        me: Token,
+        free: &FreeTo<'_>,
+    ) -> Option<(Word, bool)> {
+        let v = self.group(g);
+        if v.state() == FREE {
+            return None;
+        }
+        // Read after the group word (whose Acquire load saw the CAS of the
+        // publication's group word, after its publisher stored the route):
+        // while the word is `v` the chunk is not freed, so the route is that
+        // publication's; if the CAS in `end_hold` succeeds, the word was `v`
+        // throughout.
+        if self.main.route.load(Ordering::Acquire) >> 16 != topic {
+            return None;
+        }
+        let m = self.main.word();
+        self.end_hold(g, v, m, me, free).map(|last| (m, last))
+    }
+}
+
 /// One-cell rings and a small pool, for the tests and the loom models.
 #[cfg(test)]
 pub(crate) mod testing {

@@ -7,7 +7,7 @@ use super::topic::{Topic, TopicInfo};
 use crate::error::Result;
 use crate::platform::atomic::Ordering;
 use crate::platform::process::ProcessId;
-use crate::sync::Token;
+use crate::sync::{Liveness, Token};
 
 /// What [`Region::inspect`] saw. A snapshot: other processes go on while
 /// it is taken, so counts may be off by the operations in flight.
@@ -70,6 +70,24 @@ pub struct GroupReport {
     pub generation: u32,
     /// Whether it is being dropped.
     pub draining: bool,
+    /// Its member processes' tokens (as `Token::raw`; dead ones until
+    /// recovery forgets them). Empty for the default group, which has no
+    /// membership record (its consumers are whoever calls
+    /// `Topic::receive`).
+    pub members: Vec<u32>,
+    /// How many of `members` are alive now.
+    pub live_members: usize,
+    /// When the group was first seen without a live member, ns since the
+    /// Unix epoch (0: it has one, or it is the default group). The group
+    /// is dropped once this is older than the region's
+    /// [`group_lease`](super::RegionConfig::group_lease).
+    pub empty_since_unix_ns: u64,
+    /// Messages consumed through the group's rings so far, all partitions
+    /// (the sum of their heads).
+    pub position: u64,
+    /// Messages waiting for the group, all partitions (the sum of their
+    /// depths).
+    pub lag: u64,
     /// Each partition's positions in the group's rings.
     pub partitions: Vec<PartitionReport>,
 }
@@ -148,7 +166,30 @@ impl Region {
             let mut groups = Vec::new();
             for (slot, name, generation, state) in topic.group_slots() {
                 let draining = state == super::groups::DRAINING;
-                groups.push(GroupReport { slot, name, generation, draining, partitions: rings(slot)? });
+                let partitions = rings(slot)?;
+                let (mut members, mut empty_since_unix_ns) = (Vec::new(), 0);
+                if slot > 0 {
+                    if let Ok(rec) = self.member_record(index, slot) {
+                        if rec.is_of(generation) && !draining {
+                            members = rec.members();
+                            empty_since_unix_ns = rec.empty_since();
+                        }
+                    }
+                }
+                let live_members =
+                    members.iter().filter(|&&t| Token::from_raw(t).is_some_and(|t| !self.is_dead(t))).count();
+                groups.push(GroupReport {
+                    slot,
+                    name,
+                    generation,
+                    draining,
+                    members,
+                    live_members,
+                    empty_since_unix_ns,
+                    position: partitions.iter().map(|p| p.head).fold(0, u64::wrapping_add),
+                    lag: partitions.iter().map(|p| p.depth).sum(),
+                    partitions,
+                });
             }
             topics.push(TopicReport { info: topic.info(), partitions: rings(0)?, groups });
         }

@@ -11,7 +11,7 @@
 //!    192  control mutex (creating topics)
 //!    200  recorded configuration: size, ring arena, class weights
 //!    256  free list of each class                              (8 x 16 B)
-//!    384  "a chunk was freed" wait cell
+//!    384  "a chunk was freed" wait cell, group lease (ns) and its seal
 //!    448  data offset of each class                            (8 x u64)
 //!    512  heartbeat of each attach slot (ns since the epoch)   (128 x u64)
 //!   1536  token of each attach slot's process (pool journal)   (128 x u32)
@@ -20,6 +20,7 @@
 //!         chunk metadata: state word, link, route, length,
 //!         publication count                                    (24 B per chunk)
 //!         group words (layout 4)                        (max groups x 8 B per chunk)
+//!         group members (layout 4)                      (max topics x max groups x 128 B)
 //!         chunk data, class by class, 64-byte aligned
 //! ```
 //!
@@ -72,8 +73,14 @@ struct Header {
     cfg_seal: AtomicU64,
     free_lists: [FreeList; 8],
     freed: WaitCell,
+    /// [`RegionConfig::group_lease`](super::RegionConfig::group_lease) in
+    /// ns and its seal (both 0 in a region without group slots, as layout
+    /// 3 left these words); the second copy is after the configuration's
+    /// (`GROUP_LEASE_COPY`).
+    group_lease: AtomicU64,
+    group_lease_seal: AtomicU64,
     /// The rest of `freed`'s cache line.
-    _pad: [u64; 7],
+    _pad: [u64; 5],
     class_data: [AtomicU64; 8],
     heartbeats: [AtomicU64; MAX_SLOTS],
     journal: [AtomicU32; MAX_SLOTS],
@@ -96,6 +103,8 @@ pub(crate) const OFF_CFG_WEIGHTS: usize = offset_of!(Header, cfg_weights);
 pub(crate) const OFF_CFG_SEAL: usize = offset_of!(Header, cfg_seal);
 pub(crate) const OFF_FREE_LISTS: usize = offset_of!(Header, free_lists);
 pub(crate) const OFF_FREED: usize = offset_of!(Header, freed);
+pub(crate) const OFF_GROUP_LEASE: usize = offset_of!(Header, group_lease);
+pub(crate) const OFF_GROUP_LEASE_SEAL: usize = offset_of!(Header, group_lease_seal);
 pub(crate) const OFF_CLASS_DATA: usize = offset_of!(Header, class_data);
 pub(crate) const OFF_HEARTBEATS: usize = offset_of!(Header, heartbeats);
 pub(crate) const OFF_JOURNAL: usize = offset_of!(Header, journal);
@@ -109,6 +118,7 @@ const _: () = {
     assert!(OFF_CONTROL == 192 && OFF_CFG_SIZE == 200 && OFF_CFG_WEIGHTS == 216 && OFF_CFG_SEAL == 248);
     assert!(OFF_FREE_LISTS == 256 && size_of::<FreeList>() == 16);
     assert!(OFF_FREED == 384 && OFF_CLASS_DATA == 448 && OFF_HEARTBEATS == 512);
+    assert!(OFF_GROUP_LEASE == 392 && OFF_GROUP_LEASE_SEAL == 400);
     assert!(OFF_JOURNAL == OFF_HEARTBEATS + 8 * MAX_SLOTS);
     assert!(OFF_TOPICS == OFF_JOURNAL + 4 * MAX_SLOTS && OFF_TOPICS == 2048);
 };
@@ -120,6 +130,11 @@ const _: () = {
 pub(crate) const CFG_COPY: usize = 128;
 /// Where the repair count is, from the configuration's second copy.
 pub(crate) const DIRECTORY_REPAIRS: usize = 72;
+/// Where the group lease's second copy (the lease, then its seal) is,
+/// from the configuration's second copy.
+pub(crate) const GROUP_LEASE_COPY: usize = 80;
+/// The seal's domain of the group lease word.
+pub(crate) const GROUP_LEASE_DOMAIN: u64 = 0x0067_6c65_6173_6534;
 /// The seal's domain: a region's configuration, layout 4 (a layout-3
 /// region's seals do not hold under it, so it is refused by its version).
 pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e34;
@@ -149,12 +164,26 @@ pub(crate) struct Layout {
     pub(crate) groups: usize,
     /// Group words per chunk ([`RegionConfig::max_groups`](super::RegionConfig::max_groups)).
     pub(crate) max_groups: usize,
+    /// Where the group member records start (`max_topics * max_groups`
+    /// records of [`MEMBER_RECORD`] bytes, topic by topic; none without
+    /// group slots). Computed, never stored.
+    pub(crate) members: usize,
+    /// Topics the directory holds (for the member records' index).
+    pub(crate) max_topics: usize,
 }
+
+/// Bytes of one group slot's member record (`membership.rs`).
+pub(crate) const MEMBER_RECORD: usize = 128;
 
 impl Layout {
     pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
         let first = self.class_first[class] as u32;
         first..first + self.class_count[class] as u32
+    }
+
+    /// Bytes of the member records (0 without group slots).
+    pub(crate) fn member_bytes(max_topics: usize, max_groups: usize) -> usize {
+        max_topics * max_groups * MEMBER_RECORD
     }
 }
 

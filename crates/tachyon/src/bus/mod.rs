@@ -33,6 +33,7 @@ crate::without_loom! {
     mod directory;
     mod inspect;
     mod layout;
+    mod membership;
     #[cfg(feature = "testing")]
     mod map;
     mod open;
@@ -55,6 +56,8 @@ crate::without_loom! {
     pub use region::Region;
     pub(crate) use region::RECOVERY_INTERVAL;
     pub use subscription::{Partitions, Subscription};
+    #[cfg(feature = "unstable-groups")]
+    pub use membership::MAX_MEMBERS;
     #[cfg(feature = "unstable-groups")]
     pub use topic::Group;
     pub use topic::{

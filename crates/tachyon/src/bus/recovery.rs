@@ -138,6 +138,8 @@ impl Region {
         found.quarantined += self.core.rebuild_lost_lists().unwrap_or(0);
         // 1. Read claims of dead consumers (of every group slot's rings).
         self.repair_dead_reads(&is_dead)?;
+        // Consumer groups without live members past their lease are dropped.
+        super::membership::expire(self, &is_dead);
         // 2. Chunks whose holder is dead, as they are now.
         let metas = self.metas()?;
         let dead: Vec<(u32, Word)> = metas

@@ -52,7 +52,31 @@ fn header_words(config: &RegionConfig, layout: &Layout) -> Vec<(usize, u64)> {
     let copy = cfg_copy_at(config.max_topics);
     words.extend(cfg.iter().enumerate().map(|(i, &w)| (copy + 8 * i, w)));
     words.push((copy + 64, sealed));
+    if config.max_groups > 0 {
+        // The group lease, twice under its own seal (a region without
+        // group slots leaves these words 0, as layout 3 did).
+        let lease = config.group_lease.as_nanos() as u64;
+        let lease_seal = seal(GROUP_LEASE_DOMAIN, [lease]);
+        words.push((OFF_GROUP_LEASE, lease));
+        words.push((OFF_GROUP_LEASE_SEAL, lease_seal));
+        words.push((copy + GROUP_LEASE_COPY, lease));
+        words.push((copy + GROUP_LEASE_COPY + 8, lease_seal));
+    }
     words
+}
+
+/// The group lease recorded in a region with group slots, from whichever
+/// copy is sealed; `None` if neither is.
+fn group_lease_of(seg: &Segment, max_topics: usize) -> Result<Option<Duration>> {
+    let get = |off: usize| -> Result<u64> { Ok(seg.get::<AtomicU64>(off)?.load(Ordering::Relaxed)) };
+    let copy = cfg_copy_at(max_topics) + GROUP_LEASE_COPY;
+    for (at, seal_at) in [(OFF_GROUP_LEASE, OFF_GROUP_LEASE_SEAL), (copy, copy + 8)] {
+        let lease = get(at)?;
+        if seal(GROUP_LEASE_DOMAIN, [lease]) == get(seal_at)? {
+            return Ok(Some(Duration::from_nanos(lease)));
+        }
+    }
+    Ok(None)
 }
 
 /// Rewrites the header words that differ from what they should be;
@@ -236,9 +260,13 @@ impl Region {
             }
             return Err(bad("region configuration", seg.size() as u64));
         };
-        let config = config_of(words);
+        let mut config = config_of(words);
         if config.size != seg.size() {
             return Err(bad("region size", config.size as u64));
+        }
+        if config.max_groups > 0 {
+            config.group_lease = group_lease_of(seg, config.max_topics)?
+                .ok_or_else(|| bad("region group lease", get(OFF_GROUP_LEASE).unwrap_or(0)))?;
         }
         let layout = config.layout().map_err(|_| bad("region configuration", config.size as u64))?;
         Ok((layout, config))

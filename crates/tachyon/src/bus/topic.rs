@@ -570,6 +570,11 @@ impl Topic {
         &self.core.name
     }
 
+    /// The topic's directory index.
+    pub(crate) fn index(&self) -> usize {
+        self.core.index
+    }
+
     /// Number of partitions.
     pub fn partitions(&self) -> u32 {
         self.core.partitions
@@ -1137,7 +1142,7 @@ impl Topic {
     /// [`try_receive`](Self::try_receive) for `Ok(None)` instead).
     pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message> {
         let (chunk, len) = self.take_message(partition, timeout)?;
-        Ok(Message { topic: self.clone(), chunk, len, partition })
+        Ok(Message { topic: self.clone(), chunk, len, partition, member: None })
     }
 
     /// [`receive`](Self::receive) that another thread can end early with
@@ -1172,7 +1177,7 @@ impl Topic {
         stop: &ReceiveStop,
     ) -> Result<Message> {
         let (chunk, len) = self.take_message_until(partition, timeout, Some(stop))?;
-        Ok(Message { topic: self.clone(), chunk, len, partition })
+        Ok(Message { topic: self.clone(), chunk, len, partition, member: None })
     }
 
     /// Takes the next message of `partition` HELD by this process.
@@ -1477,17 +1482,48 @@ impl Topic {
 /// joined; the members of one group compete, each message going to one of
 /// them. The payload is not copied however many groups read it.
 ///
-/// **Not crash-safe yet (issue #15):** recovery does not know groups yet,
-/// so a member or a publisher killed mid-operation can leak the chunk it
-/// held, and a group is never dropped (dropping this handle only ends the
-/// membership handle; the group keeps receiving, and holding producers
-/// back once its rings are full). `unstable-groups` feature only.
+/// **Membership.** A member is a process: it stays one while it has a
+/// `Group` handle of the group (clones and other joins in the same process
+/// count) or a [`Message`] received through one; the last of them dropped
+/// (or [`leave`](Group::leave)) ends the membership. Leaving keeps the
+/// group and its position (the messages queued for it stay queued) for
+/// [`RegionConfig::group_lease`](super::RegionConfig::group_lease), as a
+/// Kafka consumer group's offsets survive its members: a member that joins
+/// within the lease goes on where the group was. A group whose members all
+/// left or died (a SIGKILLed process is noticed by recovery) for longer
+/// than the lease is dropped by recovery ([`Region::recover`](super::Region::recover),
+/// which the library runs now and then): the messages it held go back to
+/// the pool once no other group holds them, and it no longer holds
+/// producers back. A group with a live member is never dropped.
+///
+/// **Unstable (issue #15):** recovery of a dead member's messages within
+/// its group is being wired; `unstable-groups` feature only.
+///
+/// ```
+/// use std::time::Duration;
+/// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+/// # let name = format!("doc-group-{}", std::process::id());
+/// let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(4);
+/// let region = Region::create(&name, cfg)?;
+/// let topic = region.create_topic("orders", TopicConfig::default().default_group(false))?;
+/// let billing = topic.join_group("billing")?;
+/// let audit = topic.join_group("audit")?;
+/// topic.send(b"order 1", Key(1), None)?;
+/// let p = topic.partition_of(Key(1));
+/// assert_eq!(&*billing.receive(p, Some(Duration::from_secs(1)))?, b"order 1");
+/// assert_eq!(&*audit.receive(p, Some(Duration::from_secs(1)))?, b"order 1");
+/// assert_eq!(billing.members()?.len(), 1); // this process
+/// assert!(billing.leave()?); // its last handle: the membership ends
+/// # drop(audit); drop(topic); drop(region); Region::remove(&name)?;
+/// # Ok::<(), tachyon::Error>(())
+/// ```
 #[cfg(feature = "unstable-groups")]
 #[derive(Clone)]
 pub struct Group {
     topic: Topic,
     slot: usize,
     name: String,
+    member: Arc<super::membership::Member>,
 }
 
 #[cfg(feature = "unstable-groups")]
@@ -1498,7 +1534,7 @@ impl Group {
     /// pool once every group it was published to has released it.
     pub fn receive(&self, partition: u32, timeout: Option<Duration>) -> Result<Message> {
         let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, None)?;
-        Ok(Message { topic: self.topic.clone(), chunk, len, partition })
+        Ok(Message { topic: self.topic.clone(), chunk, len, partition, member: Some(self.member.clone()) })
     }
 
     /// [`receive`](Self::receive) without waiting: `Ok(None)` if the
@@ -1540,6 +1576,50 @@ impl Group {
     pub fn depth(&self, partition: u32) -> Result<usize> {
         Ok(self.topic.ring_of(self.slot, partition)?.len() as usize)
     }
+
+    /// The group's generation in its slot (a group dropped and created
+    /// again in the same slot has the next one).
+    pub fn generation(&self) -> u32 {
+        self.member.generation()
+    }
+
+    /// The tokens of the group's member processes, as its record holds
+    /// them now (dead ones until recovery forgets them); empty once the
+    /// group was dropped.
+    pub fn members(&self) -> Result<Vec<u32>> {
+        let rec = self.topic.region().member_record(self.topic.index(), self.slot)?;
+        let live = self.topic.controls().get(self.slot).map(Control::load) == Some((self.generation(), groups::ACTIVE));
+        Ok(if live && rec.is_of(self.generation()) { rec.members() } else { Vec::new() })
+    }
+
+    /// Drops this handle, returning whether that ended this process's
+    /// membership (`false` while other handles of the group, or messages
+    /// received through one, are alive in this process: the last of them
+    /// ends it). Ending it releases any hold the process still has in the
+    /// group and takes its token out of the group's record; if no live
+    /// member is left, the group's lease starts (see [`Group`]). Dropping
+    /// the handle does the same, but cannot report an error (the region's
+    /// control mutex not had within 5 s: the process then stays a member
+    /// until it exits).
+    ///
+    /// ```
+    /// # use tachyon::bus::{Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-group-leave-{}", std::process::id());
+    /// # let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(2))?;
+    /// # let topic = region.create_topic("t", TopicConfig::default())?;
+    /// let a = topic.join_group("g")?;
+    /// let b = a.clone();
+    /// assert!(!a.leave()?); // `b` still keeps the membership
+    /// assert!(b.leave()?);
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn leave(self) -> Result<bool> {
+        match Arc::try_unwrap(self.member) {
+            Ok(member) => member.leave(),
+            Err(_) => Ok(false),
+        }
+    }
 }
 
 #[cfg(feature = "unstable-groups")]
@@ -1560,7 +1640,11 @@ impl Topic {
     /// [`Error::NoSpace`] when they are all used, [`Error::InvalidArgument`]
     /// in a region without named group slots).
     ///
-    /// **Not crash-safe yet (issue #15)**: see [`Group`].
+    /// A process joins a group once however many handles it takes
+    /// (another join returns a handle of the same membership); a group has
+    /// [`MAX_MEMBERS`](super::MAX_MEMBERS) member processes at most
+    /// ([`Error::NoSpace`]; dead members' places are reused). Membership,
+    /// leaving and the group lease: see [`Group`].
     /// `unstable-groups` feature only.
     pub fn join_group(&self, name: &str) -> Result<Group> {
         if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
@@ -1569,50 +1653,14 @@ impl Topic {
                 reason: "a group name is 1 to 64 bytes without NUL",
             });
         }
-        let controls = self.controls();
-        if controls.len() < 2 {
+        if self.controls().len() < 2 {
             return Err(Error::invalid(format!(
                 "region {:?} has no named group slots: create it with RegionConfig::max_groups of at least 2",
                 self.region().name()
             )));
         }
-        let region = self.region();
-        let guard = region.control().lock(region, Some(Duration::from_secs(5)))?;
-        // A joiner that died holding the lock left at most a name written
-        // in a VACANT slot: the slot is still free, the name rewritten.
-        let _ = guard.owner_died();
-        let group = |slot| Group { topic: self.clone(), slot, name: name.to_owned() };
-        for (g, c) in controls.iter().enumerate().skip(1) {
-            if c.load().1 == groups::ACTIVE && self.group_name(g).as_deref() == Some(name) {
-                return Ok(group(g));
-            }
-        }
-        for (g, c) in controls.iter().enumerate().skip(1) {
-            let (gen, state) = c.load();
-            if state != groups::VACANT {
-                continue;
-            }
-            let Some(words) = self.group_name_words(g) else { continue };
-            let mut bytes = [0u8; MAX_NAME];
-            bytes[..name.len()].copy_from_slice(name.as_bytes());
-            for (w, b) in words[1..].iter().zip(bytes.chunks_exact(8)) {
-                w.store(u64::from_le_bytes(b.try_into().expect("8 bytes")), Ordering::Relaxed);
-            }
-            words[0].store(name.len() as u64, Ordering::Relaxed);
-            // SYNC: the control word's AcqRel CAS publishes the name to
-            // whoever reads the slot ACTIVE (joiners read it under the lock
-            // too).
-            if c.join(gen) {
-                return Ok(group(g));
-            }
-        }
-        Err(Error::NoSpace {
-            what: format!(
-                "the {} named group slots of topic {:?} are all used; create the region with a larger max_groups",
-                controls.len() - 1,
-                self.core.name
-            ),
-        })
+        let (slot, member) = super::membership::join(self, name)?;
+        Ok(Group { topic: self.clone(), slot, name: name.to_owned(), member })
     }
 }
 
@@ -1868,6 +1916,10 @@ pub struct Message {
     chunk: Chunk,
     len: usize,
     partition: u32,
+    /// For a message received through a consumer group: the membership it
+    /// keeps (a group is never dropped while a live process reads one of
+    /// its messages). Dropped after the release (field order).
+    member: Option<Arc<super::membership::Member>>,
 }
 
 impl Message {
@@ -1919,9 +1971,14 @@ impl Message {
     /// is the caller's, as for the raw interface's messages).
     pub(super) fn into_parts(self) -> (Chunk, usize) {
         let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: `this.topic` is read once and never dropped in place
-        // (ManuallyDrop): its reference moves to the copy, which drops it.
-        let _topic = unsafe { std::ptr::read(&this.topic) };
+        // SAFETY: `this.topic` and `this.member` are read once each and
+        // never dropped in place (ManuallyDrop): their references move to
+        // the copies, which drop them.
+        let (_topic, member) = unsafe { (std::ptr::read(&this.topic), std::ptr::read(&this.member)) };
+        // A group message leaving for the raw interface keeps its
+        // membership for as long as this process lives (nothing tells when
+        // its raw release comes): the group is never dropped under it.
+        std::mem::forget(member);
         (this.chunk, this.len)
     }
 }
