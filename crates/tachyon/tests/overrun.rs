@@ -87,6 +87,38 @@ fn a_full_partition_drops_its_oldest() {
     assert!(Region::open(&name).unwrap().topic("t").unwrap().config().overruns());
 }
 
+/// Consumer groups are overrun each on its own ring: a group that keeps
+/// up misses nothing, a group that does not read misses the oldest; each
+/// is told its own count, the topic the total, and a chunk goes back to
+/// the pool once both groups let it go.
+#[test]
+fn each_group_is_overrun_on_its_own() {
+    let name = unique("overrun-groups");
+    let _rm = RemoveRegion(name.clone());
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(3))
+            .unwrap();
+    let cfg = TopicConfig::default().capacity(4).overrun(true).default_group(false);
+    let topic = region.create_topic("t", cfg).unwrap();
+    let initial = region.pool_stats().unwrap();
+    let fast = topic.join_group("fast").unwrap();
+    let slow = topic.join_group("slow").unwrap();
+    for i in 0..10u64 {
+        topic.send(&message(0, i), Key(0), Some(Duration::ZERO)).unwrap();
+        assert_eq!(words(&fast.receive(0, Some(Duration::ZERO)).unwrap()), (0, i));
+    }
+    assert_eq!((fast.missed(), slow.missed(), topic.info().missed), (0, 6, 6));
+    for want in 6..10 {
+        assert_eq!(words(&slow.receive(0, Some(Duration::ZERO)).unwrap()), (0, want));
+    }
+    assert!(slow.try_receive(0).unwrap().is_none());
+    let report = region.inspect().unwrap();
+    let groups = &report.topics[0].groups;
+    let missed = |n: &str| groups.iter().find(|g| g.name == n).map(|g| g.missed);
+    assert_eq!((missed("fast"), missed("slow")), (Some(0), Some(6)));
+    assert_eq!(region.pool_stats().unwrap(), initial, "every chunk back once both groups let it go");
+}
+
 /// Without the option, the same sends fail for room at once (the default:
 /// a slow group holds producers back).
 #[test]

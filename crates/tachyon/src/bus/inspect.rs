@@ -88,6 +88,9 @@ pub struct GroupReport {
     /// Messages waiting for the group, all partitions (the sum of their
     /// depths).
     pub lag: u64,
+    /// Messages of the group dropped unread by overrunning publishers
+    /// (`TopicConfig::overrun`).
+    pub missed: u64,
     /// Each partition's positions in the group's rings.
     pub partitions: Vec<PartitionReport>,
 }
@@ -188,6 +191,7 @@ impl Region {
                     empty_since_unix_ns,
                     position: partitions.iter().map(|p| p.head).fold(0, u64::wrapping_add),
                     lag: partitions.iter().map(|p| p.depth).sum(),
+                    missed: topic.missed_in(slot),
                     partitions,
                 });
             }

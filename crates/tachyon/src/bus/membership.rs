@@ -9,7 +9,8 @@
 //!      0  generation of the group the record describes
 //!      8  when the group was first seen without a live member (ns since
 //!         the epoch; 0: it has one)
-//!     16  the member processes' tokens                 (MAX_MEMBERS x u32)
+//!     16  messages the group missed (`TopicConfig::overrun`)
+//!     24  the member processes' tokens                 (MAX_MEMBERS x u32)
 //! ```
 //!
 //! A member is a process (its attach token), however many [`Group`]
@@ -56,13 +57,15 @@ use crate::sync::{Liveness, Token};
 use std::time::{Duration, SystemTime};
 
 /// Most member processes of one group (the record's token entries).
-pub const MAX_MEMBERS: usize = 28;
+pub const MAX_MEMBERS: usize = 26;
 
 /// One group slot's member record (see the module docs).
 #[repr(C)]
 pub(crate) struct MemberRecord {
     gen: AtomicU64,
     empty_since: AtomicU64,
+    /// Messages of the group dropped unread by overrunning publishers.
+    pub(crate) missed: AtomicU64,
     tokens: [AtomicU32; MAX_MEMBERS],
 }
 
@@ -105,6 +108,7 @@ impl MemberRecord {
             self.tokens[0].store(me.raw(), Ordering::Relaxed);
         }
         self.empty_since.store(0, Ordering::Relaxed);
+        self.missed.store(0, Ordering::Relaxed);
     }
 
     /// Adds `me` (under the mutex): a free entry, or one of a dead (or

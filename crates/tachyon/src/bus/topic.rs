@@ -139,8 +139,9 @@ impl TopicConfig {
     /// (default `false`: it waits, so a slow group holds producers back).
     /// With `true` it drops that group's oldest message of the partition
     /// (received and released on the group's behalf, as a member would) and
-    /// publishes; [`Topic::missed`] and [`TopicInfo::missed`] say how many
-    /// were missed (all groups together). Every other group
+    /// publishes; the group is told how many it missed ([`Topic::missed`]
+    /// for the default group, `Group::missed` for a named one), and
+    /// [`TopicInfo::missed`] counts them for all groups. Every other group
     /// and the order of what is delivered are unaffected. For data where
     /// the latest matters more than every message (market data, sensor
     /// readings, telemetry). Not with [`Delivery::AtLeastOnce`], which
@@ -1250,17 +1251,37 @@ impl Topic {
         self.claim_in(slot, ring, waits, true, timeout)
     }
 
-    /// Counts a message group slot `slot` missed (overrun).
-    fn count_missed(&self, _slot: usize) {
+    /// Counts a message group slot `slot` missed (overrun): in the topic's
+    /// total and in the slot's member record (regions with group slots).
+    fn count_missed(&self, slot: usize) {
         self.entry().missed.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = self.slot_record(slot) {
+            r.missed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
-    /// Messages dropped unread from full partitions by publishers of a
-    /// topic with [`TopicConfig::overrun`] (0 on other topics): the default
-    /// group's, and every named group's counted too (a count per group is
-    /// not kept yet).
+    /// The member record of group slot `slot` (`None` in a region without
+    /// group slots).
+    fn slot_record(&self, slot: usize) -> Option<&super::membership::MemberRecord> {
+        self.core.controls?;
+        self.region().member_record(self.core.index, slot).ok()
+    }
+
+    /// Messages of group slot `slot` dropped unread by overrunning
+    /// publishers (the topic's total in a region without group slots,
+    /// where the default group is the only one).
+    pub(crate) fn missed_in(&self, slot: usize) -> u64 {
+        match self.slot_record(slot) {
+            Some(r) => r.missed.load(Ordering::Relaxed),
+            None => self.entry().missed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Messages the default group missed: dropped unread from its full
+    /// partitions by publishers of a topic with [`TopicConfig::overrun`]
+    /// (0 on other topics). [`TopicInfo::missed`] counts every group's.
     pub fn missed(&self) -> u64 {
-        self.entry().missed.load(Ordering::Relaxed)
+        self.missed_in(0)
     }
 
     /// [`take_message_in`](Self::take_message_in); `received` false for an
@@ -1575,6 +1596,15 @@ impl Group {
     /// Messages waiting for the group in `partition` now (a snapshot).
     pub fn depth(&self, partition: u32) -> Result<usize> {
         Ok(self.topic.ring_of(self.slot, partition)?.len() as usize)
+    }
+
+    /// Messages of this group dropped unread from its full partitions by
+    /// publishers of a topic with
+    /// [`TopicConfig::overrun`](super::TopicConfig::overrun) since the
+    /// group was created (0 on other topics). The other groups' counts are
+    /// their own: a slow group misses messages, a fast one does not.
+    pub fn missed(&self) -> u64 {
+        self.topic.missed_in(self.slot)
     }
 
     /// The group's generation in its slot (a group dropped and created
