@@ -20,6 +20,9 @@
 //!   pipe and a raw shared-memory ring ([`topics`]).
 //! * `async`: an awaited topic receive (tokio) against the blocking
 //!   receive and a tokio `UnixStream`, round trips ([`asynch`]).
+//! * `fanout`: one producer process, 1, 2 and 4 consumer groups of one
+//!   consumer process each (`unstable-groups`), against a pipe, a Unix
+//!   socket and a plain topic ([`fanout`]).
 //!
 //! * `bridge` (only when asked for, not in `all`): 1 KiB throughput and
 //!   round trip across `tachyon-bridge` between two network namespaces,
@@ -35,6 +38,7 @@ mod asynch;
 mod bandwidth;
 mod bridge;
 mod charts;
+mod fanout;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
 mod kernel;
@@ -90,6 +94,8 @@ enum PeerRole {
     Topics(topics::PeerArgs),
     /// A producer or a consumer of one N × M scaling run.
     Scaling(scaling::PeerArgs),
+    /// The producer or a group's consumer of one fan-out run.
+    Fanout(fanout::PeerArgs),
 }
 
 /// Groups of measurements.
@@ -109,6 +115,9 @@ enum Group {
     Scaling,
     /// Awaited topic receive vs blocking receive vs tokio UnixStream.
     Async,
+    /// One producer, 1, 2, 4 consumer groups (one process each) vs a
+    /// pipe, a Unix socket and a plain topic.
+    Fanout,
     /// Topics across tachyon-bridge between two network namespaces vs
     /// Zenoh pub/sub (not in `all`; needs root and the tachyon-bridge
     /// binaries: `cargo build --release -p tachyon-bridge`).
@@ -312,6 +321,40 @@ struct SuiteArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
     scaling_procs_policies: Vec<Policy>,
 
+    /// fanout: consumer groups of the runs (one consumer process each).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4",
+        value_parser = |s: &str| or_none(s, fanout::parse_groups)
+    )]
+    fanout_groups: Vec<OrNone<u32>>,
+
+    /// fanout: message sizes.
+    #[arg(long, value_delimiter = ',', default_value = "64,1KiB", value_parser = parse_message_size)]
+    fanout_sizes: Vec<usize>,
+
+    /// fanout: wait policies of the group runs and the plain topic (hybrid
+    /// is the library's default; spinning makes no sense with more
+    /// processes than CPUs).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "hybrid")]
+    fanout_policies: Vec<Policy>,
+
+    /// fanout: messages per run.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    fanout_messages: u64,
+
+    /// fanout: reference transports, one-way (pipe, unix; copy: a plain
+    /// topic's default group).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "pipe,unix,copy",
+        value_parser = |s: &str| or_none(s, |s| topics::Via::from_str(s, true))
+    )]
+    fanout_references: Vec<OrNone<topics::Via>>,
+
     /// bridge: messages per throughput run.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     bridge_messages: u64,
@@ -387,6 +430,9 @@ fn main() {
         }
         Some(Command::Peer { role: PeerRole::Scaling(args) }) => {
             ("tachyon-bench scaling peer", scaling::peer(args))
+        }
+        Some(Command::Peer { role: PeerRole::Fanout(args) }) => {
+            ("tachyon-bench fanout peer", fanout::peer(args))
         }
         None => ("tachyon-bench", suite(cli.suite)),
     };
@@ -492,7 +538,7 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             messages: args.messages,
             capacity: args.capacity,
             stall: common.stall,
-            cpus: procs_cpus,
+            cpus: procs_cpus.clone(),
         },
     };
 
@@ -506,6 +552,27 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
                 p
             }
         },
+    };
+    let fanout_refs = dedup(&some(&args.fanout_references));
+    if let Some(v) =
+        fanout_refs.iter().find(|v| !matches!(v, topics::Via::Pipe | topics::Via::Unix | topics::Via::Copy))
+    {
+        return Err(format!("--fanout-references: {} is not pipe, unix or copy", v.name()));
+    }
+    let fanout = fanout::Settings {
+        topics: topics::Settings {
+            messages: args.fanout_messages,
+            policies: dedup(&args.fanout_policies),
+            ..topics.clone()
+        },
+        sizes: dedup(&args.fanout_sizes),
+        groups: in_order(&some(&args.fanout_groups)),
+        policies: dedup(&args.fanout_policies),
+        references: fanout_refs,
+        messages: args.fanout_messages,
+        capacity: args.capacity,
+        stall: common.stall,
+        cpus: procs_cpus.clone(),
     };
     let bridge = bridge::Settings { messages: args.bridge_messages, round_trips: args.bridge_round_trips };
 
@@ -524,6 +591,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     if wants(Group::Async) {
         progress.total += asynch.cases().len() * common.reps;
+    }
+    if wants(Group::Fanout) {
+        progress.total += fanout.cases().len() * common.reps;
     }
     if wants(Group::Bridge) {
         progress.total += bridge.cases().len() * common.reps;
@@ -547,6 +617,9 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
     }
     if wants(Group::Async) {
         run(&|p| measure(&asynch, common.reps, p))?;
+    }
+    if wants(Group::Fanout) {
+        run(&|p| measure(&fanout, common.reps, p))?;
     }
     if wants(Group::Bandwidth) {
         run(&|p| measure(&bandwidth, common.reps, p))?;

@@ -503,3 +503,71 @@ fn a_damaged_pong_fails_the_async_run() {
     let e = stderr(&o);
     assert!(e.contains("pong 50 differs"), "{e}");
 }
+
+/// A tiny fanout group: 1000 messages of 64 B, 1 and 3 consumer groups,
+/// 64 descriptors per group ring.
+const TINY_FANOUT: [&str; 10] = [
+    "--group",
+    "fanout",
+    "--fanout-messages",
+    "1000",
+    "--fanout-sizes",
+    "64",
+    "--fanout-groups",
+    "1,3",
+    "--capacity",
+    "64",
+];
+
+#[test]
+fn a_tiny_fanout_group_checks_every_group_and_writes_its_table() {
+    let (o, dir) = run_group("fanout-ok", &TINY_FANOUT, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "## Fan-out: consumer groups",
+        "### 64 B messages",
+        "| pipe, write/read (reference) | kernel |",
+        "| Unix socket, write/read (reference) | kernel |",
+        "| topic, copy path: `send`/`recv_into` | hybrid |",
+        "| topic, consumer groups | hybrid | 1 |",
+        "| topic, consumer groups | hybrid | 3 |",
+        "uncontended ns/send",
+    ] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("fanout.csv")).expect("fanout.csv");
+    // Header; 3 references and 2 fan-out runs.
+    assert_eq!(csv.lines().count(), 1 + 3 + 2, "{csv}");
+    assert!(csv.contains("fanout 3 groups/hybrid 64 B,fanout,groups,hybrid,64,3,0,1000,"), "{csv}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_fanout_run_fails_cleanly_on_a_lost_or_duplicated_message_a_dead_or_a_stalled_producer() {
+    let args =
+        [&TINY_FANOUT[..6], &["--capacity", "64", "--fanout-references", "none", "--fanout-groups", "2"]]
+            .concat();
+    // The producer skips its message 100: every group misses it.
+    let (o, _) = run_group("fanout-lose", &args, Some("lose:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("fanout 2 groups/hybrid 64 B") && e.contains("received 999 messages, 1000 were sent"),
+        "{e}"
+    );
+    // The producer sends its message 100 twice: every group sees it twice.
+    let (o, _) = run_group("fanout-dup", &args, Some("dup:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("group") && e.contains("duplicated or reordered"), "{e}");
+    let (o, _) = run_group("fanout-die", &args, Some("die:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("producer") && e.contains("exit status: 3"), "{e}");
+    // The consumers wait for the stall timeout (1 s), fail, and fail the run.
+    let (o, _) = run_group("fanout-stall", &args, Some("stall:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("consumer") && e.contains("no message came"), "{e}");
+}

@@ -40,6 +40,29 @@ fn child_role() {
                 topic.send(b"quote", Key(key), Some(Duration::from_secs(5))).expect("send");
             }
         }
+        // A region with a topic "orders" of 2 partitions (its default
+        // group and the consumer groups "billing" and "audit") and a plain
+        // topic "quotes"; 4 messages to "orders", of which "billing" took
+        // one and the default group two.
+        "make-groups-region" => {
+            let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(3);
+            let region = Region::create(&arg, config).expect("create region");
+            let orders = region
+                .create_topic("orders", TopicConfig::default().partitions(2).capacity(16))
+                .expect("create topic");
+            region.create_topic("quotes", TopicConfig::default()).expect("create topic");
+            let billing = orders.join_group("billing").expect("join billing");
+            orders.join_group("audit").expect("join audit");
+            for key in 1..=4u64 {
+                orders.send(b"order", Key(key), Some(Duration::from_secs(5))).expect("send");
+            }
+            let p = (0..2).find(|&p| billing.depth(p).unwrap() > 0).expect("a partition with a message");
+            drop(billing.try_receive(p).expect("receive").expect("a message"));
+            for _ in 0..2 {
+                let m = (0..2).find_map(|p| orders.try_receive(p).ok().flatten()).expect("a message");
+                drop(m);
+            }
+        }
         // Holds a segment until stdin closes.
         "hold" => {
             let _seg = Segment::create(&arg, 4096).expect("create segment");
@@ -631,4 +654,57 @@ fn library_types_round_trip_through_serde() {
     stats.latency.p99 = Duration::from_micros(1500);
     assert!(round_trip(&stats).contains(r#""p99":{"secs":0,"nanos":1500000}"#));
     assert!(serde_json::from_str::<Kind>(r#""no such kind""#).is_err());
+}
+
+#[test]
+fn info_shows_each_topics_consumer_groups_and_their_lag() {
+    let sb = Sandbox::new("groups");
+    sb.run_role("make-groups-region", "gr");
+    let info = sb.info("gr");
+    let orders = info.topics.iter().find(|t| t.info.name == "orders").expect("orders");
+    let groups: Vec<(&str, usize, u64)> = orders
+        .groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.slot, g.partitions.iter().map(|p| p.depth).sum()))
+        .collect();
+    assert_eq!(groups, [("", 0, 2), ("billing", 1, 3), ("audit", 2, 4)], "{:?}", orders.groups);
+    assert!(orders.groups.iter().all(|g| !g.draining && g.partitions.len() == 2), "{:?}", orders.groups);
+    // The JSON names them too.
+    let r = sb.tyctl(&["info", "gr", "--json"]);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("info --json is JSON");
+    let names: Vec<&str> = doc["topics"]
+        .as_array()
+        .expect("topics")
+        .iter()
+        .flat_map(|t| t["groups"].as_array().expect("groups").iter())
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert!(names.contains(&"billing") && names.contains(&"audit"), "{names:?}");
+
+    let r = sb.tyctl(&["info", "gr"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let text = &r.stdout;
+    let table = text.split("\nGROUPS\n").nth(1).expect("a GROUPS table").split("\n\n").next().unwrap_or("");
+    assert!(table.starts_with("TOPIC "), "{text}");
+    let row = |group: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(group))
+            .unwrap_or_else(|| panic!("no row for {group} in:\n{table}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    // TOPIC GROUP SLOT GEN STATE LAG, then the lag per partition.
+    let billing = row("billing");
+    assert_eq!((billing[0], billing[2], billing[4], billing[5]), ("orders", "1", "active", "3"), "{table}");
+    assert_eq!(billing[6..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 3, "{table}");
+    let audit = row("audit");
+    assert_eq!((audit[2], audit[5], audit.len()), ("2", "4", 8), "{table}");
+    assert_eq!(audit[6..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 4, "{table}");
+    assert_eq!(table.lines().filter(|l| l.contains("(default)")).count(), 2, "orders and quotes:\n{table}");
+
+    // A region without groups has no GROUPS table.
+    sb.run_role("make-region", "plain");
+    let r = sb.tyctl(&["info", "plain"]);
+    assert!(r.status.success() && !r.stdout.contains("GROUPS"), "{}", r.stdout);
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tachyon::bus::{Key, Region, Topic, TopicConfig};
 
 /// A child process and what it is.
-struct Child {
+pub(crate) struct Child {
     who: String,
     peer: Peer,
     /// Its line of the current phase, once said.
@@ -18,15 +18,27 @@ struct Child {
     done: bool,
 }
 
+impl Child {
+    /// A child called `who` (in error messages), not yet heard from.
+    pub(crate) fn new(who: String, peer: Peer) -> Child {
+        Child { who, peer, said: None, done: false }
+    }
+}
+
 /// The children, supervised together: a child that exits or fails fails
 /// the run at once, naming it.
-struct Children(Vec<Child>);
+pub(crate) struct Children(pub(crate) Vec<Child>);
 
 impl Children {
     /// Waits until every child in `which` said a line starting with
     /// `word`, while checking that every other child that has not said
     /// `done` is alive; gives up at `deadline`. Returns the lines' rests.
-    fn expect(&mut self, which: &[usize], word: &str, deadline: Instant) -> Result<Vec<String>, String> {
+    pub(crate) fn expect(
+        &mut self,
+        which: &[usize],
+        word: &str,
+        deadline: Instant,
+    ) -> Result<Vec<String>, String> {
         for &k in which {
             self.0[k].said = None;
         }
@@ -65,8 +77,24 @@ impl Children {
         }
     }
 
+    /// Opens every child's start gate.
+    pub(crate) fn go_all(&mut self) -> Result<(), String> {
+        for c in &mut self.0 {
+            c.peer.go().map_err(|e| format!("{}: {e}", c.who))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every child to exit successfully.
+    pub(crate) fn finish_all(&mut self) -> Result<(), String> {
+        for c in self.0.drain(..) {
+            c.peer.finish(STARTUP).map_err(|e| format!("{}: {e}", c.who))?;
+        }
+        Ok(())
+    }
+
     /// Fails if a child not in `except` has exited before saying `done`.
-    fn check_others(&mut self, except: &[usize]) -> Result<(), String> {
+    pub(crate) fn check_others(&mut self, except: &[usize]) -> Result<(), String> {
         for (k, c) in self.0.iter_mut().enumerate() {
             if !c.done && !except.contains(&k) {
                 c.peer.check_alive().map_err(|e| format!("{}: {e}", c.who))?;
@@ -78,7 +106,13 @@ impl Children {
 
 /// Fills every partition of `topic` and empties it again, so that the
 /// pool's and the rings' pages are touched before the children come.
-fn prefault(topic: &Topic, keys: &[u64], capacity: u32, size: usize, stall: Duration) -> Result<(), String> {
+pub(crate) fn prefault(
+    topic: &Topic,
+    keys: &[u64],
+    capacity: u32,
+    size: usize,
+    stall: Duration,
+) -> Result<(), String> {
     let mut buf = payload::buffer(size);
     let mut none = || Ok(());
     for (p, &key) in keys.iter().enumerate() {
@@ -144,7 +178,7 @@ pub fn child_args(
 }
 
 /// What a consumer says when done: `count checksum first_ns last_ns`.
-fn parse_done(who: &str, line: &str) -> Result<(u64, u64, u64, u64), String> {
+pub(crate) fn parse_done(who: &str, line: &str) -> Result<(u64, u64, u64, u64), String> {
     let v: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
     match v[..] {
         [count, sum, first, last] => Ok((count, sum, first, last)),
@@ -232,9 +266,7 @@ pub fn supervise(
     let producers: Vec<usize> = (m as usize..(m + n) as usize).collect();
     let all: Vec<usize> = (0..(m + n) as usize).collect();
     children.expect(&all, "ready", Instant::now() + STARTUP)?;
-    for c in &mut children.0 {
-        c.peer.go().map_err(|e| format!("{}: {e}", c.who))?;
-    }
+    children.go_all()?;
 
     // Every wait of a child is bounded by the stall timeout; this bound is
     // for a child that hangs anyway: a generous time per message (1 ms:
@@ -248,9 +280,7 @@ pub fn supervise(
     }
     end(&mut || children.check_others(&producers))?;
     let done = children.expect(&consumers, "done", Instant::now() + STARTUP + stall)?;
-    for c in children.0.drain(..) {
-        c.peer.finish(STARTUP).map_err(|e| format!("{}: {e}", c.who))?;
-    }
+    children.finish_all()?;
 
     let (mut count, mut sum, mut first, mut last) = (0u64, 0u64, u64::MAX, 0u64);
     for (j, line) in done.iter().enumerate() {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tyctl ls [--json]                                  segments and regions of this user
-//! tyctl info REGION [--json]                         topics, partitions, pool, processes
+//! tyctl info REGION [--json]                         topics, partitions, groups, pool, processes
 //! tyctl watch REGION [--interval MS] [--count N]     info, refreshed, with message rates
 //! tyctl rm NAME...                                   remove segments or regions
 //! tyctl reap [NAME] [--json]                         run recovery / remove stale segments once
@@ -42,7 +42,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Shows a region: topics, partitions, pool, processes.
+    /// Shows a region: topics, partitions, consumer groups, pool, processes.
     Info {
         /// The region's name (e.g. `md` or `Global\md`).
         region: String,
@@ -439,6 +439,7 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
             }
         }
         s.push_str(&table.render());
+        groups_text(&mut s, report);
     }
 
     s.push_str("\nPOOL\n");
@@ -513,6 +514,55 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
         ));
     }
     s
+}
+
+/// The GROUPS table: every consumer group of every topic (slot 0, the
+/// default group, shown as `(default)`), its slot, generation and state,
+/// and its lag: the messages waiting in its rings, all partitions together
+/// and per partition. Only when a topic has a named group or no default
+/// group (a plain topic's one group is its PARTITIONS table already).
+fn groups_text(s: &mut String, report: &RegionReport) {
+    let plain = |t: &tachyon::bus::TopicReport| t.groups.len() == 1 && t.groups[0].slot == 0;
+    if report.topics.iter().all(plain) {
+        return;
+    }
+    s.push_str("\nGROUPS\n");
+    let mut table = Table::new([
+        ("TOPIC", Align::Left),
+        ("GROUP", Align::Left),
+        ("SLOT", Align::Right),
+        ("GEN", Align::Right),
+        ("STATE", Align::Left),
+        ("LAG", Align::Right),
+        ("LAG PER PARTITION", Align::Left),
+    ]);
+    for t in &report.topics {
+        if t.groups.is_empty() {
+            table.row([
+                clean(&t.info.name),
+                "(none joined)".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+            ]);
+        }
+        for g in &t.groups {
+            let lag: u64 = g.partitions.iter().map(|p| p.depth).sum();
+            let per: Vec<String> = g.partitions.iter().map(|p| p.depth.to_string()).collect();
+            table.row([
+                clean(&t.info.name),
+                if g.slot == 0 { "(default)".to_owned() } else { clean(&g.name) },
+                g.slot.to_string(),
+                g.generation.to_string(),
+                if g.draining { "draining" } else { "active" }.to_owned(),
+                lag.to_string(),
+                per.join(" "),
+            ]);
+        }
+    }
+    s.push_str(&table.render());
 }
 
 fn wait_name(wait: Option<WaitPolicy>) -> &'static str {
