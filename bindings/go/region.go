@@ -108,7 +108,7 @@ type RegionConfig struct {
 	Lease time.Duration
 	// MaxGroups is the group slots of each topic (unstable, see
 	// Topic.JoinGroup): the default group and MaxGroups-1 named consumer
-	// groups, at most 64. 0 (the default): no named groups. It is part of
+	// groups, at most 63. 0 (the default): no named groups. It is part of
 	// the configuration an existing region must match.
 	MaxGroups uint32
 }

@@ -472,8 +472,9 @@ pub unsafe extern "C" fn ty_region_create(
 /// `ty_region_create` of a region whose topics have `max_groups` group
 /// slots each: the default group (slot 0, what `ty_subscribe` reads) and
 /// `max_groups - 1` named consumer groups (`ty_topic_join_group`); at most
-/// 64. `ty_region_create` makes regions of 0 (no named groups). Each slot
-/// costs every topic a copy of its rings (`ring_arena` must hold them).
+/// 63 (`TY_EINVAL` above). `ty_region_create` makes regions of 0 (no named
+/// groups). Each slot costs every topic a copy of its rings (`ring_arena`
+/// must hold them) and every chunk of the pool 8 bytes.
 ///
 /// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 ///
@@ -1842,6 +1843,8 @@ pub unsafe extern "C" fn ty_group_depth(group: *const ty_group_t, partition: u32
 /// error: `TY_EINVAL` (bad handle, `buf` NULL, or `cap` too small).
 /// Thread-safe.
 ///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
 /// # Safety
 /// `group` is NULL or a live group handle; `buf` NULL or writable for `cap`
 /// bytes.
@@ -1868,6 +1871,10 @@ pub unsafe extern "C" fn ty_group_name(group: *const ty_group_t, buf: *mut c_cha
 /// joined, see `ty_group_t`). Messages received through it and not
 /// released are released. NULL is ignored. No other call may use `group`
 /// during or after this one; its subscriptions must be closed first.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
+/// the group itself is never dropped, and keeps receiving (and, once its
+/// rings are full, holds producers back) after its last member closed.
 ///
 /// # Safety
 /// `group` is NULL or a handle from `ty_topic_join_group`, not used again
