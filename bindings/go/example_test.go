@@ -250,3 +250,55 @@ func ExampleRPC() {
 	fmt.Println(string(resp))
 	// Output: echo: ping
 }
+
+// Two consumer groups of one topic (unstable: not fully crash-safe yet,
+// issue #15): each group gets every message, shared among its members.
+func ExampleTopic_JoinGroup() {
+	name := fmt.Sprintf("example-groups-%d", os.Getpid())
+	// MaxGroups 3: the default group and two named ones per topic.
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20, RingArena: 1 << 20, MaxGroups: 3})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name)
+	defer reg.Close()
+	topic, err := reg.CreateTopic("orders", &tachyon.TopicConfig{Partitions: 2, NoDefaultGroup: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	var subs []*tachyon.Subscription
+	for _, g := range []string{"audit", "billing"} {
+		group, err := topic.JoinGroup(g)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer group.Close()
+		sub, err := group.Subscribe() // every partition
+		if err != nil {
+			log.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	for i := 0; i < 3; i++ {
+		if err := topic.Send([]byte(fmt.Sprint("order ", i)), uint64(i)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for i, sub := range subs {
+		var got []string
+		for len(got) < 3 {
+			msg, err := sub.Receive(time.Second)
+			if err != nil {
+				log.Fatal(err)
+			}
+			got = append(got, string(msg.Data()))
+			msg.Release()
+		}
+		sort.Strings(got)
+		fmt.Println(sub.Group().Name(), i, strings.Join(got, ", "))
+	}
+	// Output:
+	// audit 0 order 0, order 1, order 2
+	// billing 1 order 0, order 1, order 2
+}

@@ -106,6 +106,11 @@ type RegionConfig struct {
 	// Lease is how long a process may go without a heartbeat before it
 	// may be declared dead where the kernel cannot tell (10 ms to 1 day).
 	Lease time.Duration
+	// MaxGroups is the group slots of each topic (unstable, see
+	// Topic.JoinGroup): the default group and MaxGroups-1 named consumer
+	// groups, at most 63. 0 (the default): no named groups. It is part of
+	// the configuration an existing region must match.
+	MaxGroups uint32
 }
 
 func (c *RegionConfig) toC() C.ty_region_conf_t {
@@ -164,15 +169,17 @@ func openRegion(op, name string, conf *RegionConfig, create bool) (*Region, erro
 	}
 	defer C.free(unsafe.Pointer(cn))
 	var rc *C.ty_region_conf_t
+	var groups C.uint32_t
 	if conf != nil {
 		v := conf.toC()
 		rc = &v
+		groups = C.uint32_t(conf.MaxGroups)
 	}
 	mode := C.int(0)
 	if create {
 		mode = 1
 	}
-	r := C.go_ty_region_open(cn, rc, mode)
+	r := C.go_ty_region_open(cn, rc, mode, groups)
 	if r.rc != C.TY_OK {
 		return nil, fail(op, r)
 	}
@@ -241,6 +248,11 @@ type TopicConfig struct {
 	// Delivery says what happens to a message whose consumer dies
 	// holding it.
 	Delivery Delivery
+	// NoDefaultGroup makes a topic without its default group (unstable,
+	// see Topic.JoinGroup): its messages go to the named groups joined
+	// only, and Topic.Receive and Topic.Subscribe are ErrInvalid. It
+	// needs a region of MaxGroups at least 1.
+	NoDefaultGroup bool
 }
 
 // Notify is how a topic's producers and consumers wait.
@@ -286,16 +298,16 @@ func (r *Region) CreateTopic(name string, conf *TopicConfig) (*Topic, error) {
 	}
 	tc.notify = C.int(conf.Notify)
 	tc.delivery = C.int(conf.Delivery)
-	return r.topic(op, name, &tc)
+	return r.topic(op, name, &tc, !conf.NoDefaultGroup)
 }
 
 // Topic opens the existing topic name with the configuration it was
 // created with (ErrNotFound if there is none).
 func (r *Region) Topic(name string) (*Topic, error) {
-	return r.topic("Region.Topic", name, nil)
+	return r.topic("Region.Topic", name, nil, true)
 }
 
-func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t) (*Topic, error) {
+func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, defaultGroup bool) (*Topic, error) {
 	cn, err := cname(op, name)
 	if err != nil {
 		return nil, err
@@ -306,7 +318,7 @@ func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t) (*Topic, error) {
 	}
 	var res C.go_ty_res
 	if tc != nil {
-		res = C.go_ty_topic_create(r.p, cn, tc)
+		res = C.go_ty_topic_create(r.p, cn, tc, cbool(defaultGroup))
 	} else {
 		res = C.go_ty_topic_open(r.p, cn)
 	}

@@ -5,6 +5,7 @@
 
 #define REG(h) ((const ty_region_t*)(h))
 #define TOPIC(h) ((const ty_topic_t*)(h))
+#define GROUP(h) ((const ty_group_t*)(h))
 #define RING(h) ((const ty_ring_t*)(h))
 #define BUF(h) ((const ty_buffer_t*)(h))
 
@@ -17,9 +18,11 @@ static go_ty_res res(int64_t rc, void* ptr) {
     return r;
 }
 
-go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create) {
+go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create, uint32_t max_groups) {
     ty_region_t* out = NULL;
-    int rc = create ? ty_region_create(name, conf, &out) : ty_region_open(name, conf, &out);
+    int rc = create ? ty_region_create_groups(name, conf, max_groups, &out)
+             : conf ? ty_region_open_groups(name, conf, max_groups, &out)
+                    : ty_region_open(name, NULL, &out);
     return res(rc, out);
 }
 go_ty_res go_ty_region_remove(const char* name) { return res(ty_region_remove(name), NULL); }
@@ -34,9 +37,9 @@ go_ty_res go_ty_region_heartbeat(uintptr_t reg) { return res(ty_region_heartbeat
 go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap) {
     return res(ty_region_topics(REG(reg), out, cap), NULL);
 }
-go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf) {
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, int default_group) {
     ty_topic_t* out = NULL;
-    int rc = ty_topic_create(REG(reg), name, conf, &out);
+    int rc = ty_topic_create_groups(REG(reg), name, conf, default_group, &out);
     return res(rc, out);
 }
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {
@@ -102,6 +105,34 @@ go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partit
     ty_msg_t m = {(const void*)data, len, partition, 0, handle};
     return res(ty_release(TOPIC(t), &m), NULL);
 }
+go_ty_res go_ty_topic_join_group(uintptr_t t, const char* name) {
+    ty_group_t* out = NULL;
+    int rc = ty_topic_join_group(TOPIC(t), name, &out);
+    return res(rc, out);
+}
+go_ty_msg go_ty_group_receive(uintptr_t g, uint32_t partition, int64_t timeout_ns, int try_, uintptr_t c) {
+    ty_msg_t m;
+    int rc = try_  ? ty_group_try_receive(GROUP(g), partition, &m)
+             : c   ? ty_group_receive_cancel(GROUP(g), partition, &m, timeout_ns, (const ty_cancel_t*)c)
+                   : ty_group_receive(GROUP(g), partition, &m, timeout_ns);
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
+    return out;
+}
+go_ty_res go_ty_group_release(uintptr_t g, uintptr_t data, size_t len, uint32_t partition, uint64_t handle) {
+    ty_msg_t m = {(const void*)data, len, partition, 0, handle};
+    return res(ty_group_release(GROUP(g), &m), NULL);
+}
+go_ty_res go_ty_group_subscribe(uintptr_t g, const uint32_t* parts, size_t n) {
+    ty_subscription_t* out = NULL;
+    int rc = ty_group_subscribe(GROUP(g), parts, n, &out);
+    return res(rc, out);
+}
+go_ty_res go_ty_group_depth(uintptr_t g, uint32_t partition) {
+    int64_t d = ty_group_depth(GROUP(g), partition);
+    return res(d, NULL);
+}
+void go_ty_group_close(uintptr_t g) { ty_group_close((ty_group_t*)g); }
 go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size) {
     ty_ring_t* out = NULL;
     int rc = ty_ring_create(name, count, size, &out);

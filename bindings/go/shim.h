@@ -12,7 +12,7 @@
  *    uintptr_t (nothing to check), results come back in the returned
  *    struct rather than through out-parameters, and a received message
  *    comes back as a value (go_ty_msg) and goes back to ty_release as
- *    values. The only Go pointers given to C are names, configurations,
+ *    values. The only Go pointers given to C are names (of regions, topics and groups), configurations,
  *    statistics out-structs, the partition list of Subscribe and the bytes
  *    of Send, ring, buffer and RPC calls (requests, and a handler's response, which ty_rpc_reply
  *    copies), none of which contains a Go pointer or is kept after the
@@ -42,14 +42,16 @@ typedef struct go_ty_msg {
     uint32_t partition;
 } go_ty_msg;
 
-go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create);
+/* create: ty_region_create_groups; else conf: ty_region_open_groups; else
+ * ty_region_open(name, NULL). */
+go_ty_res go_ty_region_open(const char* name, const ty_region_conf_t* conf, int create, uint32_t max_groups);
 go_ty_res go_ty_region_remove(const char* name);
 void go_ty_region_close(uintptr_t reg);
 go_ty_res go_ty_region_recover(uintptr_t reg, ty_recovered_t* out, int on_open);
 go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out);
 go_ty_res go_ty_region_heartbeat(uintptr_t reg);
 go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap);
-go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf);
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, int default_group);
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name);
 void go_ty_topic_close(uintptr_t t);
 int go_ty_topic_partitions(uintptr_t t);
@@ -77,6 +79,16 @@ go_ty_res go_ty_subscription_open(uintptr_t t, const uint32_t* parts, size_t n);
 go_ty_msg go_ty_subscription_receive(uintptr_t s, int64_t timeout_ns, int try_, uintptr_t c);
 void go_ty_subscription_close(uintptr_t s);
 go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
+/* Consumer groups (unstable): ptr is the ty_group_t*. */
+go_ty_res go_ty_topic_join_group(uintptr_t t, const char* name);
+/* try: ty_group_try_receive; else, c (a ty_cancel_t*) not 0:
+ * ty_group_receive_cancel; else ty_group_receive. */
+go_ty_msg go_ty_group_receive(uintptr_t g, uint32_t partition, int64_t timeout_ns, int try_, uintptr_t c);
+go_ty_res go_ty_group_release(uintptr_t g, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
+go_ty_res go_ty_group_subscribe(uintptr_t g, const uint32_t* parts, size_t n);
+/* rc: the depth, or a negative error. */
+go_ty_res go_ty_group_depth(uintptr_t g, uint32_t partition);
+void go_ty_group_close(uintptr_t g);
 go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
 go_ty_res go_ty_ring_open(const char* name);
 void go_ty_ring_close(uintptr_t r);

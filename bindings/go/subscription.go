@@ -16,7 +16,10 @@ import (
 // Subscription is one receive over several partitions of a topic
 // (ty_subscription_t): Receive takes the next message of whichever of its
 // partitions has one, looking at each in turn so that none starves.
-// Made by Topic.Subscribe; safe for concurrent use.
+// Made by Topic.Subscribe (the topic's default group) or Group.Subscribe
+// (a consumer group's messages; then "topic" below means the group: its
+// messages are released through the group, and Group.Close closes it);
+// safe for concurrent use.
 //
 // Its messages belong to the topic it came from, as those of
 // Topic.Receive do: Message.Partition says which partition each came from,
@@ -50,7 +53,10 @@ func (s *subState) shut() bool {
 // partition out of range is ErrInvalid. Close the subscription when done
 // (Topic.Close closes those still open).
 func (t *Topic) Subscribe(partitions ...uint32) (*Subscription, error) {
-	const op = "Topic.Subscribe"
+	return t.subscribe("Topic.Subscribe", partitions)
+}
+
+func (t *Topic) subscribe(op string, partitions []uint32) (*Subscription, error) {
 	if err := t.enter(op); err != nil {
 		return nil, err
 	}
@@ -60,7 +66,12 @@ func (t *Topic) Subscribe(partitions ...uint32) (*Subscription, error) {
 		// Go memory without Go pointers, read during the call only.
 		ps = (*C.uint32_t)(unsafe.Pointer(&partitions[0]))
 	}
-	r := C.go_ty_subscription_open(t.p, ps, C.size_t(len(partitions)))
+	var r C.go_ty_res
+	if t.grp != nil {
+		r = C.go_ty_group_subscribe(t.p, ps, C.size_t(len(partitions)))
+	} else {
+		r = C.go_ty_subscription_open(t.p, ps, C.size_t(len(partitions)))
+	}
 	if r.rc != C.TY_OK {
 		return nil, fail(op, r)
 	}
@@ -98,12 +109,25 @@ func (t *Topic) Subscribe(partitions ...uint32) (*Subscription, error) {
 }
 
 // Topic returns the topic the subscription receives from (nil for a nil
-// subscription).
+// subscription); for a Group's subscription, the topic the group was
+// joined through.
 func (s *Subscription) Topic() *Topic {
 	if s == nil {
 		return nil
 	}
+	if s.t != nil && s.t.grp != nil {
+		return s.t.grp.topic
+	}
 	return s.t
+}
+
+// Group returns the consumer group the subscription receives for (nil for
+// a topic's subscription, of its default group).
+func (s *Subscription) Group() *Group {
+	if s == nil || s.t == nil {
+		return nil
+	}
+	return s.t.grp
 }
 
 // Partitions returns the subscription's partitions, ascending (a copy; nil

@@ -25,9 +25,13 @@ const slice = 5 * time.Millisecond
 // and messages taken through it are published and released through it.
 type Topic struct {
 	g     guard
-	p     C.uintptr_t // the ty_topic_t*, C memory
+	p     C.uintptr_t // the ty_topic_t* (a group's: its ty_group_t*), C memory
 	name  string
 	parts int
+	// grp is set on the handle of a Group (group.go), which runs on this
+	// machinery (guard, waits, subscriptions, messages) with the group
+	// calls of the C library; never on a Topic handed to the caller.
+	grp *Group
 
 	// wmu guards w (the ReceiveContext calls waiting on the topic), subs
 	// (the subscriptions open on it) and theirs.
@@ -79,8 +83,12 @@ func (t *Topic) Partitions() int {
 // (Close ends the ReceiveContext calls waiting, which return ErrClosed). A
 // second Close returns ErrClosed.
 func (t *Topic) Close() error {
+	return t.close("Topic.Close")
+}
+
+func (t *Topic) close(op string) error {
 	if t == nil {
-		return closed("Topic.Close", true)
+		return closed(op, true)
 	}
 	// Wake the ReceiveContext calls waiting in C, on the topic and on its
 	// subscriptions: shut waits for them.
@@ -96,8 +104,12 @@ func (t *Topic) Close() error {
 	for _, s := range subs {
 		s.shut()
 	}
-	if !t.g.shut(func() { C.go_ty_topic_close(t.p); t.p = 0 }) {
-		return closed("Topic.Close", false)
+	free := func() { C.go_ty_topic_close(t.p); t.p = 0 }
+	if t.grp != nil {
+		free = func() { C.go_ty_group_close(t.p); t.p = 0 }
+	}
+	if !t.g.shut(free) {
+		return closed(op, false)
 	}
 	runtime.SetFinalizer(t, nil)
 	return nil
@@ -178,7 +190,10 @@ func (t *Topic) Stats() (TopicStats, error) {
 // Depth returns the number of messages waiting in partition now (a
 // snapshot).
 func (t *Topic) Depth(partition int) (int, error) {
-	const op = "Topic.Depth"
+	return t.depth("Topic.Depth", partition)
+}
+
+func (t *Topic) depth(op string, partition int) (int, error) {
 	if err := t.enter(op); err != nil {
 		return 0, err
 	}
@@ -187,7 +202,12 @@ func (t *Topic) Depth(partition int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := C.go_ty_topic_depth(t.p, p)
+	var r C.go_ty_res
+	if t.grp != nil {
+		r = C.go_ty_group_depth(t.p, p)
+	} else {
+		r = C.go_ty_topic_depth(t.p, p)
+	}
 	if r.rc < 0 {
 		return 0, fail(op, r)
 	}
@@ -455,7 +475,12 @@ func (m *Message) Release() error {
 	if err := t.enter(op); err != nil {
 		return err
 	}
-	r := C.go_ty_release(t.p, handle(m.ptr), C.size_t(m.len), C.uint32_t(m.part), C.uint64_t(m.handle))
+	var r C.go_ty_res
+	if t.grp != nil {
+		r = C.go_ty_group_release(t.p, handle(m.ptr), C.size_t(m.len), C.uint32_t(m.part), C.uint64_t(m.handle))
+	} else {
+		r = C.go_ty_release(t.p, handle(m.ptr), C.size_t(m.len), C.uint32_t(m.part), C.uint64_t(m.handle))
+	}
 	t.g.leave()
 	m.handle, m.ptr = 0, nil
 	if r.rc != C.TY_OK {
@@ -488,7 +513,9 @@ func (t *Topic) receiveWith(op string, partition int, timeout C.int64_t, try boo
 		return nil, err
 	}
 	var r C.go_ty_msg
-	if cancel != 0 {
+	if t.grp != nil {
+		r = C.go_ty_group_receive(t.p, p, timeout, cbool(try), cancel)
+	} else if cancel != 0 {
 		r = C.go_ty_subscribe_cancel(t.p, p, timeout, cancel)
 	} else {
 		r = C.go_ty_subscribe(t.p, p, timeout, cbool(try))

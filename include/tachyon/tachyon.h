@@ -57,6 +57,7 @@ typedef struct ty_topic_t ty_topic_t;
 typedef struct ty_ring_t ty_ring_t;
 typedef struct ty_buffer_t ty_buffer_t;
 typedef struct ty_rpc_t ty_rpc_t;
+typedef struct ty_group_t ty_group_t;
 
 
 // Size classes of the payload pool (64 B, 256 B, 1 KiB, 4 KiB, 16 KiB,
@@ -376,6 +377,37 @@ int ty_region_open(const char *name, const struct ty_region_conf_t *conf, ty_reg
 // As `ty_region_open`.
 int ty_region_create(const char *name, const struct ty_region_conf_t *conf, ty_region_t **out);
 
+// `ty_region_create` of a region whose topics have `max_groups` group
+// slots each: the default group (slot 0, what `ty_subscribe` reads) and
+// `max_groups - 1` named consumer groups (`ty_topic_join_group`); at most
+// 63 (`TY_EINVAL` above). `ty_region_create` makes regions of 0 (no named
+// groups). Each slot costs every topic a copy of its rings (`ring_arena`
+// must hold them) and every chunk of the pool 8 bytes.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// As `ty_region_open`.
+int ty_region_create_groups(const char *name,
+                            const struct ty_region_conf_t *conf,
+                            uint32_t max_groups,
+                            ty_region_t **out);
+
+// `ty_region_open` with a configuration (`conf` NULL:
+// `ty_region_conf_default`) and `max_groups` group slots per topic (see
+// `ty_region_create_groups`): opens the region if it exists with that
+// same configuration and `max_groups` (else `TY_EINCOMPAT`), else creates
+// it.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// As `ty_region_open`.
+int ty_region_open_groups(const char *name,
+                          const struct ty_region_conf_t *conf,
+                          uint32_t max_groups,
+                          ty_region_t **out);
+
 // Closes a region handle. Topics opened through it stay usable (they keep
 // the region attached until they are closed too). The region itself
 // persists (see `ty_region_remove`). NULL is ignored.
@@ -459,6 +491,26 @@ int ty_topic_create(const ty_region_t *reg,
                     const char *name,
                     const struct ty_topic_conf_t *conf,
                     ty_topic_t **out);
+
+// `ty_topic_create` choosing whether the topic has its default group
+// (slot 0: what `ty_subscribe`, `ty_subscription_open` and
+// `ty_topic_depth` read). `default_group` 0: it has none, so messages go
+// to the named groups joined (`ty_topic_join_group`) only, and one
+// published while no group is joined is delivered to nobody; the default
+// group's calls fail with `TY_EINVAL`. Such a topic needs a region of
+// `max_groups` of at least 1 (`ty_region_create_groups`). Non-zero: as
+// `ty_topic_create`. An existing topic must have the same setting
+// (`TY_EINCOMPAT`).
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// As `ty_topic_create`.
+int ty_topic_create_groups(const ty_region_t *reg,
+                           const char *name,
+                           const struct ty_topic_conf_t *conf,
+                           int default_group,
+                           ty_topic_t **out);
 
 // Opens the existing topic `name` of the region, with the configuration it
 // was created with.
@@ -750,6 +802,137 @@ void ty_subscription_close(struct ty_subscription_t *sub);
 // `topic` is NULL or a live topic handle; `m` NULL or pointing to a
 // `ty_msg_t` (writable).
 int ty_release(const ty_topic_t *topic, struct ty_msg_t *m);
+
+// Joins the consumer group `name` of the topic, creating the group if
+// none of that name is joined: from now on every message published to the
+// topic goes to the group too (to one of its members). Group names are 1
+// to 64 bytes without NUL. Each join is a member of its own; the default
+// group (`ty_subscribe`) is another group, unaffected.
+//
+// On success `*out` is a new handle, for `ty_group_close`; NULL on
+// failure. Errors: `TY_EINVAL` (NULL, a bad name, or a region without
+// named group slots: created without `ty_region_create_groups`, or with a
+// `max_groups` below 2), `TY_ENOSPC` (every named group slot of the topic
+// is used), `TY_ETIMEDOUT` (the region's control lock stayed taken 5 s).
+// Thread-safe.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// `topic` is NULL or a live topic handle; `name` NULL or a
+// NUL-terminated string; `out` NULL or writable.
+int ty_topic_join_group(const ty_topic_t *topic, const char *name, ty_group_t **out);
+
+// Receives the group's next message of `partition`, waiting at most
+// `timeout_ns` (-1 for ever; 0 looks once): as `ty_subscribe` does for
+// the default group. `ty_group_release(group, m)` must follow.
+// Errors: `TY_EINVAL` (NULL, bad partition), `TY_ETIMEDOUT`, `TY_EINTR`
+// (`ty_interrupt`), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+// again). Thread-safe.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// `group` is NULL or a live group handle; `m` NULL or writable.
+int ty_group_receive(const ty_group_t *group,
+                     uint32_t partition,
+                     struct ty_msg_t *m,
+                     int64_t timeout_ns);
+
+// `ty_group_receive` that `ty_cancel(cancel)` ends early, from another
+// thread: `TY_EINTR` (a message already there is still received), as
+// `ty_subscribe_cancel` does for the default group.
+//
+// Errors: those of `ty_group_receive`, and `TY_EINVAL` for a NULL or freed
+// `cancel`. Thread-safe.
+//
+// # Safety
+// As `ty_group_receive`; `cancel` is NULL or a live `ty_cancel_t`.
+int ty_group_receive_cancel(const ty_group_t *group,
+                            uint32_t partition,
+                            struct ty_msg_t *m,
+                            int64_t timeout_ns,
+                            const struct ty_cancel_t *cancel);
+
+// `ty_group_receive` without waiting: `TY_EAGAIN` if the group's
+// partition is empty.
+//
+// # Safety
+// As `ty_group_receive`.
+int ty_group_try_receive(const ty_group_t *group, uint32_t partition, struct ty_msg_t *m);
+
+// Releases a message received through the group (`ty_group_receive`,
+// `ty_group_try_receive`, or a subscription of `ty_group_subscribe`): the
+// group lets it go, and its chunk goes back to the pool once every group
+// it was published to has. `*m` is zeroed, so a second release is
+// `TY_EINVAL`, not a double free.
+//
+// Errors: `TY_EINVAL` (NULL, released already, or not received through
+// this group handle). Thread-safe (each message is released once).
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// `group` is NULL or a live group handle; `m` NULL or pointing to a
+// `ty_msg_t` (writable).
+int ty_group_release(const ty_group_t *group, struct ty_msg_t *m);
+
+// Opens a subscription of the group: one receive over `n` partitions of
+// its topic (at `partitions`; NULL with `n` 0: every partition), as
+// `ty_subscription_open` does for the default group. Receive with
+// `ty_subscription_receive` (and its `_cancel`, `_try` forms), close with
+// `ty_subscription_close` (before the group handle); its messages are
+// released with `ty_group_release(group, m)`.
+//
+// On success `*out` is the new subscription; NULL on failure. Errors:
+// `TY_EINVAL` (NULL, a partition out of range, `partitions` NULL with
+// `n` > 0). Thread-safe.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// `group` is NULL or a live group handle; `partitions` NULL or readable
+// for `n` values; `out` NULL or writable.
+int ty_group_subscribe(const ty_group_t *group,
+                       const uint32_t *partitions,
+                       size_t n,
+                       struct ty_subscription_t **out);
+
+// The number of messages waiting for the group in `partition` now (a
+// snapshot), or a negative error: `TY_EINVAL` (bad handle or partition),
+// `TY_ECORRUPT`. Thread-safe.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// `group` is NULL or a live group handle.
+int64_t ty_group_depth(const ty_group_t *group, uint32_t partition);
+
+// Copies the group's name, NUL-terminated, into `buf` (`cap` bytes; 65
+// always suffice) and returns its length without the NUL, or a negative
+// error: `TY_EINVAL` (bad handle, `buf` NULL, or `cap` too small).
+// Thread-safe.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+//
+// # Safety
+// `group` is NULL or a live group handle; `buf` NULL or writable for `cap`
+// bytes.
+int ty_group_name(const ty_group_t *group, char *buf, size_t cap);
+
+// Closes a group handle: this member leaves (the group itself stays
+// joined, see `ty_group_t`). Messages received through it and not
+// released are released. NULL is ignored. No other call may use `group`
+// during or after this one; its subscriptions must be closed first.
+//
+// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
+// the group itself is never dropped, and keeps receiving (and, once its
+// rings are full, holds producers back) after its last member closed.
+//
+// # Safety
+// `group` is NULL or a handle from `ty_topic_join_group`, not used again
+// afterwards.
+void ty_group_close(ty_group_t *group);
 
 // A short, static description of an error code (`"invalid argument"`,
 // ...), or `"unknown error"` for a code that is none of the `TY_*`.

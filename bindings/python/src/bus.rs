@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tachyon::bus::{
-    Delivery, Key, Loan, Message, Partitions, Region, RegionConfig, Subscription, Topic, TopicConfig,
+    Delivery, Group, Key, Loan, Message, Partitions, Region, RegionConfig, Subscription, Topic, TopicConfig,
     MAX_MESSAGE,
 };
 use tachyon::sync::WaitPolicy;
@@ -79,6 +79,9 @@ fn delivery_name(d: Option<Delivery>) -> &'static str {
 /// Topics, messages and loans keep the region mapped, so they may outlive
 /// this object. Region is also a context manager (closing only this handle).
 ///
+/// max_groups (unstable, see Topic.join_group): group slots per topic, the
+/// default group and max_groups - 1 named consumer groups (default 0: none).
+///
 ///     reg = tachyon.Region("demo", size=64 << 20)
 ///     topic = reg.create_topic("orders", partitions=8, capacity=1024)
 #[pyclass(module = "tachyon", name = "Region", frozen)]
@@ -98,7 +101,7 @@ impl PyRegion {
 #[pymethods]
 impl PyRegion {
     #[new]
-    #[pyo3(signature = (name, size=None, *, create=true, max_topics=None, ring_arena=None))]
+    #[pyo3(signature = (name, size=None, *, create=true, max_topics=None, ring_arena=None, max_groups=None))]
     fn new(
         py: Python<'_>,
         name: String,
@@ -106,11 +109,13 @@ impl PyRegion {
         create: bool,
         max_topics: Option<usize>,
         ring_arena: Option<usize>,
+        max_groups: Option<usize>,
     ) -> PyResult<Self> {
-        let configured = size.is_some() || max_topics.is_some() || ring_arena.is_some();
+        let configured =
+            size.is_some() || max_topics.is_some() || ring_arena.is_some() || max_groups.is_some();
         if !create && configured {
             return Err(PyValueError::new_err(
-                "size, max_topics and ring_arena are for creating a region; drop them with create=False",
+                "size, max_topics, ring_arena and max_groups are for creating a region; drop them with create=False",
             ));
         }
         let mut config = RegionConfig::default();
@@ -122,6 +127,9 @@ impl PyRegion {
         }
         if let Some(bytes) = ring_arena {
             config = config.ring_arena(bytes);
+        }
+        if let Some(n) = max_groups {
+            config = config.max_groups(n);
         }
         let region = py.detach(|| {
             if !create {
@@ -166,8 +174,13 @@ impl PyRegion {
     /// descriptors per partition, a power of two; wait: "spin", "futex" or
     /// "hybrid" (how producers and consumers wait); at_least_once: a message
     /// whose consumer dies before releasing it is delivered again (else it
-    /// is lost and counted).
-    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false))]
+    /// is lost and counted); default_group (unstable, see
+    /// Topic.join_group): False makes a topic without its default group, whose
+    /// messages go to the named groups joined only (Topic.receive and
+    /// Topic.subscribe then raise tachyon.InvalidArgument); it needs a
+    /// region of max_groups >= 1.
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true))]
+    #[allow(clippy::too_many_arguments)]
     fn create_topic(
         &self,
         py: Python<'_>,
@@ -176,15 +189,17 @@ impl PyRegion {
         capacity: u32,
         wait: &str,
         at_least_once: bool,
+        default_group: bool,
     ) -> PyResult<PyTopic> {
-        let config = topic_config(partitions, capacity, wait, at_least_once)?;
+        let config = topic_config(partitions, capacity, wait, at_least_once)?.default_group(default_group);
         let topic = self.get()?.create_topic(name, config).py(py)?;
         Ok(PyTopic { topic })
     }
 
     /// Opens the topic, or creates it with this configuration; an existing
     /// topic must have the same (tachyon.Incompatible names what differs).
-    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false))]
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true))]
+    #[allow(clippy::too_many_arguments)]
     fn create_or_open_topic(
         &self,
         py: Python<'_>,
@@ -193,8 +208,9 @@ impl PyRegion {
         capacity: u32,
         wait: &str,
         at_least_once: bool,
+        default_group: bool,
     ) -> PyResult<PyTopic> {
-        let config = topic_config(partitions, capacity, wait, at_least_once)?;
+        let config = topic_config(partitions, capacity, wait, at_least_once)?.default_group(default_group);
         let topic = self.get()?.create_or_open_topic(name, config).py(py)?;
         Ok(PyTopic { topic })
     }
@@ -510,6 +526,26 @@ impl PyTopic {
         let which = partitions.map_or(Partitions::All, Partitions::Set);
         let sub = self.topic.subscribe(which).py(py)?;
         Ok(PySubscription { sub })
+    }
+
+    /// Joins the consumer group `name` of this topic (creating the group if
+    /// none of that name is joined) and returns this member as a Group:
+    /// from now on every message published to the topic goes to the group
+    /// too, to one of its members (Groups of one name, in any process,
+    /// compete for its messages; each group gets every message). Names are
+    /// 1 to 64 bytes without NUL (tachyon.InvalidName); a region created
+    /// without max_groups >= 2 has no named group slots
+    /// (tachyon.InvalidArgument), and tachyon.NoSpace says every slot of
+    /// the topic is used.
+    ///
+    /// Unstable: consumer groups are not fully crash-safe yet (issue #15): a
+    /// process killed while it holds a group's message can leak that
+    /// chunk, and a group is never dropped (it keeps receiving after its
+    /// members are gone, holding producers back once its rings are full).
+    fn join_group(&self, py: Python<'_>, name: &str) -> PyResult<PyGroup> {
+        let topic = &self.topic;
+        let group = py.detach(|| topic.join_group(name)).py(py)?;
+        Ok(PyGroup { group })
     }
 
     fn __repr__(&self) -> String {
@@ -906,6 +942,110 @@ impl PySubscription {
 
     fn __repr__(&self) -> String {
         format!("Subscription({:?}, partitions={:?})", self.sub.topic().name(), self.sub.partitions())
+    }
+}
+
+/// A member of a consumer group of a topic (from Topic.join_group): every
+/// group receives every message published after it joined; the members of
+/// one group compete, each message going to one of them. The payload is
+/// not copied however many groups read it.
+///
+///     audit = topic.join_group("audit")
+///     msg = audit.receive(0, timeout_ns=-1)
+///     sub = audit.subscribe()            # every partition, one receive
+///
+/// Unstable: consumer groups are not fully crash-safe yet (issue #15).
+/// Every wait releases the GIL and is interrupted by Ctrl+C.
+#[pyclass(module = "tachyon", name = "Group", frozen)]
+pub struct PyGroup {
+    group: Group,
+}
+
+#[pymethods]
+impl PyGroup {
+    /// The group's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.group.name()
+    }
+
+    /// The group's slot in its topic (1 to max_groups - 1).
+    #[getter]
+    fn slot(&self) -> usize {
+        self.group.slot()
+    }
+
+    /// The name of the group's topic.
+    #[getter]
+    fn topic(&self) -> &str {
+        self.group.topic().name()
+    }
+
+    /// Messages waiting for the group in `partition` now (a snapshot).
+    fn depth(&self, py: Python<'_>, partition: u32) -> PyResult<usize> {
+        self.group.depth(partition).py(py)
+    }
+
+    /// Waits up to timeout_ns (-1: for ever; 0: look once) for the group's
+    /// next message in `partition` and returns it as a Message (release
+    /// it, or use it as a context manager). Raises tachyon.TimeoutError
+    /// when the wait runs out. The GIL is released while waiting, and
+    /// Ctrl+C raises KeyboardInterrupt.
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
+    fn receive(&self, py: Python<'_>, partition: u32, timeout_ns: i64) -> PyResult<PyMessage> {
+        let group = &self.group;
+        let msg = first_message(
+            py,
+            timeout_ns,
+            || group.try_receive(partition),
+            |slice| group.receive(partition, slice),
+        )?;
+        Ok(PyMessage::new(msg))
+    }
+
+    /// The group's next message of `partition` if there is one now, else
+    /// None.
+    #[pyo3(signature = (partition=0))]
+    fn try_receive(&self, py: Python<'_>, partition: u32) -> PyResult<Option<PyMessage>> {
+        Ok(self.group.try_receive(partition).py(py)?.map(PyMessage::new))
+    }
+
+    /// Like receive, but copies the message into a new bytes object and
+    /// releases it at once (the copy path).
+    #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
+    fn receive_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        partition: u32,
+        timeout_ns: i64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let msg = self.receive(py, partition, timeout_ns)?;
+        let bytes = {
+            let guard = lock(&msg.msg);
+            PyBytes::new(py, guard.as_deref().unwrap_or_default())
+        };
+        msg.release(py)?;
+        Ok(bytes)
+    }
+
+    /// A Subscription that receives the group's messages: one receive over
+    /// several partitions (`partitions`: an iterable of partition numbers;
+    /// None, the default: all of them), as Topic.subscribe does for the
+    /// default group.
+    #[pyo3(signature = (partitions=None))]
+    fn subscribe(&self, py: Python<'_>, partitions: Option<Vec<u32>>) -> PyResult<PySubscription> {
+        let which = partitions.map_or(Partitions::All, Partitions::Set);
+        let sub = self.group.subscribe(which).py(py)?;
+        Ok(PySubscription { sub })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Group({:?}, topic={:?}, slot={})",
+            self.group.name(),
+            self.group.topic().name(),
+            self.group.slot()
+        )
     }
 }
 

@@ -25,6 +25,7 @@ fn _tachyon(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bus::PyRegion>()?;
     m.add_class::<bus::PyTopic>()?;
     m.add_class::<bus::PySubscription>()?;
+    m.add_class::<bus::PyGroup>()?;
     m.add_class::<bus::PyMessage>()?;
     m.add_class::<bus::PyLoan>()?;
     m.add_class::<bus::PyTopicInfo>()?;

@@ -54,7 +54,7 @@ def test_stubs_cover_the_runtime_api():
     tree = ast.parse(stub)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     assert (importlib.resources.files("tachyon") / "py.typed").is_file()
-    for name in ("Region", "Topic", "Subscription", "Message", "Loan", "TopicInfo", "ClassStats", "Recovered",
+    for name in ("Region", "Topic", "Subscription", "Group", "Message", "Loan", "TopicInfo", "ClassStats", "Recovered",
                  "SharedArray", "ArrayLock", "CircularBuffer", "RpcBuffer"):
         runtime = getattr(tachyon, name)
         declared = {

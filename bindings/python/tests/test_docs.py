@@ -29,3 +29,14 @@ def test_batching_example_runs(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["received", "1000", "messages"]
+
+
+def test_groups_example_runs(tmp_path):
+    text = (ROOT / "docs" / "python.md").read_text()
+    after = text.split("<!-- groups", 1)[1]
+    code = re.search(r"```python\n(.*?)```", after, re.S).group(1)
+    script = tmp_path / "groups.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["each", "group", "received", "100", "messages"]

@@ -15,7 +15,7 @@ use crate::ledger::{Ledger, Miss};
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Key, Partitions, RawChunk, ReceiveStop, Recovered, Region, RegionConfig,
+    ClassStats, Delivery, Group, Key, Partitions, RawChunk, ReceiveStop, Recovered, Region, RegionConfig,
     Subscription, Topic, TopicConfig, TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
@@ -253,6 +253,7 @@ const TOPIC_MAGIC: u64 = 0x7479_5f74_6f70_6963; // "ty_topic"
 const DEAD: u64 = 0xdead_dead_dead_dead;
 const CANCEL_MAGIC: u64 = 0x7479_5f63_616e_6365; // "ty_cance"
 const SUBSCRIPTION_MAGIC: u64 = 0x7479_5f73_7562_7363; // "ty_subsc"
+const GROUP_MAGIC: u64 = 0x7479_5f67_726f_7570; // "ty_group"
 
 /// An attached region (opaque). From `ty_region_open` / `ty_region_create`,
 /// to `ty_region_close`. Its topics keep the region mapped: a topic stays
@@ -468,6 +469,65 @@ pub unsafe extern "C" fn ty_region_create(
     unsafe { put_handle(out, "out (the region handle's address)", make) }
 }
 
+/// `ty_region_create` of a region whose topics have `max_groups` group
+/// slots each: the default group (slot 0, what `ty_subscribe` reads) and
+/// `max_groups - 1` named consumer groups (`ty_topic_join_group`); at most
+/// 63 (`TY_EINVAL` above). `ty_region_create` makes regions of 0 (no named
+/// groups). Each slot costs every topic a copy of its rings (`ring_arena`
+/// must hold them) and every chunk of the pool 8 bytes.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// As `ty_region_open`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_create_groups(
+    name: *const c_char,
+    conf: *const ty_region_conf_t,
+    max_groups: u32,
+    out: *mut *mut ty_region_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: `conf` is NULL or points to a conf, per the contract.
+        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_region_conf_default);
+        let config = region_config(conf).max_groups(max_groups as usize);
+        Ok(new_region(Region::create(name, config)?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the region handle's address)", make) }
+}
+
+/// `ty_region_open` with a configuration (`conf` NULL:
+/// `ty_region_conf_default`) and `max_groups` group slots per topic (see
+/// `ty_region_create_groups`): opens the region if it exists with that
+/// same configuration and `max_groups` (else `TY_EINCOMPAT`), else creates
+/// it.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// As `ty_region_open`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_region_open_groups(
+    name: *const c_char,
+    conf: *const ty_region_conf_t,
+    max_groups: u32,
+    out: *mut *mut ty_region_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: `conf` is NULL or points to a conf, per the contract.
+        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_region_conf_default);
+        let config = region_config(conf).max_groups(max_groups as usize);
+        Ok(new_region(Region::create_or_open(name, config)?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the region handle's address)", make) }
+}
+
 /// Closes a region handle. Topics opened through it stay usable (they keep
 /// the region attached until they are closed too). The region itself
 /// persists (see `ty_region_remove`). NULL is ignored.
@@ -627,6 +687,42 @@ pub unsafe extern "C" fn ty_topic_create(
         // SAFETY: NULL or a conf, per the contract.
         let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_topic_conf_default);
         Ok(new_topic(r.region.create_or_open_topic(name, topic_config(conf)?)?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the topic handle's address)", make) }
+}
+
+/// `ty_topic_create` choosing whether the topic has its default group
+/// (slot 0: what `ty_subscribe`, `ty_subscription_open` and
+/// `ty_topic_depth` read). `default_group` 0: it has none, so messages go
+/// to the named groups joined (`ty_topic_join_group`) only, and one
+/// published while no group is joined is delivered to nobody; the default
+/// group's calls fail with `TY_EINVAL`. Such a topic needs a region of
+/// `max_groups` of at least 1 (`ty_region_create_groups`). Non-zero: as
+/// `ty_topic_create`. An existing topic must have the same setting
+/// (`TY_EINCOMPAT`).
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// As `ty_topic_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_create_groups(
+    reg: *const ty_region_t,
+    name: *const c_char,
+    conf: *const ty_topic_conf_t,
+    default_group: c_int,
+    out: *mut *mut ty_topic_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: NULL or a conf, per the contract.
+        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_topic_conf_default);
+        let config = topic_config(conf)?.default_group(default_group != 0);
+        Ok(new_topic(r.region.create_or_open_topic(name, config)?))
     };
     // SAFETY: `out` per this function's contract.
     unsafe { put_handle(out, "out (the topic handle's address)", make) }
@@ -1262,21 +1358,28 @@ pub unsafe extern "C" fn ty_subscription_open(
         unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: per this function's contract.
         let t = unsafe { self::topic(topic)? };
-        let which = if partitions.is_null() {
-            if n > 0 {
-                return Err(invalid("partitions is NULL but n is not 0"));
-            }
-            Partitions::All
-        } else {
-            // SAFETY: not NULL, readable for `n` values per the contract.
-            Partitions::Set(unsafe { std::slice::from_raw_parts(partitions, n) }.to_vec())
-        };
-        let sub = t.topic.subscribe(which)?;
+        // SAFETY: per this function's contract.
+        let sub = t.topic.subscribe(unsafe { partition_set(partitions, n)? })?;
         let boxed = Box::new(ty_subscription_t { magic: SUBSCRIPTION_MAGIC, sub, topic });
         // SAFETY: as above.
         unsafe { out.write(Box::into_raw(boxed)) };
         Ok(TY_OK)
     })
+}
+
+/// The partitions of `ty_subscription_open`'s `partitions` and `n`.
+///
+/// # Safety
+/// `partitions` is NULL or readable for `n` values.
+unsafe fn partition_set(partitions: *const u32, n: usize) -> Res<Partitions> {
+    if partitions.is_null() {
+        if n > 0 {
+            return Err(invalid("partitions is NULL but n is not 0"));
+        }
+        return Ok(Partitions::All);
+    }
+    // SAFETY: not NULL, readable for `n` values per the contract.
+    Ok(Partitions::Set(unsafe { std::slice::from_raw_parts(partitions, n) }.to_vec()))
 }
 
 /// Receives the next message of any of the subscription's partitions,
@@ -1434,17 +1537,360 @@ pub unsafe extern "C" fn ty_release(topic: *const ty_topic_t, m: *mut ty_msg_t) 
     guard(|| {
         // SAFETY: per this function's contract.
         let t = unsafe { self::topic(topic)? };
-        let m = arg_out(m, "m")?;
-        // SAFETY: not NULL, a `ty_msg_t` per the contract.
-        let handle = unsafe { (*m).handle };
-        let index = t.ledger.take_held(handle).ok_or_else(|| {
-            invalid("m is not a message held through this topic handle (released already, or received through another handle?)")
-        })?;
-        // SAFETY: the ledger had `index` as a message of this handle (raw
-        // interface, this region handle) and took it out: released once.
-        unsafe { t.topic.release_raw(index)? };
+        // SAFETY: per this function's contract.
+        unsafe { release(t, m, "topic") }
+    })
+}
+
+/// Releases the message `m` recorded in `t`'s ledger (`what`: the kind of
+/// handle, for the error).
+///
+/// # Safety
+/// `m` is NULL or pointing to a `ty_msg_t` (writable).
+unsafe fn release(t: &ty_topic_t, m: *mut ty_msg_t, what: &str) -> Res {
+    let m = arg_out(m, "m")?;
+    // SAFETY: not NULL, a `ty_msg_t` per the contract.
+    let handle = unsafe { (*m).handle };
+    let index = t.ledger.take_held(handle).ok_or_else(|| {
+        invalid(format!("m is not a message held through this {what} handle (released already, or received through another handle?)"))
+    })?;
+    // SAFETY: the ledger had `index` as a message of this handle (raw
+    // interface, this region handle) and took it out: released once.
+    unsafe { t.topic.release_raw(index)? };
+    // SAFETY: as above.
+    unsafe { m.write(NO_MSG) };
+    Ok(TY_OK)
+}
+
+/// A member of a consumer group of a topic (opaque): from
+/// `ty_topic_join_group`, freed with `ty_group_close`. Every group joined
+/// to a topic receives every message published after it joined; the
+/// members of one group (handles of the same name, in any process)
+/// compete, each message going to one of them. The payload is not copied
+/// however many groups read it.
+///
+/// It owns the messages received through it (`ty_group_receive`, and the
+/// subscriptions of `ty_group_subscribe`): they are released with
+/// `ty_group_release` on it, not `ty_release`. It keeps the region
+/// attached: it stays usable after the topic handle it came from is
+/// closed.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
+/// a process killed while holding a group's message can leak that chunk,
+/// and a group is never dropped: closing the handle ends this member, but
+/// the group keeps receiving (and, once its rings are full, holds
+/// producers back).
+// `repr(C)` so that `magic` is the first word (see `ty_region_t`).
+#[repr(C)]
+pub struct ty_group_t {
+    magic: u64,
+    group: Group,
+    /// A topic handle of the group's own, whose ledger records the
+    /// messages received through the group (a chunk may be held by several
+    /// groups of one process at once: one ledger each). Boxed: its address
+    /// is stable for the subscriptions that point at it.
+    messages: Box<ty_topic_t>,
+}
+
+/// The group behind a C handle.
+///
+/// # Safety
+/// `p` is NULL or a pointer `ty_topic_join_group` returned.
+unsafe fn group<'a>(p: *const ty_group_t) -> Res<&'a ty_group_t> {
+    if p.is_null() || !p.is_aligned() {
+        return Err(invalid("group handle is NULL or misaligned"));
+    }
+    // SAFETY: a live `Box<ty_group_t>` from `ty_topic_join_group`, by the
+    // contract.
+    let g = unsafe { &*p };
+    if g.magic != GROUP_MAGIC {
+        return Err(invalid("not a group handle (closed already?)"));
+    }
+    Ok(g)
+}
+
+/// Joins the consumer group `name` of the topic, creating the group if
+/// none of that name is joined: from now on every message published to the
+/// topic goes to the group too (to one of its members). Group names are 1
+/// to 64 bytes without NUL. Each join is a member of its own; the default
+/// group (`ty_subscribe`) is another group, unaffected.
+///
+/// On success `*out` is a new handle, for `ty_group_close`; NULL on
+/// failure. Errors: `TY_EINVAL` (NULL, a bad name, or a region without
+/// named group slots: created without `ty_region_create_groups`, or with a
+/// `max_groups` below 2), `TY_ENOSPC` (every named group slot of the topic
+/// is used), `TY_ETIMEDOUT` (the region's control lock stayed taken 5 s).
+/// Thread-safe.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `name` NULL or a
+/// NUL-terminated string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_join_group(
+    topic: *const ty_topic_t,
+    name: *const c_char,
+    out: *mut *mut ty_group_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        let group = t.topic.join_group(name)?;
+        let ledger = Ledger::new(t.topic.chunk_count());
+        let messages = Box::new(ty_topic_t { magic: TOPIC_MAGIC, topic: t.topic.clone(), ledger });
+        Ok(Box::into_raw(Box::new(ty_group_t { magic: GROUP_MAGIC, group, messages })))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the group handle's address)", make) }
+}
+
+/// Receives the group's next message of `partition`, waiting at most
+/// `timeout_ns` (-1 for ever; 0 looks once): as `ty_subscribe` does for
+/// the default group. `ty_group_release(group, m)` must follow.
+/// Errors: `TY_EINVAL` (NULL, bad partition), `TY_ETIMEDOUT`, `TY_EINTR`
+/// (`ty_interrupt`), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+/// again). Thread-safe.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// `group` is NULL or a live group handle; `m` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_receive(
+    group: *const ty_group_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: per this function's contract.
+        unsafe {
+            group_receive(group, partition, m, |g| {
+                Ok(Some(interruptible(timeout, |w| g.receive(partition, w))?))
+            })
+        }
+    })
+}
+
+/// `ty_group_receive` that `ty_cancel(cancel)` ends early, from another
+/// thread: `TY_EINTR` (a message already there is still received), as
+/// `ty_subscribe_cancel` does for the default group.
+///
+/// Errors: those of `ty_group_receive`, and `TY_EINVAL` for a NULL or freed
+/// `cancel`. Thread-safe.
+///
+/// # Safety
+/// As `ty_group_receive`; `cancel` is NULL or a live `ty_cancel_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_receive_cancel(
+    group: *const ty_group_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+    timeout_ns: i64,
+    cancel: *const ty_cancel_t,
+) -> c_int {
+    guard(|| {
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: per this function's contract.
+        let c = unsafe { cancel_of(cancel) };
+        // SAFETY: per this function's contract.
+        unsafe {
+            group_receive(group, partition, m, |g| {
+                let stop = &c?.stop;
+                // `Group` has no `receive_until`: a subscription of the one
+                // partition waits the same way, with the stop.
+                let sub = g.subscribe(Partitions::Set(vec![partition]))?;
+                Ok(Some(interruptible(timeout, |w| sub.receive_until(w, stop))?))
+            })
+        }
+    })
+}
+
+/// `ty_group_receive` without waiting: `TY_EAGAIN` if the group's
+/// partition is empty.
+///
+/// # Safety
+/// As `ty_group_receive`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_try_receive(
+    group: *const ty_group_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { group_receive(group, partition, m, |g| Ok(g.try_receive(partition)?)) }
+    })
+}
+
+/// # Safety
+/// As `ty_group_receive`.
+unsafe fn group_receive(
+    group: *const ty_group_t,
+    partition: u32,
+    m: *mut ty_msg_t,
+    take: impl FnOnce(&Group) -> Res<Option<tachyon_core::bus::Message>>,
+) -> Res {
+    let m = arg_out(m, "m")?;
+    // SAFETY: not NULL, writable per the contract.
+    unsafe { m.write(NO_MSG) };
+    // SAFETY: per this function's contract.
+    let g = unsafe { self::group(group)? };
+    let Some(msg) = take(&g.group)? else {
+        return Err(Fail { code: TY_EAGAIN, message: "the group's partition is empty".into() });
+    };
+    let raw = msg.into_raw();
+    let (data, len) = (raw.ptr.as_ptr().cast_const().cast(), raw.len);
+    let handle = g.messages.ledger.held(raw.index);
+    // SAFETY: as above.
+    unsafe { m.write(ty_msg_t { data, len, partition, reserved: 0, handle }) };
+    Ok(TY_OK)
+}
+
+/// Releases a message received through the group (`ty_group_receive`,
+/// `ty_group_try_receive`, or a subscription of `ty_group_subscribe`): the
+/// group lets it go, and its chunk goes back to the pool once every group
+/// it was published to has. `*m` is zeroed, so a second release is
+/// `TY_EINVAL`, not a double free.
+///
+/// Errors: `TY_EINVAL` (NULL, released already, or not received through
+/// this group handle). Thread-safe (each message is released once).
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// `group` is NULL or a live group handle; `m` NULL or pointing to a
+/// `ty_msg_t` (writable).
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_release(group: *const ty_group_t, m: *mut ty_msg_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let g = unsafe { self::group(group)? };
+        // SAFETY: per this function's contract.
+        unsafe { release(&g.messages, m, "group") }
+    })
+}
+
+/// Opens a subscription of the group: one receive over `n` partitions of
+/// its topic (at `partitions`; NULL with `n` 0: every partition), as
+/// `ty_subscription_open` does for the default group. Receive with
+/// `ty_subscription_receive` (and its `_cancel`, `_try` forms), close with
+/// `ty_subscription_close` (before the group handle); its messages are
+/// released with `ty_group_release(group, m)`.
+///
+/// On success `*out` is the new subscription; NULL on failure. Errors:
+/// `TY_EINVAL` (NULL, a partition out of range, `partitions` NULL with
+/// `n` > 0). Thread-safe.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// `group` is NULL or a live group handle; `partitions` NULL or readable
+/// for `n` values; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_subscribe(
+    group: *const ty_group_t,
+    partitions: *const u32,
+    n: usize,
+    out: *mut *mut ty_subscription_t,
+) -> c_int {
+    guard(|| {
+        let out = arg_out(out, "out")?;
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+        // SAFETY: per this function's contract.
+        let g = unsafe { self::group(group)? };
+        // SAFETY: per this function's contract.
+        let sub = g.group.subscribe(unsafe { partition_set(partitions, n)? })?;
+        let topic: *const ty_topic_t = &*g.messages;
+        let boxed = Box::new(ty_subscription_t { magic: SUBSCRIPTION_MAGIC, sub, topic });
         // SAFETY: as above.
-        unsafe { m.write(NO_MSG) };
+        unsafe { out.write(Box::into_raw(boxed)) };
         Ok(TY_OK)
+    })
+}
+
+/// The number of messages waiting for the group in `partition` now (a
+/// snapshot), or a negative error: `TY_EINVAL` (bad handle or partition),
+/// `TY_ECORRUPT`. Thread-safe.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// `group` is NULL or a live group handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_depth(group: *const ty_group_t, partition: u32) -> i64 {
+    let mut depth = 0i64;
+    let rc = guard(|| {
+        // SAFETY: per this function's contract.
+        let g = unsafe { self::group(group)? };
+        depth = g.group.depth(partition)? as i64;
+        Ok(TY_OK)
+    });
+    if rc == TY_OK {
+        depth
+    } else {
+        i64::from(rc)
+    }
+}
+
+/// Copies the group's name, NUL-terminated, into `buf` (`cap` bytes; 65
+/// always suffice) and returns its length without the NUL, or a negative
+/// error: `TY_EINVAL` (bad handle, `buf` NULL, or `cap` too small).
+/// Thread-safe.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
+///
+/// # Safety
+/// `group` is NULL or a live group handle; `buf` NULL or writable for `cap`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_name(group: *const ty_group_t, buf: *mut c_char, cap: usize) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let g = unsafe { self::group(group)? };
+        let name = g.group.name().as_bytes();
+        if buf.is_null() || cap <= name.len() {
+            return Err(invalid(format!("buf is NULL or shorter than {} bytes", name.len() + 1)));
+        }
+        // SAFETY: `buf` is writable for `cap > name.len()` bytes, per the
+        // contract; the name is another allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), name.len());
+            buf.add(name.len()).write(0);
+        }
+        Ok(name.len() as c_int)
+    })
+}
+
+/// Closes a group handle: this member leaves (the group itself stays
+/// joined, see `ty_group_t`). Messages received through it and not
+/// released are released. NULL is ignored. No other call may use `group`
+/// during or after this one; its subscriptions must be closed first.
+///
+/// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
+/// the group itself is never dropped, and keeps receiving (and, once its
+/// rings are full, holds producers back) after its last member closed.
+///
+/// # Safety
+/// `group` is NULL or a handle from `ty_topic_join_group`, not used again
+/// afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_close(group: *mut ty_group_t) {
+    guard_void(|| {
+        // SAFETY: per this function's contract.
+        if unsafe { self::group(group) }.is_ok() {
+            // SAFETY: a live handle made by `Box::into_raw` in
+            // `ty_topic_join_group`; nobody uses it any more, per the
+            // contract.
+            let mut b = unsafe { Box::from_raw(group) };
+            b.magic = DEAD;
+            b.messages.magic = DEAD;
+            drop(b);
+        }
     })
 }

@@ -11,8 +11,8 @@
 //! `TY_EINTERNAL` instead.
 //!
 //! Layout: [`error`] (codes, `ty_strerror`, `ty_last_error`, the boundary
-//! guard), [`bus`] (regions, topics, loans, messages), [`prim`] (the ring,
-//! the byte buffer and RPC); `ledger` (what a topic handle has handed to
+//! guard), [`bus`] (regions, topics, loans, messages, consumer groups),
+//! [`prim`] (the ring, the byte buffer and RPC); `ledger` (what a topic handle has handed to
 //! C: a word per chunk, taken back with one compare-and-swap) and `loom`
 //! (its switch to loom's atomics under `--cfg tachyon_loom`).
 
@@ -60,6 +60,7 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<bus::ty_region_t>();
     send_sync::<bus::ty_topic_t>();
+    send_sync::<bus::ty_group_t>();
     send_sync::<bus::ty_cancel_t>();
     send_sync::<prim::ty_ring_t>();
     send_sync::<prim::ty_buffer_t>();

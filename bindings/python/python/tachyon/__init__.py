@@ -17,6 +17,11 @@ Batches move many messages per call, which is what makes Python fast
 here: ``topic.send_many(items)``, ``msgs = sub.receive_many(256)`` then
 ``tachyon.release_all(msgs)``, or ``receive_many_bytes`` for copies.
 
+Consumer groups (unstable, issue #15: not fully crash-safe yet):
+``Region(..., max_groups=4)``, then ``topic.join_group("audit")`` gives a
+:class:`Group` that receives every message published from then on, shared
+among the members of that group.
+
 The shared-memory primitives: :class:`SharedArray` (a typed array that
 numpy views without a copy, with a process-shared lock),
 :class:`CircularBuffer` (a ring of fixed-size nodes) and :class:`RpcBuffer`
@@ -35,6 +40,7 @@ from ._tachyon import (
     ArrayLock,
     CircularBuffer,
     ClassStats,
+    Group,
     Loan,
     Message,
     Recovered,
@@ -53,6 +59,7 @@ __all__ = [
     "Region",
     "Topic",
     "Subscription",
+    "Group",
     "Message",
     "release_all",
     "Loan",

@@ -30,7 +30,10 @@ class Region:
         create: bool = True,
         max_topics: int | None = None,
         ring_arena: int | None = None,
-    ) -> None: ...
+        max_groups: int | None = None,
+    ) -> None:
+        """max_groups (unstable): group slots per topic, the default group
+        and ``max_groups - 1`` named consumer groups (default 0)."""
     @staticmethod
     def remove(name: str) -> None:
         """Deletes the region ``name``."""
@@ -46,6 +49,7 @@ class Region:
         *,
         wait: WaitPolicy = "hybrid",
         at_least_once: bool = False,
+        default_group: bool = True,
     ) -> Topic: ...
     def create_or_open_topic(
         self,
@@ -55,6 +59,7 @@ class Region:
         *,
         wait: WaitPolicy = "hybrid",
         at_least_once: bool = False,
+        default_group: bool = True,
     ) -> Topic: ...
     def topic(self, name: str) -> Topic: ...
     def topics(self) -> list[TopicInfo]: ...
@@ -100,6 +105,28 @@ class Topic:
         """receive_many, each message copied out and released at once."""
     async def receive_async(self, partition: int = 0, timeout_ns: int = -1) -> Message: ...
     def subscribe(self, partitions: Iterable[int] | None = None) -> Subscription: ...
+    def join_group(self, name: str) -> Group:
+        """Joins (or creates) the consumer group ``name``: it gets every
+        message published from now on, each to one of its members.
+        Unstable: consumer groups are not fully crash-safe yet (issue #15)."""
+
+@final
+class Group:
+    """A member of a consumer group of a topic (unstable, issue #15)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def slot(self) -> int: ...
+    @property
+    def topic(self) -> str:
+        """The name of the group's topic."""
+    def depth(self, partition: int) -> int: ...
+    def receive(self, partition: int = 0, timeout_ns: int = -1) -> Message: ...
+    def try_receive(self, partition: int = 0) -> Message | None: ...
+    def receive_bytes(self, partition: int = 0, timeout_ns: int = -1) -> bytes: ...
+    def subscribe(self, partitions: Iterable[int] | None = None) -> Subscription:
+        """One receive over several partitions, of the group's messages."""
 
 @final
 class Subscription:

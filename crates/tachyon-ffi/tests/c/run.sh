@@ -68,6 +68,7 @@ suite() {
     [ -x "$d/threads" ] && run "$v: threads (8 threads on one topic handle, 8 on one ring handle)" "$d/threads"
     [ -x "$d/interrupt" ] && run "$v: interrupt (a signal handler's ty_interrupt stops blocked calls)" "$d/interrupt"
     [ -x "$d/fork" ] && run "$v: fork (producer child, SIGKILLed loan holder and consumers, recovery)" "$d/fork"
+    [ -x "$d/groups" ] && run "$v: groups (two consumer groups of a producer child's topic, each gets all; errors)" "$d/groups"
     if [ -x "$d/readme" ]; then
         local n="$tag-$v-seq"
         run "$v: README snippet, producer exits first (2000 orders)" \
@@ -99,7 +100,7 @@ suite() {
     fi
 }
 
-tests=(api prim threads interrupt fork readme snippet)
+tests=(api prim threads interrupt fork groups readme snippet)
 examples=(hello_ipc pingpong multi_partition key_ordering crash_recovery ring rpc)
 
 echo "-- C tests and examples (cc -std=c11 -Wall -Wextra -Werror)"

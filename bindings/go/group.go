@@ -1,0 +1,146 @@
+package tachyon
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"time"
+	"unsafe"
+)
+
+// Group is a member of a consumer group of a topic (ty_group_t), from
+// Topic.JoinGroup: every group joined to a topic receives every message
+// published after it joined; the members of one group (Groups of one
+// name, in any process) compete, each message going to one of them. The
+// payload is not copied however many groups read it. Safe for concurrent
+// use.
+//
+// Messages received through a group (Receive, or a Subscription of
+// Subscribe) belong to it: Message.Release releases them through the
+// group. Close closes the subscriptions still open on it first, and
+// releases the messages not released. A Group keeps the region attached:
+// it stays usable after the Topic it was joined through is closed.
+//
+// Unstable: consumer groups are not fully crash-safe yet (issue #15). A
+// process killed while it holds a group's message can leak that chunk,
+// and a group is never dropped: Close ends this member, but the group
+// keeps receiving (and, once its rings are full, holds producers back).
+type Group struct {
+	// h is the group's handle, run by the Topic machinery (guard, waits,
+	// subscriptions, messages) with the C library's group calls.
+	h     *Topic
+	topic *Topic
+	name  string
+}
+
+// JoinGroup joins the consumer group name of the topic, creating the group
+// if none of that name is joined, and returns this member: from now on
+// every message published to the topic goes to the group too, to one of
+// its members. Names are 1 to 64 bytes without NUL (ErrInvalid); a region
+// without named group slots (RegionConfig.MaxGroups below 2) is
+// ErrInvalid; every named slot of the topic used is ErrNoSpace. Close the
+// group when done.
+//
+// Unstable: consumer groups are not fully crash-safe yet (issue #15); see
+// Group.
+func (t *Topic) JoinGroup(name string) (*Group, error) {
+	const op = "Topic.JoinGroup"
+	cn, err := cname(op, name)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cn))
+	if err := t.enter(op); err != nil {
+		return nil, err
+	}
+	r := C.go_ty_topic_join_group(t.p, cn)
+	t.g.leave()
+	if r.rc != C.TY_OK {
+		return nil, fail(op, r)
+	}
+	g := &Group{topic: t, name: name}
+	g.h = &Topic{p: handle(r.ptr), name: t.name, parts: t.parts, grp: g}
+	// On the handle, not the Group: subscriptions and messages keep the
+	// handle reachable after the Group itself is dropped.
+	runtime.SetFinalizer(g.h, (*Topic).Close)
+	return g, nil
+}
+
+// Name returns the group's name ("" for a nil group).
+func (g *Group) Name() string {
+	if g == nil {
+		return ""
+	}
+	return g.name
+}
+
+// Topic returns the topic the group was joined through (nil for a nil
+// group).
+func (g *Group) Topic() *Topic {
+	if g == nil {
+		return nil
+	}
+	return g.topic
+}
+
+func (g *Group) handle() *Topic {
+	if g == nil {
+		return nil
+	}
+	return g.h
+}
+
+// Receive receives the group's next message of partition, waiting at most
+// timeout (Forever: for ever; 0 looks once): ErrTimeout when none came.
+// The caller must Release it.
+func (g *Group) Receive(partition int, timeout time.Duration) (*Message, error) {
+	return g.handle().receive("Group.Receive", partition, nanos(timeout), false)
+}
+
+// TryReceive is Receive without waiting: ErrWouldBlock if the group's
+// partition is empty.
+func (g *Group) TryReceive(partition int) (*Message, error) {
+	return g.handle().receive("Group.TryReceive", partition, 0, true)
+}
+
+// ReceiveContext is Receive until ctx is done (then it returns ctx.Err(),
+// having taken nothing), woken when ctx is done as Topic.ReceiveContext
+// is. Close ends it with ErrClosed.
+func (g *Group) ReceiveContext(ctx context.Context, partition int) (*Message, error) {
+	const op = "Group.ReceiveContext"
+	h := g.handle()
+	if h == nil {
+		return nil, closed(op, true)
+	}
+	return h.receiveContext(ctx, op, &h.w, func(timeout C.int64_t, cancel C.uintptr_t) (*Message, error) {
+		return h.receiveWith(op, partition, timeout, false, cancel)
+	})
+}
+
+// Subscribe opens a Subscription of the group: one receive over the given
+// partitions of its topic (duplicates count once; none: every partition),
+// of the group's messages, as Topic.Subscribe does for the default
+// group. Close it when done (the group's Close closes those still open).
+func (g *Group) Subscribe(partitions ...uint32) (*Subscription, error) {
+	return g.handle().subscribe("Group.Subscribe", partitions)
+}
+
+// Depth returns the number of messages waiting for the group in
+// partition now (a snapshot).
+func (g *Group) Depth(partition int) (int, error) {
+	return g.handle().depth("Group.Depth", partition)
+}
+
+// Close ends this member of the group (the group stays joined, see
+// Group): its subscriptions still open are closed first, messages received
+// through it and not released are released, and calls in flight are
+// waited for (a ReceiveContext waiting is ended with ErrClosed). A second
+// Close returns ErrClosed.
+func (g *Group) Close() error {
+	return g.handle().close("Group.Close")
+}

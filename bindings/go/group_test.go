@@ -1,0 +1,229 @@
+package tachyon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// newGroupRegion creates a 16 MiB region of maxGroups group slots per
+// topic, closed and removed when the test ends.
+func newGroupRegion(t *testing.T, maxGroups uint32) (*Region, string) {
+	t.Helper()
+	name := uniqueName(t.Name()[:min(len(t.Name()), 20)])
+	r := must(CreateRegion(name, &RegionConfig{Size: 16 << 20, RingArena: 1 << 20, MaxGroups: maxGroups}))(t)
+	t.Cleanup(func() {
+		r.Close()
+		if err := Remove(name); err != nil {
+			t.Errorf("removing %s: %v", name, err)
+		}
+	})
+	return r, name
+}
+
+// Two consumer groups of one topic, a Go producer process: each group
+// receives every message exactly once (in order per key), one through a
+// Subscription over every partition, one partition by partition.
+func TestGroupsFromAProducerProcess(t *testing.T) {
+	const n, keys = 5000, 7
+	reg, name := newGroupRegion(t, 4)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Partitions: 4, Capacity: 64, NoDefaultGroup: true}))(t)
+	defer topic.Close()
+	audit := must(topic.JoinGroup("audit"))(t)
+	defer audit.Close()
+	billing := must(topic.JoinGroup("billing"))(t)
+	defer billing.Close()
+	if audit.Name() != "audit" || billing.Topic() != topic {
+		t.Fatalf("names: %q %v", audit.Name(), billing.Topic())
+	}
+	sub := must(audit.Subscribe())(t)
+	defer sub.Close()
+	if sub.Group() != audit || sub.Topic() != topic {
+		t.Fatal("the subscription does not name its group and topic")
+	}
+
+	cmd, _ := child(t, "produce", name, "t", fmt.Sprint(n), fmt.Sprint(keys))
+	var gotA, gotB []string
+	end := time.Now().Add(bound)
+	for len(gotA) < n || len(gotB) < n {
+		if time.Now().After(end) {
+			t.Fatalf("after %v: audit has %d, billing %d of %d", bound, len(gotA), len(gotB), n)
+		}
+		msg, err := sub.Receive(time.Millisecond)
+		if err == nil {
+			gotA = append(gotA, fmt.Sprintf("%d %s", msg.Partition(), msg.Data()))
+			check(t, msg.Release())
+		} else if !errors.Is(err, ErrTimeout) {
+			t.Fatal(err)
+		}
+		for p := 0; p < topic.Partitions(); p++ {
+			for {
+				msg, err := billing.TryReceive(p)
+				if errors.Is(err, ErrWouldBlock) {
+					break
+				}
+				check(t, err)
+				gotB = append(gotB, fmt.Sprintf("%d %s", msg.Partition(), msg.Data()))
+				check(t, msg.Release())
+			}
+		}
+	}
+	check(t, cmd.Wait())
+	keyed(t, topic, "go", gotA, n, keys)
+	keyed(t, topic, "go", gotB, n, keys)
+	_, err := sub.TryReceive()
+	wantErr(t, err, ErrWouldBlock)
+	for p := 0; p < topic.Partitions(); p++ {
+		if d := must(billing.Depth(p))(t); d != 0 {
+			t.Fatalf("billing partition %d: depth %d after all were received", p, d)
+		}
+	}
+	// No default group on this topic.
+	_, err = topic.TryReceive(0)
+	wantErr(t, err, ErrInvalid)
+	// Every chunk back in the pool (this process loaned none).
+	for c, s := range must(reg.PoolStats())(t) {
+		if s.Free != s.Chunks {
+			t.Fatalf("class %d: %d of %d chunks free", c, s.Free, s.Chunks)
+		}
+	}
+}
+
+// One message held by the default group and two named groups of this
+// process at once, each released through its own handle; a member taking
+// its group's message from another member; Close releasing what a group
+// still holds.
+func TestGroupsShareOneMessage(t *testing.T) {
+	reg, _ := newGroupRegion(t, 3)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	defer topic.Close()
+	a := must(topic.JoinGroup("a"))(t)
+	b := must(topic.JoinGroup("b"))(t)
+	b2 := must(topic.JoinGroup("b"))(t) // a second member of "b"
+	defer b2.Close()
+	check(t, topic.Send([]byte("hello"), 1))
+	if d := must(a.Depth(0))(t); d != 1 {
+		t.Fatalf("depth %d, want 1", d)
+	}
+	ma := must(a.Receive(0, bound))(t)
+	mb := must(b2.TryReceive(0))(t)
+	_, err := b.TryReceive(0)
+	wantErr(t, err, ErrWouldBlock) // b2 took b's copy
+	md := must(topic.Receive(0, bound))(t)
+	if string(ma.Data()) != "hello" || string(mb.Data()) != "hello" || string(md.Data()) != "hello" {
+		t.Fatalf("got %q %q %q", ma.Data(), mb.Data(), md.Data())
+	}
+	check(t, md.Release())
+	check(t, ma.Release())
+	wantErr(t, ma.Release(), ErrInvalid)
+	check(t, mb.Release())
+
+	check(t, topic.Send([]byte("kept"), 1))
+	held := must(a.Receive(0, bound))(t)
+	must(topic.Receive(0, bound))(t).Release()
+	must(b.Receive(0, bound))(t).Release()
+	sub := must(a.Subscribe(0))(t)
+	check(t, a.Close()) // closes sub, releases held
+	wantErr(t, a.Close(), ErrClosed)
+	_, err = sub.TryReceive()
+	wantErr(t, err, ErrClosed)
+	_, err = a.Receive(0, 0)
+	wantErr(t, err, ErrClosed)
+	wantErr(t, held.Release(), ErrClosed)
+	check(t, b.Close())
+	check(t, b2.Close())
+	check(t, topic.Close())
+	for c, s := range must(reg.PoolStats())(t) {
+		if s.Free+64 < s.Chunks { // this process's chunk cache keeps a few
+			t.Fatalf("class %d: %d of %d chunks free", c, s.Free, s.Chunks)
+		}
+	}
+}
+
+// ReceiveContext on a group: ended by its context, and by Close.
+func TestGroupReceiveContext(t *testing.T) {
+	reg, _ := newGroupRegion(t, 2)
+	topic := must(reg.CreateTopic("t", nil))(t)
+	defer topic.Close()
+	g := must(topic.JoinGroup("g"))(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := g.ReceiveContext(ctx, 0)
+	wantErr(t, err, context.DeadlineExceeded)
+	check(t, topic.Send([]byte("x"), 0))
+	msg := must(g.ReceiveContext(context.Background(), 0))(t)
+	check(t, msg.Release())
+	// A context that can be done (a Background one waits in one plain
+	// call, which Close cannot end), done only when the test ends.
+	live, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.ReceiveContext(live, 0)
+		done <- err
+	}()
+	waitFor(t, "waiting", func() bool {
+		topic := g.handle()
+		topic.wmu.Lock()
+		defer topic.wmu.Unlock()
+		return len(topic.w.m) > 0
+	})
+	check(t, g.Close())
+	select {
+	case err := <-done:
+		wantErr(t, err, ErrClosed)
+	case <-time.After(bound):
+		t.Fatal("Close did not end ReceiveContext")
+	}
+}
+
+// The errors: bad names, a region without group slots, every named slot
+// used, another MaxGroups, nil and closed groups.
+func TestGroupErrors(t *testing.T) {
+	reg, name := newRegion(t) // MaxGroups 0
+	topic := must(reg.CreateTopic("t", nil))(t)
+	defer topic.Close()
+	_, err := topic.JoinGroup("audit")
+	wantErr(t, err, ErrInvalid)
+	if !strings.Contains(err.Error(), "max_groups") {
+		t.Fatalf("the error does not say why: %v", err)
+	}
+	_, err = reg.CreateTopic("nodefault", &TopicConfig{NoDefaultGroup: true})
+	wantErr(t, err, ErrInvalid)
+	_, err = OpenRegion(name, &RegionConfig{Size: 16 << 20, RingArena: 1 << 20, MaxGroups: 4})
+	wantErr(t, err, ErrIncompatible)
+
+	reg2, _ := newGroupRegion(t, 3)
+	topic2 := must(reg2.CreateTopic("t", nil))(t)
+	defer topic2.Close()
+	for _, bad := range []string{"", strings.Repeat("x", 65), "nul\x00inside"} {
+		_, err := topic2.JoinGroup(bad)
+		wantErr(t, err, ErrInvalid)
+	}
+	long := must(topic2.JoinGroup(strings.Repeat("x", 64)))(t)
+	defer long.Close()
+	other := must(topic2.JoinGroup("other"))(t)
+	defer other.Close()
+	_, err = topic2.JoinGroup("third") // max 3: two named slots
+	wantErr(t, err, ErrNoSpace)
+	_, err = other.Receive(4, 0)
+	wantErr(t, err, ErrInvalid)
+	_, err = other.Subscribe(9)
+	wantErr(t, err, ErrInvalid)
+
+	var nilGroup *Group // a nil handle is ErrInvalid, as everywhere
+	_, err = nilGroup.Receive(0, 0)
+	wantErr(t, err, ErrInvalid)
+	_, err = nilGroup.Subscribe()
+	wantErr(t, err, ErrInvalid)
+	wantErr(t, nilGroup.Close(), ErrInvalid)
+	if nilGroup.Name() != "" || nilGroup.Topic() != nil {
+		t.Fatal("a nil group has a name or topic")
+	}
+	var nilTopic *Topic
+	_, err = nilTopic.JoinGroup("x")
+	wantErr(t, err, ErrInvalid)
+}

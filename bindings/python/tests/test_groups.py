@@ -1,0 +1,136 @@
+"""Consumer groups (unstable, issue #15): two groups of one topic fed by a
+producer process, each receiving every message exactly once; bad names;
+a region without group slots. Every wait is bounded; no time is asserted."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+
+import tachyon
+from conftest import run_python
+
+SECOND = 1_000_000_000
+#: The longest any step of these tests may take before it counts as hung.
+BOUND = 120
+
+
+@pytest.fixture
+def groups_region(region_name):
+    with tachyon.Region(region_name, size=16 << 20, ring_arena=1 << 20, max_groups=4) as reg:
+        yield reg
+
+
+def test_two_groups_each_get_every_message_from_another_process(groups_region, region_name):
+    count, parts = 5000, 2
+    topic = groups_region.create_topic("orders", partitions=parts, capacity=64, default_group=False)
+    audit = topic.join_group("audit")
+    billing = topic.join_group("billing")
+    assert (audit.name, billing.name, audit.topic) == ("audit", "billing", "orders")
+    assert audit.slot != billing.slot
+    sub = audit.subscribe()  # every partition, one receive
+    producer = run_python(
+        textwrap.dedent(
+            f"""
+            import tachyon
+            topic = tachyon.Region({region_name!r}, create=False).topic("orders")
+            for i in range({count}):
+                topic.send(i.to_bytes(8, "little"), key=i, timeout_ns=30 * 10**9)
+            """
+        )
+    )
+    seen_audit: list[int] = []
+    seen_billing: list[int] = []
+    deadline = time.monotonic() + BOUND
+    try:
+        while len(seen_audit) < count or len(seen_billing) < count:
+            assert time.monotonic() < deadline, (len(seen_audit), len(seen_billing))
+            assert producer.poll() in (None, 0), producer.stderr.read()
+            try:
+                with sub.receive(timeout_ns=SECOND // 1000) as msg:
+                    seen_audit.append(int.from_bytes(msg.data, "little"))
+            except tachyon.TimeoutError:
+                pass
+            for p in range(parts):
+                while (msg := billing.try_receive(p)) is not None:
+                    with msg:
+                        assert msg.partition == p
+                        seen_billing.append(int.from_bytes(msg.data, "little"))
+        _, err = producer.communicate(timeout=BOUND)
+        assert producer.returncode == 0, err
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+            producer.wait(timeout=BOUND)
+    # Each group: every message exactly once.
+    assert sorted(seen_audit) == list(range(count))
+    assert sorted(seen_billing) == list(range(count))
+    assert sub.try_receive() is None
+    assert [billing.depth(p) for p in range(parts)] == [0, 0]
+    # No default group on this topic.
+    with pytest.raises(tachyon.InvalidArgument):
+        topic.try_receive(0)
+    # Every chunk back in the pool.
+    assert all(c.free == c.chunks for c in groups_region.pool_stats())
+
+
+def test_one_message_to_the_default_group_and_two_named_ones(groups_region):
+    topic = groups_region.create_topic("t")
+    a, b = topic.join_group("a"), topic.join_group("b")
+    b2 = topic.join_group("b")  # a second member of "b"
+    assert b2.slot == b.slot
+    topic.send(b"hello")
+    assert a.depth(0) == 1 and b.depth(0) == 1
+    ma = a.receive(0, timeout_ns=SECOND)
+    mb = b2.try_receive(0)
+    assert mb is not None
+    assert b.try_receive(0) is None  # b's member b2 took it
+    assert bytes(ma.data) == bytes(mb.data) == b"hello"
+    assert topic.receive_bytes(0, timeout_ns=SECOND) == b"hello"  # the default group
+    tachyon.release_all([ma, mb])
+    topic.send(b"copy")
+    assert a.receive_bytes(0, timeout_ns=SECOND) == b"copy"
+    assert b.receive_bytes(timeout_ns=SECOND) == b"copy"
+    with pytest.raises(tachyon.TimeoutError):
+        a.receive(0, timeout_ns=1_000_000)
+    assert repr(a) == 'Group("a", topic="t", slot=1)'
+
+
+def test_bad_group_names(groups_region):
+    topic = groups_region.create_topic("t")
+    for bad in ("", "x" * 65, "nul\0inside"):
+        with pytest.raises(tachyon.InvalidName):
+            topic.join_group(bad)
+    assert topic.join_group("x" * 64).name == "x" * 64
+    with pytest.raises(TypeError):
+        topic.join_group(None)  # type: ignore[arg-type]
+
+
+def test_every_named_slot_used(groups_region):
+    topic = groups_region.create_topic("t")
+    for name in ("a", "b", "c"):  # max_groups 4: three named slots
+        topic.join_group(name)
+    with pytest.raises(tachyon.NoSpace):
+        topic.join_group("d")
+    assert topic.join_group("a").name == "a"  # joining an existing group still works
+
+
+def test_a_region_without_group_slots(region):
+    topic = region.create_topic("t")
+    with pytest.raises(tachyon.InvalidArgument, match="max_groups"):
+        topic.join_group("audit")
+    with pytest.raises(tachyon.InvalidArgument):
+        region.create_topic("no-default", default_group=False)
+
+
+def test_max_groups_is_part_of_the_configuration(groups_region, region_name):
+    with pytest.raises(tachyon.Incompatible):
+        tachyon.Region(region_name, size=16 << 20, ring_arena=1 << 20, max_groups=2)
+    with pytest.raises(ValueError):
+        tachyon.Region(region_name, create=False, max_groups=4)
+    groups_region.create_topic("t", default_group=False)
+    with pytest.raises(tachyon.Incompatible):
+        groups_region.create_or_open_topic("t")
+    assert groups_region.create_or_open_topic("t", default_group=False).name == "t"

@@ -1,0 +1,260 @@
+/* Consumer groups (unstable, issue #15) from C: two groups of one topic
+ * fed by a producer child process (fork), each receiving every message
+ * exactly once (one through a subscription over both partitions, one
+ * partition by partition); one message held by two groups of this process
+ * at once and released through each; the pool full again afterwards; and
+ * the errors: bad group names, NULL handles, a region without group slots,
+ * every named slot used, a message released through the wrong handle. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define WAIT_NS 10000000000LL /* 10 s: a stuck peer fails the test */
+#define N 20000
+#define PARTS 2
+
+static char name[64];
+
+static void wait_ok(pid_t pid) {
+    int status;
+    EXPECT(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Records message `m` (a uint64_t sequence number) as seen once more. */
+static void seen(const ty_msg_t* m, unsigned char* counts, size_t* total) {
+    uint64_t v;
+    EXPECT(m->len == sizeof v);
+    memcpy(&v, m->data, sizeof v);
+    EXPECT(v < N);
+    EXPECT(counts[v] == 0); /* never twice */
+    counts[v] = 1;
+    (*total)++;
+}
+
+static void errors(void) {
+    /* A region without named group slots: joining is TY_EINVAL. */
+    char plain_name[80];
+    snprintf(plain_name, sizeof plain_name, "%s-plain", name);
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 8 << 20;
+    rc.ring_arena = 1 << 20;
+    ty_region_t* plain;
+    CHECK(ty_region_create(plain_name, &rc, &plain));
+    ty_topic_t* t;
+    CHECK(ty_topic_create(plain, "t", NULL, &t));
+    ty_group_t* g = (ty_group_t*)&g; /* not NULL: must be set to NULL */
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(t, "audit", &g));
+    EXPECT(g == NULL);
+    EXPECT(strstr(ty_last_error(), "max_groups") != NULL);
+    /* ... and so is a topic without its default group there. */
+    ty_topic_t* t2 = NULL;
+    EXPECT_RC(TY_EINVAL, ty_topic_create_groups(plain, "t2", NULL, 0, &t2));
+    EXPECT(t2 == NULL);
+    ty_topic_close(t);
+    ty_region_close(plain);
+    CHECK(ty_region_remove(plain_name));
+
+    /* max_groups 1: the default group only, still no named slots. */
+    ty_region_t* one;
+    CHECK(ty_region_create_groups(plain_name, &rc, 1, &one));
+    CHECK(ty_topic_create(one, "t", NULL, &t));
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(t, "audit", &g));
+    ty_topic_close(t);
+    ty_region_close(one);
+    CHECK(ty_region_remove(plain_name));
+
+    /* Bad names and NULLs. */
+    ty_region_t* reg;
+    CHECK(ty_region_create_groups(plain_name, &rc, 3, &reg));
+    /* Same configuration: opened; another max_groups: incompatible. */
+    ty_region_t* again;
+    CHECK(ty_region_open_groups(plain_name, &rc, 3, &again));
+    ty_region_close(again);
+    EXPECT_RC(TY_EINCOMPAT, ty_region_open_groups(plain_name, &rc, 4, &again));
+    CHECK(ty_topic_create(reg, "t", NULL, &t));
+    char long_name[70];
+    memset(long_name, 'x', 65);
+    long_name[65] = 0;
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(t, "", &g));
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(t, long_name, &g));
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(t, NULL, &g));
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(NULL, "audit", &g));
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group(t, "audit", NULL));
+    long_name[64] = 0; /* 64 bytes: the longest name */
+    ty_group_t *a, *b, *a2;
+    CHECK(ty_topic_join_group(t, long_name, &a));
+    CHECK(ty_topic_join_group(t, "b", &b));
+    CHECK(ty_topic_join_group(t, "b", &a2)); /* a second member of "b" */
+    /* Two named slots (max_groups 3), both used. */
+    EXPECT_RC(TY_ENOSPC, ty_topic_join_group(t, "c", &g));
+    char nm[65];
+    EXPECT(ty_group_name(a, nm, sizeof nm) == 64);
+    EXPECT(strcmp(nm, long_name) == 0);
+    EXPECT(ty_group_name(b, nm, 1) == TY_EINVAL);
+    EXPECT(ty_group_name(NULL, nm, sizeof nm) == TY_EINVAL);
+    ty_msg_t m;
+    EXPECT_RC(TY_EINVAL, ty_group_receive(NULL, 0, &m, 0));
+    EXPECT_RC(TY_EINVAL, ty_group_receive(a, 0, NULL, 0));
+    EXPECT_RC(TY_EINVAL, ty_group_receive(a, 1, &m, 0)); /* one partition */
+    EXPECT_RC(TY_EAGAIN, ty_group_try_receive(a, 0, &m));
+    EXPECT_RC(TY_ETIMEDOUT, ty_group_receive(a, 0, &m, 1000000));
+    EXPECT_RC(TY_EINVAL, ty_group_try_receive(NULL, 0, &m));
+    /* A cancelled wait: TY_EINTR; a NULL cancellation: TY_EINVAL. */
+    ty_cancel_t* cancel = ty_cancel_new();
+    CHECK(ty_cancel(cancel));
+    EXPECT_RC(TY_EINTR, ty_group_receive_cancel(a, 0, &m, -1, cancel));
+    EXPECT_RC(TY_EINVAL, ty_group_receive_cancel(a, 0, &m, 0, NULL));
+    EXPECT(ty_group_depth(NULL, 0) == TY_EINVAL);
+    EXPECT(ty_group_depth(a, 1) == TY_EINVAL);
+    ty_subscription_t* s = (ty_subscription_t*)&s;
+    EXPECT_RC(TY_EINVAL, ty_group_subscribe(NULL, NULL, 0, &s));
+    EXPECT(s == NULL);
+    EXPECT_RC(TY_EINVAL, ty_group_subscribe(a, NULL, 1, &s));
+    uint32_t bad = 5;
+    EXPECT_RC(TY_EINVAL, ty_group_subscribe(a, &bad, 1, &s));
+    EXPECT_RC(TY_EINVAL, ty_group_release(NULL, &m));
+    EXPECT_RC(TY_EINVAL, ty_group_release(a, NULL));
+    /* A handle of another kind is no group. */
+    EXPECT_RC(TY_EINVAL, ty_group_try_receive((const ty_group_t*)t, 0, &m));
+
+    /* One message, held by both groups of this process at once. */
+    CHECK(ty_send(t, "hello", 5, 1, 0));
+    EXPECT(ty_group_depth(a, 0) == 1 && ty_group_depth(b, 0) == 1);
+    ty_msg_t ma, mb, mb2;
+    CHECK(ty_group_try_receive(a, 0, &ma));
+    /* A message there is received even with the cancellation cancelled. */
+    CHECK(ty_group_receive_cancel(b, 0, &mb, WAIT_NS, cancel));
+    ty_cancel_free(cancel);
+    EXPECT(ma.len == 5 && mb.len == 5 && memcmp(ma.data, "hello", 5) == 0);
+    EXPECT(ma.data == mb.data); /* one payload, not copied */
+    EXPECT_RC(TY_EAGAIN, ty_group_try_receive(a2, 0, &mb2)); /* b's: taken */
+    /* The default group has it too. */
+    ty_msg_t md;
+    CHECK(ty_try_subscribe(t, 0, &md));
+    CHECK(ty_release(t, &md));
+    /* Released through the topic handle: TY_EINVAL, nothing happens (its
+     * own message of that chunk was released just now). */
+    ty_msg_t copy = ma;
+    EXPECT_RC(TY_EINVAL, ty_release(t, &copy));
+    CHECK(ty_group_release(a, &ma));
+    EXPECT(ma.handle == 0);
+    EXPECT_RC(TY_EINVAL, ty_group_release(a, &ma)); /* twice */
+    CHECK(ty_group_release(b, &mb));
+
+    /* A message left held is released by ty_group_close. */
+    CHECK(ty_send(t, "left", 4, 1, 0));
+    CHECK(ty_group_try_receive(a, 0, &ma));
+    CHECK(ty_group_try_receive(a2, 0, &mb2));
+    CHECK(ty_try_subscribe(t, 0, &md));
+    CHECK(ty_release(t, &md));
+
+    ty_group_close(a);
+    ty_group_close(b);
+    ty_group_close(a2);
+    ty_group_close(NULL);
+    ty_topic_close(t);
+    ty_region_close(reg);
+    /* Every chunk is free again (all handles closed: no cache either). */
+    CHECK(ty_region_open(plain_name, NULL, &reg));
+    ty_pool_stats_t ps;
+    CHECK(ty_region_pool_stats(reg, &ps));
+    EXPECT(ps.classes[0].free == ps.classes[0].chunks);
+    ty_region_close(reg);
+    CHECK(ty_region_remove(plain_name));
+    printf("groups: errors (names, NULLs, no group slots, all slots used, wrong handle), "
+           "a message held by two groups of one process\n");
+}
+
+int main(void) {
+    snprintf(name, sizeof name, "c-groups-%d", (int)getpid());
+    errors();
+
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 16 << 20;
+    rc.ring_arena = 1 << 20;
+    ty_region_t* reg;
+    CHECK(ty_region_create_groups(name, &rc, 4, &reg));
+    ty_topic_conf_t tc = ty_topic_conf_default;
+    tc.partitions = PARTS;
+    tc.capacity = 64;
+    ty_topic_t* topic;
+    /* No default group: only the named groups get the messages. */
+    CHECK(ty_topic_create_groups(reg, "orders", &tc, 0, &topic));
+    ty_msg_t m;
+    EXPECT_RC(TY_EINVAL, ty_try_subscribe(topic, 0, &m));
+    ty_group_t *audit, *billing;
+    CHECK(ty_topic_join_group(topic, "audit", &audit));
+    CHECK(ty_topic_join_group(topic, "billing", &billing));
+    /* audit receives through one subscription over both partitions. */
+    ty_subscription_t* sub;
+    CHECK(ty_group_subscribe(audit, NULL, 0, &sub));
+
+    /* The producer: a child process opening the region itself. */
+    fflush(stdout);
+    pid_t pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_region_t* r;
+        ty_topic_t* t;
+        CHECK(ty_region_open(name, NULL, &r));
+        CHECK(ty_topic_open(r, "orders", &t));
+        ty_region_close(r);
+        for (uint64_t i = 0; i < N; i++) {
+            CHECK(ty_send(t, &i, sizeof i, i, WAIT_NS));
+        }
+        ty_topic_close(t);
+        _exit(0);
+    }
+
+    static unsigned char seen_a[N], seen_b[N];
+    size_t got_a = 0, got_b = 0;
+    double deadline = now_s() + 120;
+    while (got_a < N || got_b < N) {
+        EXPECT(now_s() < deadline);
+        int rc1 = ty_subscription_receive(sub, &m, 1000000);
+        if (rc1 == TY_OK) {
+            seen(&m, seen_a, &got_a);
+            CHECK(ty_group_release(audit, &m));
+        } else {
+            EXPECT_RC(TY_ETIMEDOUT, rc1);
+        }
+        for (uint32_t p = 0; p < PARTS; p++) {
+            while (ty_group_try_receive(billing, p, &m) == TY_OK) {
+                EXPECT(m.partition == p);
+                seen(&m, seen_b, &got_b);
+                CHECK(ty_group_release(billing, &m));
+            }
+        }
+    }
+    wait_ok(pid);
+    /* Nothing more for either. */
+    EXPECT_RC(TY_EAGAIN, ty_subscription_try_receive(sub, &m));
+    EXPECT(ty_group_depth(billing, 0) == 0 && ty_group_depth(billing, 1) == 0);
+    printf("groups: %d messages from a producer process, each received exactly once by each of two groups\n", N);
+
+    ty_subscription_close(sub);
+    ty_group_close(audit);
+    ty_group_close(billing);
+    ty_topic_close(topic);
+    ty_region_close(reg);
+    CHECK(ty_region_open(name, NULL, &reg));
+    ty_pool_stats_t ps;
+    CHECK(ty_region_pool_stats(reg, &ps));
+    EXPECT(ps.classes[0].free == ps.classes[0].chunks);
+    ty_region_close(reg);
+    CHECK(ty_region_remove(name));
+    printf("groups: the pool is full again\n");
+    return 0;
+}
