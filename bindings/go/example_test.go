@@ -251,8 +251,8 @@ func ExampleRPC() {
 	// Output: echo: ping
 }
 
-// Two consumer groups of one topic (unstable: not fully crash-safe yet,
-// issue #15): each group gets every message, shared among its members.
+// Two consumer groups of one topic: each group gets every message, shared
+// among its members.
 func ExampleTopic_JoinGroup() {
 	name := fmt.Sprintf("example-groups-%d", os.Getpid())
 	// MaxGroups 3: the default group and two named ones per topic.

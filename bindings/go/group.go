@@ -26,10 +26,11 @@ import (
 // releases the messages not released. A Group keeps the region attached:
 // it stays usable after the Topic it was joined through is closed.
 //
-// Unstable: consumer groups are not fully crash-safe yet (issue #15). A
-// process killed while it holds a group's message can leak that chunk,
-// and a group is never dropped: Close ends this member, but the group
-// keeps receiving (and, once its rings are full, holds producers back).
+// Crash safety: a process killed while it holds a group's message loses
+// it for that group only (at most once) or has it delivered again within
+// the group (at least once); no chunk leaks. Close ends this member; a
+// group without members keeps its position for the region's group lease
+// and is then dropped by recovery.
 type Group struct {
 	// h is the group's handle, run by the Topic machinery (guard, waits,
 	// subscriptions, messages) with the C library's group calls.
@@ -44,10 +45,7 @@ type Group struct {
 // its members. Names are 1 to 64 bytes without NUL (ErrInvalid); a region
 // without named group slots (RegionConfig.MaxGroups below 2) is
 // ErrInvalid; every named slot of the topic used is ErrNoSpace. Close the
-// group when done.
-//
-// Unstable: consumer groups are not fully crash-safe yet (issue #15); see
-// Group.
+// group when done. Crash safety and leases: see Group.
 func (t *Topic) JoinGroup(name string) (*Group, error) {
 	const op = "Topic.JoinGroup"
 	cn, err := cname(op, name)

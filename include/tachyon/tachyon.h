@@ -384,8 +384,6 @@ int ty_region_create(const char *name, const struct ty_region_conf_t *conf, ty_r
 // groups). Each slot costs every topic a copy of its rings (`ring_arena`
 // must hold them) and every chunk of the pool 8 bytes.
 //
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-//
 // # Safety
 // As `ty_region_open`.
 int ty_region_create_groups(const char *name,
@@ -398,8 +396,6 @@ int ty_region_create_groups(const char *name,
 // `ty_region_create_groups`): opens the region if it exists with that
 // same configuration and `max_groups` (else `TY_EINCOMPAT`), else creates
 // it.
-//
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 //
 // # Safety
 // As `ty_region_open`.
@@ -501,8 +497,6 @@ int ty_topic_create(const ty_region_t *reg,
 // `max_groups` of at least 1 (`ty_region_create_groups`). Non-zero: as
 // `ty_topic_create`. An existing topic must have the same setting
 // (`TY_EINCOMPAT`).
-//
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 //
 // # Safety
 // As `ty_topic_create`.
@@ -816,8 +810,6 @@ int ty_release(const ty_topic_t *topic, struct ty_msg_t *m);
 // is used), `TY_ETIMEDOUT` (the region's control lock stayed taken 5 s).
 // Thread-safe.
 //
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-//
 // # Safety
 // `topic` is NULL or a live topic handle; `name` NULL or a
 // NUL-terminated string; `out` NULL or writable.
@@ -829,8 +821,6 @@ int ty_topic_join_group(const ty_topic_t *topic, const char *name, ty_group_t **
 // Errors: `TY_EINVAL` (NULL, bad partition), `TY_ETIMEDOUT`, `TY_EINTR`
 // (`ty_interrupt`), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
 // again). Thread-safe.
-//
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 //
 // # Safety
 // `group` is NULL or a live group handle; `m` NULL or writable.
@@ -870,8 +860,6 @@ int ty_group_try_receive(const ty_group_t *group, uint32_t partition, struct ty_
 // Errors: `TY_EINVAL` (NULL, released already, or not received through
 // this group handle). Thread-safe (each message is released once).
 //
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-//
 // # Safety
 // `group` is NULL or a live group handle; `m` NULL or pointing to a
 // `ty_msg_t` (writable).
@@ -888,8 +876,6 @@ int ty_group_release(const ty_group_t *group, struct ty_msg_t *m);
 // `TY_EINVAL` (NULL, a partition out of range, `partitions` NULL with
 // `n` > 0). Thread-safe.
 //
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-//
 // # Safety
 // `group` is NULL or a live group handle; `partitions` NULL or readable
 // for `n` values; `out` NULL or writable.
@@ -902,8 +888,6 @@ int ty_group_subscribe(const ty_group_t *group,
 // snapshot), or a negative error: `TY_EINVAL` (bad handle or partition),
 // `TY_ECORRUPT`. Thread-safe.
 //
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-//
 // # Safety
 // `group` is NULL or a live group handle.
 int64_t ty_group_depth(const ty_group_t *group, uint32_t partition);
@@ -912,8 +896,6 @@ int64_t ty_group_depth(const ty_group_t *group, uint32_t partition);
 // always suffice) and returns its length without the NUL, or a negative
 // error: `TY_EINVAL` (bad handle, `buf` NULL, or `cap` too small).
 // Thread-safe.
-//
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 //
 // # Safety
 // `group` is NULL or a live group handle; `buf` NULL or writable for `cap`
@@ -925,9 +907,8 @@ int ty_group_name(const ty_group_t *group, char *buf, size_t cap);
 // released are released. NULL is ignored. No other call may use `group`
 // during or after this one; its subscriptions must be closed first.
 //
-// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
-// the group itself is never dropped, and keeps receiving (and, once its
-// rings are full, holds producers back) after its last member closed.
+// The group itself keeps its position after its last member closed, for
+// the region's group lease; then recovery drops it.
 //
 // # Safety
 // `group` is NULL or a handle from `ty_topic_join_group`, not used again

@@ -538,10 +538,10 @@ impl PyTopic {
     /// (tachyon.InvalidArgument), and tachyon.NoSpace says every slot of
     /// the topic is used.
     ///
-    /// Unstable: consumer groups are not fully crash-safe yet (issue #15): a
-    /// process killed while it holds a group's message can leak that
-    /// chunk, and a group is never dropped (it keeps receiving after its
-    /// members are gone, holding producers back once its rings are full).
+    /// A process killed while it holds a group's message loses it for that
+    /// group only (at most once) or has it delivered again within the group
+    /// (at least once); a group without members keeps its position for the
+    /// region's group lease, then recovery drops it.
     fn join_group(&self, py: Python<'_>, name: &str) -> PyResult<PyGroup> {
         let topic = &self.topic;
         let group = py.detach(|| topic.join_group(name)).py(py)?;
@@ -954,7 +954,6 @@ impl PySubscription {
 ///     msg = audit.receive(0, timeout_ns=-1)
 ///     sub = audit.subscribe()            # every partition, one receive
 ///
-/// Unstable: consumer groups are not fully crash-safe yet (issue #15).
 /// Every wait releases the GIL and is interrupted by Ctrl+C.
 #[pyclass(module = "tachyon", name = "Group", frozen)]
 pub struct PyGroup {

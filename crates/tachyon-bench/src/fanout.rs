@@ -1,4 +1,4 @@
-//! The fanout group (issue #15, `unstable-groups`): one producer process
+//! The fanout group (issue #15): one producer process
 //! publishing to a topic that 1, 2 and 4 consumer groups read, each group
 //! by one consumer process, next to a pipe, a Unix socket and a plain topic
 //! (its default group, one consumer) measured in the same run.
@@ -351,7 +351,7 @@ fn vs_pipe(fan: &[FanSample], refs: &[topics::Sample], case: FanCase) -> Option<
 fn render(s: &Settings, samples: &[Sample]) -> String {
     let fan = fans(samples);
     let refs = references(samples);
-    let mut out = String::from("## Fan-out: consumer groups (`unstable-groups`, issue #15)\n\n");
+    let mut out = String::from("## Fan-out: consumer groups\n\n");
     let procs = s.groups.iter().max().map_or(2, |g| g + 1);
     let cpus = s.cpus.as_ref().map_or(0, Vec::len);
     let _ = writeln!(

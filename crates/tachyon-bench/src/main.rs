@@ -21,7 +21,7 @@
 //! * `async`: an awaited topic receive (tokio) against the blocking
 //!   receive and a tokio `UnixStream`, round trips ([`asynch`]).
 //! * `fanout`: one producer process, 1, 2 and 4 consumer groups of one
-//!   consumer process each (`unstable-groups`), against a pipe, a Unix
+//!   consumer process each, against a pipe, a Unix
 //!   socket and a plain topic ([`fanout`]).
 //!
 //! * `bridge` (only when asked for, not in `all`): 1 KiB throughput and

@@ -694,13 +694,18 @@ fn info_shows_each_topics_consumer_groups_and_their_lag() {
             .split_whitespace()
             .collect::<Vec<_>>()
     };
-    // TOPIC GROUP SLOT GEN STATE LAG, then the lag per partition.
+    // TOPIC GROUP SLOT GEN STATE LAG MEMBERS MISSED POSITION, then the lag
+    // per partition.
     let billing = row("billing");
     assert_eq!((billing[0], billing[2], billing[4], billing[5]), ("orders", "1", "active", "3"), "{table}");
-    assert_eq!(billing[6..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 3, "{table}");
+    let (live, recorded) = billing[6].split_once('/').expect("MEMBERS is live/recorded");
+    assert!(live.parse::<usize>().unwrap() <= recorded.parse::<usize>().unwrap(), "{table}");
+    assert_eq!(billing[7], "0", "nothing missed:\n{table}");
+    assert!(billing[8].parse::<u64>().is_ok(), "POSITION is a count:\n{table}");
+    assert_eq!(billing[9..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 3, "{table}");
     let audit = row("audit");
-    assert_eq!((audit[2], audit[5], audit.len()), ("2", "4", 8), "{table}");
-    assert_eq!(audit[6..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 4, "{table}");
+    assert_eq!((audit[2], audit[5], audit.len()), ("2", "4", 11), "{table}");
+    assert_eq!(audit[9..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 4, "{table}");
     assert_eq!(table.lines().filter(|l| l.contains("(default)")).count(), 2, "orders and quotes:\n{table}");
 
     // A region without groups has no GROUPS table.

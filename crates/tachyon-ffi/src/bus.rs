@@ -476,8 +476,6 @@ pub unsafe extern "C" fn ty_region_create(
 /// groups). Each slot costs every topic a copy of its rings (`ring_arena`
 /// must hold them) and every chunk of the pool 8 bytes.
 ///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-///
 /// # Safety
 /// As `ty_region_open`.
 #[no_mangle]
@@ -504,8 +502,6 @@ pub unsafe extern "C" fn ty_region_create_groups(
 /// `ty_region_create_groups`): opens the region if it exists with that
 /// same configuration and `max_groups` (else `TY_EINCOMPAT`), else creates
 /// it.
-///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 ///
 /// # Safety
 /// As `ty_region_open`.
@@ -701,8 +697,6 @@ pub unsafe extern "C" fn ty_topic_create(
 /// `max_groups` of at least 1 (`ty_region_create_groups`). Non-zero: as
 /// `ty_topic_create`. An existing topic must have the same setting
 /// (`TY_EINCOMPAT`).
-///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 ///
 /// # Safety
 /// As `ty_topic_create`.
@@ -1575,11 +1569,11 @@ unsafe fn release(t: &ty_topic_t, m: *mut ty_msg_t, what: &str) -> Res {
 /// attached: it stays usable after the topic handle it came from is
 /// closed.
 ///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
-/// a process killed while holding a group's message can leak that chunk,
-/// and a group is never dropped: closing the handle ends this member, but
-/// the group keeps receiving (and, once its rings are full, holds
-/// producers back).
+/// Crash safety: a process killed while holding a group's message loses
+/// it for that group only (at most once) or has it delivered again within
+/// the group (at least once); no chunk leaks. Closing the handle ends this
+/// member; a group without members keeps its position for the region's
+/// group lease and is then dropped by recovery.
 // `repr(C)` so that `magic` is the first word (see `ty_region_t`).
 #[repr(C)]
 pub struct ty_group_t {
@@ -1622,8 +1616,6 @@ unsafe fn group<'a>(p: *const ty_group_t) -> Res<&'a ty_group_t> {
 /// is used), `TY_ETIMEDOUT` (the region's control lock stayed taken 5 s).
 /// Thread-safe.
 ///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-///
 /// # Safety
 /// `topic` is NULL or a live topic handle; `name` NULL or a
 /// NUL-terminated string; `out` NULL or writable.
@@ -1653,8 +1645,6 @@ pub unsafe extern "C" fn ty_topic_join_group(
 /// Errors: `TY_EINVAL` (NULL, bad partition), `TY_ETIMEDOUT`, `TY_EINTR`
 /// (`ty_interrupt`), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
 /// again). Thread-safe.
-///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 ///
 /// # Safety
 /// `group` is NULL or a live group handle; `m` NULL or writable.
@@ -1760,8 +1750,6 @@ unsafe fn group_receive(
 /// Errors: `TY_EINVAL` (NULL, released already, or not received through
 /// this group handle). Thread-safe (each message is released once).
 ///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-///
 /// # Safety
 /// `group` is NULL or a live group handle; `m` NULL or pointing to a
 /// `ty_msg_t` (writable).
@@ -1785,8 +1773,6 @@ pub unsafe extern "C" fn ty_group_release(group: *const ty_group_t, m: *mut ty_m
 /// On success `*out` is the new subscription; NULL on failure. Errors:
 /// `TY_EINVAL` (NULL, a partition out of range, `partitions` NULL with
 /// `n` > 0). Thread-safe.
-///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 ///
 /// # Safety
 /// `group` is NULL or a live group handle; `partitions` NULL or readable
@@ -1818,8 +1804,6 @@ pub unsafe extern "C" fn ty_group_subscribe(
 /// snapshot), or a negative error: `TY_EINVAL` (bad handle or partition),
 /// `TY_ECORRUPT`. Thread-safe.
 ///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
-///
 /// # Safety
 /// `group` is NULL or a live group handle.
 #[no_mangle]
@@ -1842,8 +1826,6 @@ pub unsafe extern "C" fn ty_group_depth(group: *const ty_group_t, partition: u32
 /// always suffice) and returns its length without the NUL, or a negative
 /// error: `TY_EINVAL` (bad handle, `buf` NULL, or `cap` too small).
 /// Thread-safe.
-///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15).**
 ///
 /// # Safety
 /// `group` is NULL or a live group handle; `buf` NULL or writable for `cap`
@@ -1872,9 +1854,8 @@ pub unsafe extern "C" fn ty_group_name(group: *const ty_group_t, buf: *mut c_cha
 /// released are released. NULL is ignored. No other call may use `group`
 /// during or after this one; its subscriptions must be closed first.
 ///
-/// **Unstable: consumer groups are not fully crash-safe yet (issue #15):**
-/// the group itself is never dropped, and keeps receiving (and, once its
-/// rings are full, holds producers back) after its last member closed.
+/// The group itself keeps its position after its last member closed, for
+/// the region's group lease; then recovery drops it.
 ///
 /// # Safety
 /// `group` is NULL or a handle from `ty_topic_join_group`, not used again

@@ -1,6 +1,5 @@
 //! Consumer groups: one producer, three groups, each group in its own
-//! process; every group receives every message (`unstable-groups` feature:
-//! consumer groups are not crash-safe yet, issue #15).
+//! process; every group receives every message.
 //!
 //! The parent creates a region with a 2-partition topic `orders` without
 //! its default group, joins the groups `billing`, `audit` and `search` (so
@@ -16,7 +15,7 @@
 //! copied per group).
 //!
 //! ```text
-//! cargo run --release --features unstable-groups --example fan_out
+//! cargo run --release --example fan_out
 //! ```
 
 use std::time::{Duration, Instant};

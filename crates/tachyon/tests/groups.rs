@@ -1,4 +1,4 @@
-//! Consumer groups (issue #15; `testing` feature: not crash-safe yet)
+//! Consumer groups (issue #15)
 //! wired into the bus: group slots in the layout, each topic's rings per
 //! group slot, publishing to every joined group and receiving through one.
 #![cfg(not(tachyon_loom))]

@@ -17,7 +17,7 @@ Batches move many messages per call, which is what makes Python fast
 here: ``topic.send_many(items)``, ``msgs = sub.receive_many(256)`` then
 ``tachyon.release_all(msgs)``, or ``receive_many_bytes`` for copies.
 
-Consumer groups (unstable, issue #15: not fully crash-safe yet):
+Consumer groups:
 ``Region(..., max_groups=4)``, then ``topic.join_group("audit")`` gives a
 :class:`Group` that receives every message published from then on, shared
 among the members of that group.

@@ -107,8 +107,7 @@ class Topic:
     def subscribe(self, partitions: Iterable[int] | None = None) -> Subscription: ...
     def join_group(self, name: str) -> Group:
         """Joins (or creates) the consumer group ``name``: it gets every
-        message published from now on, each to one of its members.
-        Unstable: consumer groups are not fully crash-safe yet (issue #15)."""
+        message published from now on, each to one of its members."""
 
 @final
 class Group:

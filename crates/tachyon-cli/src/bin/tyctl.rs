@@ -518,8 +518,10 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
 
 /// The GROUPS table: every consumer group of every topic (slot 0, the
 /// default group, shown as `(default)`), its slot, generation and state,
-/// and its lag: the messages waiting in its rings, all partitions together
-/// and per partition. Only when a topic has a named group or no default
+/// its lag (the messages waiting in its rings, all partitions together and,
+/// last, per partition), its member processes (live / recorded; `-` for
+/// the default group, whose consumers are whoever receives), the messages
+/// it missed (overrun topics) and its position (messages taken so far). Only when a topic has a named group or no default
 /// group (a plain topic's one group is its PARTITIONS table already).
 fn groups_text(s: &mut String, report: &RegionReport) {
     let plain = |t: &tachyon::bus::TopicReport| t.groups.len() == 1 && t.groups[0].slot == 0;
@@ -534,6 +536,9 @@ fn groups_text(s: &mut String, report: &RegionReport) {
         ("GEN", Align::Right),
         ("STATE", Align::Left),
         ("LAG", Align::Right),
+        ("MEMBERS", Align::Right),
+        ("MISSED", Align::Right),
+        ("POSITION", Align::Right),
         ("LAG PER PARTITION", Align::Left),
     ]);
     for t in &report.topics {
@@ -541,6 +546,9 @@ fn groups_text(s: &mut String, report: &RegionReport) {
             table.row([
                 clean(&t.info.name),
                 "(none joined)".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
                 "-".to_owned(),
                 "-".to_owned(),
                 "-".to_owned(),
@@ -558,6 +566,9 @@ fn groups_text(s: &mut String, report: &RegionReport) {
                 g.generation.to_string(),
                 if g.draining { "draining" } else { "active" }.to_owned(),
                 lag.to_string(),
+                if g.slot == 0 { "-".to_owned() } else { format!("{}/{}", g.live_members, g.members.len()) },
+                g.missed.to_string(),
+                g.position.to_string(),
                 per.join(" "),
             ]);
         }

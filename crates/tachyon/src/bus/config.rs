@@ -46,8 +46,7 @@ pub struct RegionConfig {
     /// layout of a region without groups), at most [`MAX_GROUPS`]. Each
     /// slot costs every topic one ring per partition and every chunk of
     /// the pool 8 bytes (and every topic 128 bytes for the slot's member
-    /// record). Default 0. Named groups are an unstable API (issue #15):
-    /// they can only be joined with the `unstable-groups` feature.
+    /// record). Default 0.
     pub max_groups: usize,
     /// How long a named consumer group keeps its position (and its hold
     /// on the messages queued for it) once it has no live member: all its

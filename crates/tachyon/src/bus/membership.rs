@@ -42,8 +42,6 @@
 //!
 //! [`Group`]: super::Group
 
-#![cfg_attr(not(feature = "unstable-groups"), allow(dead_code))]
-
 use super::groups::{Control, ACTIVE, DRAINING, VACANT};
 use super::layout::MEMBER_RECORD;
 use super::pool::{HELD, LOANED};
@@ -513,7 +511,7 @@ fn drain(topic: &Topic, g: usize, partition: u32, me: Token) {
     waits.not_empty.notify_all();
 }
 
-#[cfg(all(test, feature = "unstable-groups"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::bus::layout::{cfg_copy_at, GROUP_LEASE_COPY, OFF_GROUP_LEASE};

@@ -56,9 +56,7 @@ crate::without_loom! {
     pub use region::Region;
     pub(crate) use region::RECOVERY_INTERVAL;
     pub use subscription::{Partitions, Subscription};
-    #[cfg(feature = "unstable-groups")]
     pub use membership::MAX_MEMBERS;
-    #[cfg(feature = "unstable-groups")]
     pub use topic::Group;
     pub use topic::{
         Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,

@@ -35,7 +35,7 @@ pub struct Recovered {
     /// (from their second copy, or from the configuration this handle
     /// holds). Not counted in [`total`](Self::total).
     pub directory: usize,
-    /// Consumer groups (`unstable-groups`): holds of dead group members on
+    /// Consumer groups: holds of dead group members on
     /// at-most-once topics ended, one per group that lost the message (it
     /// is lost to that group only; also counted in the topic's `lost`).
     /// Not counted in [`total`](Self::total): the chunk goes back to the

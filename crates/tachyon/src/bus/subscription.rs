@@ -31,7 +31,6 @@
 //! extend; today every subscription is in the topic's one default group.
 
 use super::region::RECOVERY_INTERVAL;
-#[cfg(feature = "unstable-groups")]
 use super::topic::Group;
 use super::topic::{Message, ReceiveStop, Topic};
 use crate::error::{Error, Result};
@@ -116,7 +115,6 @@ pub struct Subscription {
     pub(super) parked: crate::sync::reactor::Parked,
     topic: Topic,
     /// The consumer group it receives for (`None`: the default group).
-    #[cfg(feature = "unstable-groups")]
     group: Option<Group>,
     /// The group slot whose rings it reads (0: the default group's).
     slot: usize,
@@ -160,7 +158,6 @@ impl Topic {
         Ok(Subscription {
             parked: Default::default(),
             topic: self.clone(),
-            #[cfg(feature = "unstable-groups")]
             group: None,
             slot: 0,
             partitions: parts.into_boxed_slice(),
@@ -193,7 +190,6 @@ impl Topic {
     }
 }
 
-#[cfg(feature = "unstable-groups")]
 impl Group {
     /// A [`Subscription`] to `partitions` of the group's topic that
     /// receives the group's messages: one blocking receive over all of
@@ -201,7 +197,7 @@ impl Group {
     /// [`Stream`](futures_core::Stream) of messages, as for the default
     /// group. It keeps this membership (a clone of the handle) for as long
     /// as it lives. [`Error::InvalidArgument`] for an empty set or a
-    /// partition the topic does not have. `unstable-groups` feature only.
+    /// partition the topic does not have.
     ///
     /// ```
     /// use std::time::Duration;
@@ -245,8 +241,7 @@ impl Subscription {
     }
 
     /// The consumer group it receives for (`None`: the topic's default
-    /// group). `unstable-groups` feature only.
-    #[cfg(feature = "unstable-groups")]
+    /// group).
     pub fn group(&self) -> Option<&Group> {
         self.group.as_ref()
     }
@@ -360,7 +355,6 @@ impl Subscription {
 
     /// One look at `partition`'s ring of the subscription's group.
     fn try_receive_from(&self, partition: u32) -> Result<Option<Message>> {
-        #[cfg(feature = "unstable-groups")]
         if let Some(group) = &self.group {
             return group.try_receive(partition);
         }

@@ -70,7 +70,7 @@ pub struct TopicConfig {
     /// What a consumer's death does to the message it held.
     pub delivery: Delivery,
     /// Whether the topic has its default group (group slot 0: what
-    /// [`Topic::receive`] reads). See `default_group` (`unstable-groups` feature).
+    /// [`Topic::receive`] reads). See [`default_group`](Self::default_group).
     pub(crate) default_group: bool,
     /// Whether a full partition drops its oldest message instead of holding
     /// the publisher back (see [`overrun`](Self::overrun)).
@@ -121,16 +121,12 @@ impl TopicConfig {
     /// delivered to nobody (its chunk goes back to the pool, counted in
     /// [`TopicInfo::undelivered`]). Needs a region with
     /// [`max_groups`](super::RegionConfig::max_groups) of at least 1.
-    /// Consumer groups are not crash-safe yet (issue #15):
-    /// `unstable-groups` feature only.
-    #[cfg(feature = "unstable-groups")]
     pub fn default_group(mut self, on: bool) -> Self {
         self.default_group = on;
         self
     }
 
     /// Whether the topic has its default group (see `default_group`).
-    #[cfg(feature = "unstable-groups")]
     pub fn default_group_enabled(&self) -> bool {
         self.default_group
     }
@@ -1517,8 +1513,11 @@ impl Topic {
 /// the pool once no other group holds them, and it no longer holds
 /// producers back. A group with a live member is never dropped.
 ///
-/// **Unstable (issue #15):** recovery of a dead member's messages within
-/// its group is being wired; `unstable-groups` feature only.
+/// **Crash safety.** A member killed at any instruction loses at most the
+/// message it held, for its own group only (none on an at-least-once
+/// topic, where it is delivered again within the group); the other groups
+/// get it exactly once; the chunk returns to the pool once every group
+/// let it go. See `docs/groups-design.md` and `docs/CRASH-SAFETY.md`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -1538,7 +1537,6 @@ impl Topic {
 /// # drop(audit); drop(topic); drop(region); Region::remove(&name)?;
 /// # Ok::<(), tachyon::Error>(())
 /// ```
-#[cfg(feature = "unstable-groups")]
 #[derive(Clone)]
 pub struct Group {
     topic: Topic,
@@ -1547,7 +1545,6 @@ pub struct Group {
     member: Arc<super::membership::Member>,
 }
 
-#[cfg(feature = "unstable-groups")]
 impl Group {
     /// Waits up to `timeout` for the group's next message in `partition`
     /// (as [`Topic::receive`] does for the default group). Dropping the
@@ -1652,14 +1649,12 @@ impl Group {
     }
 }
 
-#[cfg(feature = "unstable-groups")]
 impl std::fmt::Debug for Group {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Group").field("topic", &self.topic.core.name).field("name", &self.name).finish()
     }
 }
 
-#[cfg(feature = "unstable-groups")]
 impl Topic {
     /// Joins the consumer group `name` of this topic, creating it if no
     /// group of that name is joined: from now on every message published
@@ -1675,7 +1670,6 @@ impl Topic {
     /// [`MAX_MEMBERS`](super::MAX_MEMBERS) member processes at most
     /// ([`Error::NoSpace`]; dead members' places are reused). Membership,
     /// leaving and the group lease: see [`Group`].
-    /// `unstable-groups` feature only.
     pub fn join_group(&self, name: &str) -> Result<Group> {
         if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
             return Err(Error::InvalidName {
