@@ -34,8 +34,11 @@
 //! any more (`Shares::recover`): a dead member's hold is lost to its group
 //! (at most once) or published again into it (at least once); a hold a
 //! dead publisher or redeliverer queued that no descriptor names is
-//! published (completing a publication cut short after its commit point);
-//! and a chunk whose last releaser died between its two CASes is freed.
+//! published at least once (completing a publication cut short after its
+//! commit point, at the back of the group's ring) and let go at most once
+//! (lost to that group rather than delivered behind later messages of its
+//! key); and a chunk whose last releaser died between its two CASes is
+//! freed.
 //!
 //! Ring cells a dead writer left claimed are repaired by the rings
 //! themselves, by whoever waits on them.
@@ -431,12 +434,13 @@ impl Region {
     }
 
     /// Recovery of chunk `i`, shared by groups (`Shares::recover`): each
-    /// group word a dead token holds is lost to its group (a dead member's,
-    /// at-most-once topic: counted in the topic's `lost`), published again
-    /// into its group (a dead member's at least once; or queued by a dead
-    /// publisher or redeliverer and named by no committed descriptor in
-    /// the group's ring), or left (queued and named); then the chunk is
-    /// freed if no group holds it any more.
+    /// group word a dead token holds is lost to its group (at-most-once
+    /// topic: a dead member's, or one a dead publisher queued and no
+    /// committed descriptor names; counted in the topic's `lost`),
+    /// published again into its group (at least once: a dead member's, or
+    /// one queued by a dead publisher or redeliverer and named by no
+    /// committed descriptor in the group's ring), or left (queued and
+    /// named); then the chunk is freed if no group holds it any more.
     fn recover_shared(&self, i: u32, is_dead: &dyn Fn(u32) -> bool, found: &mut Recovered) {
         let (Some(class), Ok(shares), Ok(metas)) = (self.class_of(i), self.shares(i), self.metas()) else {
             return;
