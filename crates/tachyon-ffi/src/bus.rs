@@ -1691,10 +1691,7 @@ pub unsafe extern "C" fn ty_group_receive_cancel(
         unsafe {
             group_receive(group, partition, m, |g| {
                 let stop = &c?.stop;
-                // `Group` has no `receive_until`: a subscription of the one
-                // partition waits the same way, with the stop.
-                let sub = g.subscribe(Partitions::Set(vec![partition]))?;
-                Ok(Some(interruptible(timeout, |w| sub.receive_until(w, stop))?))
+                Ok(Some(interruptible(timeout, |w| g.receive_until(partition, w, stop))?))
             })
         }
     })

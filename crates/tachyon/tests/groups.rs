@@ -346,3 +346,23 @@ fn a_stale_descriptor_of_a_shared_chunk_is_not_delivered() {
     unsafe { t.release_raw(raw.index).unwrap() };
     assert_eq!(r.pool_stats().unwrap(), initial);
 }
+
+/// A group's message turned raw (the C face's path) gives up its share of
+/// the membership: leaving with it still held ends the membership (the
+/// raw message does not keep the process a member for ever, nor leak its
+/// handle), and the raw release still works.
+#[test]
+fn a_raw_group_message_does_not_keep_the_membership() {
+    let name = unique("groups-raw");
+    let _rm = RemoveRegion(name.clone());
+    let r = region(&name, 3);
+    let t = r.create_topic("t", TopicConfig::default().default_group(false)).unwrap();
+    let initial = r.pool_stats().unwrap();
+    let g = t.join_group("g").unwrap();
+    t.send(b"raw", Key(0), None).unwrap();
+    let raw = g.receive(0, Some(Duration::from_secs(1))).unwrap().into_raw();
+    assert!(g.leave().unwrap(), "the last share: the membership ends");
+    // SAFETY: received through this region handle, released once.
+    unsafe { t.release_raw(raw.index) }.unwrap();
+    assert_eq!(r.pool_stats().unwrap(), initial);
+}

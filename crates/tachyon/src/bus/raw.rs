@@ -80,7 +80,9 @@ impl Message {
     /// [`release_raw`](Topic::release_raw) through a topic of the same
     /// region handle, which must follow. For bindings that receive through
     /// a [`Subscription`](super::Subscription) and hand the message to
-    /// another language.
+    /// another language. A consumer group's message turned raw no longer
+    /// keeps the process a member of the group (a [`Message`] does): keep
+    /// the [`Group`](super::Group) while its raw messages are held.
     ///
     /// ```
     /// use std::time::Duration;

@@ -311,7 +311,7 @@ impl Subscription {
         // Registered with the stop for the whole wait, so that its `stop`
         // wakes the partitions' sleepers (us among them).
         let _watches: Vec<_> = stop
-            .map(|s| self.partitions.iter().map(|&p| s.watch(&self.topic, p)).collect())
+            .map(|s| self.partitions.iter().map(|&p| s.watch(&self.topic, self.slot, p)).collect())
             .unwrap_or_default();
         let points = self.sleep_points()?;
         let region = self.topic.region();

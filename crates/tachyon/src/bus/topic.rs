@@ -1295,7 +1295,7 @@ impl Topic {
         let _watch = match stop {
             Some(stop) => {
                 waits.closed = Some(&stop.stopped);
-                Some(stop.watch(self, partition))
+                Some(stop.watch(self, slot, partition))
             }
             None => None,
         };
@@ -1559,6 +1559,35 @@ impl Group {
     /// group's ring of `partition` is empty now.
     pub fn try_receive(&self, partition: u32) -> Result<Option<Message>> {
         none_if_empty(self.receive(partition, Some(Duration::ZERO)))
+    }
+
+    /// [`receive`](Self::receive) that another thread can end early with
+    /// [`ReceiveStop::stop`]: it then returns [`Error::Interrupted`] (a
+    /// message there already is still received), woken at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{ReceiveStop, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-group-until-{}", std::process::id());
+    /// let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(2);
+    /// let region = Region::create(&name, cfg)?;
+    /// let topic = region.create_topic("t", TopicConfig::default().default_group(false))?;
+    /// let audit = topic.join_group("audit")?;
+    /// let stop = ReceiveStop::new();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         std::thread::sleep(Duration::from_millis(20));
+    ///         stop.stop();
+    ///     });
+    ///     let r = audit.receive_until(0, Some(Duration::from_secs(10)), &stop);
+    ///     assert!(matches!(r, Err(tachyon::Error::Interrupted)));
+    /// });
+    /// # drop((audit, topic, region)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn receive_until(&self, partition: u32, timeout: Option<Duration>, stop: &ReceiveStop) -> Result<Message> {
+        let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, Some(stop))?;
+        Ok(Message { topic: self.topic.clone(), chunk, len, partition, member: Some(self.member.clone()) })
     }
 
     /// Receives the group's next message of `partition` into `buf`
@@ -1998,11 +2027,13 @@ impl Message {
         // SAFETY: `this.topic` and `this.member` are read once each and
         // never dropped in place (ManuallyDrop): their references move to
         // the copies, which drop them.
-        let (_topic, member) = unsafe { (std::ptr::read(&this.topic), std::ptr::read(&this.member)) };
-        // A group message leaving for the raw interface keeps its
-        // membership for as long as this process lives (nothing tells when
-        // its raw release comes): the group is never dropped under it.
-        std::mem::forget(member);
+        let (_topic, _member) = unsafe { (std::ptr::read(&this.topic), std::ptr::read(&this.member)) };
+        // A group message leaving for the raw interface gives up its share
+        // of the membership (nothing tells when its raw release comes):
+        // the binding keeps the `Group` while its raw messages are held
+        // (the C face's `ty_group_close` releases them first). Kept for
+        // ever instead, it would leak the handle and keep this process a
+        // member after its group handle is gone.
         (this.chunk, this.len)
     }
 }
@@ -2057,7 +2088,7 @@ pub struct ReceiveStop {
     /// Non-zero once stopped (the ring's wait ends on it).
     pub(super) stopped: AtomicU32,
     /// The partitions receives with this stop wait on now (to wake them).
-    waiting: std::sync::Mutex<Vec<(Topic, u32)>>,
+    waiting: std::sync::Mutex<Vec<(Topic, usize, u32)>>,
 }
 
 impl ReceiveStop {
@@ -2081,10 +2112,11 @@ impl ReceiveStop {
         // fence order it against the receivers' loads (`claim_blocking`, `receive_inner`).
         self.stopped.store(1, Ordering::SeqCst);
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        for (topic, partition) in waiting.iter() {
-            // Wakes every sleeper of the partition (others look again and
-            // sleep on); the stopped flag, set before, is what ends ours.
-            if let Ok(waits) = topic.waits(*partition) {
+        for (topic, slot, partition) in waiting.iter() {
+            // Wakes every sleeper of the partition's ring in that group slot
+            // (others look again and sleep on); the stopped flag, set
+            // before, is what ends ours.
+            if let Ok(waits) = topic.waits_of(*slot, *partition) {
                 waits.not_empty.notify_all();
             }
         }
@@ -2096,11 +2128,11 @@ impl ReceiveStop {
         self.stopped.load(Ordering::SeqCst) != 0
     }
 
-    /// Records a receive waiting on `partition` of `topic` until the guard
-    /// goes.
-    pub(super) fn watch(&self, topic: &Topic, partition: u32) -> StopWatch<'_> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).push((topic.clone(), partition));
-        StopWatch { stop: self, topic: Arc::as_ptr(&topic.core) as usize, partition }
+    /// Records a receive waiting on `partition` of group slot `slot` of
+    /// `topic` until the guard goes.
+    pub(super) fn watch(&self, topic: &Topic, slot: usize, partition: u32) -> StopWatch<'_> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).push((topic.clone(), slot, partition));
+        StopWatch { stop: self, topic: Arc::as_ptr(&topic.core) as usize, slot, partition }
     }
 }
 
@@ -2108,6 +2140,7 @@ impl ReceiveStop {
 pub(super) struct StopWatch<'a> {
     stop: &'a ReceiveStop,
     topic: usize,
+    slot: usize,
     partition: u32,
 }
 
@@ -2116,7 +2149,9 @@ impl Drop for StopWatch<'_> {
         let mut waiting = self.stop.waiting.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(i) = waiting
             .iter()
-            .position(|(t, p)| Arc::as_ptr(&t.core) as usize == self.topic && *p == self.partition)
+            .position(|(t, g, p)| {
+                Arc::as_ptr(&t.core) as usize == self.topic && *g == self.slot && *p == self.partition
+            })
         {
             waiting.swap_remove(i);
         }
