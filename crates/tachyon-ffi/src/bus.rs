@@ -1606,8 +1606,11 @@ unsafe fn group<'a>(p: *const ty_group_t) -> Res<&'a ty_group_t> {
 /// Joins the consumer group `name` of the topic, creating the group if
 /// none of that name is joined: from now on every message published to the
 /// topic goes to the group too (to one of its members). Group names are 1
-/// to 64 bytes without NUL. Each join is a member of its own; the default
-/// group (`ty_subscribe`) is another group, unaffected.
+/// to 64 bytes without NUL. A member is a process: several joins of one
+/// group in one process share its membership, which ends with the last of
+/// their handles closed; the group then keeps its position for the
+/// region's group lease. The default group (`ty_subscribe`) is another
+/// group, unaffected.
 ///
 /// On success `*out` is a new handle, for `ty_group_close`; NULL on
 /// failure. Errors: `TY_EINVAL` (NULL, a bad name, or a region without
