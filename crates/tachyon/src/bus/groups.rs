@@ -1759,4 +1759,119 @@ mod loom_models {
     fn a_publisher_killed_after_shared_at_least_once() {
         publisher_killed_after_shared(true);
     }
+
+    /// Joining "from the oldest" (`bus/backlog.rs`) racing a publisher of
+    /// two messages (1 then 2, same key) whose first look at the groups
+    /// may come before the join: the joiner reserves the new group's ring
+    /// (slot 1, two cells), goes ACTIVE, fences (the model of its
+    /// `membarrier`), and copies the source ring's (slot 0) committed
+    /// cells, waiting for marked ones and skipping unmarked claims; the
+    /// publisher claims, marks, fences (the model of its compiler fence
+    /// under the joiner's barrier), looks again, and publishes again with
+    /// the group if it joined meanwhile (waiting for room in the group's
+    /// ring while holding its other claim, unmarked). The new group gets 1
+    /// and then 2, each once: no gap between backlog and live stream, no
+    /// duplicate, no deadlock. Fails with the publisher's second look taken
+    /// out (the group misses 1 or 2), with the joiner skipping marked
+    /// cells instead of waiting for them, and with it waiting for marked
+    /// cells only (a commit writes the item over the mark before its
+    /// word moves: a committing cell then looks unmarked).
+    #[test]
+    fn a_stale_publisher_races_a_join_from_the_oldest() {
+        use crate::sync::ring::{Claim, Look};
+        model(3, || {
+            let rings = Arc::new(RealRings::new(2, 4));
+            let (src, g) = (0usize, 1usize);
+            // Slot 1's ring has two cells: rebuild it so.
+            let rings = {
+                let mut r = Arc::try_unwrap(rings).ok().unwrap();
+                r.0[g] =
+                    (crate::sync::ring::Cursors::new(), (0..2).map(crate::sync::ring::Cell::new).collect());
+                Arc::new(r)
+            };
+            let control = Arc::new(Control::new(1, VACANT));
+            let publisher = {
+                let (rings, control) = (rings.clone(), control.clone());
+                loom::thread::spawn(move || {
+                    let me = tok(P);
+                    for m in 1..=2u64 {
+                        loop {
+                            let joined = control.load() == (1, ACTIVE);
+                            let Claim::Got { pos, idx, .. } = rings.ring(src).claim_write(me) else {
+                                panic!("room")
+                            };
+                            let mut cells = vec![(src, pos, idx)];
+                            if joined {
+                                loop {
+                                    if let Claim::Got { pos, idx, .. } = rings.ring(g).claim_write(me) {
+                                        cells.push((g, pos, idx));
+                                        break;
+                                    }
+                                    loom::thread::yield_now();
+                                }
+                            }
+                            for &(r, _, idx) in &cells {
+                                rings.ring(r).mark_intent(idx);
+                            }
+                            fence(Ordering::SeqCst);
+                            if !joined && control.load() == (1, ACTIVE) {
+                                for &(r, pos, idx) in &cells {
+                                    assert!(rings.ring(r).abandon_write(pos, idx, me));
+                                }
+                                continue;
+                            }
+                            for &(r, pos, idx) in &cells {
+                                assert!(rings.ring(r).commit_write(pos, idx, m, me));
+                            }
+                            break;
+                        }
+                    }
+                })
+            };
+            // The joiner.
+            let me = tok(A);
+            let reserved: Vec<(u64, usize)> = (0..2)
+                .map(|_| match rings.ring(g).claim_write(me) {
+                    Claim::Got { pos, idx, .. } => (pos, idx),
+                    _ => panic!("an empty ring"),
+                })
+                .collect();
+            assert!(control.join(1));
+            fence(Ordering::SeqCst);
+            let source = rings.ring(src);
+            let mut backlog = Vec::new();
+            let head = source.cursors.head.load(Ordering::SeqCst);
+            'scan: for pos in head..head + 4 {
+                loop {
+                    match source.look(pos) {
+                        Look::Committed(m) => backlog.push(m),
+                        Look::Free => break 'scan,
+                        // Marked, or committing (a message's value over
+                        // the mark): wait. (Unmarked: 0, the initial value.)
+                        Look::Writing { len, .. } if len != 0 => {
+                            loom::thread::yield_now();
+                            continue;
+                        }
+                        Look::Writing { .. } | Look::Gone => {}
+                    }
+                    break;
+                }
+            }
+            let lead = reserved.len() - backlog.len();
+            for &(pos, idx) in &reserved[..lead] {
+                assert!(rings.ring(g).abandon_write(pos, idx, me));
+            }
+            rings.ring(g).skip_tombstones();
+            for (&(pos, idx), &m) in reserved[lead..].iter().zip(&backlog) {
+                assert!(rings.ring(g).commit_write(pos, idx, m, me));
+            }
+            publisher.join().unwrap();
+            let mut got = Vec::new();
+            while let Claim::Got { pos, idx, len } = rings.ring(g).claim_read(tok(B), u64::MAX, &mut false) {
+                got.push(len);
+                assert!(rings.ring(g).finish_read(pos, idx, tok(B)));
+            }
+            assert_eq!(got, [1, 2], "the new group gets 1 then 2, once each (backlog {backlog:?})");
+        });
+    }
 }

@@ -42,6 +42,7 @@
 //!
 //! [`Group`]: super::Group
 
+use super::backlog::{self, JoinFrom};
 use super::groups::{Control, ACTIVE, DRAINING, VACANT};
 use super::layout::MEMBER_RECORD;
 use super::pool::{HELD, LOANED};
@@ -219,7 +220,7 @@ impl Region {
 /// the region's control mutex; returns its slot and this join's share of
 /// the membership. The caller checked the name and that the topic has
 /// named slots.
-pub(crate) fn join(topic: &Topic, name: &str) -> Result<(usize, std::sync::Arc<Member>)> {
+pub(crate) fn join(topic: &Topic, name: &str, from: JoinFrom) -> Result<(usize, std::sync::Arc<Member>)> {
     let region = topic.region();
     let me = region.segment().token();
     let controls = topic.controls();
@@ -269,12 +270,24 @@ pub(crate) fn join(topic: &Topic, name: &str) -> Result<(usize, std::sync::Arc<M
             words[0].store(name.len() as u64, Ordering::Relaxed);
             region.member_record(index, g)?.reset(gen, Some(me));
             crate::platform::fault::point("groups-join-recorded");
+            // From the oldest: the slot's cells reserved for the backlog
+            // before it goes ACTIVE (bus/backlog.rs).
+            let reserved = match from {
+                JoinFrom::Oldest => Some(backlog::reserve(topic, g, me)?),
+                JoinFrom::Now => None,
+            };
             // SYNC: the control word's AcqRel CAS publishes the name and the
             // record to whoever reads the slot ACTIVE (joiners and recovery
             // read them under the lock too).
             if c.join(gen) {
+                if let Some(reserved) = reserved {
+                    backlog::fill(topic, g, reserved, me);
+                }
                 found = Some((g, gen));
                 break;
+            }
+            if let Some(reserved) = reserved {
+                backlog::abandon(topic, g, reserved, me);
             }
         }
     }
@@ -491,7 +504,7 @@ fn drop_group(topic: &Topic, g: usize, gen: u32) -> Option<usize> {
 
 /// Reads and drops every item of slot `g`'s ring of `partition` (a dead
 /// claimant's cell in the way is repaired), then wakes its writers.
-fn drain(topic: &Topic, g: usize, partition: u32, me: Token) {
+pub(super) fn drain(topic: &Topic, g: usize, partition: u32, me: Token) {
     let (Ok(ring), Ok(waits)) = (topic.ring_of(g, partition), topic.waits_of(g, partition)) else { return };
     let region = topic.region();
     for _ in 0..=2 * topic.capacity() + 2 {

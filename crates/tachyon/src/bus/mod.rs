@@ -28,6 +28,7 @@ mod groups;
 crate::without_loom! {
     mod alloc;
     mod asynch;
+    mod backlog;
     mod catalog;
     mod config;
     mod directory;
@@ -46,6 +47,7 @@ crate::without_loom! {
     mod topic;
 
     pub use alloc::ClassStats;
+    pub use backlog::JoinFrom;
     pub use config::{RegionConfig, MAX_GROUPS};
     pub use inspect::{GroupReport, PartitionReport, ProcessReport, RegionReport, TopicReport};
     pub use layout::{CLASS_SIZES, MAX_MESSAGE};

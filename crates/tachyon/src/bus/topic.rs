@@ -10,6 +10,7 @@
 //! validated (chunk index in range, length within its chunk, chunk really
 //! queued) before any payload byte is touched.
 
+use super::backlog::JoinFrom;
 use super::directory::{Record, TopicEntry, MAX_NAME};
 use super::layout::{CLASS_SIZES, MAX_MESSAGE, TOO_LARGE};
 use super::partition;
@@ -852,7 +853,7 @@ impl Topic {
     /// lives while the slice does (nobody else reads or writes it), and
     /// `len` is at most its class's size.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn chunk_mut(&self, chunk: Chunk, len: usize) -> &mut [u8] {
+    pub(super) unsafe fn chunk_mut(&self, chunk: Chunk, len: usize) -> &mut [u8] {
         assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
         // SAFETY: the caller's contract; `chunk.data` points at the chunk's
         // `CLASS_SIZES[class]` bytes inside the mapping `self` keeps.
@@ -895,21 +896,34 @@ impl Topic {
         keep_on_timeout: bool,
     ) -> Result<()> {
         let partition = self.partition_of(key);
-        if self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group) {
-            if let Some(r) = self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout) {
-                return r;
+        let grouped = self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group);
+        let (ring, waits, pos, idx, desc) = loop {
+            if grouped {
+                if let Some(r) = self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout) {
+                    return r;
+                }
             }
-        }
-        // Until its descriptor is committed the chunk is this caller's: any
-        // failure before that gives it back (`queue_and_claim` made it
-        // LOANED again).
-        let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, len, partition, timeout) {
-            Ok(claimed) => claimed,
-            Err(e @ Error::Timeout { .. }) if keep_on_timeout => return Err(e),
-            Err(e) => {
-                self.region().free(chunk.class, chunk.index);
-                return Err(e);
+            // Until its descriptor is committed the chunk is this caller's: any
+            // failure before that gives it back (`queue_and_claim` made it
+            // LOANED again).
+            let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, len, partition, timeout) {
+                Ok(claimed) => claimed,
+                Err(e @ Error::Timeout { .. }) if keep_on_timeout => return Err(e),
+                Err(e) => {
+                    self.region().free(chunk.class, chunk.index);
+                    return Err(e);
+                }
+            };
+            // The second look at the groups (`bus/backlog.rs`,
+            // "Publishers"): a group that joined since the first goes
+            // through the groups path, with this message.
+            if grouped && self.second_look(&ring, idx, &[(0, self.controls()[0].load().0)]) {
+                ring.abandon_write(pos, idx, self.region().segment().token());
+                topic_wake(&waits, waits.not_empty);
+                self.region().unqueue(chunk.index);
+                continue;
             }
+            break (ring, waits, pos, idx, desc);
         };
         let committed = ring.commit_write(pos, idx, desc.encode(), self.region().segment().token());
         topic_wake(&waits, waits.not_empty);
@@ -958,7 +972,37 @@ impl Topic {
         if n == 1 && to[0].0 == 0 {
             return None;
         }
-        Some(self.publish_shared(chunk, len, partition, timeout, keep_on_timeout, &to[..n]))
+        match self.publish_shared(chunk, len, partition, timeout, keep_on_timeout, &to[..n]) {
+            Ok(true) => Some(Ok(())),
+            // A group joined since the look above: look again.
+            Ok(false) => self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// A publisher's second look at the groups, after it claimed its cell
+    /// `idx` of `ring` (the only one, on the single-group path) and before
+    /// it commits: marks it (the intent a joiner "from the oldest" waits for) and says
+    /// whether a group is ACTIVE now that is not in `to` (the groups it
+    /// read at first, `(slot, generation)`). True: the publisher gives its
+    /// cells up and publishes again (see `bus/backlog.rs`, "Publishers").
+    fn second_look(&self, ring: &Ring<'_>, idx: usize, to: &[(usize, u32)]) -> bool {
+        ring.mark_intent(idx);
+        self.joined_since(to)
+    }
+
+    /// [`second_look`](Self::second_look) over the marks already made.
+    fn joined_since(&self, to: &[(usize, u32)]) -> bool {
+        // SYNC: the mark stores come before the control loads in program
+        // order and, with this compiler fence, in the instructions: the
+        // joiner's `membarrier` (a full barrier on every CPU between its
+        // ACTIVE store and its look at the cells) makes it see our marks, or
+        // us see its ACTIVE (the asymmetric Dekker pair, bus/backlog.rs).
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.controls().iter().enumerate().any(|(g, c)| {
+            let (gen, state) = c.load();
+            state == groups::ACTIVE && !to.contains(&(g, gen))
+        })
     }
 
     fn publish_shared(
@@ -969,7 +1013,7 @@ impl Topic {
         timeout: Option<Duration>,
         keep_on_timeout: bool,
         to: &[(usize, u32)],
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let region = self.region();
         let me = region.segment().token();
         if to.is_empty() {
@@ -977,7 +1021,7 @@ impl Topic {
             // SHARED), goes back to the pool.
             region.free(chunk.class, chunk.index);
             self.entry().undelivered.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            return Ok(true);
         }
         let corrupt = |field| Error::corrupt(Corruption::BadField { field, value: 0 });
         let give_back = |e: Error| {
@@ -1036,6 +1080,19 @@ impl Topic {
             }
         }
         crate::platform::fault::point("groups-publish-claimed");
+        // The second look (`bus/backlog.rs`, "Publishers"): every cell
+        // marked, then the groups read again; a group that joined since the
+        // first look means giving the cells up and publishing again, with
+        // it (the chunk is still ours: nothing is published).
+        for (&(g, _), &(_, idx)) in to.iter().zip(&cells) {
+            if let Ok(ring) = self.ring_of(g, partition) {
+                ring.mark_intent(idx);
+            }
+        }
+        if self.joined_since(to) {
+            abandon(to.len(), &cells);
+            return Ok(false);
+        }
         // 2. The group words.
         let mut slots = [0usize; super::config::MAX_GROUPS];
         for (s, &(g, _)) in slots.iter_mut().zip(to) {
@@ -1096,7 +1153,7 @@ impl Topic {
             region.freed().notify_all();
         }
         self.entry().published.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(true)
     }
 
     /// Marks `chunk` QUEUED for `partition` and claims a cell of its ring,
@@ -1249,7 +1306,7 @@ impl Topic {
 
     /// Counts a message group slot `slot` missed (overrun): in the topic's
     /// total and in the slot's member record (regions with group slots).
-    fn count_missed(&self, slot: usize) {
+    pub(super) fn count_missed(&self, slot: usize) {
         self.entry().missed.fetch_add(1, Ordering::Relaxed);
         if let Some(r) = self.slot_record(slot) {
             r.missed.fetch_add(1, Ordering::Relaxed);
@@ -1700,6 +1757,35 @@ impl Topic {
     /// ([`Error::NoSpace`]; dead members' places are reused). Membership,
     /// leaving and the group lease: see [`Group`].
     pub fn join_group(&self, name: &str) -> Result<Group> {
+        self.join_group_from(name, JoinFrom::Now)
+    }
+
+    /// [`join_group`](Self::join_group), saying where a group this join
+    /// creates starts: with the next message published
+    /// ([`JoinFrom::Now`], as `join_group`), or with the oldest message
+    /// still queued for any group of the topic ([`JoinFrom::Oldest`]: that
+    /// backlog is copied into the new group, ahead of the live stream,
+    /// once; see [`JoinFrom`]). Joining a group that exists already
+    /// continues from its position, whatever `from` says.
+    ///
+    /// ```
+    /// use tachyon::bus::{JoinFrom, Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-join-from-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(4))?;
+    /// let topic = region.create_topic("jobs", TopicConfig::default())?;
+    /// for i in 0u32..3 {
+    ///     topic.send(&i.to_le_bytes(), Key(7), None)?;
+    /// }
+    /// let replay = topic.join_group_from("replay", JoinFrom::Oldest)?;
+    /// let p = topic.partition_of(Key(7));
+    /// for i in 0u32..3 {
+    ///     assert_eq!(&*replay.receive(p, None)?, i.to_le_bytes());
+    /// }
+    /// # drop(replay); drop(topic); drop(region);
+    /// # Region::remove(&name)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn join_group_from(&self, name: &str, from: JoinFrom) -> Result<Group> {
         if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
             return Err(Error::InvalidName {
                 name: name.to_owned(),
@@ -1712,7 +1798,7 @@ impl Topic {
                 self.region().name()
             )));
         }
-        let (slot, member) = super::membership::join(self, name)?;
+        let (slot, member) = super::membership::join(self, name, from)?;
         Ok(Group { topic: self.clone(), slot, name: name.to_owned(), member })
     }
 }

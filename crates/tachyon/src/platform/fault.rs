@@ -25,6 +25,11 @@
 //! not yet pushed), `groups-redeliver-queued` (recovery re-queued a hold
 //! in its group with a new stamp, its descriptor not yet committed).
 //!
+//! Joining from the oldest (`bus/backlog.rs`): `groups-join-reserved`
+//! (the new group's cells claimed, its slot still VACANT),
+//! `groups-join-copied` (the slot ACTIVE, the first backlog message
+//! published into it, the rest of the reserved cells still claimed).
+//!
 //! Overrun (`TopicConfig::overrun`): `overrun-taken` (a publisher took a
 //! full ring's oldest message on its group's behalf, not yet released).
 //!

@@ -90,6 +90,27 @@ const REPAIR_BUDGET: u32 = 64;
 /// The tag of a cell whose writer died: readers skip it.
 pub(crate) const TOMBSTONE: u32 = 0x8000_0000;
 
+/// The length word of a cell whose writer has claimed everything it needs
+/// and is about to commit (see [`Ring::mark_intent`]); no item is that
+/// long.
+pub(crate) const INTENT: u64 = u64::MAX;
+
+/// A look at one position of a ring ([`Ring::look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// Committed and not claimed by a reader: the item's length word.
+    Committed(u64),
+    /// Claimed by writer `by`; `len`: the cell's length word now:
+    /// [`INTENT`] if the writer marked it ([`Ring::mark_intent`]), the
+    /// item's if the writer is committing it, else what an earlier lap
+    /// left (the caller tells the last two apart by what they name).
+    Writing { by: Token, len: u64 },
+    /// Free for its writer: the end of what was written.
+    Free,
+    /// Read, being read, given up, or of another lap.
+    Gone,
+}
+
 /// Positions, on their own cache lines.
 #[repr(C)]
 pub(crate) struct Cursors {
@@ -1000,6 +1021,76 @@ impl Ring<'_> {
         let (seq, tag) = split(cell.word.load(Ordering::Acquire));
         (tag != TOMBSTONE && u64::from(seq.wrapping_sub(1)) % self.n() == idx as u64)
             .then(|| cell.len.load(Ordering::Relaxed))
+    }
+
+    /// Says, for a bus writer that holds a write claim on cell `idx`, that
+    /// it has claimed every cell it needs and is about to look at the
+    /// topic's groups once more before committing (the intent a joiner of
+    /// a group "from the oldest" waits for: `bus/backlog.rs`). The cell's
+    /// length word is the claimant's until it commits (which overwrites
+    /// it), so no reader is disturbed.
+    pub(crate) fn mark_intent(&self, idx: usize) {
+        self.cells[idx].len.store(INTENT, Ordering::Relaxed);
+    }
+
+    /// What the cell of position `pos` holds now, for a look at another
+    /// group's backlog that claims nothing (see [`Look`]).
+    pub(crate) fn look(&self, pos: u64) -> Look {
+        let (_, cell) = self.cell(pos);
+        // SYNC: pairs with the Release CAS of `commit_write`: `len`, read
+        // next, is this lap's item if the word still says so afterwards.
+        let w = cell.word.load(Ordering::Acquire);
+        let (seq, tag) = split(w);
+        if seq == pos as u32 {
+            return match Token::from_raw(tag) {
+                Some(by) => Look::Writing { by, len: cell.len.load(Ordering::Relaxed) },
+                None => Look::Free,
+            };
+        }
+        if seq != pos.wrapping_add(1) as u32 || tag != 0 {
+            return Look::Gone;
+        }
+        let len = cell.len.load(Ordering::Relaxed);
+        // SYNC: orders the `len` load before the re-check (seqlock style):
+        // a cell freed and written again since has another sequence.
+        fence(Ordering::Acquire);
+        let (seq, tag) = split(cell.word.load(Ordering::Relaxed));
+        if seq == pos.wrapping_add(1) as u32 && tag != TOMBSTONE {
+            Look::Committed(len)
+        } else {
+            Look::Gone
+        }
+    }
+
+    /// Frees the tombstones at the head of the ring (cells given up by
+    /// their writers), as a reader passing them does, and stops at the
+    /// first cell that is not one. For a joiner that gave up cells it had
+    /// claimed ahead of a backlog (`bus/backlog.rs`): writers get that
+    /// room back at once rather than when a reader passes.
+    pub(crate) fn skip_tombstones(&self) -> u64 {
+        let mut skipped = 0;
+        for _ in 0..self.n() {
+            let pos = self.cursors.head.load(Ordering::Acquire);
+            let (_, cell) = self.cell(pos);
+            let w = join(pos.wrapping_add(1) as u32, TOMBSTONE);
+            // SYNC: Release, as a reader's free of a tombstone in
+            // `claim_read_within`: pairs with the next writer's claim.
+            if cell
+                .word
+                .compare_exchange(
+                    w,
+                    join(pos.wrapping_add(self.n()) as u32, 0),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+            {
+                break;
+            }
+            self.advance(&self.cursors.head, pos);
+            skipped += 1;
+        }
+        skipped
     }
 
     fn advance(&self, cursor: &AtomicU64, from: u64) {
