@@ -138,7 +138,44 @@ func (g *Group) Depth(partition int) (int, error) {
 // Group): its subscriptions still open are closed first, messages received
 // through it and not released are released, and calls in flight are
 // waited for (a ReceiveContext waiting is ended with ErrClosed). A second
-// Close returns ErrClosed.
+// Close returns ErrClosed. Leaving here cannot report a failure; Leave
+// does.
 func (g *Group) Close() error {
 	return g.handle().close("Group.Close")
+}
+
+// Leave is Close reporting what leaving did: true if it ended this
+// process's membership of the group (a member is a process: its Groups of
+// one group share one membership, which the last of them to leave or
+// close ends; false while others keep it). Ending it takes the process
+// out of the group's record, so the group's messages go to its other
+// members. A group left without a live member keeps its position (what
+// is published meanwhile waits for it) for the region's group lease: a
+// member joining within it goes on from there; then recovery drops it.
+// The Group is closed afterwards whatever the result: every later call
+// returns ErrClosed (a second Leave or Close too). ErrTimeout: the
+// region's control lock stayed taken 5 s (the process then stays
+// recorded as a member until it exits).
+func (g *Group) Leave() (bool, error) {
+	const op = "Group.Leave"
+	h := g.handle()
+	if h == nil {
+		return false, closed(op, true)
+	}
+	var r C.go_ty_res
+	if err := h.closeWith(op, func() { r = C.go_ty_group_leave(h.p); h.p = 0 }); err != nil {
+		return false, err
+	}
+	if r.rc < 0 {
+		return false, fail(op, r)
+	}
+	return r.rc == 1, nil
+}
+
+// Missed returns the group's messages dropped unread from its full
+// partitions by publishers of a topic with TopicConfig.Overrun, since
+// the group was created (0 on other topics). Each group has its own
+// count: a slow group misses messages, a fast one does not.
+func (g *Group) Missed() (uint64, error) {
+	return g.handle().missed("Group.Missed")
 }

@@ -227,3 +227,163 @@ func TestGroupErrors(t *testing.T) {
 	_, err = nilTopic.JoinGroup("x")
 	wantErr(t, err, ErrInvalid)
 }
+
+// poolFull fails the test unless every chunk of reg's pool is free (the
+// tests that call it never loan in this process: no chunk cache).
+func poolFull(t *testing.T, reg *Region) {
+	t.Helper()
+	for c, s := range must(reg.PoolStats())(t) {
+		if s.Free != s.Chunks {
+			t.Fatalf("class %d: %d of %d chunks free", c, s.Free, s.Chunks)
+		}
+	}
+}
+
+// groupInfo returns the GroupInfo of the group name of topic.
+func groupInfo(t *testing.T, topic *Topic, name string) GroupInfo {
+	t.Helper()
+	for _, gi := range must(topic.Groups())(t) {
+		if gi.Name == name {
+			return gi
+		}
+	}
+	t.Fatalf("no group %q in Topic.Groups", name)
+	return GroupInfo{}
+}
+
+// Leave, with a producer process: a second Group of the group keeps the
+// membership (false) and gets the rest; the left Group is closed
+// (ErrClosed) and the message it held released; the last Leave ends the
+// membership (true), the pool is full again, and the group keeps its
+// position for its lease.
+func TestGroupLeave(t *testing.T) {
+	reg, name := newGroupRegion(t, 3)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: 64, NoDefaultGroup: true}))(t)
+	defer topic.Close()
+	g1 := must(topic.JoinGroup("g"))(t)
+	g2 := must(topic.JoinGroup("g"))(t)
+	if gi := groupInfo(t, topic, "g"); gi.Slot != 1 || gi.Members != 1 || gi.LiveMembers != 1 || !gi.EmptySince.IsZero() {
+		t.Fatalf("before: %+v", gi)
+	}
+	cmd, _ := child(t, "produce", name, "t", "10", "1")
+	check(t, cmd.Wait())
+	if gi := groupInfo(t, topic, "g"); gi.Lag != 10 || gi.Position != 0 || gi.Missed != 0 {
+		t.Fatalf("after 10: %+v", gi)
+	}
+	held := must(g1.Receive(0, bound))(t)
+	left, err := g1.Leave()
+	check(t, err)
+	if left {
+		t.Fatal("Leave of one of two Groups of the group ended the membership")
+	}
+	wantErr(t, held.Release(), ErrClosed) // released by Leave
+	_, err = g1.Receive(0, 0)
+	wantErr(t, err, ErrClosed)
+	_, err = g1.Missed()
+	wantErr(t, err, ErrClosed)
+	_, err = g1.Depth(0)
+	wantErr(t, err, ErrClosed)
+	_, err = g1.Leave()
+	wantErr(t, err, ErrClosed)
+	wantErr(t, g1.Close(), ErrClosed)
+	if gi := groupInfo(t, topic, "g"); gi.Members != 1 {
+		t.Fatalf("after the first Leave: %+v", gi)
+	}
+	for s := 1; s < 10; s++ { // the one g1 held was released: consumed
+		msg := must(g2.TryReceive(0))(t)
+		if want := fmt.Sprintf("go-0-%d", s); string(msg.Data()) != want {
+			t.Fatalf("got %q, want %q", msg.Data(), want)
+		}
+		check(t, msg.Release())
+	}
+	_, err = g2.TryReceive(0)
+	wantErr(t, err, ErrWouldBlock)
+
+	cmd, _ = child(t, "produce", name, "t", "1", "1")
+	check(t, cmd.Wait())
+	held = must(g2.Receive(0, bound))(t)
+	left, err = g2.Leave()
+	check(t, err)
+	if !left {
+		t.Fatal("the last Leave did not end the membership")
+	}
+	gi := groupInfo(t, topic, "g")
+	if gi.Members != 0 || gi.LiveMembers != 0 || gi.EmptySince.IsZero() || gi.Lag != 0 || gi.Position != 11 {
+		t.Fatalf("after the last Leave: %+v", gi)
+	}
+	poolFull(t, reg)
+
+	// The position is kept for the lease: what comes now waits for the
+	// group, and a member joining again gets it.
+	cmd, _ = child(t, "produce", name, "t", "3", "1")
+	check(t, cmd.Wait())
+	if gi := groupInfo(t, topic, "g"); gi.Lag != 3 {
+		t.Fatalf("lag %d, want 3", gi.Lag)
+	}
+	g3 := must(topic.JoinGroup("g"))(t)
+	msg := must(g3.TryReceive(0))(t)
+	if string(msg.Data()) != "go-0-0" {
+		t.Fatalf("got %q after joining again", msg.Data())
+	}
+	check(t, msg.Release())
+	if left, err := g3.Leave(); err != nil || !left {
+		t.Fatalf("Leave: %v %v", left, err)
+	}
+}
+
+// Overrun: a producer process sends 5000 messages without ever waiting
+// to a topic of rings of 8 whose default group and group "slow" do not
+// read; each missed what its ring could not hold, keeps the newest 8 in
+// order, and received + missed = published.
+func TestGroupOverrun(t *testing.T) {
+	const n, ring = 5000, 8
+	reg, name := newGroupRegion(t, 3)
+	_, err := reg.CreateTopic("x", &TopicConfig{Capacity: ring, Overrun: true, Delivery: AtLeastOnce})
+	wantErr(t, err, ErrInvalid)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: ring, Overrun: true}))(t)
+	defer topic.Close()
+	_, err = reg.CreateTopic("t", &TopicConfig{Capacity: ring})
+	wantErr(t, err, ErrIncompatible)
+	slow := must(topic.JoinGroup("slow"))(t)
+	defer slow.Close()
+	if m := must(slow.Missed())(t); m != 0 {
+		t.Fatalf("missed %d before", m)
+	}
+
+	cmd, _ := child(t, "send-now", name, "t", fmt.Sprint(n))
+	check(t, cmd.Wait())
+	if st := must(topic.Stats())(t); st.Published != n {
+		t.Fatalf("published %d", st.Published)
+	}
+	missedSlow, missedDefault := must(slow.Missed())(t), must(topic.Missed())(t)
+	if missedSlow == 0 || missedDefault == 0 {
+		t.Fatalf("missed %d and %d", missedSlow, missedDefault)
+	}
+	groups := must(topic.Groups())(t)
+	if len(groups) != 2 || groups[0].Slot != 0 || groups[0].Name != "" || groups[0].Missed != missedDefault ||
+		groups[0].Lag != ring || groups[1].Name != "slow" || groups[1].Missed != missedSlow || groups[1].Lag != ring {
+		t.Fatalf("groups: %+v", groups)
+	}
+	drain := func(receive func() (*Message, error)) uint64 {
+		got := uint64(0)
+		for {
+			msg, err := receive()
+			if errors.Is(err, ErrWouldBlock) {
+				return got
+			}
+			check(t, err)
+			if want := fmt.Sprint(n - ring + int(got)); string(msg.Data()) != want {
+				t.Fatalf("got %q, want %q", msg.Data(), want)
+			}
+			got++
+			check(t, msg.Release())
+		}
+	}
+	if got := drain(func() (*Message, error) { return slow.TryReceive(0) }); got != ring || got+missedSlow != n {
+		t.Fatalf("slow: received %d + missed %d, published %d", got, missedSlow, n)
+	}
+	if got := drain(func() (*Message, error) { return topic.TryReceive(0) }); got+missedDefault != n {
+		t.Fatalf("default: received %d + missed %d, published %d", got, missedDefault, n)
+	}
+	poolFull(t, reg)
+}

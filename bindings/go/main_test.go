@@ -219,6 +219,13 @@ func helper(mode string, args []string) error {
 		}
 		fmt.Println("stopped")
 		return nil
+	case "send-now": // REGION TOPIC N: send "0" .. "N-1" with key 0, never waiting
+		for i := 0; i < num(2); i++ {
+			if err := topic.SendTimeout([]byte(strconv.Itoa(i)), 0, 0); err != nil {
+				return fmt.Errorf("message %d: %w", i, err)
+			}
+		}
+		return nil
 	case "loans": // REGION TOPIC N: loan N chunks, say so, wait to be killed
 		for i := 0; i < num(2); i++ {
 			l, err := topic.LoanTimeout(100, bound)

@@ -253,6 +253,16 @@ type TopicConfig struct {
 	// only, and Topic.Receive and Topic.Subscribe are ErrInvalid. It
 	// needs a region of MaxGroups at least 1.
 	NoDefaultGroup bool
+	// Overrun makes a publisher that finds a group's ring of its
+	// partition full drop that group's oldest message there (received
+	// and released on the group's behalf) and publish, instead of
+	// waiting: a slow group no longer holds producers back, it misses
+	// messages instead, counted per group (Group.Missed, Topic.Missed for
+	// the default group, GroupInfo.Missed). The other groups, and the
+	// order of what is delivered, are unaffected. For data where the
+	// latest matters more than every message (market data, sensor
+	// readings). Not with AtLeastOnce (ErrInvalid).
+	Overrun bool
 }
 
 // Notify is how a topic's producers and consumers wait.
@@ -298,16 +308,23 @@ func (r *Region) CreateTopic(name string, conf *TopicConfig) (*Topic, error) {
 	}
 	tc.notify = C.int(conf.Notify)
 	tc.delivery = C.int(conf.Delivery)
-	return r.topic(op, name, &tc, !conf.NoDefaultGroup)
+	var flags C.uint32_t
+	if conf.NoDefaultGroup {
+		flags |= C.TY_TOPIC_NO_DEFAULT_GROUP
+	}
+	if conf.Overrun {
+		flags |= C.TY_TOPIC_OVERRUN
+	}
+	return r.topic(op, name, &tc, flags)
 }
 
 // Topic opens the existing topic name with the configuration it was
 // created with (ErrNotFound if there is none).
 func (r *Region) Topic(name string) (*Topic, error) {
-	return r.topic("Region.Topic", name, nil, true)
+	return r.topic("Region.Topic", name, nil, 0)
 }
 
-func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, defaultGroup bool) (*Topic, error) {
+func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, flags C.uint32_t) (*Topic, error) {
 	cn, err := cname(op, name)
 	if err != nil {
 		return nil, err
@@ -318,7 +335,7 @@ func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, defaultGroup bool
 	}
 	var res C.go_ty_res
 	if tc != nil {
-		res = C.go_ty_topic_create(r.p, cn, tc, cbool(defaultGroup))
+		res = C.go_ty_topic_create(r.p, cn, tc, flags)
 	} else {
 		res = C.go_ty_topic_open(r.p, cn)
 	}

@@ -37,9 +37,9 @@ go_ty_res go_ty_region_heartbeat(uintptr_t reg) { return res(ty_region_heartbeat
 go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap) {
     return res(ty_region_topics(REG(reg), out, cap), NULL);
 }
-go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, int default_group) {
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, uint32_t flags) {
     ty_topic_t* out = NULL;
-    int rc = ty_topic_create_groups(REG(reg), name, conf, default_group, &out);
+    int rc = ty_topic_create_flags(REG(reg), name, conf, flags, &out);
     return res(rc, out);
 }
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {
@@ -53,6 +53,10 @@ int go_ty_partition_of(uintptr_t t, uint64_t key) { return ty_partition_of(TOPIC
 go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out) { return res(ty_topic_stats(TOPIC(t), out), NULL); }
 go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition) {
     return res(ty_topic_depth(TOPIC(t), partition), NULL);
+}
+go_ty_res go_ty_topic_missed(uintptr_t t) { return res(ty_topic_missed(TOPIC(t)), NULL); }
+go_ty_res go_ty_topic_groups(uintptr_t t, ty_group_info_t* out, size_t cap) {
+    return res(ty_topic_groups(TOPIC(t), out, cap), NULL);
 }
 go_ty_res go_ty_loan(uintptr_t t, size_t size, int64_t timeout_ns, int try_) {
     void* buf = NULL;
@@ -133,6 +137,12 @@ go_ty_res go_ty_group_depth(uintptr_t g, uint32_t partition) {
     return res(d, NULL);
 }
 void go_ty_group_close(uintptr_t g) { ty_group_close((ty_group_t*)g); }
+go_ty_res go_ty_group_missed(uintptr_t g) { return res(ty_group_missed(GROUP(g)), NULL); }
+go_ty_res go_ty_group_leave(uintptr_t g) {
+    go_ty_res r = res(ty_group_leave((ty_group_t*)g), NULL);
+    ty_group_close((ty_group_t*)g);
+    return r;
+}
 go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size) {
     ty_ring_t* out = NULL;
     int rc = ty_ring_create(name, count, size, &out);

@@ -51,13 +51,16 @@ go_ty_res go_ty_region_recover(uintptr_t reg, ty_recovered_t* out, int on_open);
 go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out);
 go_ty_res go_ty_region_heartbeat(uintptr_t reg);
 go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap);
-go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, int default_group);
+/* ty_topic_create_flags (flags: TY_TOPIC_*). */
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, uint32_t flags);
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name);
 void go_ty_topic_close(uintptr_t t);
 int go_ty_topic_partitions(uintptr_t t);
 int go_ty_partition_of(uintptr_t t, uint64_t key);
 go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out);
 go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition);
+go_ty_res go_ty_topic_missed(uintptr_t t);
+go_ty_res go_ty_topic_groups(uintptr_t t, ty_group_info_t* out, size_t cap);
 /* try: ty_try_loan, else ty_loan with the timeout. */
 go_ty_res go_ty_loan(uintptr_t t, size_t size, int64_t timeout_ns, int try_);
 /* try: ty_try_publish, else ty_publish_timed. */
@@ -89,6 +92,9 @@ go_ty_res go_ty_group_subscribe(uintptr_t g, const uint32_t* parts, size_t n);
 /* rc: the depth, or a negative error. */
 go_ty_res go_ty_group_depth(uintptr_t g, uint32_t partition);
 void go_ty_group_close(uintptr_t g);
+go_ty_res go_ty_group_missed(uintptr_t g);
+/* ty_group_leave, then ty_group_close whatever it returned. */
+go_ty_res go_ty_group_leave(uintptr_t g);
 go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
 go_ty_res go_ty_ring_open(const char* name);
 void go_ty_ring_close(uintptr_t r);

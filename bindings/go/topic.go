@@ -90,6 +90,16 @@ func (t *Topic) close(op string) error {
 	if t == nil {
 		return closed(op, true)
 	}
+	free := func() { C.go_ty_topic_close(t.p); t.p = 0 }
+	if t.grp != nil {
+		free = func() { C.go_ty_group_close(t.p); t.p = 0 }
+	}
+	return t.closeWith(op, free)
+}
+
+// closeWith is close with free freeing the C handle (run once, with no
+// call in flight).
+func (t *Topic) closeWith(op string, free func()) error {
 	// Wake the ReceiveContext calls waiting in C, on the topic and on its
 	// subscriptions: shut waits for them.
 	t.wmu.Lock()
@@ -103,10 +113,6 @@ func (t *Topic) close(op string) error {
 	t.wmu.Unlock()
 	for _, s := range subs {
 		s.shut()
-	}
-	free := func() { C.go_ty_topic_close(t.p); t.p = 0 }
-	if t.grp != nil {
-		free = func() { C.go_ty_group_close(t.p); t.p = 0 }
 	}
 	if !t.g.shut(free) {
 		return closed(op, false)
@@ -212,6 +218,115 @@ func (t *Topic) depth(op string, partition int) (int, error) {
 		return 0, fail(op, r)
 	}
 	return int(r.rc), nil
+}
+
+// Missed returns the messages of the topic's default group dropped
+// unread from its full partitions by publishers of a topic with
+// TopicConfig.Overrun, since the topic was created (0 on other topics).
+// Each named group has its own count (Group.Missed).
+func (t *Topic) Missed() (uint64, error) {
+	return t.missed("Topic.Missed")
+}
+
+func (t *Topic) missed(op string) (uint64, error) {
+	if err := t.enter(op); err != nil {
+		return 0, err
+	}
+	defer t.g.leave()
+	var r C.go_ty_res
+	if t.grp != nil {
+		r = C.go_ty_group_missed(t.p)
+	} else {
+		r = C.go_ty_topic_missed(t.p)
+	}
+	if r.rc < 0 {
+		return 0, fail(op, r)
+	}
+	return uint64(r.rc), nil
+}
+
+// GroupInfo is one consumer group of a topic, as Topic.Groups lists it: a
+// snapshot.
+type GroupInfo struct {
+	// Name is the group's name ("" for the default group).
+	Name string
+	// Slot is its group slot (0: the default group).
+	Slot int
+	// Generation is the slot's generation (a group dropped and created
+	// again in the same slot has the next one).
+	Generation uint32
+	// Draining is true while the group is being dropped.
+	Draining bool
+	// Members is its member processes, as its record holds them (dead
+	// ones until recovery forgets them); 0 for the default group, which
+	// has no membership record (its consumers are whoever calls
+	// Topic.Receive).
+	Members int
+	// LiveMembers is how many of Members are alive now.
+	LiveMembers int
+	// EmptySince is when the group was first seen without a live member
+	// (the zero Time: it has one, or it is the default group). Recovery
+	// drops the group once this is older than the region's group lease.
+	EmptySince time.Time
+	// Position is the messages consumed through the group so far, all
+	// partitions.
+	Position uint64
+	// Lag is the messages waiting for the group now, all partitions.
+	Lag uint64
+	// Missed is the group's messages dropped unread by overrunning
+	// publishers (TopicConfig.Overrun).
+	Missed uint64
+}
+
+// Groups lists the topic's consumer groups in slot order, the default
+// group (slot 0, named "") included while the topic has it. It takes a
+// snapshot of the whole region (as tyctl does): a monitoring call, not
+// one for every message.
+func (t *Topic) Groups() ([]GroupInfo, error) {
+	const op = "Topic.Groups"
+	if err := t.enter(op); err != nil {
+		return nil, err
+	}
+	defer t.g.leave()
+	if t.grp != nil {
+		return nil, invalid(op, "a group's handle has no topic calls")
+	}
+	for {
+		res := C.go_ty_topic_groups(t.p, nil, 0)
+		if res.rc < 0 {
+			return nil, fail(op, res)
+		}
+		n := res.rc
+		if n == 0 {
+			return []GroupInfo{}, nil
+		}
+		size := C.size_t(n) * C.size_t(unsafe.Sizeof(C.ty_group_info_t{}))
+		buf := (*C.ty_group_info_t)(C.malloc(size))
+		res = C.go_ty_topic_groups(t.p, buf, C.size_t(n))
+		if res.rc < 0 {
+			C.free(unsafe.Pointer(buf))
+			return nil, fail(op, res)
+		}
+		if res.rc > n { // a group was joined in between: ask again
+			C.free(unsafe.Pointer(buf))
+			continue
+		}
+		infos := unsafe.Slice(buf, int(res.rc))
+		out := make([]GroupInfo, len(infos))
+		for i := range infos {
+			gi := &infos[i]
+			out[i] = GroupInfo{
+				Name: C.GoString(&gi.name[0]), Slot: int(gi.slot), Generation: uint32(gi.generation),
+				Draining: gi.draining != 0, Members: int(gi.members), LiveMembers: int(gi.live_members),
+				Position: uint64(gi.position), Lag: uint64(gi.lag), Missed: uint64(gi.missed),
+			}
+			if gi.empty_since_unix_ns != 0 {
+				out[i].EmptySince = time.Unix(0, int64(gi.empty_since_unix_ns))
+			}
+		}
+		C.free(unsafe.Pointer(buf))
+		return out, nil
+	}
 }
 
 // Loan is a chunk of the pool loaned for one message: write it through

@@ -91,9 +91,22 @@ typedef struct ty_group_t ty_group_t;
 // `ty_loan_opts_t.flags`: zero the loaned bytes.
 #define TY_LOAN_ZERO 1
 
+// `ty_topic_create_flags` flag: the topic has no default group (as
+// `ty_topic_create_groups` with `default_group` 0).
+#define TY_TOPIC_NO_DEFAULT_GROUP 1
+
+// `ty_topic_create_flags` flag: a publisher that finds a group's ring of
+// its partition full drops that group's oldest message there instead of
+// waiting (the group is told: `ty_group_missed`, `ty_topic_missed`).
+#define TY_TOPIC_OVERRUN 2
+
 // Bytes of `ty_topic_info_t.name`: a topic name (1 to 64 bytes) and its
 // NUL.
 #define TY_TOPIC_NAME_LEN 65
+
+// Bytes of `ty_group_info_t.name`: a group name (1 to 64 bytes) and its
+// NUL.
+#define TY_GROUP_NAME_LEN 65
 
 // The result codes: `TY_OK` (0) or a negative error, one per kind of
 // failure a C caller can act on. Functions return them as `int`.
@@ -135,7 +148,8 @@ typedef enum ty_status_t {
   // the timeout): consumers hold too many messages, or the class needs more
   // weight in `ty_region_conf_t.class_weights`.
   TY_EPOOL = -13,
-  // The other end closed the channel.
+  // The other end closed the channel, or the handle was ended (a group
+  // handle after `ty_group_leave`).
   TY_ECLOSED = -14,
   // The peer process died.
   TY_EPEERDIED = -15,
@@ -308,6 +322,38 @@ typedef struct ty_msg_t {
   // Opaque: the library's reference to the message. 0 once released.
   uint64_t handle;
 } ty_msg_t;
+
+// One consumer group of a topic, as `ty_topic_groups` lists it: a
+// snapshot.
+typedef struct ty_group_info_t {
+  // Its name, NUL-terminated ("" for the default group).
+  char name[TY_GROUP_NAME_LEN];
+  // Its group slot (0: the default group).
+  uint32_t slot;
+  // The slot's generation (a group dropped and created again in the
+  // same slot has the next one).
+  uint32_t generation;
+  // 1 while the group is being dropped, else 0.
+  uint32_t draining;
+  // Its member processes, as its record holds them (dead ones until
+  // recovery forgets them). 0 for the default group, which has no
+  // membership record: its consumers are whoever calls `ty_subscribe`.
+  uint32_t members;
+  // How many of `members` are alive now.
+  uint32_t live_members;
+  // When the group was first seen without a live member, in ns since
+  // the Unix epoch (0: it has one, or it is the default group).
+  // Recovery drops the group once this is older than the region's group
+  // lease.
+  uint64_t empty_since_unix_ns;
+  // Messages consumed through the group so far, all partitions.
+  uint64_t position;
+  // Messages waiting for the group now, all partitions.
+  uint64_t lag;
+  // Messages of the group dropped unread by overrunning publishers
+  // (`TY_TOPIC_OVERRUN`).
+  uint64_t missed;
+} ty_group_info_t;
 
 // A handler of the peer's requests: gets `user` (as given to
 // `ty_rpc_create` / `ty_rpc_open`), the request's `len` bytes at `req`
@@ -506,6 +552,44 @@ int ty_topic_create_groups(const ty_region_t *reg,
                            int default_group,
                            ty_topic_t **out);
 
+// `ty_topic_create` with `flags`, an OR of:
+//
+// * `TY_TOPIC_NO_DEFAULT_GROUP`: the topic has no default group, as
+//   `ty_topic_create_groups` with `default_group` 0 makes it;
+// * `TY_TOPIC_OVERRUN`: a publisher that finds a group's ring of its
+//   partition full does not wait: it drops that group's oldest message of
+//   the partition (received and released on the group's behalf, as a
+//   member would) and publishes. A slow group then no longer holds
+//   producers back; it misses messages instead, counted per group
+//   (`ty_group_missed`; `ty_topic_missed` for the default group;
+//   `ty_group_info_t.missed`). The other groups, and the order of what is
+//   delivered, are unaffected. For data where the latest matters more
+//   than every message (market data, sensor readings, telemetry). Not
+//   with `TY_DELIVERY_AT_LEAST_ONCE`, which promises the opposite
+//   (`TY_EINVAL`).
+//
+// `flags` 0 is `ty_topic_create`. An existing topic must have been
+// created with the same flags (`TY_EINCOMPAT`; `ty_last_error` names the
+// field). Unknown flags are `TY_EINVAL`. Otherwise as `ty_topic_create`.
+//
+// ```c
+// ty_topic_conf_t tc = ty_topic_conf_default;
+// tc.capacity = 4;
+// ty_topic_t* quotes;
+// ty_topic_create_flags(reg, "quotes", &tc, TY_TOPIC_OVERRUN, &quotes);
+// for (uint8_t i = 0; i < 10; i++)
+//     ty_send(quotes, &i, 1, 0, 0);   /* never waits, never TY_EAGAIN for room */
+// int64_t missed = ty_topic_missed(quotes); /* 6: the newest 4 are kept */
+// ```
+//
+// # Safety
+// As `ty_topic_create`.
+int ty_topic_create_flags(const ty_region_t *reg,
+                          const char *name,
+                          const struct ty_topic_conf_t *conf,
+                          uint32_t flags,
+                          ty_topic_t **out);
+
 // Opens the existing topic `name` of the region, with the configuration it
 // was created with.
 //
@@ -568,6 +652,22 @@ int ty_region_topics(const ty_region_t *reg, struct ty_topic_info_t *out, size_t
 // # Safety
 // `topic` is NULL or a live topic handle.
 int64_t ty_topic_depth(const ty_topic_t *topic, uint32_t partition);
+
+// The messages of the topic's default group (what `ty_subscribe` reads)
+// dropped unread from its full partitions by publishers of a
+// `TY_TOPIC_OVERRUN` topic (`ty_topic_create_flags`), since the topic was
+// created: 0 on other topics. A negative error: `TY_EINVAL` (bad handle).
+// Each named group has its own count (`ty_group_missed`). Thread-safe.
+//
+// ```c
+// int64_t before = ty_topic_missed(quotes);
+// /* ... consume ... */
+// if (ty_topic_missed(quotes) > before) { /* some quotes were skipped */ }
+// ```
+//
+// # Safety
+// `topic` is NULL or a live topic handle.
+int64_t ty_topic_missed(const ty_topic_t *topic);
 
 // Loans a chunk of `size` bytes from the pool for one message, to be
 // written in place and given to `ty_publish` (or `ty_unloan`). `*buf` gets
@@ -906,9 +1006,12 @@ int64_t ty_group_depth(const ty_group_t *group, uint32_t partition);
 int ty_group_name(const ty_group_t *group, char *buf, size_t cap);
 
 // Closes a group handle: this member leaves (the group itself stays
-// joined, see `ty_group_t`). Messages received through it and not
-// released are released. NULL is ignored. No other call may use `group`
-// during or after this one; its subscriptions must be closed first.
+// joined, see `ty_group_t`), unless `ty_group_leave` did already.
+// Messages received through it and not released are released. NULL is
+// ignored. No other call may use `group` during or after this one; its
+// subscriptions must be closed first. Leaving here cannot report an error
+// (the region's control lock not had within 5 s: the process then stays
+// recorded as a member until it exits); `ty_group_leave` reports it.
 //
 // The group itself keeps its position after its last member closed, for
 // the region's group lease; then recovery drops it.
@@ -917,6 +1020,78 @@ int ty_group_name(const ty_group_t *group, char *buf, size_t cap);
 // `group` is NULL or a handle from `ty_topic_join_group`, not used again
 // afterwards.
 void ty_group_close(ty_group_t *group);
+
+// Leaves the group: releases the messages received through this handle
+// and not released (their `data` pointers become invalid), then ends the
+// handle's share of this process's membership. Returns 1 if that ended
+// the membership (this was the process's last handle of the group), 0 if
+// other handles of the group in this process keep it, or a negative
+// error. Ending the membership takes the process out of the group's
+// record: the group's messages go to its other members from now on. A
+// group left without a live member keeps its position (the messages
+// queued for it stay queued) for the region's group lease: a member that
+// joins within it goes on where the group was; then recovery drops it.
+// `ty_group_close` leaves too, but cannot report.
+//
+// The handle stays allocated: every later call with it fails with
+// `TY_ECLOSED`, but `ty_group_close`, which must still free it.
+//
+// Errors: `TY_EINVAL` (NULL or not a group handle), `TY_ECLOSED` (it left
+// already), `TY_ETIMEDOUT` (the region's control lock stayed taken 5 s:
+// the handle has left, but the process stays recorded as a member until
+// it exits). Not thread-safe for one handle: no other call may use
+// `group` during this one, and its subscriptions must be closed first.
+//
+// ```c
+// ty_group_t* audit;
+// ty_topic_join_group(orders, "audit", &audit);
+// /* ... ty_group_receive, ty_group_release ... */
+// int rc = ty_group_leave(audit);   /* 1: this process is no member any more */
+// if (rc < 0) fprintf(stderr, "leave: %s\n", ty_last_error());
+// ty_group_close(audit);            /* frees the handle */
+// ```
+//
+// # Safety
+// `group` is NULL or a live group handle that no other call uses during
+// this one.
+int ty_group_leave(ty_group_t *group);
+
+// The messages of the group dropped unread from its full partitions by
+// publishers of a `TY_TOPIC_OVERRUN` topic (`ty_topic_create_flags`),
+// since the group was created: 0 on other topics. Each group has its own
+// count: a slow group misses messages, a fast one does not. A negative
+// error: `TY_EINVAL` (bad handle), `TY_ECLOSED` (the handle left).
+// Thread-safe.
+//
+// ```c
+// int64_t missed = ty_group_missed(audit);
+// ```
+//
+// # Safety
+// `group` is NULL or a live group handle.
+int64_t ty_group_missed(const ty_group_t *group);
+
+// Lists the topic's consumer groups, the default group (slot 0, named
+// "") included while the topic has it: fills `out[0]` to `out[cap - 1]`
+// (as many as there are) and returns how many groups the topic has, which
+// may be more than `cap` (call again with a larger array; `out` may be
+// NULL when `cap` is 0, to count). In slot order. A snapshot of the whole
+// region is taken for it (as `tyctl` does): a monitoring call, not one
+// for every message. Negative on error: `TY_EINVAL`, `TY_ECORRUPT`.
+// Thread-safe.
+//
+// ```c
+// ty_group_info_t gi[8];
+// int n = ty_topic_groups(orders, gi, 8);
+// for (int i = 0; i < n && i < 8; i++)
+//     printf("%s: lag %llu, %u members, missed %llu\n", gi[i].name,
+//            (unsigned long long)gi[i].lag, gi[i].members, (unsigned long long)gi[i].missed);
+// ```
+//
+// # Safety
+// `topic` is NULL or a live topic handle; `out` NULL (with `cap` 0) or
+// writable for `cap` entries.
+int ty_topic_groups(const ty_topic_t *topic, struct ty_group_info_t *out, size_t cap);
 
 // A short, static description of an error code (`"invalid argument"`,
 // ...), or `"unknown error"` for a code that is none of the `TY_*`.

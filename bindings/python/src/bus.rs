@@ -23,7 +23,7 @@ use pyo3::types::{PyBytes, PyInt, PyList, PyMemoryView, PyString};
 use pyo3::PyTraverseError;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tachyon::bus::{
     Delivery, Group, Key, Loan, Message, Partitions, Region, RegionConfig, Subscription, Topic, TopicConfig,
@@ -178,8 +178,15 @@ impl PyRegion {
     /// Topic.join_group): False makes a topic without its default group, whose
     /// messages go to the named groups joined only (Topic.receive and
     /// Topic.subscribe then raise tachyon.InvalidArgument); it needs a
-    /// region of max_groups >= 1.
-    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true))]
+    /// region of max_groups >= 1. overrun: a publisher that finds a
+    /// group's ring of its partition full drops that group's oldest
+    /// message there (released on the group's behalf) and publishes,
+    /// instead of waiting: a slow group no longer holds producers back, it
+    /// misses messages instead, counted per group (Group.missed(),
+    /// Topic.missed() for the default group, GroupInfo.missed). For data
+    /// where the latest matters more than every message (market data,
+    /// sensor readings); not with at_least_once (tachyon.InvalidArgument).
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false))]
     #[allow(clippy::too_many_arguments)]
     fn create_topic(
         &self,
@@ -190,15 +197,18 @@ impl PyRegion {
         wait: &str,
         at_least_once: bool,
         default_group: bool,
+        overrun: bool,
     ) -> PyResult<PyTopic> {
-        let config = topic_config(partitions, capacity, wait, at_least_once)?.default_group(default_group);
+        let config = topic_config(partitions, capacity, wait, at_least_once)?
+            .default_group(default_group)
+            .overrun(overrun);
         let topic = self.get()?.create_topic(name, config).py(py)?;
         Ok(PyTopic { topic })
     }
 
     /// Opens the topic, or creates it with this configuration; an existing
     /// topic must have the same (tachyon.Incompatible names what differs).
-    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true))]
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false))]
     #[allow(clippy::too_many_arguments)]
     fn create_or_open_topic(
         &self,
@@ -209,8 +219,11 @@ impl PyRegion {
         wait: &str,
         at_least_once: bool,
         default_group: bool,
+        overrun: bool,
     ) -> PyResult<PyTopic> {
-        let config = topic_config(partitions, capacity, wait, at_least_once)?.default_group(default_group);
+        let config = topic_config(partitions, capacity, wait, at_least_once)?
+            .default_group(default_group)
+            .overrun(overrun);
         let topic = self.get()?.create_or_open_topic(name, config).py(py)?;
         Ok(PyTopic { topic })
     }
@@ -328,6 +341,31 @@ impl PyTopic {
     /// The topic's configuration and counters, as a TopicInfo.
     fn info(&self) -> PyTopicInfo {
         PyTopicInfo::from(self.topic.info())
+    }
+
+    /// Whether the topic overruns (create_topic's overrun).
+    #[getter]
+    fn overrun(&self) -> bool {
+        self.topic.config().overruns()
+    }
+
+    /// Messages of the default group dropped unread from its full
+    /// partitions by publishers of an overrunning topic, since the topic
+    /// was created (0 on other topics). Each named group has its own count
+    /// (Group.missed()); TopicInfo.missed is all groups' together.
+    fn missed(&self) -> u64 {
+        self.topic.missed()
+    }
+
+    /// The topic's consumer groups in slot order, the default group (slot
+    /// 0, named "") included while the topic has it, as a list of
+    /// GroupInfo: a snapshot of the whole region is taken for it (as tyctl
+    /// does), a monitoring call, not one for every message.
+    fn groups(&self, py: Python<'_>) -> PyResult<Vec<PyGroupInfo>> {
+        let topic = &self.topic;
+        let report = py.detach(|| topic.region().inspect()).py(py)?;
+        let groups = report.topics.into_iter().find(|t| t.info.name == topic.name()).map(|t| t.groups);
+        Ok(groups.unwrap_or_default().into_iter().map(PyGroupInfo::from).collect())
     }
 
     /// Copies `data` (any bytes-like object) into a chunk and publishes it
@@ -545,7 +583,7 @@ impl PyTopic {
     fn join_group(&self, py: Python<'_>, name: &str) -> PyResult<PyGroup> {
         let topic = &self.topic;
         let group = py.detach(|| topic.join_group(name)).py(py)?;
-        Ok(PyGroup { group })
+        Ok(PyGroup::new(group))
     }
 
     fn __repr__(&self) -> String {
@@ -953,11 +991,38 @@ impl PySubscription {
 ///     audit = topic.join_group("audit")
 ///     msg = audit.receive(0, timeout_ns=-1)
 ///     sub = audit.subscribe()            # every partition, one receive
+///     audit.leave()                      # True: no member any more
 ///
-/// Every wait releases the GIL and is interrupted by Ctrl+C.
+/// A member is a process: its Groups of one group (and the Messages and
+/// Subscriptions received or opened through them) share one membership,
+/// which ends with the last of them left or garbage-collected. Every wait
+/// releases the GIL and is interrupted by Ctrl+C.
 #[pyclass(module = "tachyon", name = "Group", frozen)]
 pub struct PyGroup {
-    group: Group,
+    /// `None` once left. In an `Arc` so that a call takes it out of the
+    /// lock at once and waits without it.
+    group: Mutex<Option<Arc<Group>>>,
+    name: String,
+    topic: String,
+    slot: usize,
+}
+
+impl PyGroup {
+    fn new(group: Group) -> Self {
+        PyGroup {
+            name: group.name().to_owned(),
+            topic: group.topic().name().to_owned(),
+            slot: group.slot(),
+            group: Mutex::new(Some(Arc::new(group))),
+        }
+    }
+
+    /// The group, or ValueError once left.
+    fn get(&self) -> PyResult<Arc<Group>> {
+        lock(&self.group)
+            .clone()
+            .ok_or_else(|| PyValueError::new_err(format!("group {:?} was left (Group.leave)", self.name)))
+    }
 }
 
 #[pymethods]
@@ -965,24 +1030,38 @@ impl PyGroup {
     /// The group's name.
     #[getter]
     fn name(&self) -> &str {
-        self.group.name()
+        &self.name
     }
 
     /// The group's slot in its topic (1 to max_groups - 1).
     #[getter]
     fn slot(&self) -> usize {
-        self.group.slot()
+        self.slot
     }
 
     /// The name of the group's topic.
     #[getter]
     fn topic(&self) -> &str {
-        self.group.topic().name()
+        &self.topic
+    }
+
+    /// True once left (Group.leave).
+    #[getter]
+    fn left(&self) -> bool {
+        lock(&self.group).is_none()
     }
 
     /// Messages waiting for the group in `partition` now (a snapshot).
     fn depth(&self, py: Python<'_>, partition: u32) -> PyResult<usize> {
-        self.group.depth(partition).py(py)
+        self.get()?.depth(partition).py(py)
+    }
+
+    /// Messages of the group dropped unread from its full partitions by
+    /// publishers of an overrunning topic (create_topic's overrun), since
+    /// the group was created (0 on other topics). Each group has its own
+    /// count: a slow group misses messages, a fast one does not.
+    fn missed(&self) -> PyResult<u64> {
+        Ok(self.get()?.missed())
     }
 
     /// Waits up to timeout_ns (-1: for ever; 0: look once) for the group's
@@ -992,7 +1071,7 @@ impl PyGroup {
     /// Ctrl+C raises KeyboardInterrupt.
     #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive(&self, py: Python<'_>, partition: u32, timeout_ns: i64) -> PyResult<PyMessage> {
-        let group = &self.group;
+        let group = self.get()?;
         let msg = first_message(
             py,
             timeout_ns,
@@ -1006,7 +1085,7 @@ impl PyGroup {
     /// None.
     #[pyo3(signature = (partition=0))]
     fn try_receive(&self, py: Python<'_>, partition: u32) -> PyResult<Option<PyMessage>> {
-        Ok(self.group.try_receive(partition).py(py)?.map(PyMessage::new))
+        Ok(self.get()?.try_receive(partition).py(py)?.map(PyMessage::new))
     }
 
     /// Like receive, but copies the message into a new bytes object and
@@ -1030,21 +1109,42 @@ impl PyGroup {
     /// A Subscription that receives the group's messages: one receive over
     /// several partitions (`partitions`: an iterable of partition numbers;
     /// None, the default: all of them), as Topic.subscribe does for the
-    /// default group.
+    /// default group. It keeps the membership while it lives.
     #[pyo3(signature = (partitions=None))]
     fn subscribe(&self, py: Python<'_>, partitions: Option<Vec<u32>>) -> PyResult<PySubscription> {
         let which = partitions.map_or(Partitions::All, Partitions::Set);
-        let sub = self.group.subscribe(which).py(py)?;
+        let sub = self.get()?.subscribe(which).py(py)?;
         Ok(PySubscription { sub })
     }
 
+    /// Leaves the group: this Group's share of the process's membership
+    /// ends, and every later call on it but the properties raises
+    /// ValueError (a second leave too). Returns True if that ended the
+    /// membership, False while other Groups of the group in this process,
+    /// Messages received through one and not released, Subscriptions of
+    /// one, or calls in flight on this one (in other threads) keep it: the
+    /// last of them gone ends it. Ending it releases any hold the process
+    /// still has in the group and takes it out of the group's record, so
+    /// the group's messages go to its other members. A group left without
+    /// a live member keeps its position (what is published meanwhile
+    /// waits for it) for the region's group lease: a member joining within
+    /// it goes on from there; then recovery drops it. tachyon.TimeoutError
+    /// if the region's control lock stayed taken 5 s (the process then
+    /// stays recorded as a member until it exits).
+    fn leave(&self, py: Python<'_>) -> PyResult<bool> {
+        let group = lock(&self.group).take();
+        let group =
+            group.ok_or_else(|| PyValueError::new_err(format!("group {:?} was left already", self.name)))?;
+        match Arc::try_unwrap(group) {
+            Ok(group) => py.detach(|| group.leave()).py(py),
+            // A call in flight holds a clone: the share ends with it.
+            Err(_) => Ok(false),
+        }
+    }
+
     fn __repr__(&self) -> String {
-        format!(
-            "Group({:?}, topic={:?}, slot={})",
-            self.group.name(),
-            self.group.topic().name(),
-            self.group.slot()
-        )
+        let state = if self.left() { ", left" } else { "" };
+        format!("Group({:?}, topic={:?}, slot={}{state})", self.name, self.topic, self.slot)
     }
 }
 
@@ -1411,6 +1511,12 @@ pub struct PyTopicInfo {
     corrupt: u64,
     /// Messages lost with a consumer that died holding them.
     lost: u64,
+    /// Messages published while no group was joined on a topic without its
+    /// default group: delivered to nobody.
+    undelivered: u64,
+    /// Messages dropped unread from full partitions of an overrunning
+    /// topic, counted once per group that missed them.
+    missed: u64,
 }
 
 impl From<tachyon::bus::TopicInfo> for PyTopicInfo {
@@ -1425,6 +1531,8 @@ impl From<tachyon::bus::TopicInfo> for PyTopicInfo {
             received: i.received,
             corrupt: i.corrupt,
             lost: i.lost,
+            undelivered: i.undelivered,
+            missed: i.missed,
         }
     }
 }
@@ -1433,8 +1541,66 @@ impl From<tachyon::bus::TopicInfo> for PyTopicInfo {
 impl PyTopicInfo {
     fn __repr__(&self) -> String {
         format!(
-            "TopicInfo(name={:?}, partitions={}, capacity={}, wait={:?}, delivery={:?}, published={}, received={}, corrupt={}, lost={})",
-            self.name, self.partitions, self.capacity, self.wait, self.delivery, self.published, self.received, self.corrupt, self.lost
+            "TopicInfo(name={:?}, partitions={}, capacity={}, wait={:?}, delivery={:?}, published={}, received={}, corrupt={}, lost={}, undelivered={}, missed={})",
+            self.name, self.partitions, self.capacity, self.wait, self.delivery, self.published, self.received, self.corrupt, self.lost, self.undelivered, self.missed
+        )
+    }
+}
+
+/// One consumer group of a topic, as Topic.groups() lists it: a snapshot.
+#[pyclass(module = "tachyon", name = "GroupInfo", frozen, get_all)]
+pub struct PyGroupInfo {
+    /// The group's name ("" for the default group).
+    name: String,
+    /// Its group slot (0: the default group).
+    slot: usize,
+    /// The slot's generation (a group dropped and created again in the
+    /// same slot has the next one).
+    generation: u32,
+    /// True while the group is being dropped.
+    draining: bool,
+    /// Its member processes' tokens, as its record holds them (dead ones
+    /// until recovery forgets them); empty for the default group, which
+    /// has no membership record.
+    members: Vec<u32>,
+    /// How many of members are alive now.
+    live_members: usize,
+    /// When the group was first seen without a live member, ns since the
+    /// Unix epoch (0: it has one, or it is the default group); recovery
+    /// drops it once this is older than the region's group lease.
+    empty_since_unix_ns: u64,
+    /// Messages consumed through the group so far, all partitions.
+    position: u64,
+    /// Messages waiting for the group now, all partitions.
+    lag: u64,
+    /// Messages of the group dropped unread by overrunning publishers.
+    missed: u64,
+}
+
+impl From<tachyon::bus::GroupReport> for PyGroupInfo {
+    fn from(g: tachyon::bus::GroupReport) -> Self {
+        PyGroupInfo {
+            name: g.name,
+            slot: g.slot,
+            generation: g.generation,
+            draining: g.draining,
+            members: g.members,
+            live_members: g.live_members,
+            empty_since_unix_ns: g.empty_since_unix_ns,
+            position: g.position,
+            lag: g.lag,
+            missed: g.missed,
+        }
+    }
+}
+
+#[pymethods]
+impl PyGroupInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "GroupInfo(name={:?}, slot={}, generation={}, draining={}, members={:?}, live_members={}, empty_since_unix_ns={}, position={}, lag={}, missed={})",
+            self.name, self.slot, self.generation, if self.draining { "True" } else { "False" }, self.members,
+            self.live_members, self.empty_since_unix_ns, self.position, self.lag, self.missed
         )
     }
 }

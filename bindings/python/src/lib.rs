@@ -29,6 +29,7 @@ fn _tachyon(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bus::PyMessage>()?;
     m.add_class::<bus::PyLoan>()?;
     m.add_class::<bus::PyTopicInfo>()?;
+    m.add_class::<bus::PyGroupInfo>()?;
     m.add_class::<bus::PyClassStats>()?;
     m.add_class::<bus::PyRecovered>()?;
     m.add_function(wrap_pyfunction!(bus::release_all, m)?)?;

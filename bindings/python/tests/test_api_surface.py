@@ -54,8 +54,8 @@ def test_stubs_cover_the_runtime_api():
     tree = ast.parse(stub)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     assert (importlib.resources.files("tachyon") / "py.typed").is_file()
-    for name in ("Region", "Topic", "Subscription", "Group", "Message", "Loan", "TopicInfo", "ClassStats", "Recovered",
-                 "SharedArray", "ArrayLock", "CircularBuffer", "RpcBuffer"):
+    for name in ("Region", "Topic", "Subscription", "Group", "Message", "Loan", "TopicInfo", "GroupInfo",
+                 "ClassStats", "Recovered", "SharedArray", "ArrayLock", "CircularBuffer", "RpcBuffer"):
         runtime = getattr(tachyon, name)
         declared = {
             n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else n.target.id

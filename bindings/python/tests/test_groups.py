@@ -134,3 +134,114 @@ def test_max_groups_is_part_of_the_configuration(groups_region, region_name):
     with pytest.raises(tachyon.Incompatible):
         groups_region.create_or_open_topic("t")
     assert groups_region.create_or_open_topic("t", default_group=False).name == "t"
+
+
+def produce_elsewhere(region_name: str, topic: str, start: int, count: int, timeout_ns: int) -> None:
+    """Sends ``start`` .. ``start + count - 1`` (8 bytes, key 0) to ``topic``
+    from a producer process, each send waiting at most ``timeout_ns``."""
+    producer = run_python(
+        textwrap.dedent(
+            f"""
+            import tachyon
+            topic = tachyon.Region({region_name!r}, create=False).topic({topic!r})
+            for i in range({start}, {start + count}):
+                topic.send(i.to_bytes(8, "little"), key=0, timeout_ns={timeout_ns})
+            """
+        )
+    )
+    _, err = producer.communicate(timeout=BOUND)
+    assert producer.returncode == 0, err
+
+
+def group_info(topic, name: str):
+    (info,) = [g for g in topic.groups() if g.name == name]
+    return info
+
+
+def test_leave(groups_region, region_name):
+    topic = groups_region.create_topic("t", capacity=64, default_group=False)
+    g1 = topic.join_group("g")
+    g2 = topic.join_group("g")  # the same membership
+    info = group_info(topic, "g")
+    assert (info.slot, len(info.members), info.live_members, info.empty_since_unix_ns) == (1, 1, 1, 0)
+    produce_elsewhere(region_name, "t", 0, 10, 30 * SECOND)
+    info = group_info(topic, "g")
+    assert (info.lag, info.position, info.missed) == (10, 0, 0)
+
+    # g2 keeps the membership: False. The message g1 received stays valid
+    # (it is the message's own hold), and it keeps the membership too.
+    held = g1.receive(0, timeout_ns=BOUND * SECOND)
+    assert g1.leave() is False
+    assert g1.left and "left" in repr(g1)
+    assert int.from_bytes(held.data, "little") == 0
+    held.release()
+    for call in (lambda: g1.receive(0, 0), lambda: g1.try_receive(0), lambda: g1.depth(0), g1.missed,
+                 g1.subscribe, g1.leave):
+        with pytest.raises(ValueError, match="left"):
+            call()
+    assert (g1.name, g1.topic, g1.slot) == ("g", "t", 1)  # the properties still answer
+    assert len(group_info(topic, "g").members) == 1
+
+    # The rest go to g2; its leave, the last share, ends the membership.
+    assert [int.from_bytes(g2.receive_bytes(0, timeout_ns=0), "little") for _ in range(9)] == list(range(1, 10))
+    assert g2.try_receive(0) is None
+    assert g2.leave() is True
+    info = group_info(topic, "g")
+    assert (info.members, info.live_members, info.lag, info.position) == ([], 0, 0, 10)
+    assert info.empty_since_unix_ns > 0
+    assert all(c.free == c.chunks for c in groups_region.pool_stats())
+
+    # A Message received through a Group keeps the membership until it is
+    # released: leave is False, the release ends it.
+    g3 = topic.join_group("g")
+    produce_elsewhere(region_name, "t", 10, 1, 30 * SECOND)
+    msg = g3.receive(0, timeout_ns=BOUND * SECOND)
+    assert g3.leave() is False
+    assert len(group_info(topic, "g").members) == 1
+    msg.release()
+    assert group_info(topic, "g").members == []
+
+    # The group keeps its position for its lease: what comes now waits for
+    # it, and a member joining again goes on from there.
+    produce_elsewhere(region_name, "t", 11, 3, 30 * SECOND)
+    assert group_info(topic, "g").lag == 3
+    g4 = topic.join_group("g")
+    assert int.from_bytes(g4.receive_bytes(0, timeout_ns=0), "little") == 11
+    assert g4.leave() is True
+    del g4
+    # What is left waits for the group, not for this process.
+    assert group_info(topic, "g").lag == 2
+
+
+def test_overrun(groups_region, region_name):
+    published, ring = 5000, 8
+    with pytest.raises(tachyon.InvalidArgument):
+        groups_region.create_topic("x", capacity=ring, overrun=True, at_least_once=True)
+    topic = groups_region.create_topic("q", capacity=ring, overrun=True)
+    assert topic.overrun and not groups_region.create_topic("plain").overrun
+    with pytest.raises(tachyon.Incompatible):
+        groups_region.create_or_open_topic("q", capacity=ring)
+    slow = topic.join_group("slow")
+    assert slow.missed() == 0 and topic.missed() == 0
+
+    # Timeout 0: a send that had to wait for room would raise.
+    produce_elsewhere(region_name, "q", 0, published, 0)
+    info = topic.info()
+    assert info.published == published
+    missed_slow, missed_default = slow.missed(), topic.missed()
+    assert missed_slow > 0 and missed_default > 0
+    assert info.missed == missed_slow + missed_default
+    default, named = topic.groups()
+    assert (default.slot, default.name, default.members, default.missed, default.lag) == (0, "", [], missed_default, ring)
+    assert (named.name, named.missed, named.lag) == ("slow", missed_slow, ring)
+
+    # What is left is the newest, in order; received + missed = published.
+    got = []
+    while (msg := slow.try_receive(0)) is not None:
+        with msg:
+            got.append(int.from_bytes(msg.data, "little"))
+    assert got == list(range(published - ring, published))
+    assert len(got) + slow.missed() == published
+    got_default = topic.receive_many_bytes(0, max=published, timeout_ns=0)
+    assert len(got_default) + topic.missed() == published
+    assert all(c.free == c.chunks for c in groups_region.pool_stats())

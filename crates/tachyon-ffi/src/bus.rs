@@ -15,8 +15,8 @@ use crate::ledger::{Ledger, Miss};
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Group, Key, Partitions, RawChunk, ReceiveStop, Recovered, Region, RegionConfig,
-    Subscription, Topic, TopicConfig, TopicInfo,
+    ClassStats, Delivery, Group, GroupReport, Key, Partitions, RawChunk, ReceiveStop, Recovered, Region,
+    RegionConfig, Subscription, Topic, TopicConfig, TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
 
@@ -46,6 +46,14 @@ pub const TY_DELIVERY_AT_LEAST_ONCE: c_int = 1;
 
 /// `ty_loan_opts_t.flags`: zero the loaned bytes.
 pub const TY_LOAN_ZERO: u32 = 1;
+
+/// `ty_topic_create_flags` flag: the topic has no default group (as
+/// `ty_topic_create_groups` with `default_group` 0).
+pub const TY_TOPIC_NO_DEFAULT_GROUP: u32 = 1;
+/// `ty_topic_create_flags` flag: a publisher that finds a group's ring of
+/// its partition full drops that group's oldest message there instead of
+/// waiting (the group is told: `ty_group_missed`, `ty_topic_missed`).
+pub const TY_TOPIC_OVERRUN: u32 = 2;
 
 /// How a region is built: a plain value. Start from a copy of
 /// `ty_region_conf_default` and change fields:
@@ -279,9 +287,10 @@ pub struct ty_topic_t {
     ledger: Ledger,
 }
 
-/// Gives back what C did not: loans unpublished, messages unreleased.
-impl Drop for ty_topic_t {
-    fn drop(&mut self) {
+impl ty_topic_t {
+    /// Gives back what C did not: loans unpublished, messages unreleased
+    /// (the ledger is empty afterwards).
+    fn give_back(&mut self) {
         let topic = self.topic.clone();
         for (index, is_loan) in self.ledger.drain() {
             // SAFETY: the ledger recorded `index` as a loan or a message of
@@ -295,6 +304,13 @@ impl Drop for ty_topic_t {
                 }
             };
         }
+    }
+}
+
+/// Gives back what C did not: loans unpublished, messages unreleased.
+impl Drop for ty_topic_t {
+    fn drop(&mut self) {
+        self.give_back();
     }
 }
 
@@ -722,6 +738,69 @@ pub unsafe extern "C" fn ty_topic_create_groups(
     unsafe { put_handle(out, "out (the topic handle's address)", make) }
 }
 
+/// `ty_topic_create` with `flags`, an OR of:
+///
+/// * `TY_TOPIC_NO_DEFAULT_GROUP`: the topic has no default group, as
+///   `ty_topic_create_groups` with `default_group` 0 makes it;
+/// * `TY_TOPIC_OVERRUN`: a publisher that finds a group's ring of its
+///   partition full does not wait: it drops that group's oldest message of
+///   the partition (received and released on the group's behalf, as a
+///   member would) and publishes. A slow group then no longer holds
+///   producers back; it misses messages instead, counted per group
+///   (`ty_group_missed`; `ty_topic_missed` for the default group;
+///   `ty_group_info_t.missed`). The other groups, and the order of what is
+///   delivered, are unaffected. For data where the latest matters more
+///   than every message (market data, sensor readings, telemetry). Not
+///   with `TY_DELIVERY_AT_LEAST_ONCE`, which promises the opposite
+///   (`TY_EINVAL`).
+///
+/// `flags` 0 is `ty_topic_create`. An existing topic must have been
+/// created with the same flags (`TY_EINCOMPAT`; `ty_last_error` names the
+/// field). Unknown flags are `TY_EINVAL`. Otherwise as `ty_topic_create`.
+///
+/// ```c
+/// ty_topic_conf_t tc = ty_topic_conf_default;
+/// tc.capacity = 4;
+/// ty_topic_t* quotes;
+/// ty_topic_create_flags(reg, "quotes", &tc, TY_TOPIC_OVERRUN, &quotes);
+/// for (uint8_t i = 0; i < 10; i++)
+///     ty_send(quotes, &i, 1, 0, 0);   /* never waits, never TY_EAGAIN for room */
+/// int64_t missed = ty_topic_missed(quotes); /* 6: the newest 4 are kept */
+/// ```
+///
+/// # Safety
+/// As `ty_topic_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_create_flags(
+    reg: *const ty_region_t,
+    name: *const c_char,
+    conf: *const ty_topic_conf_t,
+    flags: u32,
+    out: *mut *mut ty_topic_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let r = unsafe { region(reg)? };
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        // SAFETY: NULL or a conf, per the contract.
+        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_topic_conf_default);
+        let known = TY_TOPIC_NO_DEFAULT_GROUP | TY_TOPIC_OVERRUN;
+        if flags & !known != 0 {
+            return Err(invalid(format!(
+                "unknown topic flags {:#x} (TY_TOPIC_NO_DEFAULT_GROUP, TY_TOPIC_OVERRUN)",
+                flags & !known
+            )));
+        }
+        let config = topic_config(conf)?
+            .default_group(flags & TY_TOPIC_NO_DEFAULT_GROUP == 0)
+            .overrun(flags & TY_TOPIC_OVERRUN != 0);
+        Ok(new_topic(r.region.create_or_open_topic(name, config)?))
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put_handle(out, "out (the topic handle's address)", make) }
+}
+
 /// Opens the existing topic `name` of the region, with the configuration it
 /// was created with.
 ///
@@ -885,6 +964,36 @@ pub unsafe extern "C" fn ty_topic_depth(topic: *const ty_topic_t, partition: u32
     });
     if rc == TY_OK {
         depth
+    } else {
+        i64::from(rc)
+    }
+}
+
+/// The messages of the topic's default group (what `ty_subscribe` reads)
+/// dropped unread from its full partitions by publishers of a
+/// `TY_TOPIC_OVERRUN` topic (`ty_topic_create_flags`), since the topic was
+/// created: 0 on other topics. A negative error: `TY_EINVAL` (bad handle).
+/// Each named group has its own count (`ty_group_missed`). Thread-safe.
+///
+/// ```c
+/// int64_t before = ty_topic_missed(quotes);
+/// /* ... consume ... */
+/// if (ty_topic_missed(quotes) > before) { /* some quotes were skipped */ }
+/// ```
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_missed(topic: *const ty_topic_t) -> i64 {
+    let mut missed = 0i64;
+    let rc = guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        missed = i64::try_from(t.topic.missed()).unwrap_or(i64::MAX);
+        Ok(TY_OK)
+    });
+    if rc == TY_OK {
+        missed
     } else {
         i64::from(rc)
     }
@@ -1571,14 +1680,15 @@ unsafe fn release(t: &ty_topic_t, m: *mut ty_msg_t, what: &str) -> Res {
 ///
 /// Crash safety: a process killed while holding a group's message loses
 /// it for that group only (at most once) or has it delivered again within
-/// the group (at least once); no chunk leaks. Closing the handle ends this
-/// member; a group without members keeps its position for the region's
-/// group lease and is then dropped by recovery.
+/// the group (at least once); no chunk leaks. Closing the handle (or
+/// `ty_group_leave`) ends this member; a group without members keeps its
+/// position for the region's group lease and is then dropped by recovery.
 // `repr(C)` so that `magic` is the first word (see `ty_region_t`).
 #[repr(C)]
 pub struct ty_group_t {
     magic: u64,
-    group: Group,
+    /// `None` once the handle left the group (`ty_group_leave`).
+    group: Option<Group>,
     /// A topic handle of the group's own, whose ledger records the
     /// messages received through the group (a chunk may be held by several
     /// groups of one process at once: one ledger each). Boxed: its address
@@ -1601,6 +1711,17 @@ unsafe fn group<'a>(p: *const ty_group_t) -> Res<&'a ty_group_t> {
         return Err(invalid("not a group handle (closed already?)"));
     }
     Ok(g)
+}
+
+impl ty_group_t {
+    /// The group, or `TY_ECLOSED` once the handle left it.
+    fn live(&self) -> Res<&Group> {
+        self.group.as_ref().ok_or_else(|| Fail {
+            code: TY_ECLOSED,
+            message: "the group handle left its group (ty_group_leave): only ty_group_close may use it now"
+                .into(),
+        })
+    }
 }
 
 /// Joins the consumer group `name` of the topic, creating the group if
@@ -1636,7 +1757,7 @@ pub unsafe extern "C" fn ty_topic_join_group(
         let group = t.topic.join_group(name)?;
         let ledger = Ledger::new(t.topic.chunk_count());
         let messages = Box::new(ty_topic_t { magic: TOPIC_MAGIC, topic: t.topic.clone(), ledger });
-        Ok(Box::into_raw(Box::new(ty_group_t { magic: GROUP_MAGIC, group, messages })))
+        Ok(Box::into_raw(Box::new(ty_group_t { magic: GROUP_MAGIC, group: Some(group), messages })))
     };
     // SAFETY: `out` per this function's contract.
     unsafe { put_handle(out, "out (the group handle's address)", make) }
@@ -1730,7 +1851,7 @@ unsafe fn group_receive(
     unsafe { m.write(NO_MSG) };
     // SAFETY: per this function's contract.
     let g = unsafe { self::group(group)? };
-    let Some(msg) = take(&g.group)? else {
+    let Some(msg) = take(g.live()?)? else {
         return Err(Fail { code: TY_EAGAIN, message: "the group's partition is empty".into() });
     };
     let raw = msg.into_raw();
@@ -1758,6 +1879,7 @@ pub unsafe extern "C" fn ty_group_release(group: *const ty_group_t, m: *mut ty_m
     guard(|| {
         // SAFETY: per this function's contract.
         let g = unsafe { self::group(group)? };
+        g.live()?;
         // SAFETY: per this function's contract.
         unsafe { release(&g.messages, m, "group") }
     })
@@ -1791,7 +1913,7 @@ pub unsafe extern "C" fn ty_group_subscribe(
         // SAFETY: per this function's contract.
         let g = unsafe { self::group(group)? };
         // SAFETY: per this function's contract.
-        let sub = g.group.subscribe(unsafe { partition_set(partitions, n)? })?;
+        let sub = g.live()?.subscribe(unsafe { partition_set(partitions, n)? })?;
         let topic: *const ty_topic_t = &*g.messages;
         let boxed = Box::new(ty_subscription_t { magic: SUBSCRIPTION_MAGIC, sub, topic });
         // SAFETY: as above.
@@ -1812,7 +1934,7 @@ pub unsafe extern "C" fn ty_group_depth(group: *const ty_group_t, partition: u32
     let rc = guard(|| {
         // SAFETY: per this function's contract.
         let g = unsafe { self::group(group)? };
-        depth = g.group.depth(partition)? as i64;
+        depth = g.live()?.depth(partition)? as i64;
         Ok(TY_OK)
     });
     if rc == TY_OK {
@@ -1835,7 +1957,7 @@ pub unsafe extern "C" fn ty_group_name(group: *const ty_group_t, buf: *mut c_cha
     guard(|| {
         // SAFETY: per this function's contract.
         let g = unsafe { self::group(group)? };
-        let name = g.group.name().as_bytes();
+        let name = g.live()?.name().as_bytes();
         if buf.is_null() || cap <= name.len() {
             return Err(invalid(format!("buf is NULL or shorter than {} bytes", name.len() + 1)));
         }
@@ -1850,9 +1972,12 @@ pub unsafe extern "C" fn ty_group_name(group: *const ty_group_t, buf: *mut c_cha
 }
 
 /// Closes a group handle: this member leaves (the group itself stays
-/// joined, see `ty_group_t`). Messages received through it and not
-/// released are released. NULL is ignored. No other call may use `group`
-/// during or after this one; its subscriptions must be closed first.
+/// joined, see `ty_group_t`), unless `ty_group_leave` did already.
+/// Messages received through it and not released are released. NULL is
+/// ignored. No other call may use `group` during or after this one; its
+/// subscriptions must be closed first. Leaving here cannot report an error
+/// (the region's control lock not had within 5 s: the process then stays
+/// recorded as a member until it exits); `ty_group_leave` reports it.
 ///
 /// The group itself keeps its position after its last member closed, for
 /// the region's group lease; then recovery drops it.
@@ -1870,8 +1995,196 @@ pub unsafe extern "C" fn ty_group_close(group: *mut ty_group_t) {
             // contract.
             let mut b = unsafe { Box::from_raw(group) };
             b.magic = DEAD;
+            // The messages go back before the membership ends: its end
+            // releases every hold this process still has in the group, so
+            // a message released after it would be released twice (through
+            // another group's hold of the chunk, or into the pool again).
+            b.messages.give_back();
             b.messages.magic = DEAD;
             drop(b);
         }
+    })
+}
+
+/// Leaves the group: releases the messages received through this handle
+/// and not released (their `data` pointers become invalid), then ends the
+/// handle's share of this process's membership. Returns 1 if that ended
+/// the membership (this was the process's last handle of the group), 0 if
+/// other handles of the group in this process keep it, or a negative
+/// error. Ending the membership takes the process out of the group's
+/// record: the group's messages go to its other members from now on. A
+/// group left without a live member keeps its position (the messages
+/// queued for it stay queued) for the region's group lease: a member that
+/// joins within it goes on where the group was; then recovery drops it.
+/// `ty_group_close` leaves too, but cannot report.
+///
+/// The handle stays allocated: every later call with it fails with
+/// `TY_ECLOSED`, but `ty_group_close`, which must still free it.
+///
+/// Errors: `TY_EINVAL` (NULL or not a group handle), `TY_ECLOSED` (it left
+/// already), `TY_ETIMEDOUT` (the region's control lock stayed taken 5 s:
+/// the handle has left, but the process stays recorded as a member until
+/// it exits). Not thread-safe for one handle: no other call may use
+/// `group` during this one, and its subscriptions must be closed first.
+///
+/// ```c
+/// ty_group_t* audit;
+/// ty_topic_join_group(orders, "audit", &audit);
+/// /* ... ty_group_receive, ty_group_release ... */
+/// int rc = ty_group_leave(audit);   /* 1: this process is no member any more */
+/// if (rc < 0) fprintf(stderr, "leave: %s\n", ty_last_error());
+/// ty_group_close(audit);            /* frees the handle */
+/// ```
+///
+/// # Safety
+/// `group` is NULL or a live group handle that no other call uses during
+/// this one.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_leave(group: *mut ty_group_t) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        unsafe { self::group(group)? };
+        // SAFETY: a live handle (checked just now) that no other call uses
+        // during this one, per the contract.
+        let g = unsafe { &mut *group };
+        g.live()?;
+        // Its messages first (see `ty_group_close`).
+        g.messages.give_back();
+        let member = g.group.take().ok_or_else(|| invalid("unreachable: checked above"))?;
+        Ok(c_int::from(member.leave()?))
+    })
+}
+
+/// The messages of the group dropped unread from its full partitions by
+/// publishers of a `TY_TOPIC_OVERRUN` topic (`ty_topic_create_flags`),
+/// since the group was created: 0 on other topics. Each group has its own
+/// count: a slow group misses messages, a fast one does not. A negative
+/// error: `TY_EINVAL` (bad handle), `TY_ECLOSED` (the handle left).
+/// Thread-safe.
+///
+/// ```c
+/// int64_t missed = ty_group_missed(audit);
+/// ```
+///
+/// # Safety
+/// `group` is NULL or a live group handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_missed(group: *const ty_group_t) -> i64 {
+    let mut missed = 0i64;
+    let rc = guard(|| {
+        // SAFETY: per this function's contract.
+        let g = unsafe { self::group(group)? };
+        missed = i64::try_from(g.live()?.missed()).unwrap_or(i64::MAX);
+        Ok(TY_OK)
+    });
+    if rc == TY_OK {
+        missed
+    } else {
+        i64::from(rc)
+    }
+}
+
+/// Bytes of `ty_group_info_t.name`: a group name (1 to 64 bytes) and its
+/// NUL.
+pub const TY_GROUP_NAME_LEN: usize = 65;
+
+/// One consumer group of a topic, as `ty_topic_groups` lists it: a
+/// snapshot.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_group_info_t {
+    /// Its name, NUL-terminated ("" for the default group).
+    pub name: [c_char; TY_GROUP_NAME_LEN],
+    /// Its group slot (0: the default group).
+    pub slot: u32,
+    /// The slot's generation (a group dropped and created again in the
+    /// same slot has the next one).
+    pub generation: u32,
+    /// 1 while the group is being dropped, else 0.
+    pub draining: u32,
+    /// Its member processes, as its record holds them (dead ones until
+    /// recovery forgets them). 0 for the default group, which has no
+    /// membership record: its consumers are whoever calls `ty_subscribe`.
+    pub members: u32,
+    /// How many of `members` are alive now.
+    pub live_members: u32,
+    /// When the group was first seen without a live member, in ns since
+    /// the Unix epoch (0: it has one, or it is the default group).
+    /// Recovery drops the group once this is older than the region's group
+    /// lease.
+    pub empty_since_unix_ns: u64,
+    /// Messages consumed through the group so far, all partitions.
+    pub position: u64,
+    /// Messages waiting for the group now, all partitions.
+    pub lag: u64,
+    /// Messages of the group dropped unread by overrunning publishers
+    /// (`TY_TOPIC_OVERRUN`).
+    pub missed: u64,
+}
+
+fn group_info(g: &GroupReport) -> ty_group_info_t {
+    let mut name = [0 as c_char; TY_GROUP_NAME_LEN];
+    for (d, &b) in name.iter_mut().zip(g.name.as_bytes().iter().take(TY_GROUP_NAME_LEN - 1)) {
+        *d = b as c_char;
+    }
+    ty_group_info_t {
+        name,
+        slot: g.slot as u32,
+        generation: g.generation,
+        draining: u32::from(g.draining),
+        members: g.members.len() as u32,
+        live_members: g.live_members as u32,
+        empty_since_unix_ns: g.empty_since_unix_ns,
+        position: g.position,
+        lag: g.lag,
+        missed: g.missed,
+    }
+}
+
+/// Lists the topic's consumer groups, the default group (slot 0, named
+/// "") included while the topic has it: fills `out[0]` to `out[cap - 1]`
+/// (as many as there are) and returns how many groups the topic has, which
+/// may be more than `cap` (call again with a larger array; `out` may be
+/// NULL when `cap` is 0, to count). In slot order. A snapshot of the whole
+/// region is taken for it (as `tyctl` does): a monitoring call, not one
+/// for every message. Negative on error: `TY_EINVAL`, `TY_ECORRUPT`.
+/// Thread-safe.
+///
+/// ```c
+/// ty_group_info_t gi[8];
+/// int n = ty_topic_groups(orders, gi, 8);
+/// for (int i = 0; i < n && i < 8; i++)
+///     printf("%s: lag %llu, %u members, missed %llu\n", gi[i].name,
+///            (unsigned long long)gi[i].lag, gi[i].members, (unsigned long long)gi[i].missed);
+/// ```
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `out` NULL (with `cap` 0) or
+/// writable for `cap` entries.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_groups(
+    topic: *const ty_topic_t,
+    out: *mut ty_group_info_t,
+    cap: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        if cap > 0 && out.is_null() {
+            return Err(invalid("out is NULL"));
+        }
+        let report = t.topic.region().inspect()?;
+        let groups = report
+            .topics
+            .into_iter()
+            .find(|r| r.info.name == t.topic.name())
+            .map(|r| r.groups)
+            .unwrap_or_default();
+        for (i, g) in groups.iter().take(cap).enumerate() {
+            // SAFETY: `i < cap`; `out` is writable for `cap` entries per the
+            // contract.
+            unsafe { out.add(i).write(group_info(g)) };
+        }
+        Ok(c_int::try_from(groups.len()).unwrap_or(c_int::MAX))
     })
 }

@@ -50,7 +50,8 @@ pub enum ty_status_t {
     /// the timeout): consumers hold too many messages, or the class needs more
     /// weight in `ty_region_conf_t.class_weights`.
     TY_EPOOL = -13,
-    /// The other end closed the channel.
+    /// The other end closed the channel, or the handle was ended (a group
+    /// handle after `ty_group_leave`).
     TY_ECLOSED = -14,
     /// The peer process died.
     TY_EPEERDIED = -15,

@@ -50,6 +50,7 @@ class Region:
         wait: WaitPolicy = "hybrid",
         at_least_once: bool = False,
         default_group: bool = True,
+        overrun: bool = False,
     ) -> Topic: ...
     def create_or_open_topic(
         self,
@@ -60,6 +61,7 @@ class Region:
         wait: WaitPolicy = "hybrid",
         at_least_once: bool = False,
         default_group: bool = True,
+        overrun: bool = False,
     ) -> Topic: ...
     def topic(self, name: str) -> Topic: ...
     def topics(self) -> list[TopicInfo]: ...
@@ -86,9 +88,17 @@ class Topic:
     def capacity(self) -> int: ...
     @property
     def delivery(self) -> Literal["at-most-once", "at-least-once"]: ...
+    @property
+    def overrun(self) -> bool: ...
     def partition_of(self, key: int) -> int: ...
     def depth(self, partition: int) -> int: ...
     def info(self) -> TopicInfo: ...
+    def missed(self) -> int:
+        """Messages of the default group dropped unread by overrunning
+        publishers."""
+    def groups(self) -> list[GroupInfo]:
+        """The topic's consumer groups, the default group as slot 0 (a
+        snapshot of the whole region)."""
     def send(self, data: Buffer, key: int = 0, timeout_ns: int = -1) -> None: ...
     def send_many(
         self, items: Iterable[Buffer], key: int | Iterable[int] = 0, timeout_ns: int = -1
@@ -120,12 +130,19 @@ class Group:
     @property
     def topic(self) -> str:
         """The name of the group's topic."""
+    @property
+    def left(self) -> bool: ...
     def depth(self, partition: int) -> int: ...
+    def missed(self) -> int:
+        """The group's messages dropped unread by overrunning publishers."""
     def receive(self, partition: int = 0, timeout_ns: int = -1) -> Message: ...
     def try_receive(self, partition: int = 0) -> Message | None: ...
     def receive_bytes(self, partition: int = 0, timeout_ns: int = -1) -> bytes: ...
     def subscribe(self, partitions: Iterable[int] | None = None) -> Subscription:
         """One receive over several partitions, of the group's messages."""
+    def leave(self) -> bool:
+        """Ends this Group's share of the membership; True if that ended
+        it. Every later call raises ValueError."""
 
 @final
 class Subscription:
@@ -195,6 +212,21 @@ class TopicInfo:
     received: int
     corrupt: int
     lost: int
+    undelivered: int
+    missed: int
+
+@final
+class GroupInfo:
+    name: str
+    slot: int
+    generation: int
+    draining: bool
+    members: list[int]
+    live_members: int
+    empty_since_unix_ns: int
+    position: int
+    lag: int
+    missed: int
 
 @final
 class ClassStats:

@@ -4,7 +4,12 @@
  * partition by partition); one message held by two groups of this process
  * at once and released through each; the pool full again afterwards; and
  * the errors: bad group names, NULL handles, a region without group slots,
- * every named slot used, a message released through the wrong handle. */
+ * every named slot used, a message released through the wrong handle;
+ * ty_group_leave (a held message released, the left handle TY_ECLOSED,
+ * the membership ended by the last handle, the pool full again); and an
+ * overrunning topic (TY_TOPIC_OVERRUN) fed by a producer child that never
+ * waits: groups that do not read miss what their rings cannot hold, and
+ * what they receive plus what they missed is what was published. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <string.h>
@@ -177,9 +182,236 @@ static void errors(void) {
            "a message held by two groups of one process\n");
 }
 
+/* Forks a producer child that opens the region and topic itself and sends
+ * `n` messages (uint64_t 0 .. n - 1, key 0), each with `timeout_ns`; the
+ * parent waits for it. */
+static void produce(const char* region, const char* topic, uint64_t n, int64_t timeout_ns) {
+    fflush(stdout);
+    pid_t pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_region_t* r;
+        ty_topic_t* t;
+        CHECK(ty_region_open(region, NULL, &r));
+        CHECK(ty_topic_open(r, topic, &t));
+        ty_region_close(r);
+        for (uint64_t i = 0; i < n; i++) {
+            CHECK(ty_send(t, &i, sizeof i, 0, timeout_ns));
+        }
+        ty_topic_close(t);
+        _exit(0);
+    }
+    wait_ok(pid);
+}
+
+/* Every chunk of the pool is free (the parent never loans: no cache). */
+static void pool_full(const ty_region_t* reg) {
+    ty_pool_stats_t ps;
+    CHECK(ty_region_pool_stats(reg, &ps));
+    for (int c = 0; c < TY_CLASSES; c++) {
+        EXPECT(ps.classes[c].free == ps.classes[c].chunks);
+    }
+}
+
+/* The report of group `gname` of `t` (fails if there is none). */
+static ty_group_info_t group_report(const ty_topic_t* t, const char* gname) {
+    ty_group_info_t gi[4];
+    int n = ty_topic_groups(t, gi, 4);
+    EXPECT(n >= 0 && n <= 4);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(gi[i].name, gname) == 0) return gi[i];
+    }
+    fprintf(stderr, "no group %s in ty_topic_groups\n", gname);
+    exit(1);
+}
+
+static void leave(void) {
+    char rname[80];
+    snprintf(rname, sizeof rname, "%s-leave", name);
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 8 << 20;
+    rc.ring_arena = 1 << 20;
+    ty_region_t* reg;
+    CHECK(ty_region_create_groups(rname, &rc, 3, &reg));
+    ty_topic_conf_t tc = ty_topic_conf_default;
+    tc.capacity = 64;
+    ty_topic_t* t;
+    CHECK(ty_topic_create_flags(reg, "t", &tc, TY_TOPIC_NO_DEFAULT_GROUP, &t));
+    ty_group_t *g1, *g2;
+    CHECK(ty_topic_join_group(t, "g", &g1));
+    CHECK(ty_topic_join_group(t, "g", &g2)); /* the same membership */
+    EXPECT(ty_group_leave(NULL) == TY_EINVAL);
+    EXPECT(ty_group_leave((ty_group_t*)t) == TY_EINVAL);
+    ty_group_info_t gi = group_report(t, "g");
+    EXPECT(gi.slot == 1 && gi.members == 1 && gi.live_members == 1 && gi.draining == 0);
+    EXPECT(gi.empty_since_unix_ns == 0);
+
+    produce(rname, "t", 10, WAIT_NS);
+    EXPECT(ty_group_depth(g1, 0) == 10);
+    gi = group_report(t, "g");
+    EXPECT(gi.lag == 10 && gi.position == 0 && gi.missed == 0);
+    ty_msg_t held, m;
+    CHECK(ty_group_receive(g1, 0, &held, WAIT_NS));
+    /* g2 keeps the membership: 0. The message g1 held is released. */
+    EXPECT(ty_group_leave(g1) == 0);
+    EXPECT_RC(TY_ECLOSED, ty_group_receive(g1, 0, &m, 0));
+    EXPECT(m.data == NULL && m.handle == 0);
+    EXPECT(strstr(ty_last_error(), "ty_group_leave") != NULL);
+    EXPECT_RC(TY_ECLOSED, ty_group_try_receive(g1, 0, &m));
+    EXPECT_RC(TY_ECLOSED, ty_group_release(g1, &held));
+    EXPECT(ty_group_depth(g1, 0) == TY_ECLOSED);
+    EXPECT(ty_group_missed(g1) == TY_ECLOSED);
+    char nm[65];
+    EXPECT(ty_group_name(g1, nm, sizeof nm) == TY_ECLOSED);
+    ty_subscription_t* s;
+    EXPECT_RC(TY_ECLOSED, ty_group_subscribe(g1, NULL, 0, &s));
+    EXPECT(ty_group_leave(g1) == TY_ECLOSED); /* twice */
+    ty_group_close(g1);
+    EXPECT(group_report(t, "g").members == 1);
+
+    /* The other 9 go to g2 (the one g1 held was released, as consumed). */
+    uint64_t next = 1, v;
+    while (ty_group_try_receive(g2, 0, &m) == TY_OK) {
+        memcpy(&v, m.data, sizeof v);
+        EXPECT(v == next++);
+        CHECK(ty_group_release(g2, &m));
+    }
+    EXPECT(next == 10);
+    /* Hold one more, then leave with it: the last handle ends the
+     * membership (1) and the message goes back. */
+    produce(rname, "t", 1, WAIT_NS);
+    CHECK(ty_group_receive(g2, 0, &held, WAIT_NS));
+    EXPECT(ty_group_leave(g2) == 1);
+    gi = group_report(t, "g");
+    EXPECT(gi.members == 0 && gi.live_members == 0 && gi.empty_since_unix_ns != 0);
+    EXPECT(gi.lag == 0 && gi.position == 11);
+    pool_full(reg);
+    ty_group_close(g2);
+
+    /* The group keeps its position for its lease: what is published now
+     * waits for it, and a member joining again goes on from there. */
+    produce(rname, "t", 3, WAIT_NS);
+    EXPECT(group_report(t, "g").lag == 3);
+    CHECK(ty_topic_join_group(t, "g", &g1));
+    EXPECT(ty_group_depth(g1, 0) == 3);
+    CHECK(ty_group_try_receive(g1, 0, &m));
+    memcpy(&v, m.data, sizeof v);
+    EXPECT(v == 0); /* the second producer's first */
+    EXPECT(ty_group_leave(g1) == 1);
+    ty_group_close(g1);
+    CHECK(ty_topic_join_group(t, "g", &g1));
+    while (ty_group_try_receive(g1, 0, &m) == TY_OK) CHECK(ty_group_release(g1, &m));
+
+    /* One message held by two groups of this process: closing one with
+     * it held (the membership ends) lets go of that group's hold only. */
+    ty_group_t* h;
+    CHECK(ty_topic_join_group(t, "h", &h));
+    produce(rname, "t", 1, WAIT_NS);
+    ty_msg_t mh;
+    CHECK(ty_group_receive(g1, 0, &m, WAIT_NS));
+    CHECK(ty_group_receive(h, 0, &mh, WAIT_NS));
+    ty_group_close(g1);
+    ty_pool_stats_t ps;
+    CHECK(ty_region_pool_stats(reg, &ps));
+    EXPECT(ps.classes[0].free == ps.classes[0].chunks - 1); /* h's, still held */
+    memcpy(&v, mh.data, sizeof v);
+    EXPECT(v == 0);
+    CHECK(ty_group_release(h, &mh));
+    pool_full(reg);
+    ty_group_close(h);
+
+    ty_topic_close(t);
+    ty_region_close(reg);
+    CHECK(ty_region_remove(rname));
+    printf("groups: ty_group_leave (a held message released, TY_ECLOSED after, the last handle "
+           "ends the membership, the pool full again, the position kept for the lease)\n");
+}
+
+#define RING 8
+#define PUBLISHED 5000
+
+static void overrun(void) {
+    char rname[80];
+    snprintf(rname, sizeof rname, "%s-overrun", name);
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 8 << 20;
+    rc.ring_arena = 1 << 20;
+    ty_region_t* reg;
+    CHECK(ty_region_create_groups(rname, &rc, 3, &reg));
+    ty_topic_conf_t tc = ty_topic_conf_default;
+    tc.capacity = RING;
+    ty_topic_t* t;
+    /* Not with at-least-once; unknown flags; NULLs. */
+    tc.delivery = TY_DELIVERY_AT_LEAST_ONCE;
+    t = (ty_topic_t*)&t;
+    EXPECT_RC(TY_EINVAL, ty_topic_create_flags(reg, "q", &tc, TY_TOPIC_OVERRUN, &t));
+    EXPECT(t == NULL);
+    tc.delivery = TY_DELIVERY_AT_MOST_ONCE;
+    EXPECT_RC(TY_EINVAL, ty_topic_create_flags(reg, "q", &tc, 4, &t));
+    EXPECT_RC(TY_EINVAL, ty_topic_create_flags(NULL, "q", &tc, TY_TOPIC_OVERRUN, &t));
+    EXPECT(ty_topic_missed(NULL) == TY_EINVAL);
+    EXPECT(ty_group_missed(NULL) == TY_EINVAL);
+    EXPECT(ty_topic_groups(NULL, NULL, 0) == TY_EINVAL);
+
+    /* With its default group (which does not read either) and a named
+     * group "slow". */
+    CHECK(ty_topic_create_flags(reg, "q", &tc, TY_TOPIC_OVERRUN, &t));
+    ty_topic_t* again;
+    EXPECT_RC(TY_EINCOMPAT, ty_topic_create(reg, "q", &tc, &again)); /* not overrunning */
+    CHECK(ty_topic_create_flags(reg, "q", &tc, TY_TOPIC_OVERRUN, &again));
+    ty_topic_close(again);
+    ty_group_t* slow;
+    CHECK(ty_topic_join_group(t, "slow", &slow));
+    EXPECT(ty_topic_missed(t) == 0 && ty_group_missed(slow) == 0);
+    EXPECT(ty_topic_groups(t, NULL, 0) == 2);
+    EXPECT(ty_topic_groups(t, NULL, 1) == TY_EINVAL);
+
+    /* Timeout 0: a send that had to wait for room would fail. */
+    produce(rname, "q", PUBLISHED, 0);
+    ty_topic_stats_t st;
+    CHECK(ty_topic_stats(t, &st));
+    EXPECT(st.published == PUBLISHED);
+    int64_t missed_slow = ty_group_missed(slow), missed_default = ty_topic_missed(t);
+    EXPECT(missed_slow > 0 && missed_default > 0);
+    ty_group_info_t gi[2];
+    EXPECT(ty_topic_groups(t, gi, 2) == 2);
+    EXPECT(gi[0].slot == 0 && gi[0].name[0] == 0 && gi[0].members == 0);
+    EXPECT(gi[0].missed == (uint64_t)missed_default && gi[0].lag == RING);
+    EXPECT(strcmp(gi[1].name, "slow") == 0 && gi[1].missed == (uint64_t)missed_slow && gi[1].lag == RING);
+
+    /* What is left is the newest, in order; received + missed = published. */
+    uint64_t got = 0, v, want = PUBLISHED - RING;
+    ty_msg_t m;
+    while (ty_group_try_receive(slow, 0, &m) == TY_OK) {
+        memcpy(&v, m.data, sizeof v);
+        EXPECT(v == want++);
+        got++;
+        CHECK(ty_group_release(slow, &m));
+    }
+    EXPECT(got == RING);
+    EXPECT(got + (uint64_t)ty_group_missed(slow) == PUBLISHED);
+    got = 0;
+    while (ty_try_subscribe(t, 0, &m) == TY_OK) {
+        got++;
+        CHECK(ty_release(t, &m));
+    }
+    EXPECT(got + (uint64_t)ty_topic_missed(t) == PUBLISHED);
+    pool_full(reg);
+    printf("groups: overrun, %d messages from a producer that never waits into rings of %d: "
+           "missed %lld (slow) and %lld (default), received + missed = published for each\n",
+           PUBLISHED, RING, (long long)missed_slow, (long long)missed_default);
+
+    ty_group_close(slow);
+    ty_topic_close(t);
+    ty_region_close(reg);
+    CHECK(ty_region_remove(rname));
+}
+
 int main(void) {
     snprintf(name, sizeof name, "c-groups-%d", (int)getpid());
     errors();
+    leave();
+    overrun();
 
     ty_region_conf_t rc = ty_region_conf_default;
     rc.size = 16 << 20;
