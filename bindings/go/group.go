@@ -47,7 +47,33 @@ type Group struct {
 // ErrInvalid; every named slot of the topic used is ErrNoSpace. Close the
 // group when done. Crash safety and leases: see Group.
 func (t *Topic) JoinGroup(name string) (*Group, error) {
-	const op = "Topic.JoinGroup"
+	return t.join("Topic.JoinGroup", name, JoinNow)
+}
+
+// JoinFrom says where a group created by a join starts
+// (Topic.JoinGroupFrom).
+type JoinFrom int
+
+const (
+	// JoinNow: with the next message published (as JoinGroup).
+	JoinNow JoinFrom = C.TY_JOIN_NOW
+	// JoinOldest: first every message still queued in the topic (per
+	// partition, what the group furthest behind has not read), oldest
+	// first, then the live stream, with no gap and no duplicate between
+	// the two (Kafka's "earliest"). The backlog is copied into the group
+	// once, at the join; what could not be copied is counted in
+	// Group.Missed.
+	JoinOldest JoinFrom = C.TY_JOIN_OLDEST
+)
+
+// JoinGroupFrom is JoinGroup, saying where a group this join creates
+// starts (JoinNow or JoinOldest). Joining a group that exists already
+// continues from its position either way.
+func (t *Topic) JoinGroupFrom(name string, from JoinFrom) (*Group, error) {
+	return t.join("Topic.JoinGroupFrom", name, from)
+}
+
+func (t *Topic) join(op, name string, from JoinFrom) (*Group, error) {
 	cn, err := cname(op, name)
 	if err != nil {
 		return nil, err
@@ -56,7 +82,7 @@ func (t *Topic) JoinGroup(name string) (*Group, error) {
 	if err := t.enter(op); err != nil {
 		return nil, err
 	}
-	r := C.go_ty_topic_join_group(t.p, cn)
+	r := C.go_ty_topic_join_group(t.p, cn, C.int(from))
 	t.g.leave()
 	if r.rc != C.TY_OK {
 		return nil, fail(op, r)

@@ -387,3 +387,41 @@ func TestGroupOverrun(t *testing.T) {
 	}
 	poolFull(t, reg)
 }
+
+// A group joined with JoinOldest gets what a producer process left queued
+// for the default group, in order, then the live stream; one joined with
+// JoinNow only the latter; a second join does not copy again; another
+// JoinFrom is ErrInvalid.
+func TestGroupJoinFromTheOldest(t *testing.T) {
+	reg, name := newGroupRegion(t, 4)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: 64}))(t)
+	defer topic.Close()
+	cmd, _ := child(t, "produce", name, "t", "10", "1")
+	check(t, cmd.Wait())
+	_, err := topic.JoinGroupFrom("x", JoinFrom(7))
+	wantErr(t, err, ErrInvalid)
+	old := must(topic.JoinGroupFrom("old", JoinOldest))(t)
+	defer old.Close()
+	now := must(topic.JoinGroupFrom("now", JoinNow))(t)
+	defer now.Close()
+	again := must(topic.JoinGroupFrom("old", JoinOldest))(t)
+	check(t, again.Close())
+	if d := must(old.Depth(0))(t); d != 10 {
+		t.Fatalf("old's depth %d, want the 10 queued", d)
+	}
+	if d := must(now.Depth(0))(t); d != 0 {
+		t.Fatalf("now's depth %d, want 0", d)
+	}
+	for s := 0; s < 10; s++ {
+		msg := must(old.TryReceive(0))(t)
+		if want := fmt.Sprintf("go-0-%d", s); string(msg.Data()) != want {
+			t.Fatalf("got %q, want %q", msg.Data(), want)
+		}
+		check(t, msg.Release())
+	}
+	if m := must(old.Missed())(t); m != 0 {
+		t.Fatalf("missed %d", m)
+	}
+	_, err = now.TryReceive(0)
+	wantErr(t, err, ErrWouldBlock)
+}

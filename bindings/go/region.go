@@ -106,7 +106,7 @@ type RegionConfig struct {
 	// Lease is how long a process may go without a heartbeat before it
 	// may be declared dead where the kernel cannot tell (10 ms to 1 day).
 	Lease time.Duration
-	// MaxGroups is the group slots of each topic (unstable, see
+	// MaxGroups is the group slots of each topic (see
 	// Topic.JoinGroup): the default group and MaxGroups-1 named consumer
 	// groups, at most 63. 0 (the default): no named groups. It is part of
 	// the configuration an existing region must match.
@@ -248,8 +248,8 @@ type TopicConfig struct {
 	// Delivery says what happens to a message whose consumer dies
 	// holding it.
 	Delivery Delivery
-	// NoDefaultGroup makes a topic without its default group (unstable,
-	// see Topic.JoinGroup): its messages go to the named groups joined
+	// NoDefaultGroup makes a topic without its default group (see
+	// Topic.JoinGroup): its messages go to the named groups joined
 	// only, and Topic.Receive and Topic.Subscribe are ErrInvalid. It
 	// needs a region of MaxGroups at least 1.
 	NoDefaultGroup bool

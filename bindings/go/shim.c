@@ -109,9 +109,9 @@ go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partit
     ty_msg_t m = {(const void*)data, len, partition, 0, handle};
     return res(ty_release(TOPIC(t), &m), NULL);
 }
-go_ty_res go_ty_topic_join_group(uintptr_t t, const char* name) {
+go_ty_res go_ty_topic_join_group(uintptr_t t, const char* name, int from) {
     ty_group_t* out = NULL;
-    int rc = ty_topic_join_group(TOPIC(t), name, &out);
+    int rc = ty_topic_join_group_from(TOPIC(t), name, from, &out);
     return res(rc, out);
 }
 go_ty_msg go_ty_group_receive(uintptr_t g, uint32_t partition, int64_t timeout_ns, int try_, uintptr_t c) {

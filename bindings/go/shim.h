@@ -83,7 +83,8 @@ go_ty_msg go_ty_subscription_receive(uintptr_t s, int64_t timeout_ns, int try_, 
 void go_ty_subscription_close(uintptr_t s);
 go_ty_res go_ty_release(uintptr_t t, uintptr_t data, size_t len, uint32_t partition, uint64_t handle);
 /* Consumer groups (unstable): ptr is the ty_group_t*. */
-go_ty_res go_ty_topic_join_group(uintptr_t t, const char* name);
+/* from: TY_JOIN_NOW or TY_JOIN_OLDEST (ty_topic_join_group_from). */
+go_ty_res go_ty_topic_join_group(uintptr_t t, const char* name, int from);
 /* try: ty_group_try_receive; else, c (a ty_cancel_t*) not 0:
  * ty_group_receive_cancel; else ty_group_receive. */
 go_ty_msg go_ty_group_receive(uintptr_t g, uint32_t partition, int64_t timeout_ns, int try_, uintptr_t c);

@@ -104,6 +104,16 @@ typedef struct ty_group_t ty_group_t;
 // NUL.
 #define TY_TOPIC_NAME_LEN 65
 
+// `ty_topic_join_group_from`: a group this join creates gets the messages
+// published from now on (as `ty_topic_join_group`).
+#define TY_JOIN_NOW 0
+
+// `ty_topic_join_group_from`: a group this join creates first gets every
+// message still queued in the topic (per partition, what the group
+// furthest behind has not read), oldest first, then the live stream, with
+// no gap and no duplicate between the two (Kafka's `earliest`).
+#define TY_JOIN_OLDEST 1
+
 // Bytes of `ty_group_info_t.name`: a group name (1 to 64 bytes) and its
 // NUL.
 #define TY_GROUP_NAME_LEN 65
@@ -917,6 +927,30 @@ int ty_release(const ty_topic_t *topic, struct ty_msg_t *m);
 // `topic` is NULL or a live topic handle; `name` NULL or a
 // NUL-terminated string; `out` NULL or writable.
 int ty_topic_join_group(const ty_topic_t *topic, const char *name, ty_group_t **out);
+
+// `ty_topic_join_group`, saying where a group this join creates starts:
+// `TY_JOIN_NOW` (the next message published) or `TY_JOIN_OLDEST` (the
+// topic's backlog first). The backlog is copied into the group once, at
+// the join (one new chunk per message; live messages stay zero-copy);
+// what could not be copied (no free chunk at that instant) is counted in
+// `ty_group_missed`. Joining a group that exists already continues from
+// its position whatever `from` says. Errors: as `ty_topic_join_group`,
+// plus `TY_EINVAL` for another `from`, and `TY_EIO` where the kernel
+// refuses `membarrier(MEMBARRIER_CMD_GLOBAL)` (which a join from the
+// oldest needs). Thread-safe.
+//
+// ```c
+// ty_send(orders, "placed", 6, key, 0);          /* queued for the default group */
+// ty_group_t* audit;
+// ty_topic_join_group_from(orders, "audit", TY_JOIN_OLDEST, &audit);
+// ty_msg_t m;
+// ty_group_receive(audit, partition, &m, -1);    /* "placed": the backlog first */
+// ty_group_release(audit, &m);
+// ```
+//
+// # Safety
+// As `ty_topic_join_group`.
+int ty_topic_join_group_from(const ty_topic_t *topic, const char *name, int from, ty_group_t **out);
 
 // Receives the group's next message of `partition`, waiting at most
 // `timeout_ns` (-1 for ever; 0 looks once): as `ty_subscribe` does for

@@ -79,7 +79,7 @@ fn delivery_name(d: Option<Delivery>) -> &'static str {
 /// Topics, messages and loans keep the region mapped, so they may outlive
 /// this object. Region is also a context manager (closing only this handle).
 ///
-/// max_groups (unstable, see Topic.join_group): group slots per topic, the
+/// max_groups (see Topic.join_group): group slots per topic, the
 /// default group and max_groups - 1 named consumer groups (default 0: none).
 ///
 ///     reg = tachyon.Region("demo", size=64 << 20)
@@ -174,7 +174,7 @@ impl PyRegion {
     /// descriptors per partition, a power of two; wait: "spin", "futex" or
     /// "hybrid" (how producers and consumers wait); at_least_once: a message
     /// whose consumer dies before releasing it is delivered again (else it
-    /// is lost and counted); default_group (unstable, see
+    /// is lost and counted); default_group (see
     /// Topic.join_group): False makes a topic without its default group, whose
     /// messages go to the named groups joined only (Topic.receive and
     /// Topic.subscribe then raise tachyon.InvalidArgument); it needs a
@@ -580,9 +580,19 @@ impl PyTopic {
     /// group only (at most once) or has it delivered again within the group
     /// (at least once); a group without members keeps its position for the
     /// region's group lease, then recovery drops it.
-    fn join_group(&self, py: Python<'_>, name: &str) -> PyResult<PyGroup> {
+    ///
+    /// from_oldest=True: a group this join creates first gets every message
+    /// still queued in the topic (per partition, what the group furthest
+    /// behind has not read), oldest first, then the live stream, with no
+    /// gap and no duplicate between the two (Kafka's "earliest"). The
+    /// backlog is copied into the group once, at the join; what could not
+    /// be copied is counted in Group.missed(). Joining a group that exists
+    /// already continues from its position either way.
+    #[pyo3(signature = (name, *, from_oldest = false))]
+    fn join_group(&self, py: Python<'_>, name: &str, from_oldest: bool) -> PyResult<PyGroup> {
         let topic = &self.topic;
-        let group = py.detach(|| topic.join_group(name)).py(py)?;
+        let from = if from_oldest { tachyon::bus::JoinFrom::Oldest } else { tachyon::bus::JoinFrom::Now };
+        let group = py.detach(|| topic.join_group_from(name, from)).py(py)?;
         Ok(PyGroup::new(group))
     }
 

@@ -245,3 +245,24 @@ def test_overrun(groups_region, region_name):
     got_default = topic.receive_many_bytes(0, max=published, timeout_ns=0)
     assert len(got_default) + topic.missed() == published
     assert all(c.free == c.chunks for c in groups_region.pool_stats())
+
+
+def test_join_from_the_oldest(groups_region, region_name):
+    """A group joined with from_oldest=True gets what a producer process left
+    queued for the default group, in order, then the live stream; one joined
+    from now only the latter; a second join does not copy again."""
+    topic = groups_region.create_topic("t", capacity=64)
+    produce_elsewhere(region_name, "t", 0, 10, 30 * SECOND)
+    old = topic.join_group("old", from_oldest=True)
+    now = topic.join_group("now")
+    assert old.depth(0) == 10 and now.depth(0) == 0
+    assert topic.join_group("old", from_oldest=True).depth(0) == 10  # no second copy
+    produce_elsewhere(region_name, "t", 10, 1, 30 * SECOND)
+    got = []
+    for _ in range(11):
+        with old.receive(0, timeout_ns=10 * SECOND) as m:
+            got.append(int.from_bytes(bytes(m), "little"))
+    assert got == list(range(11))
+    assert old.missed() == 0
+    with now.receive(0, timeout_ns=10 * SECOND) as m:
+        assert int.from_bytes(bytes(m), "little") == 10

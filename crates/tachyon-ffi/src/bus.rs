@@ -15,8 +15,8 @@ use crate::ledger::{Ledger, Miss};
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 use tachyon_core::bus::{
-    ClassStats, Delivery, Group, GroupReport, Key, Partitions, RawChunk, ReceiveStop, Recovered, Region,
-    RegionConfig, Subscription, Topic, TopicConfig, TopicInfo,
+    ClassStats, Delivery, Group, GroupReport, JoinFrom, Key, Partitions, RawChunk, ReceiveStop, Recovered,
+    Region, RegionConfig, Subscription, Topic, TopicConfig, TopicInfo,
 };
 use tachyon_core::sync::WaitPolicy;
 
@@ -1749,12 +1749,59 @@ pub unsafe extern "C" fn ty_topic_join_group(
     name: *const c_char,
     out: *mut *mut ty_group_t,
 ) -> c_int {
+    // SAFETY: this function's contract is `ty_topic_join_group_from`'s.
+    unsafe { ty_topic_join_group_from(topic, name, TY_JOIN_NOW, out) }
+}
+
+/// `ty_topic_join_group_from`: a group this join creates gets the messages
+/// published from now on (as `ty_topic_join_group`).
+pub const TY_JOIN_NOW: c_int = 0;
+/// `ty_topic_join_group_from`: a group this join creates first gets every
+/// message still queued in the topic (per partition, what the group
+/// furthest behind has not read), oldest first, then the live stream, with
+/// no gap and no duplicate between the two (Kafka's `earliest`).
+pub const TY_JOIN_OLDEST: c_int = 1;
+
+/// `ty_topic_join_group`, saying where a group this join creates starts:
+/// `TY_JOIN_NOW` (the next message published) or `TY_JOIN_OLDEST` (the
+/// topic's backlog first). The backlog is copied into the group once, at
+/// the join (one new chunk per message; live messages stay zero-copy);
+/// what could not be copied (no free chunk at that instant) is counted in
+/// `ty_group_missed`. Joining a group that exists already continues from
+/// its position whatever `from` says. Errors: as `ty_topic_join_group`,
+/// plus `TY_EINVAL` for another `from`, and `TY_EIO` where the kernel
+/// refuses `membarrier(MEMBARRIER_CMD_GLOBAL)` (which a join from the
+/// oldest needs). Thread-safe.
+///
+/// ```c
+/// ty_send(orders, "placed", 6, key, 0);          /* queued for the default group */
+/// ty_group_t* audit;
+/// ty_topic_join_group_from(orders, "audit", TY_JOIN_OLDEST, &audit);
+/// ty_msg_t m;
+/// ty_group_receive(audit, partition, &m, -1);    /* "placed": the backlog first */
+/// ty_group_release(audit, &m);
+/// ```
+///
+/// # Safety
+/// As `ty_topic_join_group`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_join_group_from(
+    topic: *const ty_topic_t,
+    name: *const c_char,
+    from: c_int,
+    out: *mut *mut ty_group_t,
+) -> c_int {
     let make = || {
         // SAFETY: per this function's contract.
         let t = unsafe { self::topic(topic)? };
         // SAFETY: per this function's contract.
         let name = unsafe { arg_str(name, "name")? };
-        let group = t.topic.join_group(name)?;
+        let from = match from {
+            TY_JOIN_NOW => JoinFrom::Now,
+            TY_JOIN_OLDEST => JoinFrom::Oldest,
+            other => return Err(invalid(format!("from is TY_JOIN_NOW or TY_JOIN_OLDEST, not {other}"))),
+        };
+        let group = t.topic.join_group_from(name, from)?;
         let ledger = Ledger::new(t.topic.chunk_count());
         let messages = Box::new(ty_topic_t { magic: TOPIC_MAGIC, topic: t.topic.clone(), ledger });
         Ok(Box::into_raw(Box::new(ty_group_t { magic: GROUP_MAGIC, group: Some(group), messages })))

@@ -32,7 +32,7 @@ class Region:
         ring_arena: int | None = None,
         max_groups: int | None = None,
     ) -> None:
-        """max_groups (unstable): group slots per topic, the default group
+        """max_groups: group slots per topic, the default group
         and ``max_groups - 1`` named consumer groups (default 0)."""
     @staticmethod
     def remove(name: str) -> None:
@@ -115,13 +115,13 @@ class Topic:
         """receive_many, each message copied out and released at once."""
     async def receive_async(self, partition: int = 0, timeout_ns: int = -1) -> Message: ...
     def subscribe(self, partitions: Iterable[int] | None = None) -> Subscription: ...
-    def join_group(self, name: str) -> Group:
+    def join_group(self, name: str, *, from_oldest: bool = False) -> Group:
         """Joins (or creates) the consumer group ``name``: it gets every
         message published from now on, each to one of its members."""
 
 @final
 class Group:
-    """A member of a consumer group of a topic (unstable, issue #15)."""
+    """A member of a consumer group of a topic."""
 
     @property
     def name(self) -> str: ...

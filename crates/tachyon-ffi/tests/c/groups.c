@@ -1,4 +1,4 @@
-/* Consumer groups (unstable, issue #15) from C: two groups of one topic
+/* Consumer groups (issue #15) from C: two groups of one topic
  * fed by a producer child process (fork), each receiving every message
  * exactly once (one through a subscription over both partitions, one
  * partition by partition); one message held by two groups of this process
@@ -9,7 +9,9 @@
  * the membership ended by the last handle, the pool full again); and an
  * overrunning topic (TY_TOPIC_OVERRUN) fed by a producer child that never
  * waits: groups that do not read miss what their rings cannot hold, and
- * what they receive plus what they missed is what was published. */
+ * what they receive plus what they missed is what was published; and a
+ * group joined from the oldest (TY_JOIN_OLDEST) gets what a producer
+ * child left queued, then the live stream. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <string.h>
@@ -407,8 +409,64 @@ static void overrun(void) {
     CHECK(ty_region_remove(rname));
 }
 
+/* ty_topic_join_group_from: a group joined with TY_JOIN_OLDEST gets the
+ * ten messages a producer child left queued for the default group, in
+ * order, then the next one published; one joined with TY_JOIN_NOW gets
+ * only the latter; a second join of the old group does not copy the
+ * backlog again; a bad `from` is TY_EINVAL; the pool is full at the end. */
+static void join_oldest(void) {
+    char rname[80];
+    snprintf(rname, sizeof rname, "%s-oldest", name);
+    ty_region_conf_t rc = ty_region_conf_default;
+    rc.size = 8 << 20;
+    rc.ring_arena = 1 << 20;
+    ty_region_t* reg;
+    CHECK(ty_region_create_groups(rname, &rc, 4, &reg));
+    ty_topic_conf_t tc = ty_topic_conf_default;
+    tc.capacity = 64;
+    ty_topic_t* t;
+    CHECK(ty_topic_create(reg, "t", &tc, &t));
+    produce(rname, "t", 10, WAIT_NS);
+    ty_group_t *old, *now, *again;
+    EXPECT_RC(TY_EINVAL, ty_topic_join_group_from(t, "x", 7, &old));
+    EXPECT(old == NULL);
+    CHECK(ty_topic_join_group_from(t, "old", TY_JOIN_OLDEST, &old));
+    CHECK(ty_topic_join_group_from(t, "now", TY_JOIN_NOW, &now));
+    EXPECT(ty_group_depth(old, 0) == 10);
+    EXPECT(ty_group_depth(now, 0) == 0);
+    CHECK(ty_topic_join_group_from(t, "old", TY_JOIN_OLDEST, &again));
+    EXPECT(ty_group_depth(old, 0) == 10); /* no second copy */
+    ty_group_close(again);
+    uint64_t ten = 10;
+    CHECK(ty_send(t, &ten, sizeof ten, 0, WAIT_NS));
+    ty_msg_t m;
+    for (uint64_t i = 0; i <= 10; i++) {
+        CHECK(ty_group_receive(old, 0, &m, WAIT_NS));
+        uint64_t v;
+        EXPECT(m.len == sizeof v);
+        memcpy(&v, m.data, sizeof v);
+        EXPECT(v == i); /* the backlog in order, then the live one */
+        CHECK(ty_group_release(old, &m));
+    }
+    EXPECT(ty_group_missed(old) == 0);
+    CHECK(ty_group_receive(now, 0, &m, WAIT_NS));
+    EXPECT(m.len == sizeof ten && memcmp(m.data, &ten, sizeof ten) == 0);
+    CHECK(ty_group_release(now, &m));
+    for (uint64_t i = 0; i <= 10; i++) {
+        CHECK(ty_subscribe(t, 0, &m, WAIT_NS));
+        CHECK(ty_release(t, &m));
+    }
+    ty_group_close(old);
+    ty_group_close(now);
+    pool_full(reg);
+    ty_topic_close(t);
+    ty_region_close(reg);
+    CHECK(ty_region_remove(rname));
+}
+
 int main(void) {
     snprintf(name, sizeof name, "c-groups-%d", (int)getpid());
+    join_oldest();
     errors();
     leave();
     overrun();
