@@ -601,6 +601,37 @@ fn at_most_once_never_duplicates_when_the_bridge_is_killed() {
     eprintln!("at-most-once across a SIGKILL: {got} of {} arrived, none twice", n + 500);
 }
 
+/// A bridge stopped and started again within the region's group lease
+/// goes on where it left: its group kept its position, so the messages
+/// published while no bridge ran are forwarded by the next one, once each
+/// and in order. The topic has no default group: were the group not kept,
+/// those messages would have gone to nobody.
+#[test]
+fn a_restarted_bridge_resumes_its_group() {
+    let h = Hosts::new("a_restarted_bridge_resumes_its_group");
+    let routes_a = "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/resume\"\n";
+    h.run(Side::A, &["produce", "--topic", "q", "--no-default-group", "--count", "0"], SECS(30));
+    let mut a = h.bridge(Side::A, routes_a);
+    let _b =
+        h.bridge(Side::B, "[[in]]\nkey = \"t/resume\"\nregion = \"bridge\"\ntopic = \"q\"\npartitions = 4\n");
+    let c = h.consumer(Side::B, "bridge", "q", None, 1000);
+    h.run(Side::A, &["produce", "--topic", "q", "--count", "500", "--keys", "8"], SECS(60));
+    let deadline = Instant::now() + SECS(60);
+    while c.count_lines("msg") < 500 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(c.count_lines("msg"), 500, "the first part did not all cross");
+    let first = a.stop();
+    assert_eq!(first["forwarded"], 500);
+    // No bridge runs: these wait in its group.
+    h.run(Side::A, &["produce", "--topic", "q", "--count", "500", "--first", "500", "--keys", "8"], SECS(60));
+    let mut a2 = h.bridge(Side::A, routes_a);
+    let mut c = c;
+    assert!(c.wait_exit(SECS(90)).is_some());
+    assert_in_order_exactly(&c.lines(), 0..1000, 8);
+    assert_eq!(a2.stop()["forwarded"], 500, "the restarted bridge forwarded what was published meanwhile");
+}
+
 /// An RPC call crosses and returns; with the far server gone, and then the
 /// far bridge gone, a call fails (peer died or timeout) and does not hang.
 #[test]
