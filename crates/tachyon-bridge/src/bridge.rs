@@ -437,6 +437,17 @@ impl Bridge {
                     topic.partitions()
                 ));
             }
+            if let Source::Group(g) = &source {
+                let unread: Vec<u32> = (0..topic.partitions()).filter(|p| !parts.contains(p)).collect();
+                if !unread.is_empty() {
+                    shared.log(format_args!(
+                        "out[{i}]: warning: this route does not read partitions {unread:?} of consumer group {:?}: \
+                         another member of the group (e.g. a bridge with the same group forwarding them) must, or \
+                         the group's messages there fill its rings and hold the producers back",
+                        g.name()
+                    ));
+                }
+            }
             let delivery = topic.delivery();
             shared.log(format_args!(
                 "out[{i}]: {}/{} partitions {parts:?} ({}, {}) -> {:?}",

@@ -86,7 +86,11 @@ pub struct OutRoute {
     /// The Zenoh key expression the messages are published on (no
     /// wildcards).
     pub key: String,
-    /// The partitions to forward (default: all).
+    /// The partitions to forward (default: all). The route's group gets
+    /// the messages of every partition: those it does not forward must be
+    /// read by another member of the group (another bridge with the same
+    /// `group` forwarding them), or they fill the group's rings and hold
+    /// the producers back (the bridge warns at start).
     #[serde(default)]
     pub partitions: Option<Vec<u32>>,
     /// The consumer group the route reads the topic through (default
