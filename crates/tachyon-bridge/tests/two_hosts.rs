@@ -812,4 +812,18 @@ fn a_bad_configuration_names_the_field() {
     let out = Command::new(BRIDGE).args(["--out", "nonsense", "--check"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--out nonsense"));
+    // A group for a route that does not exist; a group given twice.
+    let out =
+        Command::new(BRIDGE).args(["--out", "md/q=k", "--out-group", "md/x=g", "--check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--out-group md/x=g"));
+    let out = Command::new(BRIDGE)
+        .args(["--out", "md/q=k", "--out-group", "md/q=g", "--out-default-group", "md/q", "--check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--out-default-group md/q"));
+    let out =
+        Command::new(BRIDGE).args(["--out", "md/q=k", "--out-group", "md/q=g", "--check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
