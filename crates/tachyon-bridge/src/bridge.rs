@@ -4,6 +4,13 @@
 //!
 //! The guarantees and how each is kept are in `docs/bridge.md`; in short:
 //!
+//! * **consumer groups**: an out route reads its topic through a consumer
+//!   group of its own (`tachyon-bridge` unless the route names one), so it
+//!   gets every message and local consumers keep getting every message
+//!   too; a region without group slots is refused unless the route asks
+//!   for the topic's default group (`default_group = true`). The group
+//!   outlives a killed bridge for the region's group lease, so a restarted
+//!   one goes on where it left.
 //! * **order**: one thread per source partition takes messages in the
 //!   partition's order and hands them, in that order, to the route's one
 //!   Zenoh publisher (reliable, congestion control `Block`) or, on an
@@ -12,14 +19,15 @@
 //!   callback) into the same partition index.
 //! * **at-most-once topics**: a message is taken from the topic once and
 //!   put once; nothing is ever sent twice (a bridge killed in between loses
-//!   what it held, as any consumer of an at-most-once topic would).
+//!   what it held, lost to its group only, as any group member of an
+//!   at-most-once topic would).
 //! * **at-least-once topics**: messages are sent in batches as Zenoh
 //!   queries; the far side publishes them into its topic, then replies;
 //!   only then are they released here. A batch that is not acknowledged is
 //!   sent again with the same sequence numbers, which the far side uses to
 //!   drop what it already published. A bridge killed with unacknowledged
-//!   messages holds them as a dead consumer: tachyon publishes them again
-//!   and the restarted bridge sends them.
+//!   messages holds them as a dead group member: tachyon delivers them
+//!   again within the group and the restarted bridge sends them.
 //! * **loops**: subscribers and queryables hear only remote publications
 //!   (`Locality::Remote`), every sample names its origin bridge, and on a
 //!   topic that one bridge both imports and exports, the chunks it
@@ -32,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tachyon::bus::{Delivery, Key, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{Delivery, Group, Key, Message, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::{Error as TyError, RpcBuffer};
 use zenoh::handlers::FifoChannel;
 use zenoh::qos::{CongestionControl, Reliability};
@@ -40,7 +48,9 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::sample::Locality;
 use zenoh::{Session, Wait};
 
-use crate::config::{parse_delivery, Config, InRoute, OutRoute, RpcCallRoute, RpcServeRoute};
+use crate::config::{
+    parse_delivery, Config, InRoute, OutRoute, RpcCallRoute, RpcServeRoute, DEFAULT_MAX_GROUPS,
+};
 use crate::error::{BridgeError, Result};
 use crate::wire::{push_record, split_batch, Header, Kind};
 
@@ -281,13 +291,16 @@ impl Bridge {
         for r in &config.outgoing {
             if config.incoming.iter().any(|i| i.region == r.region && i.topic == r.topic) {
                 ledgers.insert((r.region.clone(), r.topic.clone()), Arc::new(Ledger::default()));
-                shared.log(format_args!(
-                    "warning: topic {:?} of region {:?} is both imported and exported: the bridge is one of its \
-                     consumers, so an imported message it takes itself is not sent back (no loop) but is not \
-                     delivered locally either (counted as `echoes`); import into a separate topic to give local \
-                     consumers every message (docs/bridge.md, \"Both ways\")",
-                    r.topic, r.region
-                ));
+                if r.group_name().is_none() {
+                    shared.log(format_args!(
+                        "warning: topic {:?} of region {:?} is both imported and exported through its default \
+                         group: the bridge competes with local consumers, so an imported message it takes itself \
+                         is not sent back (no loop) but is not delivered locally either (counted as `echoes`); \
+                         read it through a consumer group of the bridge's own (leave `default_group` out) to give \
+                         local consumers every message (docs/bridge.md, \"Both ways\")",
+                        r.topic, r.region
+                    ));
+                }
             }
         }
 
@@ -365,16 +378,26 @@ impl Bridge {
             .map_err(|e| {
                 BridgeError::zenoh(&format!("out[{i}]: declaring the publisher on {:?}", route.key), e)
             })?;
-        // Open now when it exists (errors other than "not there yet" are
-        // configuration errors); otherwise the route's thread waits for it.
-        let topic = match open_outgoing(&route) {
-            Ok(t) => Some(t),
-            Err(TyError::NotFound { .. } | TyError::TopicNotFound { .. }) => None,
-            Err(e) => return Err(with_field(e.into(), &format!("out[{i}]"))),
+        // Open the topic and join the route's group now when the topic
+        // exists, so that "ready" means joined (errors other than "not
+        // there yet" are configuration errors); otherwise the route's
+        // thread waits for it. A region that exists without group slots is
+        // refused now even if the topic does not exist yet.
+        let field = format!("out[{i}]");
+        let source = match open_outgoing(&route) {
+            Ok(t) => Some(Source::open(t, &route).map_err(|why| BridgeError::invalid(&field, why))?),
+            Err(TyError::NotFound { .. }) => None,
+            Err(TyError::TopicNotFound { .. }) => {
+                if let Ok(region) = Region::open(&route.region) {
+                    check_group_slots(&region, &route).map_err(|why| BridgeError::invalid(&field, why))?;
+                }
+                None
+            }
+            Err(e) => return Err(with_field(e.into(), &field)),
         };
         self.spawn(format!("out{i}"), move || {
-            let topic = match topic {
-                Some(t) => t,
+            let source = match source {
+                Some(s) => s,
                 None => {
                     shared.log(format_args!(
                         "out[{i}]: waiting for topic {:?} of region {:?} to exist",
@@ -385,7 +408,13 @@ impl Bridge {
                             return;
                         }
                         match open_outgoing(&route) {
-                            Ok(t) => break t,
+                            Ok(t) => match Source::open(t, &route) {
+                                Ok(s) => break s,
+                                Err(why) => {
+                                    shared.log(format_args!("out[{i}]: error, the route stops: {why}"));
+                                    return;
+                                }
+                            },
                             Err(TyError::NotFound { .. } | TyError::TopicNotFound { .. }) => {
                                 std::thread::sleep(TICK)
                             }
@@ -397,6 +426,7 @@ impl Bridge {
                     }
                 }
             };
+            let topic = source.topic();
             let parts: Vec<u32> = match &route.partitions {
                 Some(p) => p.iter().copied().filter(|p| *p < topic.partitions()).collect(),
                 None => (0..topic.partitions()).collect(),
@@ -407,9 +437,20 @@ impl Bridge {
                     topic.partitions()
                 ));
             }
+            if let Source::Group(g) = &source {
+                let unread: Vec<u32> = (0..topic.partitions()).filter(|p| !parts.contains(p)).collect();
+                if !unread.is_empty() {
+                    shared.log(format_args!(
+                        "out[{i}]: warning: this route does not read partitions {unread:?} of consumer group {:?}: \
+                         another member of the group (e.g. a bridge with the same group forwarding them) must, or \
+                         the group's messages there fill its rings and hold the producers back",
+                        g.name()
+                    ));
+                }
+            }
             let delivery = topic.delivery();
             shared.log(format_args!(
-                "out[{i}]: {}/{} partitions {parts:?} ({}) -> {:?}",
+                "out[{i}]: {}/{} partitions {parts:?} ({}, {}) -> {:?}",
                 route.region,
                 route.topic,
                 if delivery == Delivery::AtLeastOnce {
@@ -417,19 +458,33 @@ impl Bridge {
                 } else {
                     "at-most-once"
                 },
+                source.describe(&parts),
                 route.key
             ));
             std::thread::scope(|s| {
                 for p in parts {
-                    let (shared, topic, route, ledger, publisher) =
-                        (&shared, &topic, &route, &ledger, &publisher);
+                    let (shared, source, route, ledger, publisher) =
+                        (&shared, &source, &route, &ledger, &publisher);
                     s.spawn(move || match delivery {
-                        Delivery::AtLeastOnce => forward_acked(shared, topic, p, route, ledger.as_deref()),
-                        _ => forward_unacked(shared, topic, p, publisher, ledger.as_deref()),
+                        Delivery::AtLeastOnce => forward_acked(shared, source, p, route, ledger.as_deref()),
+                        _ => forward_unacked(shared, source, p, publisher, ledger.as_deref()),
                     });
                 }
             });
             let _ = publisher.undeclare().wait();
+            if let Source::Group(g) = source {
+                let name = g.name().to_owned();
+                match g.leave() {
+                    Ok(true) => shared.log(format_args!(
+                        "out[{i}]: left consumer group {name:?} (it keeps its position for the region's group lease)"
+                    )),
+                    // Unacknowledged at-least-once messages, held until the
+                    // process exits, keep the membership: they are then
+                    // delivered again within the group.
+                    Ok(false) => {}
+                    Err(e) => shared.log(format_args!("out[{i}]: leaving consumer group {name:?}: {e}")),
+                }
+            }
         })
     }
 
@@ -545,11 +600,96 @@ fn open_outgoing(route: &OutRoute) -> std::result::Result<Topic, TyError> {
     Region::open(&route.region)?.topic(&route.topic)
 }
 
+/// Where an out route takes its messages: a consumer group of its own
+/// (every message, local consumers unaffected), or the topic's default
+/// group (shared with local consumers of it).
+enum Source {
+    Default(Topic),
+    Group(Group),
+}
+
+impl Source {
+    /// Joins the route's group of `topic` (or checks that the topic has
+    /// its default group); the error says what to change.
+    fn open(topic: Topic, route: &OutRoute) -> std::result::Result<Source, String> {
+        let Some(name) = route.group_name() else {
+            if !topic.config().default_group_enabled() {
+                return Err(format!(
+                    "topic {:?} of region {:?} has no default group (it was created with \
+                     TopicConfig::default_group(false)): leave `default_group` out, so that the route reads \
+                     it through a consumer group of its own",
+                    route.topic, route.region
+                ));
+            }
+            return Ok(Source::Default(topic));
+        };
+        check_group_slots(topic.region(), route)?;
+        topic.join_group(name).map(Source::Group).map_err(|e| {
+            format!(
+                "cannot join consumer group {name:?} of topic {:?} of region {:?}: {e}",
+                route.topic, route.region
+            )
+        })
+    }
+
+    fn topic(&self) -> &Topic {
+        match self {
+            Source::Default(t) => t,
+            Source::Group(g) => g.topic(),
+        }
+    }
+
+    fn receive(&self, p: u32, timeout: Option<Duration>) -> std::result::Result<Message, TyError> {
+        match self {
+            Source::Default(t) => t.receive(p, timeout),
+            Source::Group(g) => g.receive(p, timeout),
+        }
+    }
+
+    fn try_receive(&self, p: u32) -> std::result::Result<Option<Message>, TyError> {
+        match self {
+            Source::Default(t) => t.try_receive(p),
+            Source::Group(g) => g.try_receive(p),
+        }
+    }
+
+    /// For the log: which group, and how many messages wait for it in
+    /// `parts` (a restarted bridge finds what was queued while it was away).
+    fn describe(&self, parts: &[u32]) -> String {
+        match self {
+            Source::Default(_) => "the default group, shared with local consumers".to_owned(),
+            Source::Group(g) => {
+                let waiting: usize = parts.iter().filter_map(|p| g.depth(*p).ok()).sum();
+                format!("consumer group {:?}, {waiting} messages waiting", g.name())
+            }
+        }
+    }
+}
+
+/// A route that reads through a group of its own needs a region with
+/// named group slots: no silent fallback to the default group (which
+/// would compete with local consumers), an error saying what to do.
+fn check_group_slots(region: &Region, route: &OutRoute) -> std::result::Result<(), String> {
+    let Some(name) = route.group_name() else { return Ok(()) };
+    let slots = region.config().max_groups;
+    if slots >= 2 {
+        return Ok(());
+    }
+    Err(format!(
+        "region {:?} has no consumer-group slots (RegionConfig::max_groups is {slots}, at least 2 are needed), so \
+         the route cannot read topic {:?} through a consumer group of its own ({name:?}): create the region with \
+         max_groups of at least 2, or set `default_group = true` on the route (flag --out-default-group \
+         {}/{}) to read through the topic's default group, competing with its local consumers \
+         (docs/bridge.md, \"Consumer groups\")",
+        route.region, route.topic, route.region, route.topic
+    ))
+}
+
 fn open_incoming(route: &InRoute) -> Result<Topic> {
     let region = match Region::open(&route.region) {
         Ok(r) => r,
         Err(TyError::NotFound { .. }) => {
-            let mut rc = RegionConfig::default();
+            let mut rc = RegionConfig::default().max_groups(route.max_groups.unwrap_or(DEFAULT_MAX_GROUPS));
             if let Some(size) = route.region_size {
                 rc = rc.size(size);
             }
@@ -566,6 +706,9 @@ fn open_incoming(route: &InRoute) -> Result<Topic> {
             }
             if let Some(d) = route.delivery.as_deref().and_then(parse_delivery) {
                 tc = tc.delivery(d);
+            }
+            if let Some(on) = route.default_group {
+                tc = tc.default_group(on);
             }
             Ok(region.create_or_open_topic(&route.topic, tc)?)
         }
@@ -599,11 +742,12 @@ fn partition_keys(topic: &Topic) -> Result<Vec<Key>> {
 /// At-most-once: take, put, release. Nothing is sent twice.
 fn forward_unacked(
     shared: &Shared,
-    topic: &Topic,
+    source: &Source,
     p: u32,
     publisher: &zenoh::pubsub::Publisher<'_>,
     ledger: Option<&Ledger>,
 ) {
+    let topic = source.topic();
     let mut seq = 0u64;
     let mut matched = false;
     let mut checked = Instant::now() - TICK;
@@ -619,7 +763,7 @@ fn forward_unacked(
                 continue;
             }
         }
-        let msg = match topic.receive(p, Some(TICK)) {
+        let msg = match source.receive(p, Some(TICK)) {
             Ok(m) => m,
             Err(e) if e.is_timeout() => continue,
             Err(e) => {
@@ -645,7 +789,7 @@ fn forward_unacked(
     }
 }
 
-fn is_echo(topic: &Topic, msg: &tachyon::bus::Message, ledger: Option<&Ledger>) -> bool {
+fn is_echo(topic: &Topic, msg: &Message, ledger: Option<&Ledger>) -> bool {
     let Some(ledger) = ledger else { return false };
     match topic.chunk_index(msg.as_ptr()) {
         Some(chunk) => ledger.take(chunk, msg),
@@ -655,12 +799,13 @@ fn is_echo(topic: &Topic, msg: &tachyon::bus::Message, ledger: Option<&Ledger>) 
 
 /// At-least-once: a batch goes as one query; it is released only when the
 /// far side has published it and replied.
-fn forward_acked(shared: &Shared, topic: &Topic, p: u32, route: &OutRoute, ledger: Option<&Ledger>) {
+fn forward_acked(shared: &Shared, source: &Source, p: u32, route: &OutRoute, ledger: Option<&Ledger>) {
+    let topic = source.topic();
     let mut seq = 0u64;
-    let mut pending: Vec<tachyon::bus::Message> = Vec::new();
+    let mut pending: Vec<Message> = Vec::new();
     'outer: while !shared.stopped() {
         // Gather a batch: wait for the first message, then take what is there.
-        let first = match topic.receive(p, Some(TICK)) {
+        let first = match source.receive(p, Some(TICK)) {
             Ok(m) => m,
             Err(e) if e.is_timeout() => continue,
             Err(e) => {
@@ -681,7 +826,7 @@ fn forward_acked(shared: &Shared, topic: &Topic, p: u32, route: &OutRoute, ledge
             if pending.len() >= route.max_batch || bytes >= 256 << 10 {
                 break;
             }
-            next = topic.try_receive(p).ok().flatten();
+            next = source.try_receive(p).ok().flatten();
         }
         if pending.is_empty() {
             continue;

@@ -86,10 +86,35 @@ pub struct OutRoute {
     /// The Zenoh key expression the messages are published on (no
     /// wildcards).
     pub key: String,
-    /// The partitions to forward (default: all). The bridge is a consumer
-    /// of each: it competes with local consumers of the same partitions.
+    /// The partitions to forward (default: all). The route's group gets
+    /// the messages of every partition: those it does not forward must be
+    /// read by another member of the group (another bridge with the same
+    /// `group` forwarding them), or they fill the group's rings and hold
+    /// the producers back (the bridge warns at start).
     #[serde(default)]
     pub partitions: Option<Vec<u32>>,
+    /// The consumer group the route reads the topic through (default
+    /// [`DEFAULT_GROUP`], `"tachyon-bridge"`). A group of its own gets
+    /// every message published to the topic after it was first joined,
+    /// while local consumers (the default group, other groups) keep
+    /// getting every message too. The region needs group slots
+    /// (`RegionConfig::max_groups` of at least 2): a route whose region has
+    /// none is refused with an error that says so (no silent fallback; see
+    /// `default_group`). The group outlives a killed or stopped bridge for
+    /// the region's `group_lease`: a bridge restarted with the same group
+    /// within it goes on where the last one left. Two bridge processes
+    /// with the same group on one topic share its messages (each goes
+    /// through one of them); give each its own group to forward a topic to
+    /// two places.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Read the topic through its default group instead (`Topic::receive`,
+    /// default `false`): the bridge is then one more consumer of it and
+    /// competes with local consumers of the default group (each message
+    /// goes either to them or to the bridge). For regions without group
+    /// slots. Not with `group`.
+    #[serde(default)]
+    pub default_group: bool,
     /// At-least-once topics: messages sent per acknowledged batch
     /// (default 64, 1 to 4096).
     #[serde(default = "default_max_batch")]
@@ -99,6 +124,14 @@ pub struct OutRoute {
     #[serde(default = "default_ack_timeout_ms")]
     pub ack_timeout_ms: u64,
 }
+
+/// The consumer group an out route reads through unless it names one
+/// ([`OutRoute::group`]) or asks for the topic's default group.
+pub const DEFAULT_GROUP: &str = "tachyon-bridge";
+
+/// Group slots of a region an in route creates unless it says
+/// ([`InRoute::max_groups`]): the default group and three named ones.
+pub const DEFAULT_MAX_GROUPS: usize = 4;
 
 fn default_max_batch() -> usize {
     64
@@ -122,6 +155,16 @@ pub struct InRoute {
     /// Bytes of the region if the bridge creates it (default 64 MiB).
     #[serde(default)]
     pub region_size: Option<usize>,
+    /// Consumer-group slots per topic (`RegionConfig::max_groups`, the
+    /// default group included: 0 to 63) if the bridge creates the region
+    /// (default [`DEFAULT_MAX_GROUPS`], 4): local consumer groups read the
+    /// imported messages, each group every message, and the message
+    /// crosses the network once whatever their number. Each slot costs
+    /// every chunk of the region's pool 8 bytes and every topic one ring
+    /// per partition, out of the region's 4 MiB ring arena (create the
+    /// region yourself for many groups of many large topics).
+    #[serde(default)]
+    pub max_groups: Option<usize>,
     /// Partitions of the topic if the bridge creates it (default 1).
     #[serde(default)]
     pub partitions: Option<u32>,
@@ -133,6 +176,13 @@ pub struct InRoute {
     /// creates the topic.
     #[serde(default)]
     pub delivery: Option<String>,
+    /// Whether the topic has its default group, if the bridge creates it
+    /// (`TopicConfig::default_group`, default `true`). Set `false` for a
+    /// topic that only named consumer groups read: a default group that
+    /// nobody reads fills up and then holds the route back (and with it
+    /// the Zenoh link). Needs `max_groups` of at least 1.
+    #[serde(default)]
+    pub default_group: Option<bool>,
 }
 
 /// A local `RpcBuffer` channel (its server is a local process) answered
@@ -233,6 +283,23 @@ impl Config {
             if r.ack_timeout_ms == 0 {
                 return Err(BridgeError::invalid(at("ack_timeout_ms"), "must be above 0"));
             }
+            if let Some(g) = &r.group {
+                if r.default_group {
+                    return Err(BridgeError::invalid(
+                        at("group"),
+                        format!(
+                            "{g:?} with `default_group = true`: a route reads through its own group or through \
+                             the topic's default group, not both"
+                        ),
+                    ));
+                }
+                if g.is_empty() || g.len() > 64 || g.contains('\0') {
+                    return Err(BridgeError::invalid(
+                        at("group"),
+                        format!("{g:?} is not a group name: 1 to 64 bytes without NUL"),
+                    ));
+                }
+            }
             if !seen.insert((r.region.clone(), r.topic.clone())) {
                 return Err(BridgeError::invalid(
                     at("topic"),
@@ -262,6 +329,20 @@ impl Config {
                     return Err(BridgeError::invalid(
                         at("capacity"),
                         format!("{c} is not a power of two from 2 to 2^20"),
+                    ));
+                }
+            }
+            if let Some(g) = r.max_groups {
+                if g > tachyon::bus::MAX_GROUPS {
+                    return Err(BridgeError::invalid(
+                        at("max_groups"),
+                        format!("{g} is not in 0 to {}", tachyon::bus::MAX_GROUPS),
+                    ));
+                }
+                if g == 0 && r.default_group == Some(false) {
+                    return Err(BridgeError::invalid(
+                        at("default_group"),
+                        "a topic without its default group needs group slots: max_groups of at least 1",
                     ));
                 }
             }
@@ -311,6 +392,17 @@ impl OutRoute {
     /// The acknowledgement timeout.
     pub fn ack_timeout(&self) -> Duration {
         Duration::from_millis(self.ack_timeout_ms)
+    }
+
+    /// The consumer group the route reads through: `None` for the topic's
+    /// default group (`default_group = true`), else `group` or
+    /// [`DEFAULT_GROUP`].
+    pub fn group_name(&self) -> Option<&str> {
+        if self.default_group {
+            None
+        } else {
+            Some(self.group.as_deref().unwrap_or(DEFAULT_GROUP))
+        }
     }
 }
 
@@ -410,6 +502,41 @@ mod tests {
         assert!(e.contains("topic"), "{e}");
         let e = err("[[out]]\nregion = 3\ntopic = \"q\"\nkey = \"a\"\n");
         assert!(e.contains("region"), "{e}");
+    }
+
+    #[test]
+    fn an_out_route_reads_through_its_own_group_unless_told() {
+        let c = Config::from_toml(
+            "[[out]]\nregion = \"md\"\ntopic = \"a\"\nkey = \"a\"\n\
+             [[out]]\nregion = \"md\"\ntopic = \"b\"\nkey = \"b\"\ngroup = \"to-site-b\"\n\
+             [[out]]\nregion = \"md\"\ntopic = \"c\"\nkey = \"c\"\ndefault_group = true\n",
+            "test",
+        )
+        .unwrap();
+        let groups: Vec<_> = c.outgoing.iter().map(OutRoute::group_name).collect();
+        assert_eq!(groups, [Some(DEFAULT_GROUP), Some("to-site-b"), None]);
+        let e = err(
+            "[[out]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\ngroup = \"g\"\ndefault_group = true\n",
+        );
+        assert!(e.contains("out[0].group") && e.contains("not both"), "{e}");
+        let e = err("[[out]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\ngroup = \"\"\n");
+        assert!(e.contains("out[0].group"), "{e}");
+    }
+
+    #[test]
+    fn in_route_group_slots_are_checked() {
+        let e = err("[[in]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\nmax_groups = 64\n");
+        assert!(e.contains("in[0].max_groups"), "{e}");
+        let e = err(
+            "[[in]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\nmax_groups = 0\ndefault_group = false\n",
+        );
+        assert!(e.contains("in[0].default_group"), "{e}");
+        let c = Config::from_toml(
+            "[[in]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\nmax_groups = 3\ndefault_group = false\n",
+            "test",
+        )
+        .unwrap();
+        assert_eq!((c.incoming[0].max_groups, c.incoming[0].default_group), (Some(3), Some(false)));
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! forwards chosen topics out to Zenoh key expressions (one Zenoh publisher
 //! per route), brings key expressions in to local topics, serves local RPC
 //! channels as Zenoh queryables, and offers remote queryables as local RPC
-//! channels. Per-key order, at-most-once / at-least-once delivery across a
-//! bridge restart, loop avoidance and RPC failure rules are described in
+//! channels. An out route reads its topic through a consumer group of its
+//! own (`"tachyon-bridge"` unless the route names one, see
+//! [`config::OutRoute`]), so local consumers keep getting every message.
+//! Per-key order, at-most-once / at-least-once delivery across a bridge
+//! restart, loop avoidance and RPC failure rules are described in
 //! `docs/bridge.md`.
 //!
 //! Usually it runs as the `tachyon-bridge` binary with a TOML file; the
@@ -21,9 +24,10 @@
 //!     listen = ["tcp/0.0.0.0:7447"]
 //!
 //!     [[out]]                 # local topic -> Zenoh
-//!     region = "md"
+//!     region = "md"           # a region with group slots
 //!     topic = "quotes"
 //!     key = "site-a/md/quotes"
+//!     group = "to-site-b"     # default "tachyon-bridge"
 //!
 //!     [[in]]                  # Zenoh -> local topic
 //!     key = "site-b/md/orders"

@@ -52,10 +52,17 @@ fn two_bridges_in_one_process() {
     let (chan_a, chan_b) = (format!("lb-calc-a-{tag}"), format!("lb-calc-b-{tag}"));
     let port = free_port();
 
-    let region_a = Region::create(&ra, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+    // Group slots: the out routes read through a group of their own. "amo"
+    // keeps its default group, read locally below (the bridge takes nothing
+    // from it); only the bridge reads "alo".
+    let region_a =
+        Region::create(&ra, RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(4)).unwrap();
     let amo = region_a.create_topic("amo", TopicConfig::default().partitions(4)).unwrap();
     let alo = region_a
-        .create_topic("alo", TopicConfig::default().partitions(4).delivery(Delivery::AtLeastOnce))
+        .create_topic(
+            "alo",
+            TopicConfig::default().partitions(4).delivery(Delivery::AtLeastOnce).default_group(false),
+        )
         .unwrap();
     let server = RpcBuffer::builder(&chan_a)
         .handler(|_id, msg: &[u8]| Ok::<_, String>([&b"pong: "[..], msg].concat()))
@@ -128,6 +135,8 @@ fn two_bridges_in_one_process() {
     let region_b = Region::open(&rb).unwrap();
     check_order(&receive_all(&region_b.topic("amo").unwrap(), n as usize), n, 5);
     check_order(&receive_all(&region_b.topic("alo").unwrap(), n as usize), n, 5);
+    // The local consumer of A's default group got every message too.
+    check_order(&receive_all(&amo, n as usize), n, 5);
 
     // The key's partition is the same on both sides (same partition count).
     amo.send(b"7 0", Key(7), None).unwrap();

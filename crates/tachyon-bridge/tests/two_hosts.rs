@@ -316,43 +316,158 @@ fn assert_in_order_exactly(lines: &[String], indices: std::ops::Range<u64>, keys
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
-/// Every message crosses, per-key order holds, and two local groups (two
-/// regions) fed from one key cost one crossing.
+impl Hosts {
+    /// Starts a consumer probe on `side` (through `group`, or the topic's
+    /// default group) and waits until it reads: a group gets only what is
+    /// published after it joined.
+    fn consumer(&self, side: Side, region: &str, topic: &str, group: Option<&str>, count: u64) -> Proc {
+        let count = count.to_string();
+        let mut args =
+            vec!["consume", "--region", region, "--topic", topic, "--count", &count, "--idle-ms", "15000"];
+        if let Some(g) = group {
+            args.extend(["--group", g]);
+        }
+        let p = self.probe(side, &args);
+        assert!(p.wait_line(|l| l == "consume ready", SECS(30)).is_some(), "consumer {args:?} did not start");
+        p
+    }
+}
+
+/// Every message crosses, per-key order holds, and each crosses once
+/// however many local consumers read it on the far side: one in route
+/// feeds one topic that two consumer groups (two processes) read, each
+/// getting every message, and a second in route on the same key feeds
+/// another region.
 #[test]
 fn topics_cross_in_per_key_order_once() {
     let h = Hosts::new("topics_cross_in_per_key_order_once");
+    // The topic exists before the bridge joins its group (a group gets what
+    // is published after it joined); only the bridge reads it here.
+    h.run(Side::A, &["produce", "--topic", "q", "--no-default-group", "--count", "0"], SECS(30));
     let _a = h.bridge(Side::A, "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/q\"\n");
     let _b = h.bridge(
         Side::B,
-        "[[in]]\nkey = \"t/q\"\nregion = \"g1\"\ntopic = \"q\"\npartitions = 4\n\
-         [[in]]\nkey = \"t/q\"\nregion = \"g2\"\ntopic = \"q\"\npartitions = 4\n",
+        "[[in]]\nkey = \"t/q\"\nregion = \"g\"\ntopic = \"q\"\npartitions = 4\nmax_groups = 4\ndefault_group = false\n\
+         [[in]]\nkey = \"t/q\"\nregion = \"r2\"\ntopic = \"q\"\npartitions = 4\n",
     );
     let n = 2000u64;
-    let c1 = h.probe(
-        Side::B,
-        &["consume", "--region", "g1", "--topic", "q", "--count", &n.to_string(), "--idle-ms", "15000"],
-    );
-    let c2 = h.probe(
-        Side::B,
-        &["consume", "--region", "g2", "--topic", "q", "--count", &n.to_string(), "--idle-ms", "15000"],
-    );
+    let consumers = [
+        ("group audit", h.consumer(Side::B, "g", "q", Some("audit"), n)),
+        ("group billing", h.consumer(Side::B, "g", "q", Some("billing"), n)),
+        ("region r2", h.consumer(Side::B, "r2", "q", None, n)),
+    ];
     let tx0 = h.tx_bytes();
     h.run(
         Side::A,
-        &["produce", "--topic", "q", "--count", &n.to_string(), "--keys", "8", "--size", "1024"],
+        &[
+            "produce",
+            "--topic",
+            "q",
+            "--no-default-group",
+            "--count",
+            &n.to_string(),
+            "--keys",
+            "8",
+            "--size",
+            "1024",
+        ],
         SECS(60),
     );
-    for mut c in [c1, c2] {
-        assert!(c.wait_exit(SECS(90)).is_some());
+    for (what, mut c) in consumers {
+        assert!(c.wait_exit(SECS(90)).is_some(), "{what}: consumer did not end");
+        eprintln!("{what}: {} messages", c.count_lines("msg"));
         assert_in_order_exactly(&c.lines(), 0..n, 8);
     }
     if let (Some(t0), Some(t1)) = (tx0, h.tx_bytes()) {
         let sent = t1 - t0;
-        eprintln!("A's link sent {sent} bytes for {n} messages of 1 KiB delivered to two regions");
+        eprintln!(
+            "A's link sent {sent} bytes for {n} messages of 1 KiB delivered to two groups of one topic and to a \
+             second region"
+        );
         assert!(sent < n * 1024 * 3 / 2, "{sent} bytes: the messages crossed more than once");
     } else {
         eprintln!("!!!!! loopback mode: the bytes on the link are not measured");
     }
+}
+
+/// The near side: the out route reads through a consumer group of its own,
+/// so a local consumer of the topic's default group and a local consumer
+/// group each still get every message, and so does the far side.
+#[test]
+fn local_consumers_and_the_bridge_each_get_every_message() {
+    let h = Hosts::new("local_consumers_and_the_bridge_each_get_every_message");
+    h.run(Side::A, &["produce", "--topic", "q", "--count", "0"], SECS(30));
+    let mut a = h.bridge(Side::A, "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/near\"\n");
+    let _b =
+        h.bridge(Side::B, "[[in]]\nkey = \"t/near\"\nregion = \"bridge\"\ntopic = \"q\"\npartitions = 4\n");
+    let n = 1000u64;
+    let consumers = [
+        ("A, the default group", h.consumer(Side::A, "bridge", "q", None, n)),
+        ("A, group audit", h.consumer(Side::A, "bridge", "q", Some("audit"), n)),
+        ("B, across the bridge", h.consumer(Side::B, "bridge", "q", None, n)),
+    ];
+    h.run(Side::A, &["produce", "--topic", "q", "--count", &n.to_string(), "--keys", "8"], SECS(60));
+    for (what, mut c) in consumers {
+        assert!(c.wait_exit(SECS(90)).is_some(), "{what}: consumer did not end");
+        eprintln!("{what}: {} messages", c.count_lines("msg"));
+        assert_in_order_exactly(&c.lines(), 0..n, 8);
+    }
+    let sa = a.stop();
+    assert_eq!(sa["forwarded"], n, "A's bridge forwarded each message once");
+}
+
+/// A region without group slots: an out route that would read through a
+/// group of its own is refused at start with a message that says what to
+/// do; told to use the topic's default group, it starts.
+#[test]
+fn a_region_without_group_slots_is_refused_clearly() {
+    let shm = PathBuf::from(format!("/dev/shm/tachyon-bridge-nogroups-{}", std::process::id()));
+    std::fs::create_dir_all(&shm).unwrap();
+    let status = Command::new(PROBE)
+        .env("TACHYON_SHM_DIR", &shm)
+        .args(["produce", "--region", "plain", "--topic", "q", "--max-groups", "0", "--count", "0"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut c = Command::new(BRIDGE);
+    c.env("TACHYON_SHM_DIR", &shm).args(["--name", "nogroups", "--out", "plain/q=t/nogroups"]);
+    c.stderr(Stdio::piped()).stdout(Stdio::null()).stdin(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = Instant::now() + SECS(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    eprintln!("{err}");
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "the bridge did not refuse the route: {err}");
+    assert!(
+        err.contains("out[0]") && err.contains("max_groups") && err.contains("default_group = true"),
+        "the message does not say what to do: {err}"
+    );
+    // Told to read through the default group, it starts.
+    let mut c = Command::new(BRIDGE);
+    c.env("TACHYON_SHM_DIR", &shm).args([
+        "--name",
+        "nogroups",
+        "--out",
+        "plain/q=t/nogroups",
+        "--out-default-group",
+        "plain/q",
+    ]);
+    let mut p = Proc::spawn(c, "bridge without group slots");
+    assert!(p.wait_line(|l| l.contains("ready"), SECS(30)).is_some(), "the bridge did not start");
+    let stats = p.stop();
+    assert_eq!(stats["forwarded"], 0);
+    let _ = std::fs::remove_dir_all(&shm);
 }
 
 /// At-least-once: the sending bridge is SIGKILLed mid-stream and
@@ -365,7 +480,14 @@ fn at_least_once_loses_nothing_when_the_bridge_is_killed() {
     let routes_b =
         "[[in]]\nkey = \"t/alo\"\nregion = \"bridge\"\ntopic = \"alo\"\npartitions = 4\ndelivery = \"at-least-once\"\n";
     // The topic exists before the bridge starts, at-least-once.
-    h.run(Side::A, &["produce", "--topic", "alo", "--delivery", "at-least-once", "--count", "0"], SECS(30));
+    // Only the bridge reads it (no default group): what is published while
+    // the bridge is down waits in the bridge's group, which keeps its
+    // position for the region's group lease (30 s).
+    h.run(
+        Side::A,
+        &["produce", "--topic", "alo", "--delivery", "at-least-once", "--no-default-group", "--count", "0"],
+        SECS(30),
+    );
     let mut a = h.bridge(Side::A, routes_a);
     let mut b = h.bridge(Side::B, routes_b);
     let n = 6000u64;
@@ -437,7 +559,7 @@ fn at_least_once_loses_nothing_when_the_bridge_is_killed() {
 fn at_most_once_never_duplicates_when_the_bridge_is_killed() {
     let h = Hosts::new("at_most_once_never_duplicates_when_the_bridge_is_killed");
     let routes_a = "[[out]]\nregion = \"bridge\"\ntopic = \"amo\"\nkey = \"t/amo\"\n";
-    h.run(Side::A, &["produce", "--topic", "amo", "--count", "0"], SECS(30));
+    h.run(Side::A, &["produce", "--topic", "amo", "--no-default-group", "--count", "0"], SECS(30));
     let mut a = h.bridge(Side::A, routes_a);
     let _b =
         h.bridge(Side::B, "[[in]]\nkey = \"t/amo\"\nregion = \"bridge\"\ntopic = \"amo\"\npartitions = 4\n");
@@ -477,6 +599,37 @@ fn at_most_once_never_duplicates_when_the_bridge_is_killed() {
         );
     }
     eprintln!("at-most-once across a SIGKILL: {got} of {} arrived, none twice", n + 500);
+}
+
+/// A bridge stopped and started again within the region's group lease
+/// goes on where it left: its group kept its position, so the messages
+/// published while no bridge ran are forwarded by the next one, once each
+/// and in order. The topic has no default group: were the group not kept,
+/// those messages would have gone to nobody.
+#[test]
+fn a_restarted_bridge_resumes_its_group() {
+    let h = Hosts::new("a_restarted_bridge_resumes_its_group");
+    let routes_a = "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/resume\"\n";
+    h.run(Side::A, &["produce", "--topic", "q", "--no-default-group", "--count", "0"], SECS(30));
+    let mut a = h.bridge(Side::A, routes_a);
+    let _b =
+        h.bridge(Side::B, "[[in]]\nkey = \"t/resume\"\nregion = \"bridge\"\ntopic = \"q\"\npartitions = 4\n");
+    let c = h.consumer(Side::B, "bridge", "q", None, 1000);
+    h.run(Side::A, &["produce", "--topic", "q", "--count", "500", "--keys", "8"], SECS(60));
+    let deadline = Instant::now() + SECS(60);
+    while c.count_lines("msg") < 500 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(c.count_lines("msg"), 500, "the first part did not all cross");
+    let first = a.stop();
+    assert_eq!(first["forwarded"], 500);
+    // No bridge runs: these wait in its group.
+    h.run(Side::A, &["produce", "--topic", "q", "--count", "500", "--first", "500", "--keys", "8"], SECS(60));
+    let mut a2 = h.bridge(Side::A, routes_a);
+    let mut c = c;
+    assert!(c.wait_exit(SECS(90)).is_some());
+    assert_in_order_exactly(&c.lines(), 0..1000, 8);
+    assert_eq!(a2.stop()["forwarded"], 500, "the restarted bridge forwarded what was published meanwhile");
 }
 
 /// An RPC call crosses and returns; with the far server gone, and then the
@@ -533,8 +686,12 @@ fn link_cut_and_restored() {
     let t0 = Instant::now();
     let phase =
         |what: &str| eprintln!("link_cut_and_restored: {what} at {:.1} s", t0.elapsed().as_secs_f64());
-    h.run(Side::A, &["produce", "--topic", "alo", "--delivery", "at-least-once", "--count", "0"], SECS(30));
-    h.run(Side::A, &["produce", "--topic", "amo", "--count", "0"], SECS(30));
+    h.run(
+        Side::A,
+        &["produce", "--topic", "alo", "--delivery", "at-least-once", "--no-default-group", "--count", "0"],
+        SECS(30),
+    );
+    h.run(Side::A, &["produce", "--topic", "amo", "--no-default-group", "--count", "0"], SECS(30));
     let _a = h.bridge(
         Side::A,
         "[[out]]\nregion = \"bridge\"\ntopic = \"alo\"\nkey = \"t/alo\"\n[[out]]\nregion = \"bridge\"\ntopic = \"amo\"\nkey = \"t/amo\"\n",
@@ -613,12 +770,16 @@ fn two_bridges_both_ways_make_no_loop() {
     let h = Hosts::new("two_bridges_both_ways_make_no_loop");
     let routes = "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/both\"\n\
                   [[in]]\nkey = \"t/both\"\nregion = \"bridge\"\ntopic = \"q\"\npartitions = 4\n";
-    h.run(Side::A, &["produce", "--topic", "q", "--count", "0"], SECS(30));
+    h.run(Side::A, &["produce", "--topic", "q", "--no-default-group", "--count", "0"], SECS(30));
     h.run(Side::B, &["produce", "--topic", "q", "--count", "0"], SECS(30));
     let mut a = h.bridge(Side::A, routes);
     let mut b = h.bridge(Side::B, routes);
     let n = 1000u64;
-    let c = h.probe(Side::B, &["consume", "--topic", "q", "--count", &n.to_string(), "--idle-ms", "8000"]);
+    // The consumer asks for one more than is sent: it ends 8 s after the
+    // last message, by when B's bridge has seen every message too (its
+    // `echoes` are counted as it takes them).
+    let c =
+        h.probe(Side::B, &["consume", "--topic", "q", "--count", &(n + 1).to_string(), "--idle-ms", "8000"]);
     h.run(Side::A, &["produce", "--topic", "q", "--count", &n.to_string(), "--keys", "4"], SECS(60));
     let mut c = c;
     assert!(c.wait_exit(SECS(90)).is_some());
@@ -630,11 +791,11 @@ fn two_bridges_both_ways_make_no_loop() {
     assert_eq!(sa["imported"], 0, "nothing came back to A");
     assert_eq!(sb["imported"], n);
     assert_eq!(sb["forwarded"], 0, "B sent nothing back");
-    assert_eq!(
-        consumed + sb["echoes"],
-        n,
-        "every message is either consumed on B or recognised by B's bridge"
-    );
+    // B's bridge reads through a group of its own: B's consumer (the
+    // default group) gets every message, and B's bridge sees every one and
+    // recognises it as its own import.
+    assert_eq!(consumed, n, "B's consumer gets every message");
+    assert_eq!(sb["echoes"], n, "B's bridge recognises every message it imported");
 }
 
 #[test]
@@ -651,4 +812,18 @@ fn a_bad_configuration_names_the_field() {
     let out = Command::new(BRIDGE).args(["--out", "nonsense", "--check"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--out nonsense"));
+    // A group for a route that does not exist; a group given twice.
+    let out =
+        Command::new(BRIDGE).args(["--out", "md/q=k", "--out-group", "md/x=g", "--check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--out-group md/x=g"));
+    let out = Command::new(BRIDGE)
+        .args(["--out", "md/q=k", "--out-group", "md/q=g", "--out-default-group", "md/q", "--check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--out-default-group md/q"));
+    let out =
+        Command::new(BRIDGE).args(["--out", "md/q=k", "--out-group", "md/q=g", "--check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

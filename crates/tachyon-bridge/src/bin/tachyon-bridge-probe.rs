@@ -38,6 +38,12 @@ struct TopicArgs {
     /// at-most-once or at-least-once, when the topic is created here.
     #[arg(long, default_value = "at-most-once")]
     delivery: String,
+    /// Consumer-group slots per topic, when the region is created here.
+    #[arg(long, default_value_t = 4)]
+    max_groups: usize,
+    /// Create the topic without its default group (only named groups read it).
+    #[arg(long)]
+    no_default_group: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -59,10 +65,14 @@ enum Cmd {
         pace_us: u64,
     },
     /// Receives until COUNT messages came or none came for IDLE_MS; prints
-    /// "msg KEY INDEX" per message (with --quiet only the summary).
+    /// "consume ready" once it reads (its group joined), then "msg KEY
+    /// INDEX" per message (with --quiet only the summary).
     Consume {
         #[command(flatten)]
         t: TopicArgs,
+        /// Read through this consumer group (default: the topic's default group).
+        #[arg(long)]
+        group: Option<String>,
         #[arg(long)]
         count: u64,
         #[arg(long, default_value_t = 10000)]
@@ -163,11 +173,17 @@ struct ZArgs {
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn topic(t: &TopicArgs) -> Res<Topic> {
-    let region =
-        Region::create_or_open(&t.region, RegionConfig::default().size(32 << 20).ring_arena(1 << 20))
-            .or_else(|_| Region::open(&t.region))?;
+    let region = Region::create_or_open(
+        &t.region,
+        RegionConfig::default().size(32 << 20).ring_arena(1 << 20).max_groups(t.max_groups),
+    )
+    .or_else(|_| Region::open(&t.region))?;
     let delivery = if t.delivery == "at-least-once" { Delivery::AtLeastOnce } else { Delivery::AtMostOnce };
-    let cfg = TopicConfig::default().partitions(t.partitions).capacity(t.capacity).delivery(delivery);
+    let cfg = TopicConfig::default()
+        .partitions(t.partitions)
+        .capacity(t.capacity)
+        .delivery(delivery)
+        .default_group(!t.no_default_group);
     Ok(region.create_or_open_topic(&t.topic, cfg).or_else(|_| region.topic(&t.topic))?)
 }
 
@@ -209,8 +225,10 @@ fn run(cmd: Cmd) -> Res<()> {
             let secs = start.elapsed().as_secs_f64();
             out(format_args!("produced {count} in {secs:.3} s"));
         }
-        Cmd::Consume { t, count, idle_ms, quiet } => {
+        Cmd::Consume { t, group, count, idle_ms, quiet } => {
             let topic = topic(&t)?;
+            let group = group.map(|g| topic.join_group(&g)).transpose()?;
+            out(format_args!("consume ready"));
             let got = Arc::new(AtomicU64::new(0));
             let first_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
             let last_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
@@ -220,8 +238,8 @@ fn run(cmd: Cmd) -> Res<()> {
             let last_ms = AtomicU64::new(0);
             std::thread::scope(|s| {
                 for p in 0..topic.partitions() {
-                    let (topic, got, first_at, last_at, last_ms) =
-                        (&topic, &got, &first_at, &last_at, &last_ms);
+                    let (topic, group, got, first_at, last_at, last_ms) =
+                        (&topic, &group, &got, &first_at, &last_at, &last_ms);
                     s.spawn(move || {
                         let mut buf = Vec::new();
                         while got.load(Ordering::Relaxed) < count {
@@ -229,7 +247,12 @@ fn run(cmd: Cmd) -> Res<()> {
                             if now_ms.saturating_sub(last_ms.load(Ordering::Relaxed)) > idle_ms {
                                 break;
                             }
-                            match topic.recv_into(p, &mut buf, Some(Duration::from_millis(50))) {
+                            let wait = Some(Duration::from_millis(50));
+                            let r = match group {
+                                Some(g) => g.recv_into(p, &mut buf, wait),
+                                None => topic.recv_into(p, &mut buf, wait),
+                            };
+                            match r {
                                 Ok(_) => {
                                     let now = Instant::now();
                                     first_at.lock().unwrap().get_or_insert(now);

@@ -39,6 +39,16 @@ struct Args {
     /// Outgoing route REGION/TOPIC=KEY (repeatable).
     #[arg(long = "out", value_name = "REGION/TOPIC=KEY")]
     outgoing: Vec<String>,
+    /// The consumer group through which the out route of REGION/TOPIC (from
+    /// the file or --out) reads it: REGION/TOPIC=GROUP (repeatable; default
+    /// group name "tachyon-bridge").
+    #[arg(long, value_name = "REGION/TOPIC=GROUP")]
+    out_group: Vec<String>,
+    /// The out route of REGION/TOPIC reads through the topic's default group,
+    /// competing with local consumers (for regions without group slots;
+    /// repeatable).
+    #[arg(long, value_name = "REGION/TOPIC")]
+    out_default_group: Vec<String>,
     /// Incoming route KEY=REGION/TOPIC (repeatable).
     #[arg(long = "in", value_name = "KEY=REGION/TOPIC")]
     incoming: Vec<String>,
@@ -120,6 +130,36 @@ fn build(args: &Args) -> Result<Config, BridgeError> {
         c.incoming.extend(r.incoming);
         c.rpc_serve.extend(r.rpc_serve);
         c.rpc_call.extend(r.rpc_call);
+    }
+    // Per-route group choices, for routes of the file or of --out.
+    let mut chosen = std::collections::HashSet::new();
+    let mut route_of = |flag: &str, whole: &str, rt: &str| -> Result<usize, BridgeError> {
+        let (region, topic) = split2(flag, whole, rt, '/', "REGION/TOPIC")?;
+        if !chosen.insert((region.to_owned(), topic.to_owned())) {
+            return Err(BridgeError::InvalidConfig {
+                field: format!("--{flag} {whole}"),
+                why: format!("the group of {region}/{topic} is chosen by an earlier --out-group or --out-default-group"),
+            });
+        }
+        c.outgoing.iter().position(|r| r.region == region && r.topic == topic).ok_or_else(|| {
+            BridgeError::InvalidConfig {
+                field: format!("--{flag} {whole}"),
+                why: format!("no out route forwards {region}/{topic} (add one with --out or in the file)"),
+            }
+        })
+    };
+    let mut set = Vec::new();
+    for v in &args.out_group {
+        let (rt, group) = split2("out-group", v, v, '=', "REGION/TOPIC=GROUP")?;
+        set.push((route_of("out-group", v, rt)?, Some(group.to_owned())));
+    }
+    for v in &args.out_default_group {
+        set.push((route_of("out-default-group", v, v)?, None));
+    }
+    for (i, group) in set {
+        let r = &mut c.outgoing[i];
+        r.default_group = group.is_none();
+        r.group = group;
     }
     c.validate()?;
     Ok(c)
