@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tachyon::bus::{Delivery, Group, Key, Message, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{Delivery, Group, JoinFrom, Key, Message, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::{Error as TyError, RpcBuffer};
 use zenoh::handlers::FifoChannel;
 use zenoh::qos::{CongestionControl, Reliability};
@@ -624,7 +624,22 @@ impl Source {
             return Ok(Source::Default(topic));
         };
         check_group_slots(topic.region(), route)?;
-        topic.join_group(name).map(Source::Group).map_err(|e| {
+        // A group this join creates starts with what the topic still has
+        // queued (its other groups' backlog, copied once), as MirrorMaker
+        // with `auto.offset.reset = earliest`; a group that exists
+        // continues from its position. Where the kernel refuses the
+        // barrier that needs, from now on.
+        let joined = match topic.join_group_from(name, JoinFrom::Oldest) {
+            Err(TyError::Io { context, .. }) => {
+                eprintln!(
+                    "tachyon-bridge: topic {:?} of region {:?}: {context}; group {name:?} starts with the next message",
+                    route.topic, route.region
+                );
+                topic.join_group(name)
+            }
+            r => r,
+        };
+        joined.map(Source::Group).map_err(|e| {
             format!(
                 "cannot join consumer group {name:?} of topic {:?} of region {:?}: {e}",
                 route.topic, route.region

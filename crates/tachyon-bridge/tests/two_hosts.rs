@@ -392,21 +392,36 @@ fn topics_cross_in_per_key_order_once() {
 
 /// The near side: the out route reads through a consumer group of its own,
 /// so a local consumer of the topic's default group and a local consumer
-/// group each still get every message, and so does the far side.
+/// group each still get every message, and so does the far side. The first
+/// 200 are published before the bridge starts (queued for the default
+/// group): the bridge's group, created from the oldest, forwards them too
+/// (the far side gets all 1,000; a group joined from now would miss them).
 #[test]
 fn local_consumers_and_the_bridge_each_get_every_message() {
     let h = Hosts::new("local_consumers_and_the_bridge_each_get_every_message");
-    h.run(Side::A, &["produce", "--topic", "q", "--count", "0"], SECS(30));
-    let mut a = h.bridge(Side::A, "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/near\"\n");
+    // 200 messages queued for the default group before the bridge starts:
+    // its group, created from the oldest, forwards them too.
+    let early = 200u64;
+    h.run(Side::A, &["produce", "--topic", "q", "--count", &early.to_string(), "--keys", "8"], SECS(30));
     let _b =
         h.bridge(Side::B, "[[in]]\nkey = \"t/near\"\nregion = \"bridge\"\ntopic = \"q\"\npartitions = 4\n");
     let n = 1000u64;
+    let across = h.consumer(Side::B, "bridge", "q", None, n);
+    let mut a = h.bridge(Side::A, "[[out]]\nregion = \"bridge\"\ntopic = \"q\"\nkey = \"t/near\"\n");
     let consumers = [
         ("A, the default group", h.consumer(Side::A, "bridge", "q", None, n)),
-        ("A, group audit", h.consumer(Side::A, "bridge", "q", Some("audit"), n)),
-        ("B, across the bridge", h.consumer(Side::B, "bridge", "q", None, n)),
+        ("B, across the bridge", across),
     ];
-    h.run(Side::A, &["produce", "--topic", "q", "--count", &n.to_string(), "--keys", "8"], SECS(60));
+    let audit = h.consumer(Side::A, "bridge", "q", Some("audit"), n - early);
+    let rest = (n - early).to_string();
+    h.run(
+        Side::A,
+        &["produce", "--topic", "q", "--count", &rest, "--first", &early.to_string(), "--keys", "8"],
+        SECS(60),
+    );
+    let mut audit = audit;
+    assert!(audit.wait_exit(SECS(90)).is_some(), "A, group audit: consumer did not end");
+    assert_in_order_exactly(&audit.lines(), early..n, 8);
     for (what, mut c) in consumers {
         assert!(c.wait_exit(SECS(90)).is_some(), "{what}: consumer did not end");
         eprintln!("{what}: {} messages", c.count_lines("msg"));
