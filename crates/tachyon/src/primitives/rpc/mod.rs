@@ -535,11 +535,12 @@ impl RpcClient {
     /// let server = RpcBuffer::builder(&name)
     ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
     ///     .create()?;
-    /// let client = RpcBuffer::open(&name)?.client();
+    /// let end = RpcBuffer::open(&name)?;
+    /// let client = end.client(); // calls while `end` lives
     /// let mut response = Vec::new();
     /// client.request_into(b"hi", &mut response, Some(Duration::from_secs(5)))?;
     /// assert_eq!(response, b"hi");
-    /// # drop(server);
+    /// # drop((end, server));
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn request_into(&self, msg: &[u8], response: &mut Vec<u8>, timeout: Option<Duration>) -> Result<()> {
