@@ -225,7 +225,7 @@ struct SuiteArgs {
     rpc_large_calls: u64,
 
     /// rpc: transports (the Unix socket is the reference for the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "unix,rpc,rpc-inline")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "unix,rpc,rpc-inline,rpc-in-place")]
     rpc_transports: Vec<rpc::Transport>,
 
     /// rpc: wait policies of the RpcBuffer runs (both ends; hybrid is the

@@ -28,6 +28,7 @@ use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use tachyon::primitives::rpc::ResponseWriter;
 use tachyon::RpcBuffer;
 
 /// Bytes of a packet header (`tachyon::primitives::rpc::PACKET_HEADER`).
@@ -66,6 +67,11 @@ pub enum Via {
     /// handler on a handler thread (the default) or, if `true`, on the
     /// peer's reader thread (`RpcBuilder::inline_handlers`).
     Rpc(Policy, Shape, bool),
+    /// `RpcBuffer` with the API that copies each byte once per side:
+    /// `request_into` (the response into one buffer reused for every call)
+    /// and the peer's `handler_in_place` (the request read in its ring
+    /// node, the response written into its own).
+    RpcInPlace(Policy, Shape),
     /// A Unix domain socket, messages of this size.
     Unix(usize),
 }
@@ -80,6 +86,9 @@ pub enum Transport {
     /// `RpcBuffer` with the handler on the reader thread
     /// (`RpcBuilder::inline_handlers`; 1 KiB calls only).
     RpcInline,
+    /// `RpcBuffer` through `request_into` and an in-place handler
+    /// (`handler_in_place`).
+    RpcInPlace,
 }
 
 /// One configuration.
@@ -92,7 +101,7 @@ pub struct Case {
 impl Case {
     fn msg(&self) -> usize {
         match self.via {
-            Via::Rpc(_, s, _) => s.msg,
+            Via::Rpc(_, s, _) | Via::RpcInPlace(_, s) => s.msg,
             Via::Unix(m) => m,
         }
     }
@@ -104,6 +113,9 @@ impl std::fmt::Display for Case {
             Via::Rpc(p, s, inline) => {
                 let handlers = if inline { " inline" } else { "" };
                 write!(f, "rpc{handlers}/{} {} msg, {} B nodes x {}", p.name(), label(s.msg), s.node, s.nodes)
+            }
+            Via::RpcInPlace(p, s) => {
+                write!(f, "rpc in place/{} {} msg, {} B nodes x {}", p.name(), label(s.msg), s.node, s.nodes)
             }
             Via::Unix(m) => write!(f, "unix {} msg", label(m)),
         }
@@ -199,7 +211,8 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
     let stall = settings.common.stall;
     let mut msg = payload::buffer(case.msg());
     let (elapsed, rtt) = match case.via {
-        Via::Rpc(policy, shape, inline) => {
+        Via::Rpc(policy, shape, _) | Via::RpcInPlace(policy, shape) => {
+            let in_place = matches!(case.via, Via::RpcInPlace(..));
             let name = unique_name();
             let rpc = RpcBuffer::builder(&name)
                 .node_size(shape.node)
@@ -209,14 +222,24 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
                 .map_err(|e| format!("cannot create the RpcBuffer: {e}"))?;
             let mut args = peer_args(settings, "rpc");
             args.extend(["--name".into(), name, "--policy".into(), policy.name().into()]);
-            if inline {
+            if matches!(case.via, Via::Rpc(_, _, true)) {
                 args.push("--inline".into());
+            }
+            if in_place {
+                args.push("--in-place".into());
             }
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
+            // `request_into`'s buffer, reused by every call.
+            let mut into = Vec::new();
             let result = latency::timed(total, warmup, "call", |seq| {
                 payload::stamp(&mut msg, seq);
-                let response = match rpc.request(&msg, Some(stall)) {
+                let sent = if in_place {
+                    rpc.request_into(&msg, &mut into, Some(stall)).map(|()| None)
+                } else {
+                    rpc.request(&msg, Some(stall)).map(Some)
+                };
+                let response = match sent {
                     Ok(r) => r,
                     Err(tachyon::Error::Timeout { .. }) => {
                         return Err(format!("no response within {stall:?} (is the peer stuck?)"))
@@ -227,7 +250,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
                         return Err(if how.is_empty() { e.to_string() } else { format!("{e} ({how})") });
                     }
                 };
-                same(&response, &msg, seq)
+                same(response.as_deref().unwrap_or(&into), &msg, seq)
             });
             let r = match result {
                 Ok(r) => r,
@@ -323,6 +346,9 @@ pub struct PeerArgs {
     /// Run the handler on the reader thread (`rpc`).
     #[arg(long)]
     pub inline: bool,
+    /// Answer with an in-place handler (`handler_in_place`, `rpc`).
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 /// The rpc peer: answers every request with its own bytes until the
@@ -336,9 +362,26 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
             let builder = RpcBuffer::builder(&name)
                 .wait_policy(a.policy.unwrap_or(Policy::Hybrid).wait_policy())
                 .inline_handlers(a.inline);
-            let builder = if fault == Fault::None {
+            let builder = if fault == Fault::None && a.in_place {
+                // Exactly the in-place handler a user would write.
+                builder.handler_in_place(|_id, msg: &[u8], out: &mut ResponseWriter<'_>| {
+                    out.extend_from_slice(msg);
+                    Ok::<_, String>(())
+                })
+            } else if fault == Fault::None {
                 // Exactly the handler a user would write.
                 builder.handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+            } else if a.in_place {
+                let seen = AtomicU64::new(0);
+                let previous = Mutex::new(Vec::new());
+                builder.handler_in_place(move |_id, msg: &[u8], out: &mut ResponseWriter<'_>| {
+                    let seq = seen.fetch_add(1, Ordering::Relaxed);
+                    let mut prev = previous.lock().unwrap_or_else(|p| p.into_inner());
+                    out.extend_from_slice(if fault.at(seq) { &prev } else { msg });
+                    prev.clear();
+                    prev.extend_from_slice(msg);
+                    Ok::<_, String>(())
+                })
             } else {
                 let seen = AtomicU64::new(0);
                 let previous = Mutex::new(Vec::new());
@@ -428,7 +471,10 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
     let _ = writeln!(
         out,
         "One call = `request(&msg, timeout)` on the owner, the opener's echo handler \
-         (`Ok(msg.to_vec())`) in the peer process, the response back; calls are made one after \
+         (`Ok(msg.to_vec())`) in the peer process, the response back; in place: \
+         `request_into(&msg, &mut response, timeout)` (one response buffer for every call) and the \
+         in-place echo handler (`out.extend_from_slice(request)`: the request read in its ring \
+         node, the response written into its own). Calls are made one after \
          the other from one thread. Every response is compared with its request (a sequence number \
          inside). {calls} timed calls per run of 1 KiB, {large} of 512,000 bytes, after a \
          warm-up of 10 % + 10. calls/s: median of the repetitions (range in brackets); p50 / p99: \
@@ -477,8 +523,12 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         row(&mut out, unix, "–".into(), "–".into(), "Unix socket (reference)", "–", "–");
         for shape in SHAPES.iter().filter(|s| s.msg == msg) {
             for &p in &settings.policies {
-                for (inline, what) in [(false, "RpcBuffer"), (true, "RpcBuffer, inline handler")] {
-                    let case = Case { via: Via::Rpc(p, *shape, inline) };
+                for (via, what) in [
+                    (Via::Rpc(p, *shape, false), "RpcBuffer"),
+                    (Via::Rpc(p, *shape, true), "RpcBuffer, inline handler"),
+                    (Via::RpcInPlace(p, *shape), "RpcBuffer, in place (`request_into`, `handler_in_place`)"),
+                ] {
+                    let case = Case { via };
                     if !samples.iter().any(|s| s.case == case) {
                         continue;
                     }
@@ -509,6 +559,7 @@ pub fn csv(samples: &[Sample]) -> String {
         let (transport, policy, node, nodes) = match s.case.via {
             Via::Rpc(p, shape, false) => ("rpc", p.name(), shape.node, shape.nodes),
             Via::Rpc(p, shape, true) => ("rpc-inline", p.name(), shape.node, shape.nodes),
+            Via::RpcInPlace(p, shape) => ("rpc-in-place", p.name(), shape.node, shape.nodes),
             Via::Unix(_) => ("unix", "", 0, 0),
         };
         let _ = writeln!(
@@ -555,6 +606,9 @@ impl Group for Settings {
                     if self.transports.contains(&Transport::RpcInline) && msg <= 64 << 10 {
                         out.push(Case { via: Via::Rpc(p, *shape, true) });
                     }
+                    if self.transports.contains(&Transport::RpcInPlace) {
+                        out.push(Case { via: Via::RpcInPlace(p, *shape) });
+                    }
                 }
             }
         }
@@ -564,7 +618,7 @@ impl Group for Settings {
     fn warmup_case(&self) -> Option<Case> {
         self.cases()
             .into_iter()
-            .find(|c| matches!(c.via, Via::Rpc(..)))
+            .find(|c| matches!(c.via, Via::Rpc(..) | Via::RpcInPlace(..)))
             .or_else(|| self.cases().first().copied())
     }
 

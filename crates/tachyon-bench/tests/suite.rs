@@ -215,6 +215,7 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
         "## RPC",
         "RpcBuffer",
         "RpcBuffer, inline handler",
+        "RpcBuffer, in place",
         "Unix socket (reference)",
         "512,000 B",
         "64 × 1 KiB",
@@ -224,9 +225,10 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
     }
     let csv = std::fs::read_to_string(dir.join("rpc.csv")).expect("rpc.csv");
     // Header, a Unix socket run per message size, three RpcBuffer shapes
-    // with three wait policies each, and the 1 KiB shape with inline
-    // handlers with each policy.
-    assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3 + 3, "{csv}");
+    // with three wait policies each, the 1 KiB shape with inline
+    // handlers with each policy, and the three shapes in place with each.
+    assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3 + 3 + 3 * 3, "{csv}");
+    assert_eq!(csv.lines().filter(|l| l.contains(",rpc-in-place,")).count(), 3 * 3, "{csv}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -278,12 +280,12 @@ fn a_dead_rpc_peer_fails_the_run_promptly() {
 
 #[test]
 fn a_wrong_response_fails_the_run() {
-    for transport in ["rpc", "unix"] {
+    for (transport, named) in [("rpc", "rpc"), ("rpc-in-place", "rpc in place"), ("unix", "unix")] {
         let args = [&TINY_RPC[..], &["--rpc-transports", transport, "--rpc-policies", "futex"]].concat();
         let (o, _) = run_group("rpc-lose", &args, Some("lose:7"));
         assert!(!o.status.success());
         let e = stderr(&o);
-        assert!(e.contains(transport) && e.contains("call 7"), "{e}");
+        assert!(e.contains(named) && e.contains("call 7"), "{e}");
         assert!(e.contains("response 7 differs") || e.contains("expected item 7"), "{e}");
     }
 }

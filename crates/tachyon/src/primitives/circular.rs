@@ -657,6 +657,98 @@ impl CircularBuffer {
         Ok(r)
     }
 
+    /// Claims the next item if one is queued now, for a reader that keeps
+    /// it claimed past this call (RpcBuffer hands a request to its handler
+    /// in place); `Ok(None)` if the ring is empty. The claim must be moved
+    /// on with [`finish_claimed_read`](Self::finish_claimed_read): nothing
+    /// frees it on drop (a process that dies holding it is repaired by the
+    /// ring's next waiter, as for any claim).
+    pub(crate) fn claim_read_now(&self) -> Result<Option<Claim>> {
+        let (pos, idx, len) = match self.claim(false, self.node_size as u64, Some(Duration::ZERO)) {
+            Ok(c) => c,
+            Err(Error::Timeout { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if len > self.node_size as u64 {
+            drop(Unfinished { ring: self, pos, idx, writer: false }); // frees the node
+            return Err(Error::corrupt(Corruption::BadField { field: "item length", value: len }));
+        }
+        Ok(Some(Claim { pos, idx, len: len as usize }))
+    }
+
+    /// The item of a read claim.
+    ///
+    /// # Safety
+    ///
+    /// `claim` came from this ring's [`claim_read_now`](Self::claim_read_now)
+    /// and has not been moved on; the slice must not be used after it is.
+    pub(crate) unsafe fn claimed_item(&self, claim: &Claim) -> &[u8] {
+        // SAFETY: (the caller's contract) the node is claimed by this
+        // handle and its writer committed `len <= node_size` bytes (checked
+        // in `claim_read_now`) before publishing it; `idx < nodes`.
+        unsafe { std::slice::from_raw_parts(self.node_ptr(claim.idx), claim.len) }
+    }
+
+    /// Frees the node of a read claim (see [`claim_read_now`](Self::claim_read_now)).
+    pub(crate) fn finish_claimed_read(&self, claim: Claim) -> Result<()> {
+        let me = crate::sync::Liveness::token(&self.seg);
+        let freed = self.ring().finish_read(claim.pos, claim.idx, me);
+        self.wait_cell(true).notify_all();
+        if freed {
+            Ok(())
+        } else {
+            Err(claim_lost())
+        }
+    }
+
+    /// Claims a node to write, waiting up to `timeout` as
+    /// [`write_with`](Self::write_with) does, for a writer that fills it
+    /// past this call (RpcBuffer's in-place responses). The claim must be
+    /// moved on with [`commit_claimed_write`](Self::commit_claimed_write)
+    /// or [`abandon_claimed_write`](Self::abandon_claimed_write).
+    pub(crate) fn claim_write(&self, timeout: Option<Duration>) -> Result<Claim> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let (pos, idx, _) = self.claim(true, 0, timeout)?;
+        Ok(Claim { pos, idx, len: self.node_size })
+    }
+
+    /// The whole node (`node_size` bytes) of a write claim, to fill.
+    ///
+    /// # Safety
+    ///
+    /// `claim` came from this ring's [`claim_write`](Self::claim_write) and
+    /// has not been moved on, and no other slice of its node is alive; the
+    /// slice must not be used after the claim is moved on.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn claimed_node(&self, claim: &Claim) -> &mut [u8] {
+        // SAFETY: (the caller's contract) the node is claimed by this handle
+        // (its word carries our token), so no other process touches its
+        // `node_size` bytes until the claim is committed or abandoned, and
+        // no other slice of it exists in this process.
+        unsafe { std::slice::from_raw_parts_mut(self.node_ptr(claim.idx), claim.len) }
+    }
+
+    /// Publishes a write claim's node as an item of `len` bytes.
+    pub(crate) fn commit_claimed_write(&self, claim: Claim, len: usize) -> Result<()> {
+        debug_assert!(len <= self.node_size);
+        let me = crate::sync::Liveness::token(&self.seg);
+        let committed = self.ring().commit_write(claim.pos, claim.idx, len.min(self.node_size) as u64, me);
+        self.wait_cell(false).notify_all();
+        if committed {
+            Ok(())
+        } else {
+            Err(claim_lost())
+        }
+    }
+
+    /// Gives a write claim up: its node becomes a tombstone that readers
+    /// step over (as when a `write_with` fill panics).
+    pub(crate) fn abandon_claimed_write(&self, claim: Claim) {
+        drop(Unfinished { ring: self, pos: claim.pos, idx: claim.idx, writer: true });
+    }
+
     /// Writes a plain-old-data value as one item.
     pub fn write_value<T: bytemuck::NoUninit>(&self, value: &T, timeout: Option<Duration>) -> Result<()> {
         self.write(bytemuck::bytes_of(value), timeout)
@@ -711,6 +803,17 @@ impl std::fmt::Debug for CircularBuffer {
             .field("closed", &self.is_closed())
             .finish()
     }
+}
+
+/// A node claimed by this handle past the call that claimed it (see
+/// [`CircularBuffer::claim_read_now`], [`CircularBuffer::claim_write`]):
+/// its position, index, and length (a read: the item's; a write: the
+/// node's). Deliberately not `Clone`: it is moved on exactly once.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    pos: u64,
+    idx: usize,
+    len: usize,
 }
 
 /// Moves a claimed node on if the code using it panics: a writer's node

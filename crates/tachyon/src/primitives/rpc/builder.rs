@@ -4,7 +4,7 @@
 
 use super::channel::{Aside, Inner, Pending};
 use super::control::Control;
-use super::handler::{wrap, MakeHandler};
+use super::handler::{wrap, wrap_in_place, MakeHandler, ResponseWriter};
 use super::packet::HEADER;
 use super::pool::Pool;
 use super::reader::Reading;
@@ -183,6 +183,39 @@ impl RpcBuilder {
         E: Display,
     {
         let f = wrap(f);
+        self.handler = Some(Box::new(move |_| f));
+        self
+    }
+
+    /// A handler that reads the request in place and writes its response
+    /// in place, in place before the channel goes live. See
+    /// [`RpcBuffer::set_handler_in_place`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::primitives::rpc::ResponseWriter;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-builder-in-place-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .node_size(64 << 10)
+    ///     .handler_in_place(|_id, req: &[u8], out: &mut ResponseWriter<'_>| {
+    ///         out.extend_from_slice(req); // from the request's node into the response's
+    ///         Ok::<_, String>(())
+    ///     })
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let (request, mut response) = (vec![42u8; 60_000], Vec::new());
+    /// client.request_into(&request, &mut response, Some(Duration::from_secs(5)))?;
+    /// assert_eq!(response, request);
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn handler_in_place<F, E>(mut self, f: F) -> Self
+    where
+        F: Fn(u64, &[u8], &mut ResponseWriter<'_>) -> std::result::Result<(), E> + Send + Sync + 'static,
+        E: Display,
+    {
+        let f = wrap_in_place(f);
         self.handler = Some(Box::new(move |_| f));
         self
     }

@@ -13,6 +13,7 @@ use super::session::{check_state, error_of, Session, CLOSED, OPEN};
 use super::stats::Stats;
 use super::TICK;
 use crate::error::{Error, Result};
+use crate::primitives::circular::Claim;
 use crate::segment::Segment;
 use crate::sync::{Liveness, WaitPolicy};
 use std::collections::HashMap;
@@ -230,10 +231,17 @@ impl Inner {
         check_state(self.state.load(Ordering::SeqCst))
     }
 
-    /// A new request id, and the slot its response will be delivered to.
-    fn register(&self, started: Instant, deadline: Option<Instant>, session: u64) -> (u64, Arc<Slot>) {
+    /// A new request id, and the slot its response will be delivered to
+    /// (copied into `into`, if given, when it comes in one packet).
+    fn register(
+        &self,
+        started: Instant,
+        deadline: Option<Instant>,
+        session: u64,
+        into: Option<Vec<u8>>,
+    ) -> (u64, Arc<Slot>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let slot = Slot::new(started, deadline, session);
+        let slot = Slot::new(started, deadline, session, into);
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(&slot));
         (id, slot)
     }
@@ -256,12 +264,19 @@ impl Inner {
     }
 
     /// See [`RpcBuffer::request_with_cancel`](super::RpcBuffer::request_with_cancel).
+    /// With `into`, see [`RpcBuffer::request_into`](super::RpcBuffer::request_into):
+    /// the response is left in `into` (its buffer reused) and the `Vec`
+    /// returned is empty.
     pub(super) fn request(
         self: &Arc<Self>,
         msg: &[u8],
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
+        mut into: Option<&mut Vec<u8>>,
     ) -> Result<Vec<u8>> {
+        if let Some(out) = into.as_deref_mut() {
+            out.clear();
+        }
         self.check_open()?;
         self.check_not_inline()?;
         if cancel.is_some_and(CancelToken::is_cancelled) {
@@ -280,18 +295,56 @@ impl Inner {
             Stats::add(&self.stats.c.timeouts, 1);
             return Err(Error::timeout("the RPC response", timeout));
         }
-        let (id, slot) = self.register(started, deadline, session.id);
+        // The caller's buffer waits in the slot for the response.
+        let buffer = into.as_deref_mut().map(std::mem::take);
+        let (id, slot) = self.register(started, deadline, session.id, buffer);
+        let r = self.wait_for(&slot, id, &session, msg, timeout, deadline, cancel);
+        if let Some(out) = into {
+            // The response, or the caller's buffer back (emptied).
+            let back = slot.state.lock().unwrap_or_else(|p| p.into_inner()).into.take();
+            match r {
+                Ok(v) => {
+                    *out = v;
+                    Slot::recycle(slot);
+                    return Ok(Vec::new());
+                }
+                Err(e) => {
+                    if let Some(mut b) = back {
+                        b.clear();
+                        *out = b;
+                    }
+                    Slot::recycle(slot);
+                    return Err(e);
+                }
+            }
+        }
+        Slot::recycle(slot);
+        r
+    }
+
+    /// Sends request `id` (registered with `slot`) and waits for its result.
+    #[allow(clippy::too_many_arguments)]
+    fn wait_for(
+        self: &Arc<Self>,
+        slot: &Arc<Slot>,
+        id: u64,
+        session: &Session,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Vec<u8>> {
         // From here on `cancel` completes the slot with `Interrupted`.
         if let Some(c) = cancel {
-            c.watch(&slot);
+            c.watch(slot);
         }
-        if let Err(e) = self.send(&session, MsgType::Request, id, 0, msg, Deadline::At(deadline), cancel) {
+        if let Err(e) = self.send(session, MsgType::Request, id, 0, msg, Deadline::At(deadline), cancel) {
             self.unregister(id);
             return Err(e);
         }
         Stats::add(&self.stats.c.requests_sent, 1);
         if self.policy != WaitPolicy::Futex {
-            self.read_for_myself(&slot, &session, deadline);
+            self.read_for_myself(slot, session, deadline);
         }
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -300,7 +353,6 @@ impl Inner {
                 if matches!(r, Err(Error::Interrupted)) {
                     self.unregister(id); // a late response is discarded
                 }
-                Slot::recycle(slot);
                 return r;
             }
             let wait = match deadline {
@@ -384,7 +436,7 @@ impl Inner {
         let started = Instant::now();
         let deadline = Some(started + self.default_timeout);
         let session = self.session();
-        let (id, slot) = self.register(started, deadline, session.id);
+        let (id, slot) = self.register(started, deadline, session.id, None);
         let sent = self
             .check_open()
             .and_then(|()| self.check_not_inline())
@@ -411,6 +463,19 @@ impl Inner {
         Ok(())
     }
 
+    /// The largest message this end may send: the smaller of its own limit
+    /// and the peer's (once it is known).
+    pub(super) fn send_max(&self) -> usize {
+        let peer_max = self
+            .control()
+            .map_or(0, |c| if self.owner { &c.opener_max } else { &c.owner_max }.load(Ordering::Relaxed));
+        if peer_max == 0 {
+            self.max_message
+        } else {
+            self.max_message.min(peer_max as usize)
+        }
+    }
+
     /// Writes one message as packets, each before `deadline`, giving up
     /// promptly if the peer goes away, and with [`Error::Interrupted`]
     /// (within a tick) once `cancel` is cancelled. A packet that finds room
@@ -426,11 +491,7 @@ impl Inner {
         deadline: Deadline,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
-        // The smaller of this end's limit and the peer's (once it is known).
-        let peer_max = self
-            .control()
-            .map_or(0, |c| if self.owner { &c.opener_max } else { &c.owner_max }.load(Ordering::Relaxed));
-        let max = if peer_max == 0 { self.max_message } else { self.max_message.min(peer_max as usize) };
+        let max = self.send_max();
         if msg.len() > max {
             return Err(Error::MessageTooLarge { size: msg.len(), max, hint: RPC_TOO_LARGE });
         }
@@ -450,51 +511,76 @@ impl Inner {
                 index: index as u32,
                 count: count as u32,
             };
-            // The first attempt does not wait; then slices of waiting until
-            // the deadline. A deadline that has passed (a zero timeout)
-            // still got that one attempt: a zero timeout tries once.
-            let mut tried = false;
-            loop {
-                self.check_open()?;
-                session.check_open()?;
-                if cancel.is_some_and(CancelToken::is_cancelled) {
-                    return Err(Error::Interrupted);
-                }
-                let slice = if tried {
-                    let (began, until) = *waiting.get_or_insert_with(|| {
-                        let now = Instant::now();
-                        let until = match deadline {
-                            Deadline::At(at) => at,
-                            Deadline::After(t) => now.checked_add(t),
-                        };
-                        (now, until)
-                    });
-                    let left = until.map(|d| d.saturating_duration_since(Instant::now()));
-                    if left.is_some_and(|l| l.is_zero()) {
-                        Stats::add(&self.stats.c.timeouts, 1);
-                        let waited = match deadline {
-                            Deadline::After(t) => Some(t),
-                            Deadline::At(at) => at.map(|d| d.saturating_duration_since(began)),
-                        };
-                        return Err(Error::timeout("room in the RPC ring to send a packet", waited));
-                    }
-                    left.map_or(TICK, |l| l.min(TICK))
-                } else {
-                    Duration::ZERO
-                };
-                match session.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
+            self.with_room(session, deadline, cancel, &mut waiting, |slice| {
+                session.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
                     header.encode(&mut node[..HEADER]);
                     node[HEADER..].copy_from_slice(chunk);
-                }) {
-                    Ok(()) => break,
-                    Err(Error::Timeout { .. }) => tried = true,
-                    Err(e) => return Err(e),
-                }
-            }
+                })
+            })?;
             Stats::add(&self.stats.c.packets_sent, 1);
             Stats::add(&self.stats.c.bytes_sent, chunk.len() as u64);
         }
         Ok(())
+    }
+
+    /// Claims a node of `session`'s outgoing ring before `deadline`, as
+    /// [`send`](Self::send) writes one, for a response written in place
+    /// (see `ResponseWriter`).
+    pub(super) fn claim_tx(&self, session: &Session, deadline: Deadline) -> Result<Claim> {
+        self.with_room(session, deadline, None, &mut None, |slice| session.tx.claim_write(Some(slice)))
+    }
+
+    /// Runs `attempt` (a write or claim in `session`'s outgoing ring that
+    /// waits up to the time it is given) until it finds room: the first
+    /// attempt does not wait; then slices of waiting until the deadline,
+    /// checking between them that the end and the session are open and
+    /// `cancel` is not cancelled. A deadline that has passed (a zero
+    /// timeout) still got that one attempt: a zero timeout tries once.
+    /// `waiting`: when the first wait of the message began, and its
+    /// deadline (read once, if a packet has to wait).
+    fn with_room<R>(
+        &self,
+        session: &Session,
+        deadline: Deadline,
+        cancel: Option<&CancelToken>,
+        waiting: &mut Option<(Instant, Option<Instant>)>,
+        mut attempt: impl FnMut(Duration) -> Result<R>,
+    ) -> Result<R> {
+        let mut tried = false;
+        loop {
+            self.check_open()?;
+            session.check_open()?;
+            if cancel.is_some_and(CancelToken::is_cancelled) {
+                return Err(Error::Interrupted);
+            }
+            let slice = if tried {
+                let (began, until) = *waiting.get_or_insert_with(|| {
+                    let now = Instant::now();
+                    let until = match deadline {
+                        Deadline::At(at) => at,
+                        Deadline::After(t) => now.checked_add(t),
+                    };
+                    (now, until)
+                });
+                let left = until.map(|d| d.saturating_duration_since(Instant::now()));
+                if left.is_some_and(|l| l.is_zero()) {
+                    Stats::add(&self.stats.c.timeouts, 1);
+                    let waited = match deadline {
+                        Deadline::After(t) => Some(t),
+                        Deadline::At(at) => at.map(|d| d.saturating_duration_since(began)),
+                    };
+                    return Err(Error::timeout("room in the RPC ring to send a packet", waited));
+                }
+                left.map_or(TICK, |l| l.min(TICK))
+            } else {
+                Duration::ZERO
+            };
+            match attempt(slice) {
+                Ok(r) => return Ok(r),
+                Err(Error::Timeout { .. }) => tried = true,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Removes the pending requests that `which` picks and returns them.

@@ -34,6 +34,9 @@ pub(super) struct Slot {
 #[derive(Default)]
 pub(super) struct SlotState {
     pub(super) result: Option<Result<Vec<u8>>>,
+    /// The requester's buffer for the response (`RpcBuffer::request_into`):
+    /// a one-packet response is copied into it, and it is the result.
+    pub(super) into: Option<Vec<u8>>,
     waker: Option<Waker>,
     /// The requester sleeps on `cond` (set and cleared by it, under the
     /// lock): only then does `complete` signal it, a system call that a
@@ -49,11 +52,16 @@ impl Slot {
     /// is reused when nothing else holds it any more (no clone, no weak
     /// reference: `Arc::get_mut`), which saves an allocation and a free a
     /// call.
-    pub(super) fn new(started: Instant, deadline: Option<Instant>, session: u64) -> Arc<Slot> {
+    pub(super) fn new(
+        started: Instant,
+        deadline: Option<Instant>,
+        session: u64,
+        into: Option<Vec<u8>>,
+    ) -> Arc<Slot> {
         if let Some(mut spare) = SPARE.try_with(Cell::take).ok().flatten() {
             if let Some(s) = Arc::get_mut(&mut spare) {
                 *s.ready.get_mut() = false;
-                *s.state.get_mut().unwrap_or_else(|p| p.into_inner()) = SlotState::default();
+                *s.state.get_mut().unwrap_or_else(|p| p.into_inner()) = SlotState { into, ..SlotState::default() };
                 s.deadline = deadline;
                 s.started = started;
                 s.session = session;
@@ -62,7 +70,7 @@ impl Slot {
         }
         Arc::new(Slot {
             ready: AtomicBool::new(false),
-            state: Mutex::new(SlotState::default()),
+            state: Mutex::new(SlotState { into, ..SlotState::default() }),
             cond: Condvar::new(),
             deadline,
             started,
@@ -79,9 +87,29 @@ impl Slot {
 
     /// Delivers `r` (unless a result came first) and wakes the requester.
     pub(super) fn complete(&self, r: Result<Vec<u8>>) {
+        self.complete_with(|_| r);
+    }
+
+    /// Delivers a response whose bytes are `payload` (in the ring): copied
+    /// into the requester's buffer if it gave one, else into a new one.
+    pub(super) fn complete_copy(&self, payload: &[u8]) {
+        self.complete_with(|into| {
+            // Into a buffer that is not zeroed first, and whose pages (when
+            // the requester reuses it) are mapped already.
+            let mut v = into.take().unwrap_or_default();
+            v.clear();
+            v.extend_from_slice(payload);
+            Ok(v)
+        });
+    }
+
+    /// Delivers what `make` returns (unless a result came first; it gets
+    /// the requester's buffer) and wakes the requester.
+    fn complete_with(&self, make: impl FnOnce(&mut Option<Vec<u8>>) -> Result<Vec<u8>>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if s.result.is_none() {
-            s.result = Some(r);
+            let st = &mut *s;
+            st.result = Some(make(&mut st.into));
         }
         let waker = s.waker.take();
         let sleeping = s.sleeping;

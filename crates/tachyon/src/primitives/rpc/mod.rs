@@ -50,11 +50,12 @@ mod stats;
 pub use builder::RpcBuilder;
 pub use cancel::CancelToken;
 pub use future::RequestFuture;
+pub use handler::ResponseWriter;
 pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
 pub use stats::{Latency, RpcStats};
 
 use self::channel::Inner;
-use self::handler::wrap;
+use self::handler::{wrap, wrap_in_place};
 use crate::error::{Error, Result};
 use crate::sync::{Liveness, Token};
 use std::fmt::Display;
@@ -304,6 +305,56 @@ impl RpcBuffer {
         self.set_handler_that(f, false);
     }
 
+    /// Sets (or replaces) the handler with one that writes its response
+    /// in place: it gets the message id, the request and a
+    /// [`ResponseWriter`], and returns `Ok(())` or an error whose text
+    /// reaches the caller as [`Error::Remote`] (a panic does too).
+    ///
+    /// A request that came in one packet (up to the node size less 32
+    /// bytes) is handed over **in place**, in the ring node it came in,
+    /// which stays claimed until the handler returns; and a response that
+    /// fits one packet is written straight into the ring node it goes out
+    /// in. So a call copies each byte once on each side: the caller's
+    /// request into the ring, the handler's response from the request (or
+    /// wherever it makes it) into the ring, and the response out of the
+    /// ring into the caller's buffer ([`request_into`](Self::request_into)).
+    /// A [`set_handler`](Self::set_handler) handler reads one-packet
+    /// requests in place too (when it runs on the thread that read them),
+    /// but its response is a `Vec` of its own, copied into the ring after it
+    /// returns.
+    ///
+    /// Requests that came in several packets are reassembled into a
+    /// buffer first, and so are requests handed to a handler thread
+    /// because the reader thread was busy ("Threads" in `docs/rpc.md`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::primitives::rpc::ResponseWriter;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-set-in-place-{}", std::process::id());
+    /// let server = RpcBuffer::create(&name)?;
+    /// // An echo: the request read in the ring, the response written into it.
+    /// server.set_handler_in_place(|_id, req: &[u8], out: &mut ResponseWriter<'_>| {
+    ///     out.extend_from_slice(req);
+    ///     Ok::<_, String>(())
+    /// });
+    /// let client = RpcBuffer::open(&name)?;
+    /// let mut response = Vec::new();
+    /// client.request_into(b"ping", &mut response, Some(Duration::from_secs(5)))?;
+    /// assert_eq!(response, b"ping");
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn set_handler_in_place<F, E>(&self, f: F)
+    where
+        F: Fn(u64, &[u8], &mut ResponseWriter<'_>) -> std::result::Result<(), E> + Send + Sync + 'static,
+        E: Display,
+    {
+        let mut handler = self.inner.handler.write().unwrap_or_else(|p| p.into_inner());
+        *handler = Some(wrap_in_place(f));
+        self.inner.handler_waits.store(false, Ordering::SeqCst);
+    }
+
     /// [`set_handler`](Self::set_handler); `waits`: the handler waits for
     /// its answer elsewhere (the async handlers' bridges), so the reader
     /// thread hands its requests to the handler threads instead of running
@@ -358,7 +409,39 @@ impl RpcBuffer {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
-        self.inner.request(msg, timeout, None)
+        self.inner.request(msg, timeout, None, None)
+    }
+
+    /// [`request`](Self::request) that leaves the response in `response`
+    /// (cleared first), reusing its buffer: a caller that makes call after
+    /// call with the same `Vec` allocates nothing per call, and a large
+    /// response is copied out of the ring into memory that is already
+    /// mapped (and, as often as not, in this core's cache), never into a
+    /// fresh allocation that is zeroed or faulted in first. A response
+    /// that came in several packets is reassembled into a buffer of its
+    /// own, which replaces `response`'s.
+    ///
+    /// On an error, `response` is left empty (keeping its buffer when it
+    /// can). Errors as [`request`](Self::request).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-request-into-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.repeat(2)))
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let mut response = Vec::with_capacity(64);
+    /// for word in [&b"ab"[..], b"xyz"] {
+    ///     client.request_into(word, &mut response, Some(Duration::from_secs(5)))?;
+    ///     assert_eq!(response, word.repeat(2));
+    /// }
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn request_into(&self, msg: &[u8], response: &mut Vec<u8>, timeout: Option<Duration>) -> Result<()> {
+        self.inner.request(msg, timeout, None, Some(response)).map(drop)
     }
 
     /// [`request`](Self::request) that another thread can cancel through
@@ -400,12 +483,12 @@ impl RpcBuffer {
         timeout: Option<Duration>,
         cancel: &CancelToken,
     ) -> Result<Vec<u8>> {
-        self.inner.request(msg, timeout, Some(cancel))
+        self.inner.request(msg, timeout, Some(cancel), None)
     }
 
     /// [`request`](Self::request) with the default timeout (30 s).
     pub fn call(&self, msg: &[u8]) -> Result<Vec<u8>> {
-        self.inner.request(msg, Some(self.inner.default_timeout), None)
+        self.inner.request(msg, Some(self.inner.default_timeout), None, None)
     }
 
     /// Sends a request now and returns a future of its response, which
@@ -440,7 +523,28 @@ impl RpcClient {
 
     /// See [`RpcBuffer::request`].
     pub fn request(&self, msg: &[u8], timeout: Option<Duration>) -> Result<Vec<u8>> {
-        self.inner()?.request(msg, timeout, None)
+        self.inner()?.request(msg, timeout, None, None)
+    }
+
+    /// See [`RpcBuffer::request_into`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-client-request-into-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+    ///     .create()?;
+    /// let end = RpcBuffer::open(&name)?;
+    /// let client = end.client(); // calls while `end` lives
+    /// let mut response = Vec::new();
+    /// client.request_into(b"hi", &mut response, Some(Duration::from_secs(5)))?;
+    /// assert_eq!(response, b"hi");
+    /// # drop((end, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn request_into(&self, msg: &[u8], response: &mut Vec<u8>, timeout: Option<Duration>) -> Result<()> {
+        self.inner()?.request(msg, timeout, None, Some(response)).map(drop)
     }
 
     /// See [`RpcBuffer::request_with_cancel`].
@@ -450,14 +554,14 @@ impl RpcClient {
         timeout: Option<Duration>,
         cancel: &CancelToken,
     ) -> Result<Vec<u8>> {
-        self.inner()?.request(msg, timeout, Some(cancel))
+        self.inner()?.request(msg, timeout, Some(cancel), None)
     }
 
     /// See [`RpcBuffer::call`].
     pub fn call(&self, msg: &[u8]) -> Result<Vec<u8>> {
         let inner = self.inner()?;
         let t = inner.default_timeout;
-        inner.request(msg, Some(t), None)
+        inner.request(msg, Some(t), None, None)
     }
 
     /// See [`RpcBuffer::request_async`].

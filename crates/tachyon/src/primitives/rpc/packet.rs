@@ -122,8 +122,11 @@ pub(crate) fn recycle(buf: Vec<u8>) {
 /// What one packet completed.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Assembled {
-    /// A whole message.
+    /// A whole message, reassembled from several packets.
     Complete(Header, Vec<u8>),
+    /// A whole message in this one packet: its payload is
+    /// `packet[HEADER..]`, validated, not copied.
+    Single(Header),
     /// More packets are needed.
     Incomplete,
     /// The packet was invalid and was dropped (with any partial message it
@@ -215,13 +218,9 @@ impl Reassembler {
             return Assembled::Dropped("packet payload has the wrong length");
         }
         if h.count == 1 {
-            // A request's bytes go to its handler and come back
-            // (`recycle`); a response's are the caller's to keep.
-            let bytes = match h.kind {
-                MsgType::Request | MsgType::Notify => copy_of(payload),
-                MsgType::Response | MsgType::Error => payload.to_vec(),
-            };
-            return Assembled::Complete(h, bytes);
+            // Its bytes are the packet's payload: the caller uses them in
+            // place or copies them where they are wanted.
+            return Assembled::Single(h);
         }
         self.make_room(payload.len());
         if h.index == 0 {
@@ -312,6 +311,7 @@ mod tests {
             for p in &packets {
                 match r.push(p) {
                     Assembled::Complete(_, m) => out = Some(m),
+                    Assembled::Single(_) => out = Some(p[HEADER..].to_vec()),
                     Assembled::Incomplete => {}
                     other => panic!("{other:?}"),
                 }

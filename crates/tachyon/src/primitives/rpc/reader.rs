@@ -5,11 +5,13 @@
 
 use super::channel::{Deadline, Inner, RPC_TOO_LARGE, SELF_READERS};
 use super::control::Control;
-use super::packet::{Assembled, Header, MsgType, Reassembler, HEADER};
+use super::handler::{InPlace, Payload};
+use super::packet::{self, Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
 use super::stats::Stats;
 use super::TICK;
 use crate::error::Error;
+use crate::primitives::circular::Claim;
 use crate::sync::{Liveness, Token, WaitPolicy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -45,7 +47,7 @@ pub(super) enum Next {
     Woke,
     /// A request (or notification) for the reader thread to handle itself
     /// (see [`Inner::lead`]).
-    Handle(Arc<Session>, Header, Vec<u8>),
+    Handle(Arc<Session>, Header, Payload),
 }
 
 /// How long the reader thread stands aside for requesters that read for
@@ -153,7 +155,7 @@ impl Inner {
     /// is free meanwhile: requesters read for themselves, and the standby
     /// reads once it saw this same handler running at two of its looks,
     /// [`PROMOTE`] apart).
-    fn lead(self: &Arc<Self>, session: &Session, h: Header, payload: Vec<u8>) {
+    fn lead(self: &Arc<Self>, session: &Session, h: Header, payload: Payload) {
         // Only this thread leads: a plain increment numbers the handlers.
         let n = self.leads.load(Ordering::Relaxed) + 1;
         self.leads.store(n, Ordering::Relaxed);
@@ -271,36 +273,100 @@ impl Inner {
     /// role) and hands on the message it completes (a request to the
     /// caller itself if it is the `leader`: see [`Next`]). Errors are
     /// counted and swallowed: reading goes on.
+    ///
+    /// A one-packet message is not copied out of the ring on its own: a
+    /// request that this very thread handles (it is the `leader`, or
+    /// handlers are inline) is handed to its handler in place, its node
+    /// claimed until the handler returns; a response is copied straight
+    /// into its requester's buffer.
     pub(super) fn read_one(self: &Arc<Self>, rd: &mut Reading, leader: bool) -> Next {
         let Reading { session, asm, .. } = rd;
-        let got = session.rx.try_read_with(|packet| {
-            Stats::add(&self.stats.c.packets_received, 1);
-            Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
-            asm.push(packet)
-        });
-        let next = match got {
-            Ok(Some(Assembled::Complete(h, payload))) => self.dispatch(session, h, payload, leader),
-            Ok(Some(Assembled::TooLarge(h))) => {
-                self.refuse(session, h, self.max_message);
-                Next::Nothing
-            }
-            Ok(Some(Assembled::Incomplete)) | Ok(None) => Next::Nothing,
-            Ok(Some(Assembled::Dropped(_))) => {
-                Stats::add(&self.stats.c.corrupt_packets, 1);
-                Next::Nothing
-            }
+        let claim = match session.rx.claim_read_now() {
+            Ok(Some(c)) => c,
+            Ok(None) => return Next::Nothing,
             Err(_) => {
                 // A ring that keeps failing (a damaged cell): count it and do
                 // not spin on it.
                 Stats::add(&self.stats.c.corrupt_packets, 1);
                 std::thread::sleep(Duration::from_millis(1));
-                Next::Nothing
+                return Next::Nothing;
+            }
+        };
+        // SAFETY: `claim` is of `session.rx`, claimed just above; `packet`
+        // is not used after the claim is moved on (handed to `InPlace`, or
+        // freed at the end of this function).
+        let packet = unsafe { session.rx.claimed_item(&claim) };
+        Stats::add(&self.stats.c.packets_received, 1);
+        Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
+        let mut claim = Some(claim);
+        let next = match asm.push(packet) {
+            Assembled::Single(h) => match h.kind {
+                MsgType::Request | MsgType::Notify => {
+                    let here = self.inline_handlers || (leader && !self.handler_waits.load(Ordering::Relaxed));
+                    let payload = match claim.take() {
+                        Some(c) if here => Payload::InPlace(InPlace::new(Arc::clone(session), c)),
+                        other => {
+                            claim = other;
+                            Payload::Owned(packet::copy_of(&packet[HEADER..]))
+                        }
+                    };
+                    self.free(session, &mut claim);
+                    self.dispatch(session, h, payload, leader)
+                }
+                MsgType::Response | MsgType::Error => {
+                    let next = self.deliver(h, &packet[HEADER..]);
+                    self.free(session, &mut claim);
+                    next
+                }
+            },
+            got => {
+                self.free(session, &mut claim);
+                match got {
+                    Assembled::Complete(h, payload) => self.dispatch(session, h, Payload::Owned(payload), leader),
+                    Assembled::TooLarge(h) => {
+                        self.refuse(session, h, self.max_message);
+                        Next::Nothing
+                    }
+                    Assembled::Dropped(_) => {
+                        Stats::add(&self.stats.c.corrupt_packets, 1);
+                        Next::Nothing
+                    }
+                    Assembled::Incomplete | Assembled::Single(_) => Next::Nothing,
+                }
             }
         };
         if asm.given_up > 0 {
             Stats::add(&self.stats.c.corrupt_packets, std::mem::take(&mut asm.given_up));
         }
         next
+    }
+
+    /// Frees the node of the packet just read, unless it was handed on.
+    fn free(&self, session: &Session, claim: &mut Option<Claim>) {
+        if let Some(c) = claim.take() {
+            if session.rx.finish_claimed_read(c).is_err() {
+                Stats::add(&self.stats.c.corrupt_packets, 1);
+            }
+        }
+    }
+
+    /// A one-packet response (or error response) for the request waiting
+    /// for it: copied from the ring into the requester's buffer.
+    fn deliver(&self, h: Header, payload: &[u8]) -> Next {
+        let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
+        let Some(slot) = slot else {
+            Stats::add(&self.stats.c.discarded_responses, 1);
+            return Next::Nothing;
+        };
+        Stats::add(&self.stats.c.responses_received, 1);
+        self.stats.record(slot.started.elapsed());
+        if h.kind == MsgType::Response {
+            slot.complete_copy(payload);
+        } else {
+            Stats::add(&self.stats.c.errors, 1);
+            slot.complete(Err(Error::Remote(String::from_utf8_lossy(payload).into_owned())));
+        }
+        Next::Woke
     }
 
     /// A message longer than this end accepts: a request is answered with
@@ -332,7 +398,7 @@ impl Inner {
 
     /// Hands a message to its handler or its requester (a request to the
     /// caller itself if it is the `leader`).
-    fn dispatch(self: &Arc<Self>, session: &Arc<Session>, h: Header, payload: Vec<u8>, leader: bool) -> Next {
+    fn dispatch(self: &Arc<Self>, session: &Arc<Session>, h: Header, payload: Payload, leader: bool) -> Next {
         if matches!(h.kind, MsgType::Request | MsgType::Notify) {
             if self.closing.load(Ordering::SeqCst) {
                 return Next::Nothing; // read as this end closed: not handled
@@ -361,6 +427,7 @@ impl Inner {
                 };
                 Stats::add(&self.stats.c.responses_received, 1);
                 self.stats.record(slot.started.elapsed());
+                let payload = payload.into_vec();
                 let r = if h.kind == MsgType::Response {
                     Ok(payload)
                 } else {

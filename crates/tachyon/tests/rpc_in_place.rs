@@ -1,0 +1,279 @@
+//! RpcBuffer's in-place API between real processes: handlers that read
+//! the request in its ring node and write the response into theirs
+//! (`handler_in_place`, `ResponseWriter`), and requests that leave the
+//! response in the caller's buffer (`request_into`). Sizes around the
+//! packet room (one packet in place, several through a buffer), errors and
+//! panics after part of a response was written into the ring, and a peer
+//! SIGKILLed while its handler holds both the request's node and the
+//! response's: the caller still gets `PeerDied`, and the server its next
+//! client.
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::{channel_files, counter, kill, spawn, unique, wait_child, wait_for, LIMIT};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tachyon::primitives::rpc::ResponseWriter;
+use tachyon::primitives::RpcBuffer;
+use tachyon::{Error, Segment};
+
+const ENTRY: &str = "in_place_entry";
+const LONG: Option<Duration> = Some(Duration::from_secs(30));
+/// Small nodes, so that multi-packet messages are cheap to make.
+const NODE: usize = 256;
+const ROOM: usize = NODE - tachyon::primitives::rpc::PACKET_HEADER;
+
+/// The flags a child sets for the parent (word 0: the handler has written
+/// part of its response and hangs).
+fn flags(name: &str) -> String {
+    format!("{name}-flags")
+}
+
+/// The child's in-place handler: a little command language.
+fn serve(
+    notes: &'static AtomicU64,
+    flags: &'static Segment,
+) -> impl Fn(u64, &[u8], &mut ResponseWriter<'_>) -> Result<(), String> + Send + Sync + 'static {
+    move |_id, msg: &[u8], out: &mut ResponseWriter<'_>| {
+        let (cmd, rest) = msg.split_at(msg.iter().position(|&b| b == b':').map_or(msg.len(), |i| i + 1));
+        match cmd {
+            // The request, from its node into the response's.
+            b"echo:" => out.extend_from_slice(rest),
+            // Where the response went: `1` in the ring node, `0` a buffer.
+            b"where:" => {
+                out.extend_from_slice(rest);
+                let in_ring = out.is_in_ring();
+                out.extend_from_slice(&[u8::from(in_ring) + b'0']);
+            }
+            // Computed in place, through `append` and `io::Write`.
+            b"upper:" => {
+                for (o, i) in out.append(rest.len()).iter_mut().zip(rest) {
+                    *o = i.to_ascii_uppercase();
+                }
+                write!(out, "/{}", rest.len()).map_err(|e| e.to_string())?;
+            }
+            // Written, then forgotten, then written again.
+            b"redo:" => {
+                out.extend_from_slice(b"draft");
+                out.clear();
+                out.extend_from_slice(rest);
+            }
+            b"fail:" => {
+                out.extend_from_slice(rest);
+                return Err(format!("failed after writing {} bytes", out.len()));
+            }
+            b"longfail:" => {
+                out.extend_from_slice(rest);
+                return Err("x".repeat(3 * ROOM));
+            }
+            b"panic:" => {
+                out.extend_from_slice(rest);
+                panic!("kaboom after writing");
+            }
+            b"hang:" => {
+                out.extend_from_slice(rest);
+                counter(flags, 0).store(1, Ordering::SeqCst);
+                std::thread::sleep(LIMIT * 2);
+            }
+            b"note:" => {
+                notes.fetch_add(1, Ordering::SeqCst);
+                out.extend_from_slice(b"ignored: notifications get no answer");
+            }
+            b"notes:" => out.extend_from_slice(&notes.load(Ordering::SeqCst).to_le_bytes()),
+            _ => return Err(format!("unknown command {:?}", String::from_utf8_lossy(cmd))),
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn in_place_entry() {
+    let Some((role, args)) = common::role() else { return };
+    let name = args.str("name");
+    let flags = Segment::open(&flags(name)).unwrap();
+    let notes: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+    let flags: &'static Segment = Box::leak(Box::new(flags));
+    match role.as_str() {
+        // A client that serves the parent's requests until the parent
+        // goes away.
+        "opener" | "opener-inline" => {
+            let rpc = RpcBuffer::builder(name)
+                .inline_handlers(role == "opener-inline")
+                .handler_in_place(serve(notes, flags))
+                .open()
+                .unwrap();
+            assert!(wait_for(Duration::from_secs(120), || rpc.closed().is_some()));
+        }
+        // A server with the in-place handler, until it is SIGKILLed.
+        "creator" => {
+            let rpc = RpcBuffer::builder(name).node_size(NODE).node_count(8).create().unwrap();
+            rpc.set_handler_in_place(serve(notes, flags));
+            counter(flags, 1).store(1, Ordering::SeqCst);
+            std::thread::sleep(LIMIT * 2);
+            drop(rpc);
+        }
+        other => panic!("unknown role {other}"),
+    }
+    std::process::exit(0);
+}
+
+/// This process creates channel `name` (a server with no handler of its
+/// own) and the flags; a child opens it in `role`.
+fn channel(tag: &str, role: &str) -> (RpcBuffer, std::process::Child, String, Segment) {
+    let name = unique(tag);
+    let flags = Segment::create(&flags(&name), 64).unwrap();
+    let rpc = RpcBuffer::builder(&name).node_size(NODE).node_count(8).create().unwrap();
+    let child = spawn(ENTRY, role, &name);
+    assert!(wait_for(LIMIT, || rpc.is_connected()), "the child connected");
+    (rpc, child, name, flags)
+}
+
+fn finish(rpc: RpcBuffer, mut child: std::process::Child, name: &str) {
+    drop(rpc);
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0), "the child saw the channel close");
+    assert!(wait_for(LIMIT, || channel_files(name).is_empty()), "left behind: {:?}", channel_files(name));
+}
+
+fn echoes_of_every_size(role: &str) {
+    let (rpc, child, name, _flags) = channel("rpc-in-place-sizes", role);
+    let mut response = Vec::new();
+    for len in [0, 1, ROOM - 6, ROOM - 5, ROOM - 4, ROOM, 2 * ROOM, 3 * ROOM + 1, 1 << 20] {
+        let payload: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+        let msg = [b"echo:".as_slice(), &payload].concat();
+        rpc.request_into(&msg, &mut response, LONG).unwrap();
+        assert!(response == payload, "a {len}-byte echo, into a buffer");
+        assert!(rpc.request(&msg, LONG).unwrap() == payload, "a {len}-byte echo, returned");
+    }
+    // What fits one packet is written in the ring node (flag `1`, after
+    // the request's bytes); a response that grows past the packet moves
+    // to a buffer (here with its flag byte), one that starts too large
+    // goes there at once (flag `0`).
+    let fits = vec![b'a'; ROOM - 1];
+    rpc.request_into(&[b"where:", &fits[..]].concat(), &mut response, LONG).unwrap();
+    assert_eq!(response, [&fits[..], b"1"].concat(), "in the ring");
+    let spills = vec![b'b'; ROOM];
+    rpc.request_into(&[b"where:", &spills[..]].concat(), &mut response, LONG).unwrap();
+    assert_eq!(response, [&spills[..], b"1"].concat(), "moved from the ring to a buffer");
+    let over = vec![b'c'; ROOM + 1];
+    rpc.request_into(&[b"where:", &over[..]].concat(), &mut response, LONG).unwrap();
+    assert_eq!(response, [&over[..], b"0"].concat(), "through a buffer");
+    // The caller's buffer is reused: one-packet responses are copied into
+    // it, however many calls.
+    response.reserve(ROOM);
+    let at = response.as_ptr();
+    for i in 0..100u8 {
+        rpc.request_into(&[b"echo:".as_slice(), &[i; 50]].concat(), &mut response, LONG).unwrap();
+        assert_eq!(response, [i; 50]);
+        assert_eq!(response.as_ptr(), at, "no new buffer at call {i}");
+    }
+    assert_eq!(rpc.request(b"upper:shout", LONG).unwrap(), b"SHOUT/5");
+    let long = vec![b'q'; 3 * ROOM];
+    let shouted = [vec![b'Q'; 3 * ROOM], format!("/{}", 3 * ROOM).into_bytes()].concat();
+    assert_eq!(rpc.request(&[b"upper:", &long[..]].concat(), LONG).unwrap(), shouted);
+    assert_eq!(rpc.request(b"redo:final", LONG).unwrap(), b"final");
+    // Notifications run the handler; what it writes goes nowhere.
+    rpc.notify(b"note:").unwrap();
+    rpc.notify(b"note:").unwrap();
+    assert!(wait_for(LIMIT, || rpc.request(b"notes:", LONG).unwrap() == 2u64.to_le_bytes()));
+    let s = rpc.stats();
+    assert_eq!(s.discarded_responses, 0, "{s:?}");
+    assert_eq!(s.corrupt_packets, 0, "{s:?}");
+    finish(rpc, child, &name);
+}
+
+#[test]
+fn in_place_echoes_of_every_size_on_handler_threads() {
+    echoes_of_every_size("opener");
+}
+
+#[test]
+fn in_place_echoes_of_every_size_with_inline_handlers() {
+    echoes_of_every_size("opener-inline");
+}
+
+#[test]
+fn errors_and_panics_after_writing_into_the_ring_reach_the_caller() {
+    let (rpc, child, name, _flags) = channel("rpc-in-place-errors", "opener");
+    let mut response = vec![1, 2, 3];
+    match rpc.request_into(b"fail:partial", &mut response, LONG) {
+        Err(Error::Remote(text)) => assert_eq!(text, "failed after writing 7 bytes"),
+        other => panic!("{other:?}"),
+    }
+    assert!(response.is_empty(), "an error leaves the buffer empty");
+    match rpc.request(b"longfail:partial", LONG) {
+        Err(Error::Remote(text)) => assert_eq!(text, "x".repeat(3 * ROOM), "an error longer than a packet"),
+        other => panic!("{other:?}"),
+    }
+    match rpc.request(b"panic:partial", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("kaboom after writing"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    match rpc.request(b"nope:", LONG) {
+        Err(Error::Remote(text)) => assert!(text.contains("unknown command"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    // The channel goes on: nothing of those answers was left in the ring.
+    rpc.request_into(b"echo:after", &mut response, LONG).unwrap();
+    assert_eq!(response, b"after");
+    let s = rpc.stats();
+    assert_eq!(s.errors, 4, "{s:?}");
+    assert_eq!(s.corrupt_packets, 0, "{s:?}");
+    finish(rpc, child, &name);
+}
+
+/// The client's handler holds the request's node (read in place) and the
+/// response's (half written) when it is SIGKILLed: the pending call fails
+/// with `PeerDied`, and the server takes its next client on fresh rings.
+#[test]
+fn a_client_sigkilled_while_its_handler_writes_in_place_fails_the_call_with_peer_died() {
+    let (rpc, mut child, name, flags) = channel("rpc-in-place-kill-client", "opener");
+    let mut response = Vec::new();
+    rpc.request_into(b"echo:up", &mut response, LONG).unwrap();
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| {
+            let mut response = Vec::new();
+            rpc.request_into(b"hang:half of it", &mut response, LONG)
+        });
+        assert!(wait_for(LIMIT, || counter(&flags, 0).load(Ordering::SeqCst) == 1), "handler writing");
+        kill(&mut child);
+        assert!(matches!(pending.join().unwrap(), Err(Error::PeerDied)));
+    });
+    assert!(wait_for(LIMIT, || !rpc.is_connected()));
+    assert!(rpc.closed().is_none(), "the server stays open");
+    counter(&flags, 0).store(0, Ordering::SeqCst);
+    let next = spawn(ENTRY, "opener", &name);
+    assert!(wait_for(LIMIT, || rpc.is_connected()), "the next client connected");
+    rpc.request_into(b"echo:next", &mut response, LONG).unwrap();
+    assert_eq!(response, b"next");
+    finish(rpc, next, &name);
+}
+
+/// The server's handler holds both nodes when it is SIGKILLed: the
+/// client's pending call fails with `PeerDied`, so do its next ones, and
+/// the dead server's files are removed.
+#[test]
+fn a_server_sigkilled_while_its_handler_writes_in_place_fails_the_call_with_peer_died() {
+    let name = unique("rpc-in-place-kill-server");
+    let flags = Segment::create(&flags(&name), 64).unwrap();
+    let mut child = spawn(ENTRY, "creator", &name);
+    assert!(wait_for(LIMIT, || counter(&flags, 1).load(Ordering::SeqCst) == 1), "server up");
+    let client = RpcBuffer::open(&name).unwrap();
+    let mut response = Vec::new();
+    client.request_into(b"echo:up", &mut response, LONG).unwrap();
+    assert_eq!(response, b"up");
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| {
+            let mut response = Vec::new();
+            client.request_into(b"hang:half of it", &mut response, LONG)
+        });
+        assert!(wait_for(LIMIT, || counter(&flags, 0).load(Ordering::SeqCst) == 1), "handler writing");
+        kill(&mut child);
+        assert!(matches!(pending.join().unwrap(), Err(Error::PeerDied)));
+    });
+    assert!(matches!(client.request_into(b"echo:again", &mut response, LONG), Err(Error::PeerDied)));
+    assert!(response.is_empty());
+    drop(client);
+    assert!(wait_for(LIMIT, || channel_files(&name).is_empty()), "left behind: {:?}", channel_files(&name));
+}
