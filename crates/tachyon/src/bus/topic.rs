@@ -897,34 +897,31 @@ impl Topic {
     ) -> Result<()> {
         let partition = self.partition_of(key);
         let grouped = self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group);
-        let (ring, waits, pos, idx, desc) = loop {
-            if grouped {
-                if let Some(r) = self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout) {
-                    return r;
-                }
+        if grouped {
+            if let Some(r) = self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout) {
+                return r;
             }
-            // Until its descriptor is committed the chunk is this caller's: any
-            // failure before that gives it back (`queue_and_claim` made it
-            // LOANED again).
-            let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, len, partition, timeout) {
-                Ok(claimed) => claimed,
-                Err(e @ Error::Timeout { .. }) if keep_on_timeout => return Err(e),
-                Err(e) => {
-                    self.region().free(chunk.class, chunk.index);
-                    return Err(e);
-                }
-            };
-            // The second look at the groups (`bus/backlog.rs`,
-            // "Publishers"): a group that joined since the first goes
-            // through the groups path, with this message.
-            if grouped && self.second_look(&ring, idx, &[(0, self.controls()[0].load().0)]) {
-                ring.abandon_write(pos, idx, self.region().segment().token());
-                topic_wake(&waits, waits.not_empty);
-                self.region().unqueue(chunk.index);
-                continue;
+        }
+        // Until its descriptor is committed the chunk is this caller's: any
+        // failure before that gives it back (`queue_and_claim` made it
+        // LOANED again).
+        let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, len, partition, timeout) {
+            Ok(claimed) => claimed,
+            Err(e @ Error::Timeout { .. }) if keep_on_timeout => return Err(e),
+            Err(e) => {
+                self.region().free(chunk.class, chunk.index);
+                return Err(e);
             }
-            break (ring, waits, pos, idx, desc);
         };
+        // The second look at the groups (`bus/backlog.rs`, "Publishers"): a
+        // named group that joined since the first goes through the groups
+        // path, with this message (the chunk is LOANED again, ours).
+        if grouped && self.second_look(&ring, idx) {
+            ring.abandon_write(pos, idx, self.region().segment().token());
+            topic_wake(&waits, waits.not_empty);
+            self.region().unqueue(chunk.index);
+            return self.publish_chunk_or_keep(chunk, len, key, timeout, keep_on_timeout);
+        }
         let committed = ring.commit_write(pos, idx, desc.encode(), self.region().segment().token());
         topic_wake(&waits, waits.not_empty);
         if !committed {
@@ -961,37 +958,44 @@ impl Topic {
         keep_on_timeout: bool,
     ) -> Option<Result<()>> {
         let mut to = [(0usize, 0u32); super::config::MAX_GROUPS];
-        let mut n = 0;
-        for (g, c) in self.controls().iter().enumerate() {
-            let (gen, state) = c.load();
-            if state == groups::ACTIVE && n < to.len() {
-                to[n] = (g, gen);
-                n += 1;
+        loop {
+            let mut n = 0;
+            for (g, c) in self.controls().iter().enumerate() {
+                let (gen, state) = c.load();
+                if state == groups::ACTIVE && n < to.len() {
+                    to[n] = (g, gen);
+                    n += 1;
+                }
             }
-        }
-        if n == 1 && to[0].0 == 0 {
-            return None;
-        }
-        match self.publish_shared(chunk, len, partition, timeout, keep_on_timeout, &to[..n]) {
-            Ok(true) => Some(Ok(())),
-            // A group joined since the look above: look again.
-            Ok(false) => self.publish_to_groups(chunk, len, partition, timeout, keep_on_timeout),
-            Err(e) => Some(Err(e)),
+            if n == 1 && to[0].0 == 0 {
+                return None;
+            }
+            match self.publish_shared(chunk, len, partition, timeout, keep_on_timeout, &to[..n]) {
+                Ok(true) => return Some(Ok(())),
+                // A group joined since the look above: look again.
+                Ok(false) => continue,
+                Err(e) => return Some(Err(e)),
+            }
         }
     }
 
     /// A publisher's second look at the groups, after it claimed its cell
     /// `idx` of `ring` (the only one, on the single-group path) and before
-    /// it commits: marks it (the intent a joiner "from the oldest" waits for) and says
-    /// whether a group is ACTIVE now that is not in `to` (the groups it
-    /// read at first, `(slot, generation)`). True: the publisher gives its
-    /// cells up and publishes again (see `bus/backlog.rs`, "Publishers").
-    fn second_look(&self, ring: &Ring<'_>, idx: usize, to: &[(usize, u32)]) -> bool {
+    /// it commits: marks it (the intent a joiner "from the oldest" waits
+    /// for) and says whether a named group is ACTIVE now (it read none at
+    /// first: the single-group path is taken only then). True: the
+    /// publisher gives its cell up and publishes again (see
+    /// `bus/backlog.rs`, "Publishers").
+    fn second_look(&self, ring: &Ring<'_>, idx: usize) -> bool {
         ring.mark_intent(idx);
-        self.joined_since(to)
+        // SYNC: as in `joined_since`.
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.controls().iter().skip(1).any(|c| c.load().1 == groups::ACTIVE)
     }
 
-    /// [`second_look`](Self::second_look) over the marks already made.
+    /// The groups path's second look, over the marks already made: whether
+    /// a group is ACTIVE now that is not in `to` (the groups the publisher
+    /// read at first, `(slot, generation)`).
     fn joined_since(&self, to: &[(usize, u32)]) -> bool {
         // SYNC: the mark stores come before the control loads in program
         // order and, with this compiler fence, in the instructions: the
