@@ -724,18 +724,9 @@ pub unsafe extern "C" fn ty_topic_create_groups(
     default_group: c_int,
     out: *mut *mut ty_topic_t,
 ) -> c_int {
-    let make = || {
-        // SAFETY: per this function's contract.
-        let r = unsafe { region(reg)? };
-        // SAFETY: per this function's contract.
-        let name = unsafe { arg_str(name, "name")? };
-        // SAFETY: NULL or a conf, per the contract.
-        let conf = unsafe { conf.as_ref() }.unwrap_or(&ty_topic_conf_default);
-        let config = topic_config(conf)?.default_group(default_group != 0);
-        Ok(new_topic(r.region.create_or_open_topic(name, config)?))
-    };
-    // SAFETY: `out` per this function's contract.
-    unsafe { put_handle(out, "out (the topic handle's address)", make) }
+    let flags = if default_group == 0 { TY_TOPIC_NO_DEFAULT_GROUP } else { 0 };
+    // SAFETY: this function's contract is `ty_topic_create_flags`'s.
+    unsafe { ty_topic_create_flags(reg, name, conf, flags, out) }
 }
 
 /// `ty_topic_create` with `flags`, an OR of:

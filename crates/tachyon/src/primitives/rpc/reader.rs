@@ -350,16 +350,24 @@ impl Inner {
         }
     }
 
-    /// A one-packet response (or error response) for the request waiting
-    /// for it: copied from the ring into the requester's buffer.
-    fn deliver(&self, h: Header, payload: &[u8]) -> Next {
+    /// The waiting request a response (or error response) answers, taken
+    /// out of the pending map and counted; `None` (counted as discarded)
+    /// if none waits for it.
+    fn answered(&self, h: &Header) -> Option<Arc<super::future::Slot>> {
         let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
         let Some(slot) = slot else {
             Stats::add(&self.stats.c.discarded_responses, 1);
-            return Next::Nothing;
+            return None;
         };
         Stats::add(&self.stats.c.responses_received, 1);
         self.stats.record(slot.started.elapsed());
+        Some(slot)
+    }
+
+    /// A one-packet response (or error response) for the request waiting
+    /// for it: copied from the ring into the requester's buffer.
+    fn deliver(&self, h: Header, payload: &[u8]) -> Next {
+        let Some(slot) = self.answered(&h) else { return Next::Nothing };
         if h.kind == MsgType::Response {
             slot.complete_copy(payload);
         } else {
@@ -420,13 +428,7 @@ impl Inner {
                 Next::Woke
             }
             MsgType::Response | MsgType::Error => {
-                let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
-                let Some(slot) = slot else {
-                    Stats::add(&self.stats.c.discarded_responses, 1);
-                    return Next::Nothing;
-                };
-                Stats::add(&self.stats.c.responses_received, 1);
-                self.stats.record(slot.started.elapsed());
+                let Some(slot) = self.answered(&h) else { return Next::Nothing };
                 let payload = payload.into_vec();
                 let r = if h.kind == MsgType::Response {
                     Ok(payload)
