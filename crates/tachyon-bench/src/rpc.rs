@@ -67,10 +67,10 @@ pub enum Via {
     /// handler on a handler thread (the default) or, if `true`, on the
     /// peer's reader thread (`RpcBuilder::inline_handlers`).
     Rpc(Policy, Shape, bool),
-    /// `RpcBuffer` with the API that copies each byte once per side:
-    /// `request_into` (the response into one buffer reused for every call)
-    /// and the peer's `handler_in_place` (the request read in its ring
-    /// node, the response written into its own).
+    /// `RpcBuffer` with the in-place API: `request_with` (the response
+    /// compared with the request where it lies, in its ring node) and the
+    /// peer's `handler_in_place` (the request read in its ring node, the
+    /// response written into its own).
     RpcInPlace(Policy, Shape),
     /// A Unix domain socket, messages of this size.
     Unix(usize),
@@ -86,7 +86,7 @@ pub enum Transport {
     /// `RpcBuffer` with the handler on the reader thread
     /// (`RpcBuilder::inline_handlers`; 1 KiB calls only).
     RpcInline,
-    /// `RpcBuffer` through `request_into` and an in-place handler
+    /// `RpcBuffer` through `request_with` and an in-place handler
     /// (`handler_in_place`).
     RpcInPlace,
 }
@@ -230,16 +230,15 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
             }
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
-            // `request_into`'s buffer, reused by every call.
-            let mut into = Vec::new();
             let result = latency::timed(total, warmup, "call", |seq| {
                 payload::stamp(&mut msg, seq);
+                // In place: the response compared where it lies.
                 let sent = if in_place {
-                    rpc.request_into(&msg, &mut into, Some(stall)).map(|()| None)
+                    rpc.request_with(&msg, Some(stall), |response| same(response, &msg, seq))
                 } else {
-                    rpc.request(&msg, Some(stall)).map(Some)
+                    rpc.request(&msg, Some(stall)).map(|response| same(&response, &msg, seq))
                 };
-                let response = match sent {
+                let checked = match sent {
                     Ok(r) => r,
                     Err(tachyon::Error::Timeout { .. }) => {
                         return Err(format!("no response within {stall:?} (is the peer stuck?)"))
@@ -250,7 +249,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
                         return Err(if how.is_empty() { e.to_string() } else { format!("{e} ({how})") });
                     }
                 };
-                same(response.as_deref().unwrap_or(&into), &msg, seq)
+                checked
             });
             let r = match result {
                 Ok(r) => r,
@@ -472,8 +471,8 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         out,
         "One call = `request(&msg, timeout)` on the owner, the opener's echo handler \
          (`Ok(msg.to_vec())`) in the peer process, the response back; in place: \
-         `request_into(&msg, &mut response, timeout)` (one response buffer for every call) and the \
-         in-place echo handler (`out.extend_from_slice(request)`: the request read in its ring \
+         `request_with(&msg, timeout, |response| ...)` (the response compared with the request in \
+         its ring node, when the caller reads it itself) and the in-place echo handler (`out.extend_from_slice(request)`: the request read in its ring \
          node, the response written into its own). Calls are made one after \
          the other from one thread. Every response is compared with its request (a sequence number \
          inside). {calls} timed calls per run of 1 KiB, {large} of 512,000 bytes, after a \
@@ -526,7 +525,7 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
                 for (via, what) in [
                     (Via::Rpc(p, *shape, false), "RpcBuffer"),
                     (Via::Rpc(p, *shape, true), "RpcBuffer, inline handler"),
-                    (Via::RpcInPlace(p, *shape), "RpcBuffer, in place (`request_into`, `handler_in_place`)"),
+                    (Via::RpcInPlace(p, *shape), "RpcBuffer, in place (`request_with`, `handler_in_place`)"),
                 ] {
                     let case = Case { via };
                     if !samples.iter().any(|s| s.case == case) {

@@ -1,7 +1,9 @@
 //! RpcBuffer's in-place API between real processes: handlers that read
 //! the request in its ring node and write the response into theirs
 //! (`handler_in_place`, `ResponseWriter`), and requests that leave the
-//! response in the caller's buffer (`request_into`). Sizes around the
+//! response in the caller's buffer (`request_into`) or read it where it
+//! lies (`request_with`: in its ring node, on the mapping of the
+//! channel's ring, when the caller reads it itself). Sizes around the
 //! packet room (one packet in place, several through a buffer), errors and
 //! panics after part of a response was written into the ring, and a peer
 //! SIGKILLed while its handler holds both the request's node and the
@@ -17,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tachyon::primitives::rpc::ResponseWriter;
 use tachyon::primitives::RpcBuffer;
+use tachyon::sync::WaitPolicy;
 use tachyon::{Error, Segment};
 
 const ENTRY: &str = "in_place_entry";
@@ -98,13 +101,34 @@ fn in_place_entry() {
     match role.as_str() {
         // A client that serves the parent's requests until the parent
         // goes away.
-        "opener" | "opener-inline" => {
+        "opener" | "opener-inline" | "opener-spin" | "opener-futex" => {
+            let policy = match role.as_str() {
+                "opener-spin" => WaitPolicy::Spin,
+                "opener-futex" => WaitPolicy::Futex,
+                _ => WaitPolicy::default(),
+            };
             let rpc = RpcBuffer::builder(name)
+                .wait_policy(policy)
                 .inline_handlers(role == "opener-inline")
                 .handler_in_place(serve(notes, flags))
                 .open()
                 .unwrap();
             assert!(wait_for(Duration::from_secs(120), || rpc.closed().is_some()));
+        }
+        // A spinning client whose `request_with` reads its response in
+        // place and hangs there, until it is SIGKILLed.
+        "reader-hangs" => {
+            let rpc = RpcBuffer::builder(name).wait_policy(WaitPolicy::Spin).open().unwrap();
+            let _ = rpc.request_with(b"echo:held", LONG, |response| {
+                assert_eq!(response, b"held");
+                counter(flags, 0).store(1, Ordering::SeqCst);
+                std::thread::sleep(LIMIT * 2);
+            });
+        }
+        // The next client: one call read in place.
+        "reader" => {
+            let rpc = RpcBuffer::builder(name).wait_policy(WaitPolicy::Spin).open().unwrap();
+            assert_eq!(rpc.request_with(b"echo:next", LONG, <[u8]>::to_vec).unwrap(), b"next");
         }
         // A server with the in-place handler, until it is SIGKILLed.
         "creator" => {
@@ -122,9 +146,18 @@ fn in_place_entry() {
 /// This process creates channel `name` (a server with no handler of its
 /// own) and the flags; a child opens it in `role`.
 fn channel(tag: &str, role: &str) -> (RpcBuffer, std::process::Child, String, Segment) {
+    channel_waiting(tag, role, WaitPolicy::default())
+}
+
+/// [`channel`] whose end here waits with `policy`.
+fn channel_waiting(
+    tag: &str,
+    role: &str,
+    policy: WaitPolicy,
+) -> (RpcBuffer, std::process::Child, String, Segment) {
     let name = unique(tag);
     let flags = Segment::create(&flags(&name), 64).unwrap();
-    let rpc = RpcBuffer::builder(&name).node_size(NODE).node_count(8).create().unwrap();
+    let rpc = RpcBuffer::builder(&name).node_size(NODE).node_count(8).wait_policy(policy).create().unwrap();
     let child = spawn(ENTRY, role, &name);
     assert!(wait_for(LIMIT, || rpc.is_connected()), "the child connected");
     (rpc, child, name, flags)
@@ -275,5 +308,110 @@ fn a_server_sigkilled_while_its_handler_writes_in_place_fails_the_call_with_peer
     assert!(matches!(client.request_into(b"echo:again", &mut response, LONG), Err(Error::PeerDied)));
     assert!(response.is_empty());
     drop(client);
+    assert!(wait_for(LIMIT, || channel_files(&name).is_empty()), "left behind: {:?}", channel_files(&name));
+}
+
+/// The file behind the mapping of this process that holds `at`, if any
+/// (`/proc/self/maps`): a segment's (named by its inode while it is being
+/// made), or none for the heap and anonymous mappings.
+fn mapped_file(at: *const u8) -> Option<String> {
+    let at = at as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (usize::from_str_radix(start, 16).ok()?, usize::from_str_radix(end, 16).ok()?);
+        (start..end).contains(&at).then(|| fields.nth(4).unwrap_or("").to_owned())
+    })
+}
+
+/// `request_with` between two processes waiting with `policy`: every size
+/// comes back whole, `read` runs exactly once; where the caller reads
+/// for itself (spin), a one-packet response is read in its ring node (on
+/// the mapping of one of the channel's segments) and a reassembled one
+/// from a buffer; on futex every response comes from a buffer. An error
+/// response does not run `read`; a panic in `read` reaches the caller,
+/// and the channel goes on.
+fn read_where_it_lies(role: &str, policy: WaitPolicy) {
+    let (rpc, child, name, _flags) = channel_waiting("rpc-request-with", role, policy);
+    // Where segment files live: the ring's nodes are mapped from there.
+    let dir = tachyon::segment::name::dir();
+    let shm = std::fs::canonicalize(&dir).unwrap_or(dir);
+    for len in [0, 1, ROOM - 6, ROOM - 5, ROOM, 2 * ROOM, 3 * ROOM + 1, 1 << 20] {
+        let payload: Vec<u8> = (0..len).map(|i| (i * 3 + len) as u8).collect();
+        let msg = [b"echo:".as_slice(), &payload].concat();
+        let mut runs = 0;
+        let (same, file) = rpc
+            .request_with(&msg, LONG, |response| {
+                runs += 1;
+                (response == payload, mapped_file(response.as_ptr()))
+            })
+            .unwrap();
+        assert!(same, "a {len}-byte echo read with request_with");
+        assert_eq!(runs, 1, "read ran once for {len} bytes");
+        let in_ring = file.as_deref().is_some_and(|f| std::path::Path::new(f).starts_with(&shm));
+        let one_packet = len <= ROOM;
+        match policy {
+            WaitPolicy::Spin if one_packet => assert!(in_ring, "{len} bytes read in the ring, not {file:?}"),
+            WaitPolicy::Spin | WaitPolicy::Futex => {
+                assert!(!in_ring, "{len} bytes read from a buffer, not {file:?}")
+            }
+            _ => {}
+        }
+    }
+    let mut ran = false;
+    match rpc.request_with(b"fail:partial", LONG, |_| ran = true) {
+        Err(Error::Remote(text)) => assert!(text.contains("failed after writing"), "{text}"),
+        other => panic!("an error response, got {other:?}"),
+    }
+    assert!(!ran, "read does not run for an error response");
+    for _ in 0..3 {
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rpc.request_with(b"echo:boom", LONG, |_| -> () { panic!("the caller's read panicked") })
+        }));
+        let message = panicked.expect_err("the panic reached the caller");
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"the caller's read panicked"));
+        // The node was freed and the reader role given back.
+        assert_eq!(rpc.request_with(b"echo:after", LONG, <[u8]>::to_vec).unwrap(), b"after");
+    }
+    let s = rpc.stats();
+    assert_eq!((s.discarded_responses, s.corrupt_packets), (0, 0), "{s:?}");
+    finish(rpc, child, &name);
+}
+
+#[test]
+fn request_with_reads_a_spinning_callers_response_in_its_ring_node() {
+    read_where_it_lies("opener-spin", WaitPolicy::Spin);
+}
+
+#[test]
+fn request_with_reads_a_delivered_response_from_its_buffer() {
+    read_where_it_lies("opener-futex", WaitPolicy::Futex);
+}
+
+#[test]
+fn request_with_on_a_hybrid_channel_with_inline_handlers() {
+    read_where_it_lies("opener-inline", WaitPolicy::Hybrid);
+}
+
+/// A client SIGKILLed while its `request_with` holds the response's node
+/// (read in place): the server sees it gone and serves its next client,
+/// whose call is read in place too.
+#[test]
+fn a_client_sigkilled_while_it_reads_its_response_in_place_leaves_the_server_serving() {
+    let name = unique("rpc-request-with-kill");
+    let flags_segment = Segment::create(&flags(&name), 64).unwrap();
+    let rpc = RpcBuffer::builder(&name).node_size(NODE).node_count(8).create().unwrap();
+    let notes: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+    let flags_here: &'static Segment = Box::leak(Box::new(Segment::open(&flags(&name)).unwrap()));
+    rpc.set_handler_in_place(serve(notes, flags_here));
+    let mut child = spawn(ENTRY, "reader-hangs", &name);
+    assert!(wait_for(LIMIT, || counter(&flags_segment, 0).load(Ordering::SeqCst) == 1), "reading in place");
+    kill(&mut child);
+    assert!(wait_for(LIMIT, || !rpc.is_connected()), "the server saw its client die");
+    assert!(rpc.closed().is_none(), "the server stays open");
+    let mut next = spawn(ENTRY, "reader", &name);
+    assert_eq!(wait_child(&mut next, LIMIT), Some(0), "the next client's call came back");
+    drop(rpc);
     assert!(wait_for(LIMIT, || channel_files(&name).is_empty()), "left behind: {:?}", channel_files(&name));
 }

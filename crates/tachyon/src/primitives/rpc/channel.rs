@@ -18,6 +18,7 @@ use crate::segment::Segment;
 use crate::sync::{Liveness, WaitPolicy};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -36,6 +37,11 @@ pub(super) enum Deadline {
     At(Option<Instant>),
     After(Duration),
 }
+
+/// Where a requester that reads for itself has its one-packet response
+/// read in place (`RpcBuffer::request_with`): called at most once, with
+/// the payload in its ring node, while the node is claimed.
+pub(super) type InPlaceRead<'a> = &'a mut dyn FnMut(&[u8]);
 
 /// What to do about an RPC message above the agreed maximum.
 pub(super) const RPC_TOO_LARGE: &str =
@@ -272,7 +278,53 @@ impl Inner {
         msg: &[u8],
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
+        into: Option<&mut Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        self.request_reading(msg, timeout, cancel, into, None)
+    }
+
+    /// See [`RpcBuffer::request_with`](super::RpcBuffer::request_with).
+    pub(super) fn request_with<R>(
+        self: &Arc<Self>,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        let mut read = Some(read);
+        // What `read` returned (or how it panicked) when it ran in place.
+        let mut got: Option<std::thread::Result<R>> = None;
+        let r = {
+            // Runs `read` at most once; a panic is caught here, so that it
+            // unwinds through none of the reader's state (the node is freed,
+            // the reader role given back) and resumes below.
+            let mut in_place = |bytes: &[u8]| {
+                if let Some(f) = read.take() {
+                    got = Some(catch_unwind(AssertUnwindSafe(|| f(bytes))));
+                }
+            };
+            self.request_reading(msg, timeout, None, None, Some(&mut in_place))
+        };
+        match (got, r) {
+            (Some(Ok(v)), _) => Ok(v),
+            (Some(Err(panic)), _) => resume_unwind(panic),
+            (None, Ok(bytes)) => match read.take() {
+                Some(f) => Ok(f(&bytes)),
+                None => unreachable!("`read` runs only through `got`"),
+            },
+            (None, Err(e)) => Err(e),
+        }
+    }
+
+    /// [`request`](Self::request), and with `read`, a one-packet response
+    /// that this thread reads itself is given to `read` in its ring node
+    /// (and the `Vec` returned is empty).
+    fn request_reading(
+        self: &Arc<Self>,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
         mut into: Option<&mut Vec<u8>>,
+        read: Option<InPlaceRead<'_>>,
     ) -> Result<Vec<u8>> {
         if let Some(out) = into.as_deref_mut() {
             out.clear();
@@ -298,7 +350,7 @@ impl Inner {
         // The caller's buffer waits in the slot for the response.
         let buffer = into.as_deref_mut().map(std::mem::take);
         let (id, slot) = self.register(started, deadline, session.id, buffer);
-        let r = self.wait_for(&slot, id, &session, msg, timeout, deadline, cancel);
+        let r = self.wait_for(&slot, id, &session, msg, timeout, deadline, cancel, read);
         if let Some(out) = into {
             // The response, or the caller's buffer back (emptied).
             let back = slot.state.lock().unwrap_or_else(|p| p.into_inner()).into.take();
@@ -333,6 +385,7 @@ impl Inner {
         timeout: Option<Duration>,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
+        read: Option<InPlaceRead<'_>>,
     ) -> Result<Vec<u8>> {
         // From here on `cancel` completes the slot with `Interrupted`.
         if let Some(c) = cancel {
@@ -344,7 +397,7 @@ impl Inner {
         }
         Stats::add(&self.stats.c.requests_sent, 1);
         if self.policy != WaitPolicy::Futex {
-            self.read_for_myself(slot, session, deadline);
+            self.read_for_myself(slot, id, session, deadline, read);
         }
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -392,7 +445,17 @@ impl Inner {
     /// so that a cursor that reads empty while it is not (a damaged or
     /// stalled tail, which a claim repairs or steps over) costs 64 turns,
     /// not the whole wait.
-    fn read_for_myself(self: &Arc<Self>, slot: &Slot, session: &Session, deadline: Option<Instant>) {
+    ///
+    /// `read`: a one-packet response to request `id` that this thread
+    /// reads is given to it in its ring node (see `request_with`).
+    fn read_for_myself(
+        self: &Arc<Self>,
+        slot: &Slot,
+        id: u64,
+        session: &Session,
+        deadline: Option<Instant>,
+        mut read: Option<InPlaceRead<'_>>,
+    ) {
         // The end of the hybrid budget is set at the first look at the
         // clock (64 turns in): a response that comes sooner costs none.
         let mut until = match self.policy {
@@ -418,7 +481,8 @@ impl Inner {
             }
             if every_64th || !session.rx.is_empty() {
                 if let Ok(mut rd) = self.reading.try_lock() {
-                    if let Next::Woke = self.read_one(&mut rd, false) {
+                    let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
+                    if let Next::Woke = self.read_one(&mut rd, false, mine) {
                         // A message handed on, likely this very response:
                         // look at once, without the pause (about 50 ns on
                         // some CPUs, all of it added to the round trip).

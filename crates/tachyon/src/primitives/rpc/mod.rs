@@ -444,6 +444,52 @@ impl RpcBuffer {
         self.inner.request(msg, timeout, None, Some(response)).map(drop)
     }
 
+    /// [`request`](Self::request) whose response is given to `read`
+    /// where it lies, and `read`'s result returned: on a spin or hybrid
+    /// channel a one-packet response that this thread reads for itself
+    /// (the usual case: a requester reads its own response while it waits)
+    /// is read in its ring node, never copied; a response the reader
+    /// thread delivered (a futex channel, or once a hybrid requester went
+    /// to sleep) or one reassembled from several packets is read from its
+    /// buffer. For large responses that the caller only inspects, parses
+    /// or forwards: it saves the copy out of the ring, the allocation and
+    /// its page faults. Read this way, and answered by an in-place
+    /// handler ([`set_handler_in_place`](Self::set_handler_in_place)), a
+    /// one-packet call moves its payload twice in all: the request into
+    /// the ring, and the handler's response into the ring.
+    ///
+    /// While `read` runs in place it holds the node and this end's reader
+    /// role: other responses and requests on this channel wait until it
+    /// returns. Keep it short; copy out what has to live longer. `read`
+    /// runs at most once, and not at all if the call fails; a panic in it
+    /// is resumed on this thread after the node is freed (the channel
+    /// stays usable). Errors as [`request`](Self::request).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-request-with-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.repeat(1000)))
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// // Count the bytes of a 3,000-byte response without copying it out.
+    /// let zs = client.request_with(b"xyz", Some(Duration::from_secs(5)), |response| {
+    ///     response.iter().filter(|&&b| b == b'z').count()
+    /// })?;
+    /// assert_eq!(zs, 1000);
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn request_with<R>(
+        &self,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        self.inner.request_with(msg, timeout, read)
+    }
+
     /// [`request`](Self::request) that another thread can cancel through
     /// `cancel`: [`CancelToken::cancel`] wakes this call at once if it
     /// waits for the response, or within about 20 ms if it waits for room
@@ -545,6 +591,31 @@ impl RpcClient {
     /// ```
     pub fn request_into(&self, msg: &[u8], response: &mut Vec<u8>, timeout: Option<Duration>) -> Result<()> {
         self.inner()?.request(msg, timeout, None, Some(response)).map(drop)
+    }
+
+    /// See [`RpcBuffer::request_with`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-client-request-with-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_ascii_uppercase()))
+    ///     .create()?;
+    /// let end = RpcBuffer::open(&name)?;
+    /// let client = end.client();
+    /// let first = client.request_with(b"hi", Some(Duration::from_secs(5)), |r| r[0])?;
+    /// assert_eq!(first, b'H');
+    /// # drop((end, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn request_with<R>(
+        &self,
+        msg: &[u8],
+        timeout: Option<Duration>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        self.inner()?.request_with(msg, timeout, read)
     }
 
     /// See [`RpcBuffer::request_with_cancel`].

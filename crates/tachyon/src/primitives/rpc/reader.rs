@@ -3,7 +3,7 @@
 //! and every tick it checks the peer (on the server, moving to a fresh
 //! session when the client left) and expires overdue requests.
 
-use super::channel::{Deadline, Inner, RPC_TOO_LARGE, SELF_READERS};
+use super::channel::{Deadline, InPlaceRead, Inner, RPC_TOO_LARGE, SELF_READERS};
 use super::control::Control;
 use super::handler::{InPlace, Payload};
 use super::packet::{self, Assembled, Header, MsgType, Reassembler, HEADER};
@@ -136,7 +136,7 @@ impl Inner {
                 look.then_some(())
             });
             if self.self_readers.load(Ordering::SeqCst) & SELF_READERS == 0 {
-                self.read_one(&mut self.reading(), leader)
+                self.read_one(&mut self.reading(), leader, None)
             } else {
                 Next::Nothing
             }
@@ -278,8 +278,14 @@ impl Inner {
     /// request that this very thread handles (it is the `leader`, or
     /// handlers are inline) is handed to its handler in place, its node
     /// claimed until the handler returns; a response is copied straight
-    /// into its requester's buffer.
-    pub(super) fn read_one(self: &Arc<Self>, rd: &mut Reading, leader: bool) -> Next {
+    /// into its requester's buffer, or, if it answers request `mine.0`
+    /// (this thread's own, `request_with`), given to `mine.1` in its node.
+    pub(super) fn read_one(
+        self: &Arc<Self>,
+        rd: &mut Reading,
+        leader: bool,
+        mine: Option<(u64, InPlaceRead<'_>)>,
+    ) -> Next {
         let Reading { session, asm, .. } = rd;
         let claim = match session.rx.claim_read_now() {
             Ok(Some(c)) => c,
@@ -314,7 +320,12 @@ impl Inner {
                     self.dispatch(session, h, payload, leader)
                 }
                 MsgType::Response | MsgType::Error => {
-                    let next = self.deliver(h, &packet[HEADER..]);
+                    let next = match mine {
+                        Some((id, read)) if h.kind == MsgType::Response && h.response_to == id => {
+                            self.deliver_in_place(h, &packet[HEADER..], read)
+                        }
+                        _ => self.deliver(h, &packet[HEADER..]),
+                    };
                     self.free(session, &mut claim);
                     next
                 }
@@ -374,6 +385,16 @@ impl Inner {
             Stats::add(&self.stats.c.errors, 1);
             slot.complete(Err(Error::Remote(String::from_utf8_lossy(payload).into_owned())));
         }
+        Next::Woke
+    }
+
+    /// This thread's own one-packet response (`request_with`): given to
+    /// `read` in its ring node, and the request completed with nothing
+    /// more to copy. Not called if the request gave up meanwhile.
+    fn deliver_in_place(&self, h: Header, payload: &[u8], read: InPlaceRead<'_>) -> Next {
+        let Some(slot) = self.answered(&h) else { return Next::Nothing };
+        read(payload);
+        slot.complete(Ok(Vec::new()));
         Next::Woke
     }
 
@@ -465,7 +486,7 @@ impl Inner {
                     if rd.session.rx.is_empty() {
                         break;
                     }
-                self.read_one(rd, false);
+                self.read_one(rd, false, None);
                 }
                 self.fail_all(why);
             }
