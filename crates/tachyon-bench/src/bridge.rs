@@ -1,7 +1,8 @@
 //! The `bridge` group (not in the default run): 1 KiB messages across
 //! `tachyon-bridge` between two network namespaces joined by a veth pair,
 //! next to Zenoh's own pub/sub between the same two namespaces, in the
-//! same run.
+//! same run: peer to peer, and through a Zenoh router in each namespace
+//! (the deployment with a daemon per host, the bridge's own shape).
 //!
 //! Every run makes its own pair of namespaces (a private
 //! `TACHYON_SHM_DIR` each) and runs the processes of
@@ -28,6 +29,9 @@ pub enum Via {
     Bridge,
     /// A Zenoh publisher and subscriber, nothing else.
     Zenoh,
+    /// A Zenoh publisher and subscriber in client mode, each connected to
+    /// a Zenoh router in its namespace; the routers connect across.
+    ZenohRouted,
 }
 
 /// What is measured.
@@ -51,6 +55,7 @@ impl fmt::Display for Case {
         let via = match self.via {
             Via::Bridge => "tachyon-bridge",
             Via::Zenoh => "zenoh pub/sub",
+            Via::ZenohRouted => "zenoh pub/sub via routers",
         };
         let test = match self.test {
             Test::Throughput => "throughput 1 KiB",
@@ -229,8 +234,19 @@ impl Settings {
         let probe = binary("tachyon-bridge-probe")?;
         let mut h = Hosts::new(run)?;
         let n = |x: u64| x.to_string();
-        let z_a = ["--connect", "tcp/10.214.0.2:7448"];
-        let z_b = ["--listen", "tcp/10.214.0.2:7448"];
+        // Zenoh alone: peer to peer, or clients of a router per namespace.
+        let (z_a, z_b): (&[&str], &[&str]) = if case.via == Via::ZenohRouted {
+            let local = "tcp/127.0.0.1:7450";
+            let rb =
+                h.start(1, &probe, &["zenoh-router", "--listen", "tcp/10.214.0.2:7449", "--listen", local])?;
+            wait_for(&rb, "ready", Duration::from_secs(30))?;
+            let ra =
+                h.start(0, &probe, &["zenoh-router", "--connect", "tcp/10.214.0.2:7449", "--listen", local])?;
+            wait_for(&ra, "ready", Duration::from_secs(30))?;
+            (&["--mode", "client", "--connect", local], &["--mode", "client", "--connect", local])
+        } else {
+            (&["--connect", "tcp/10.214.0.2:7448"], &["--listen", "tcp/10.214.0.2:7448"])
+        };
         let topic =
             |name: &str| ["--topic".to_owned(), name.to_owned(), "--partitions".to_owned(), "1".to_owned()];
         match (case.via, case.test) {
@@ -260,7 +276,7 @@ impl Settings {
                 h.start(0, &probe, &pargs)?;
                 rate_of_all(&wait_for(&rx, "consumed", LIMIT)?, self.messages)
             }
-            (Via::Zenoh, Test::Throughput) => {
+            (Via::Zenoh | Via::ZenohRouted, Test::Throughput) => {
                 let count = n(self.messages);
                 let mut sargs = vec!["zenoh-sub", "--key", "bench/ztp", "--count", &count];
                 sargs.extend(z_b);
@@ -296,7 +312,7 @@ impl Settings {
                 let ping = h.start(0, &probe, &aargs)?;
                 figure(&wait_for(&ping, "p50", LIMIT)?, "p50")
             }
-            (Via::Zenoh, Test::RoundTrip) => {
+            (Via::Zenoh | Via::ZenohRouted, Test::RoundTrip) => {
                 let count = n(self.round_trips);
                 let mut bargs = vec![
                     "zenoh-pong",
@@ -341,7 +357,7 @@ impl Group for Settings {
     fn cases(&self) -> Vec<Case> {
         let mut v = Vec::new();
         for test in [Test::Throughput, Test::RoundTrip] {
-            for via in [Via::Zenoh, Via::Bridge] {
+            for via in [Via::Zenoh, Via::ZenohRouted, Via::Bridge] {
                 v.push(Case { via, test });
             }
         }
@@ -382,13 +398,21 @@ impl Group for Settings {
              run. Round trip: ping topic A → B, a pong process echoes into a reply topic B → A, {} \
              round trips one after the other, p50. Zenoh pub/sub: a Zenoh publisher in A and a \
              subscriber in B (a pong in B for the round trip), TCP, same sizes and counts, no \
-             tachyon. Median of the repetitions, range in brackets.\n",
+             tachyon: peer to peer, and via routers (publisher and subscriber in client mode, each \
+             connected to a Zenoh router in its namespace, the two routers connected across: a \
+             daemon per host, the same number of processes and hops as the bridge's). Median of \
+             the repetitions, range in brackets.\n",
             self.messages, self.round_trips
         );
-        let _ = writeln!(out, "| measurement | zenoh pub/sub | tachyon-bridge | bridge ÷ zenoh |");
-        let _ = writeln!(out, "| --- | ---: | ---: | ---: |");
+        let _ = writeln!(
+            out,
+            "| measurement | zenoh pub/sub | zenoh via routers | tachyon-bridge | bridge ÷ zenoh | bridge ÷ \
+             zenoh via routers |"
+        );
+        let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |");
         for test in [Test::Throughput, Test::RoundTrip] {
             let z = med(Case { via: Via::Zenoh, test });
+            let zr = med(Case { via: Via::ZenohRouted, test });
             let b = med(Case { via: Via::Bridge, test });
             let show = |s: Option<Spread>| match (s, test) {
                 (Some(s), Test::Throughput) => {
@@ -397,7 +421,7 @@ impl Group for Settings {
                 (Some(s), Test::RoundTrip) => format!("{:.0} µs ({:.0} – {:.0})", s.median, s.min, s.max),
                 (None, _) => "–".into(),
             };
-            let ratio = match (z, b) {
+            let ratio = |z: Option<Spread>| match (z, b) {
                 (Some(z), Some(b)) if z.median > 0.0 => format!("{:.2}", b.median / z.median),
                 _ => "–".into(),
             };
@@ -405,7 +429,15 @@ impl Group for Settings {
                 Test::Throughput => "throughput, 1 KiB",
                 Test::RoundTrip => "round trip p50, 1 KiB",
             };
-            let _ = writeln!(out, "| {name} | {} | {} | {ratio} |", show(z), show(b));
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} | {} |",
+                show(z),
+                show(zr),
+                show(b),
+                ratio(z),
+                ratio(zr)
+            );
         }
         out.push('\n');
         out

@@ -149,6 +149,15 @@ enum Cmd {
         #[arg(long, default_value_t = 1024)]
         size: usize,
     },
+    /// Zenoh alone: a router (`--mode router` implied), for pub/sub
+    /// clients that reach each other through one router per host; prints
+    /// "router ready" and runs until killed or for SECS seconds.
+    ZenohRouter {
+        #[command(flatten)]
+        z: ZArgs,
+        #[arg(long, default_value_t = 600)]
+        secs: u64,
+    },
     /// Zenoh alone: echoes KEY onto REPLY_KEY.
     ZenohPong {
         #[command(flatten)]
@@ -164,6 +173,9 @@ enum Cmd {
 
 #[derive(clap::Args, Debug, Clone)]
 struct ZArgs {
+    /// Zenoh mode: peer, client (through a router) or router.
+    #[arg(long, default_value = "peer")]
+    mode: String,
     #[arg(long)]
     listen: Vec<String>,
     #[arg(long)]
@@ -196,6 +208,7 @@ fn out(line: std::fmt::Arguments<'_>) {
 
 fn session(z: &ZArgs) -> Res<zenoh::Session> {
     let mut c = tachyon_bridge::Config::default();
+    c.zenoh.mode = z.mode.clone();
     c.zenoh.listen = z.listen.clone();
     c.zenoh.connect = z.connect.clone();
     zenoh::open(tachyon_bridge::zenoh_config(&c)?).wait()
@@ -406,6 +419,12 @@ fn run(cmd: Cmd) -> Res<()> {
                 rtts.push(start.elapsed());
             }
             out(format_args!("ping p50 {:.1} us", p50(rtts).as_secs_f64() * 1e6));
+        }
+        Cmd::ZenohRouter { mut z, secs } => {
+            z.mode = "router".to_owned();
+            let _s = session(&z)?;
+            out(format_args!("router ready"));
+            std::thread::sleep(Duration::from_secs(secs));
         }
         Cmd::ZenohPong { z, key, reply_key, count } => {
             let s = session(&z)?;
