@@ -258,7 +258,7 @@ impl Settings {
             (Via::Bridge, Test::Throughput) => {
                 h.bridge(
                     0,
-                    "[[out]]\nregion = \"bridge\"\ntopic = \"tp\"\nkey = \"bench/tp\"\ndefault_group = true\n",
+                    "[[out]]\nregion = \"bridge\"\ntopic = \"tp\"\nkey = \"bench/tp\"\ndefault_group = true\nbatch = 64\n",
                 )?;
                 h.bridge(
                     1,
@@ -393,7 +393,8 @@ impl Group for Settings {
             "Two network namespaces joined by a veth pair, a private `TACHYON_SHM_DIR` each. \
              tachyon-bridge: a producer publishes 1 KiB messages into a topic in namespace A, the \
              bridge there forwards them (at-most-once route, one Zenoh publisher, reliable, \
-             congestion control Block) to the bridge in namespace B, which publishes them into a \
+             congestion control Block; `batch = 64` for the throughput runs: what is queued goes \
+             in one sample, up to 64 messages) to the bridge in namespace B, which publishes them into a \
              topic there; the consumer's rate from its first to its last message, {} messages per \
              run. Round trip: ping topic A → B, a pong process echoes into a reply topic B → A, {} \
              round trips one after the other, p50. Zenoh pub/sub: a Zenoh publisher in A and a \

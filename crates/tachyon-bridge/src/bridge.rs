@@ -64,6 +64,7 @@ struct Counters {
     imported: AtomicU64,
     batches_acked: AtomicU64,
     batches_resent: AtomicU64,
+    batches_put: AtomicU64,
     echoes: AtomicU64,
     duplicates: AtomicU64,
     gaps: AtomicU64,
@@ -85,6 +86,9 @@ pub struct Stats {
     pub batches_acked: u64,
     /// At-least-once batches sent again (no or a failed acknowledgement).
     pub batches_resent: u64,
+    /// At-most-once samples put with more than one message in them (out
+    /// routes with `batch` above 1).
+    pub batches_put: u64,
     /// Messages this bridge had imported and its outgoing side received
     /// again: not sent back.
     pub echoes: u64,
@@ -109,12 +113,13 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "forwarded={} imported={} batches_acked={} batches_resent={} echoes={} duplicates={} gaps={} \
-             malformed={} rpc_served={} rpc_called={} rpc_failed={}",
+            "forwarded={} imported={} batches_acked={} batches_resent={} batches_put={} echoes={} duplicates={} \
+             gaps={} malformed={} rpc_served={} rpc_called={} rpc_failed={}",
             self.forwarded,
             self.imported,
             self.batches_acked,
             self.batches_resent,
+            self.batches_put,
             self.echoes,
             self.duplicates,
             self.gaps,
@@ -134,6 +139,7 @@ impl Counters {
             imported: g(&self.imported),
             batches_acked: g(&self.batches_acked),
             batches_resent: g(&self.batches_resent),
+            batches_put: g(&self.batches_put),
             echoes: g(&self.echoes),
             duplicates: g(&self.duplicates),
             gaps: g(&self.gaps),
@@ -467,7 +473,7 @@ impl Bridge {
                         (&shared, &source, &route, &ledger, &publisher);
                     s.spawn(move || match delivery {
                         Delivery::AtLeastOnce => forward_acked(shared, source, p, route, ledger.as_deref()),
-                        _ => forward_unacked(shared, source, p, publisher, ledger.as_deref()),
+                        _ => forward_unacked(shared, source, p, route.batch, publisher, ledger.as_deref()),
                     });
                 }
             });
@@ -754,11 +760,14 @@ fn partition_keys(topic: &Topic) -> Result<Vec<Key>> {
 // ---------------------------------------------------------------------------
 // Outgoing
 
-/// At-most-once: take, put, release. Nothing is sent twice.
+/// At-most-once: take, put, release. Nothing is sent twice. With `batch`
+/// above 1, the messages queued behind the one taken (up to `batch`, and
+/// 256 KiB) go with it as one sample.
 fn forward_unacked(
     shared: &Shared,
     source: &Source,
     p: u32,
+    batch: usize,
     publisher: &zenoh::pubsub::Publisher<'_>,
     ledger: Option<&Ledger>,
 ) {
@@ -787,21 +796,65 @@ fn forward_unacked(
                 continue;
             }
         };
-        if is_echo(topic, &msg, ledger) {
-            bump(&shared.counters.echoes, 1);
-            continue;
-        }
-        let header = Header { kind: Kind::Message, origin: shared.id, partition: p, count: 1, seq };
-        seq += 1;
-        let bytes = msg.to_vec();
-        drop(msg);
+        // The messages to send, held until they are put.
+        let mut taken = Vec::new();
+        let size = take_queued(shared, source, p, msg, batch, ledger, &mut taken);
+        let (kind, bytes) = match taken.as_slice() {
+            [] => continue,
+            [one] => (Kind::Message, one.to_vec()),
+            many => {
+                let mut b = Vec::with_capacity(size);
+                for m in many {
+                    push_record(&mut b, m);
+                }
+                (Kind::Batch, b)
+            }
+        };
+        let count = taken.len() as u32;
+        let header = Header { kind, origin: shared.id, partition: p, count, seq };
+        seq += u64::from(count);
+        drop(taken);
         match publisher.put(bytes).attachment(header.encode().to_vec()).wait() {
-            Ok(()) => bump(&shared.counters.forwarded, 1),
+            Ok(()) => {
+                bump(&shared.counters.forwarded, u64::from(count));
+                if kind == Kind::Batch {
+                    bump(&shared.counters.batches_put, 1);
+                }
+            }
             Err(e) => {
                 shared.log(format_args!("out: put on {:?} failed (message lost): {e}", publisher.key_expr()))
             }
         }
     }
+}
+
+/// Adds `first`, then what is queued behind it in partition `p` (taken
+/// without waiting), to `into` until it holds `max` messages or 256 KiB;
+/// echoes are counted and dropped. Returns the bytes added, 4 more per
+/// message for a batch record's length.
+fn take_queued(
+    shared: &Shared,
+    source: &Source,
+    p: u32,
+    first: Message,
+    max: usize,
+    ledger: Option<&Ledger>,
+    into: &mut Vec<Message>,
+) -> usize {
+    let mut bytes = 0usize;
+    let mut next = Some(first);
+    while let Some(m) = next.take() {
+        if is_echo(source.topic(), &m, ledger) {
+            bump(&shared.counters.echoes, 1);
+        } else {
+            bytes += m.len() + 4;
+            into.push(m);
+        }
+        if into.len() < max && bytes < 256 << 10 {
+            next = source.try_receive(p).ok().flatten();
+        }
+    }
+    bytes
 }
 
 fn is_echo(topic: &Topic, msg: &Message, ledger: Option<&Ledger>) -> bool {
@@ -829,20 +882,7 @@ fn forward_acked(shared: &Shared, source: &Source, p: u32, route: &OutRoute, led
                 continue;
             }
         };
-        let mut bytes = 0usize;
-        let mut next = Some(first);
-        while let Some(m) = next.take() {
-            if is_echo(topic, &m, ledger) {
-                bump(&shared.counters.echoes, 1);
-            } else {
-                bytes += m.len() + 4;
-                pending.push(m);
-            }
-            if pending.len() >= route.max_batch || bytes >= 256 << 10 {
-                break;
-            }
-            next = source.try_receive(p).ok().flatten();
-        }
+        let bytes = take_queued(shared, source, p, first, route.max_batch, ledger, &mut pending);
         if pending.is_empty() {
             continue;
         }
@@ -932,7 +972,16 @@ enum Seen {
     Duplicate,
 }
 
-fn check_seq(seqs: &mut HashMap<(u64, u32), u64>, origin: u64, p: u32, seq: u64, gaps: &AtomicU64) -> Seen {
+/// Messages `seq .. seq + count` of `origin`'s partition `p`: a duplicate
+/// if the first came already, else new (a gap before them is counted).
+fn check_seq(
+    seqs: &mut HashMap<(u64, u32), u64>,
+    origin: u64,
+    p: u32,
+    seq: u64,
+    count: u32,
+    gaps: &AtomicU64,
+) -> Seen {
     let next = seqs.entry((origin, p)).or_insert(seq);
     if seq < *next {
         return Seen::Duplicate;
@@ -940,7 +989,7 @@ fn check_seq(seqs: &mut HashMap<(u64, u32), u64>, origin: u64, p: u32, seq: u64,
     if seq > *next {
         bump(gaps, seq - *next);
     }
-    *next = seq + 1;
+    *next = seq + u64::from(count);
     Seen::New
 }
 
@@ -996,29 +1045,40 @@ impl Importer {
 
     fn import_sample(&self, sample: &zenoh::sample::Sample, seqs: &mut HashMap<(u64, u32), u64>) {
         let header = sample.attachment().and_then(|a| Header::decode(&a.to_bytes()));
-        let partition = match header {
+        let bytes = sample.payload().to_bytes();
+        let h = match header {
             // A plain Zenoh publisher (not a bridge): partition 0.
-            None => 0,
-            Some(h) if h.kind != Kind::Message => {
-                bump(&self.shared.counters.malformed, 1);
+            None => {
+                self.publish(&bytes, self.key_for(0), None);
                 return;
             }
             Some(h) if h.origin == self.shared.id => {
-                bump(&self.shared.counters.echoes, 1);
+                bump(&self.shared.counters.echoes, u64::from(h.count));
                 return;
             }
-            Some(h) => {
-                if let Seen::Duplicate =
-                    check_seq(seqs, h.origin, h.partition, h.seq, &self.shared.counters.gaps)
-                {
-                    bump(&self.shared.counters.duplicates, 1);
+            Some(h) => h,
+        };
+        // A batch is checked whole before anything of it is published.
+        let records = match h.kind {
+            Kind::Message => vec![&bytes[..]],
+            Kind::Batch => match split_batch(&bytes, h.count) {
+                Some(r) => r,
+                None => {
+                    bump(&self.shared.counters.malformed, 1);
                     return;
                 }
-                h.partition
-            }
+            },
         };
-        let bytes = sample.payload().to_bytes();
-        self.publish(&bytes, self.key_for(partition), None);
+        if let Seen::Duplicate =
+            check_seq(seqs, h.origin, h.partition, h.seq, h.count, &self.shared.counters.gaps)
+        {
+            bump(&self.shared.counters.duplicates, u64::from(h.count));
+            return;
+        }
+        let key = self.key_for(h.partition);
+        for rec in records {
+            self.publish(rec, key, None);
+        }
     }
 
     fn import_batch(&self, query: &zenoh::query::Query, seqs: &mut HashMap<(u64, u32), u64>) {

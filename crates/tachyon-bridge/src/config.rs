@@ -119,6 +119,17 @@ pub struct OutRoute {
     /// (default 64, 1 to 4096).
     #[serde(default = "default_max_batch")]
     pub max_batch: usize,
+    /// At-most-once topics: up to this many messages of one partition that
+    /// are queued together go out as one Zenoh sample (default 1, 1 to
+    /// 4096). 1 publishes every message as a sample of its own, with the
+    /// message as its payload, which a plain Zenoh subscriber reads too.
+    /// Above 1, the far side must be a `tachyon-bridge`: it unpacks the
+    /// batch (a plain subscriber would get the batch's framing). The bridge
+    /// never waits to fill a batch: it takes what is queued when it sends,
+    /// so a lone message goes at once (as a sample of its own) and batches
+    /// form only under load, where they save Zenoh's per-sample cost.
+    #[serde(default = "default_batch")]
+    pub batch: usize,
     /// At-least-once topics: how long to wait for the far side's
     /// acknowledgement before sending the batch again (default 2000 ms).
     #[serde(default = "default_ack_timeout_ms")]
@@ -135,6 +146,10 @@ pub const DEFAULT_MAX_GROUPS: usize = 4;
 
 fn default_max_batch() -> usize {
     64
+}
+
+fn default_batch() -> usize {
+    1
 }
 
 fn default_ack_timeout_ms() -> u64 {
@@ -279,6 +294,9 @@ impl Config {
                     at("max_batch"),
                     format!("{} is not in 1 to 4096", r.max_batch),
                 ));
+            }
+            if !(1..=4096).contains(&r.batch) {
+                return Err(BridgeError::invalid(at("batch"), format!("{} is not in 1 to 4096", r.batch)));
             }
             if r.ack_timeout_ms == 0 {
                 return Err(BridgeError::invalid(at("ack_timeout_ms"), "must be above 0"));
@@ -490,6 +508,8 @@ mod tests {
         assert!(e.contains("zenoh.listen[0]"), "{e}");
         let e = err("[[out]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\nmax_batch = 0\n");
         assert!(e.contains("out[0].max_batch"), "{e}");
+        let e = err("[[out]]\nregion = \"md\"\ntopic = \"q\"\nkey = \"a\"\nbatch = 5000\n");
+        assert!(e.contains("out[0].batch"), "{e}");
         let e = err("[[out]]\nregion = \"\"\ntopic = \"q\"\nkey = \"a\"\n");
         assert!(e.contains("out[0].region"), "{e}");
     }

@@ -8,7 +8,8 @@
 //! offset size field
 //!      0    4 magic "TYBR"
 //!      4    1 version (1)
-//!      5    1 kind: 1 one message (a put), 2 a batch (a get, acknowledged)
+//!      5    1 kind: 1 one message (a put), 2 a batch (a get, acknowledged;
+//!             or a put, from an at-most-once route with `batch` above 1)
 //!      6    2 reserved (0)
 //!      8    8 origin: the sending bridge's run id (random per process)
 //!     16    4 partition of the message(s) in the source topic
@@ -32,8 +33,8 @@ const VERSION: u8 = 1;
 pub enum Kind {
     /// One message, published (at-most-once routes).
     Message,
-    /// A batch of messages, sent as a query and acknowledged (at-least-once
-    /// routes).
+    /// A batch of messages: sent as a query and acknowledged (at-least-once
+    /// routes), or published (at-most-once routes with `batch` above 1).
     Batch,
 }
 

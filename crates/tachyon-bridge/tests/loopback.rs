@@ -1,7 +1,8 @@
 //! The library in one process: two `Bridge`s over 127.0.0.1, one region
 //! each (in a private `TACHYON_SHM_DIR`), an at-most-once and an
-//! at-least-once topic and an RPC channel across. Quick; the two-host
-//! tests with real processes and namespaces are `tests/two_hosts.rs`.
+//! at-least-once topic and an RPC channel across; and an at-most-once
+//! route that batches (`batch`). Quick; the two-host tests with real
+//! processes and namespaces are `tests/two_hosts.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -42,11 +43,20 @@ fn check_order(got: &[(u64, u64)], n: u64, keys: u64) {
     }
 }
 
+/// Both scenarios in one test, one after the other: they share the
+/// process's `TACHYON_SHM_DIR`, set here and removed at the end.
 #[test]
 fn two_bridges_in_one_process() {
     let dir = std::path::PathBuf::from(format!("/dev/shm/tachyon-bridge-loopback-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::env::set_var("TACHYON_SHM_DIR", &dir);
+    topics_and_rpc_cross();
+    an_at_most_once_backlog_crosses_in_batches();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Topics of both deliveries and an RPC channel, across.
+fn topics_and_rpc_cross() {
     let tag = std::process::id();
     let (ra, rb) = (format!("lb-a-{tag}"), format!("lb-b-{tag}"));
     let (chan_a, chan_b) = (format!("lb-calc-a-{tag}"), format!("lb-calc-b-{tag}"));
@@ -171,5 +181,69 @@ fn two_bridges_in_one_process() {
     drop((amo, alo, far, region_a, region_b));
     Region::remove(&ra).unwrap();
     Region::remove(&rb).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An at-most-once route with `batch = 32` whose topic has a backlog when
+/// the bridge starts: the backlog crosses in batches (several messages a
+/// sample), every message once, in per-key order, and the far side
+/// counts no gap and no duplicate.
+fn an_at_most_once_backlog_crosses_in_batches() {
+    let tag = std::process::id();
+    let (ra, rb) = (format!("lbb-a-{tag}"), format!("lbb-b-{tag}"));
+    let port = free_port();
+    let region_a = Region::create(&ra, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+    let topic = region_a.create_topic("amo", TopicConfig::default().partitions(4)).unwrap();
+    let n = 1000u64;
+    for i in 0..n {
+        topic.send(format!("{} {i}", i % 7).as_bytes(), Key(i % 7), Some(Duration::from_secs(10))).unwrap();
+    }
+    // The far side first: the out route takes nothing until a subscriber
+    // matches, so the whole backlog is queued when it starts.
+    let b = Bridge::start(
+        &Config::from_toml(
+            &format!(
+                r#"
+                [zenoh]
+                listen = ["tcp/127.0.0.1:{port}"]
+                [[in]]
+                key = "lbb{tag}/amo"
+                region = "{rb}"
+                topic = "amo"
+                partitions = 4
+                "#
+            ),
+            "B",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let a = Bridge::start(
+        &Config::from_toml(
+            &format!(
+                r#"
+                [zenoh]
+                connect = ["tcp/127.0.0.1:{port}"]
+                [[out]]
+                region = "{ra}"
+                topic = "amo"
+                key = "lbb{tag}/amo"
+                default_group = true
+                batch = 32
+                "#
+            ),
+            "A",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let region_b = Region::open(&rb).unwrap();
+    let far = region_b.topic("amo").unwrap();
+    check_order(&receive_all(&far, n as usize), n, 7);
+    let (sa, sb) = (a.stop(), b.stop());
+    assert_eq!(sa.forwarded, n, "{sa}");
+    assert!(sa.batches_put >= 1 && sa.batches_put < n, "{sa}");
+    assert_eq!((sb.imported, sb.gaps, sb.duplicates, sb.malformed), (n, 0, 0, 0), "{sb}");
+    drop((topic, far, region_a, region_b));
+    Region::remove(&ra).unwrap();
+    Region::remove(&rb).unwrap();
 }
