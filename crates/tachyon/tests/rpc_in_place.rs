@@ -359,6 +359,19 @@ fn read_where_it_lies(role: &str, policy: WaitPolicy) {
             _ => {}
         }
     }
+    // A call back through the channel from `read` fails (in place, only
+    // this thread could read its answer), on every policy alike.
+    let nested = rpc
+        .request_with(b"echo:outer", LONG, |response| {
+            assert_eq!(response, b"outer");
+            rpc.request(b"echo:inner", LONG)
+        })
+        .unwrap();
+    match nested {
+        Err(Error::InvalidArgument { what }) => assert!(what.contains("would deadlock"), "{what}"),
+        other => panic!("a nested call is refused, got {other:?}"),
+    }
+    assert_eq!(rpc.request(b"echo:later", LONG).unwrap(), b"later", "and works once request_with returned");
     let mut ran = false;
     match rpc.request_with(b"fail:partial", LONG, |_| ran = true) {
         Err(Error::Remote(text)) => assert!(text.contains("failed after writing"), "{text}"),

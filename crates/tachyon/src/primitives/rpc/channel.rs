@@ -257,13 +257,15 @@ impl Inner {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
     }
 
-    /// Fails a call made from an inline handler of this very channel: only
-    /// the thread running that handler could read its response.
+    /// Fails a call made from an inline handler of this very channel, or
+    /// from a `request_with` reader of it: only the thread running it could
+    /// read the response.
     fn check_not_inline(&self) -> Result<()> {
         if self.in_inline_handler() {
             return Err(Error::invalid(
-                "a call from an inline handler back through its own channel would deadlock (only its \
-                 thread reads the answer); use handler threads for nested calls",
+                "a call back through its own channel from an inline handler, or from the reader of a \
+                 response read in place (request_with), would deadlock (only this thread reads the \
+                 answer); use handler threads for nested calls, or call once request_with returned",
             ));
         }
         Ok(())
@@ -308,7 +310,7 @@ impl Inner {
             (Some(Ok(v)), _) => Ok(v),
             (Some(Err(panic)), _) => resume_unwind(panic),
             (None, Ok(bytes)) => match read.take() {
-                Some(f) => Ok(f(&bytes)),
+                Some(f) => Ok(self.as_reader(|| f(&bytes))),
                 None => unreachable!("`read` runs only through `got`"),
             },
             (None, Err(e)) => Err(e),

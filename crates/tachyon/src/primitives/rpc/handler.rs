@@ -27,9 +27,11 @@ pub(super) type HandlerFn =
 pub(super) type MakeHandler = Box<dyn FnOnce(RpcClient) -> Arc<HandlerFn> + Send>;
 
 thread_local! {
-    /// The channel whose reader thread runs an inline handler on this
-    /// thread now (its address), so that a call back through that channel,
-    /// which only this thread could answer, fails instead of deadlocking.
+    /// The channel whose reader role this thread holds while it runs the
+    /// user's code now (its address): an inline handler, or the reader of
+    /// a response read in place (`request_with`). A call back through that
+    /// channel, which only this thread could answer, fails instead of
+    /// deadlocking.
     static INLINE_HANDLER_OF: Cell<usize> = const { Cell::new(0) };
     /// The channel whose handler runs on this thread now (its address),
     /// inline or on a handler thread: its `close` cannot wait for that
@@ -480,6 +482,23 @@ impl Inner {
     /// Whether an inline handler of this end runs on this thread now.
     pub(super) fn in_inline_handler(&self) -> bool {
         INLINE_HANDLER_OF.with(|c| c.get()) == self.key()
+    }
+
+    /// Runs `f` (a `request_with` reader) marked as holding this channel's
+    /// reader role, as an inline handler is: a call back through the
+    /// channel from it fails. Marked wherever the response lies, so that
+    /// such a call fails alike on every wait policy. The mark is undone
+    /// however `f` ends.
+    pub(super) fn as_reader<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let outer = self.0;
+                INLINE_HANDLER_OF.with(|c| c.set(outer));
+            }
+        }
+        let _restore = Restore(INLINE_HANDLER_OF.with(|c| c.replace(self.key())));
+        f()
     }
 
     /// [`handle`](Self::handle) on the reader thread itself.

@@ -463,7 +463,11 @@ impl RpcBuffer {
     /// returns. Keep it short; copy out what has to live longer. `read`
     /// runs at most once, and not at all if the call fails; a panic in it
     /// is resumed on this thread after the node is freed (the channel
-    /// stays usable). Errors as [`request`](Self::request).
+    /// stays usable). A call back through this channel from `read` (which
+    /// only this thread could answer) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), whatever
+    /// the wait policy; make it once `request_with` returned. Errors as
+    /// [`request`](Self::request).
     ///
     /// ```
     /// use std::time::Duration;

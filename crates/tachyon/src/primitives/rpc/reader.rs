@@ -393,7 +393,7 @@ impl Inner {
     /// more to copy. Not called if the request gave up meanwhile.
     fn deliver_in_place(&self, h: Header, payload: &[u8], read: InPlaceRead<'_>) -> Next {
         let Some(slot) = self.answered(&h) else { return Next::Nothing };
-        read(payload);
+        self.as_reader(|| read(payload));
         slot.complete(Ok(Vec::new()));
         Next::Woke
     }
