@@ -465,7 +465,7 @@ impl RpcBuffer {
     /// is resumed on this thread after the node is freed (the channel
     /// stays usable). A call back through this channel from `read` (which
     /// only this thread could answer) fails with
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), whatever
+    /// [`Error::InvalidArgument`], whatever
     /// the wait policy; make it once `request_with` returned. Errors as
     /// [`request`](Self::request).
     ///
