@@ -23,6 +23,31 @@
 //! identically aligned addresses, and their difference is the protocol's.
 //! (On the machine this was written on, page-aligned 1 MiB slots made the
 //! raw ring 30 % slower than slots 384 bytes further on.)
+//!
+//! # The multi-producer variants ([`Kind::Mpmc`], [`Kind::CellClaim`])
+//!
+//! The same ring run by Dmitry Vyukov's bounded MPMC protocol (the design
+//! of crossbeam's `ArrayQueue`): each slot has a sequence word, and a side
+//! claims a position by one compare-and-swap of its cursor, then hands the
+//! slot over with a plain release store of the slot's word. It is the
+//! floor of any ring that lets several processes write (or read) one
+//! queue: one atomic read-modify-write per message per side, and nothing
+//! else; no crash attribution (a side that dies holding a slot blocks the
+//! ring for ever). Slot `i`'s word is `i` when free for the writer of
+//! position `i`, `i + 1` when full, and becomes `i + nodes` when read. The
+//! words sit in their own page(s) before the slots, whose start keeps its
+//! offset within the page (see [`RawRing::data_off_for`]).
+//!
+//! [`Kind::CellClaim`] claims the slot's word instead of the cursor: a
+//! compare-and-swap sets [`CLAIMED`] in the word, then the cursor moves on
+//! (a compare-and-swap, as in tachyon's ring: whoever finds the slot taken
+//! helps it on), and the hand-over is the same plain release store. This
+//! is the shape of a ring whose every claimed slot can name its claimant
+//! (tachyon's puts the claimant's token where this puts one bit, which a
+//! recovering process reads): its floor, without the recovery itself. The
+//! difference from [`Kind::Mpmc`] is where the read-modify-write lands: on
+//! the line the other side polls, rather than on a line only this side
+//! writes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -33,9 +58,37 @@ const TAIL_OFF: usize = 128;
 /// The slots may not start before this.
 const MIN_DATA_OFF: usize = 256;
 
+/// Which protocol runs the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One writer, one reader, cached cursors: the floor.
+    Spsc,
+    /// Vyukov's bounded MPMC queue: a CAS of the cursor per claim, a store
+    /// per hand-over.
+    Mpmc,
+    /// The same, the claim a CAS of the slot's word (then the cursor's).
+    CellClaim,
+}
+
+impl Kind {
+    /// The protocol of a topics-group reference transport.
+    pub fn of(via: crate::topics::Via) -> Kind {
+        use crate::topics::Via;
+        match via {
+            Via::MpmcRing => Kind::Mpmc,
+            Via::CellClaimRing => Kind::CellClaim,
+            _ => Kind::Spsc,
+        }
+    }
+}
+
+/// The bit a [`Kind::CellClaim`] claim sets in a slot's word.
+const CLAIMED: u64 = 1 << 63;
+
 /// A raw ring of `nodes` slots of `size` bytes.
 pub struct RawRing {
     seg: Segment,
+    kind: Kind,
     nodes: u64,
     size: usize,
     stride: usize,
@@ -59,22 +112,68 @@ impl RawRing {
         Ok((stride, total.ok_or_else(|| format!("{nodes} slots of {size} bytes overflow"))?))
     }
 
+    /// Where a ring of `kind` with `nodes` slots puts them, for an SPSC
+    /// ring's `data_off`: the same place for [`Kind::Spsc`]; for the
+    /// others, as many whole pages further on as their sequence words need
+    /// (the slots keep their offset within the page).
+    pub fn data_off_for(kind: Kind, nodes: usize, data_off: usize) -> usize {
+        match kind {
+            Kind::Spsc => data_off,
+            Kind::Mpmc | Kind::CellClaim => data_off + (MIN_DATA_OFF + nodes * 8).div_ceil(4096) * 4096,
+        }
+    }
+
     /// Creates the ring's segment, its slots starting `data_off` bytes
     /// into it.
     pub fn create(name: &str, nodes: usize, size: usize, data_off: usize) -> Result<RawRing, String> {
+        Self::create_kind(Kind::Spsc, name, nodes, size, data_off)
+    }
+
+    /// [`create`](Self::create), run by the protocol `kind`; `data_off` as
+    /// for an SPSC ring (see [`data_off_for`](Self::data_off_for)).
+    pub fn create_kind(
+        kind: Kind,
+        name: &str,
+        nodes: usize,
+        size: usize,
+        data_off: usize,
+    ) -> Result<RawRing, String> {
+        let data_off = Self::data_off_for(kind, nodes, data_off);
         let (stride, total) = Self::layout(nodes, size, data_off)?;
         let seg = Segment::create(name, total).map_err(|e| format!("cannot create the raw ring: {e}"))?;
-        Ok(RawRing { seg, nodes: nodes as u64, size, stride, data_off })
+        let ring = RawRing { seg, kind, nodes: nodes as u64, size, stride, data_off };
+        for (i, word) in ring.seqs()?.iter().enumerate() {
+            word.store(i as u64, Ordering::Relaxed);
+        }
+        Ok(ring)
     }
 
     /// Opens the ring another process created with this geometry.
     pub fn open(name: &str, nodes: usize, size: usize, data_off: usize) -> Result<RawRing, String> {
+        Self::open_kind(Kind::Spsc, name, nodes, size, data_off)
+    }
+
+    /// [`open`](Self::open) a ring of protocol `kind`.
+    pub fn open_kind(
+        kind: Kind,
+        name: &str,
+        nodes: usize,
+        size: usize,
+        data_off: usize,
+    ) -> Result<RawRing, String> {
+        let data_off = Self::data_off_for(kind, nodes, data_off);
         let (stride, total) = Self::layout(nodes, size, data_off)?;
         let seg = Segment::open(name).map_err(|e| format!("cannot open the raw ring: {e}"))?;
         if seg.size() != total {
             return Err(format!("raw ring {name} has {} bytes, expected {total}", seg.size()));
         }
-        Ok(RawRing { seg, nodes: nodes as u64, size, stride, data_off })
+        Ok(RawRing { seg, kind, nodes: nodes as u64, size, stride, data_off })
+    }
+
+    /// The slots' sequence words (empty for an SPSC ring).
+    fn seqs(&self) -> Result<&[AtomicU64], String> {
+        let n = if self.kind == Kind::Spsc { 0 } else { self.nodes as usize };
+        self.seg.get_slice::<AtomicU64>(MIN_DATA_OFF, n).map_err(|e| format!("raw ring sequence words: {e}"))
     }
 
     /// `(head, tail)`.
@@ -148,6 +247,7 @@ pub struct Writer<'r> {
     ring: &'r RawRing,
     shared_head: &'r AtomicU64,
     shared_tail: &'r AtomicU64,
+    seqs: &'r [AtomicU64],
     next: u64,
     head: u64,
 }
@@ -156,7 +256,7 @@ impl<'r> Writer<'r> {
     /// The writer of `ring` (there must be only one).
     pub fn new(ring: &'r RawRing) -> Result<Self, String> {
         let (shared_head, shared_tail) = ring.cursors()?;
-        Ok(Writer { ring, shared_head, shared_tail, next: 0, head: 0 })
+        Ok(Writer { ring, shared_head, shared_tail, seqs: ring.seqs()?, next: 0, head: 0 })
     }
 
     /// Copies `src` into the next slot, stamped with its sequence number,
@@ -164,6 +264,9 @@ impl<'r> Writer<'r> {
     pub fn push(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         assert_eq!(src.len(), ring.size, "writer buffer of the wrong size");
+        if ring.kind != Kind::Spsc {
+            return self.push_mpmc(src, wait);
+        }
         let head = self.shared_head;
         if self.next - self.head >= ring.nodes {
             self.head = head.load(Ordering::Acquire);
@@ -193,6 +296,54 @@ impl<'r> Writer<'r> {
         self.shared_tail.store(self.next, Ordering::Release);
         Ok(())
     }
+
+    /// [`push`](Self::push) by the MPMC protocols.
+    fn push_mpmc(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
+        let ring = self.ring;
+        let tail = self.shared_tail;
+        let on_cell = ring.kind == Kind::CellClaim;
+        let (pos, word) = loop {
+            let pos = tail.load(Ordering::Relaxed);
+            let word = &self.seqs[(pos % ring.nodes) as usize];
+            let seq = word.load(Ordering::Acquire);
+            if seq == pos {
+                if on_cell {
+                    if word.compare_exchange(pos, pos | CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                    {
+                        let _ = tail.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
+                        break (pos, word);
+                    }
+                } else if tail
+                    .compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break (pos, word);
+                }
+            } else if seq & !CLAIMED < pos {
+                // The slot still holds the previous lap's item: full.
+                wait.spin_until("the ring stayed full (is the reader stuck?)", || {
+                    word.load(Ordering::Acquire) == pos || tail.load(Ordering::Relaxed) != pos
+                })?;
+            } else if on_cell {
+                // Claimed by another writer, or written: help the cursor on.
+                let _ = tail.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        };
+        let dst = ring.slot(pos);
+        let seq = pos.to_le_bytes();
+        // SAFETY: the CAS of `tail` (or, claiming on the cell, of the slot's
+        // word) from `pos` made position `pos` ours, and its slot's word
+        // said free for it (Acquire: the last lap's reader is done): nobody
+        // touches the slot until our Release store below.
+        // Bounds as in `push`; no reference to shared memory is made.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, ring.size);
+            std::ptr::copy_nonoverlapping(seq.as_ptr(), dst, 8);
+            std::ptr::copy_nonoverlapping(seq.as_ptr(), dst.add(ring.size - 8), 8);
+        }
+        word.store(pos + 1, Ordering::Release);
+        Ok(())
+    }
 }
 
 /// The reading end.
@@ -200,6 +351,7 @@ pub struct Reader<'r> {
     ring: &'r RawRing,
     shared_head: &'r AtomicU64,
     shared_tail: &'r AtomicU64,
+    seqs: &'r [AtomicU64],
     next: u64,
     tail: u64,
 }
@@ -208,7 +360,7 @@ impl<'r> Reader<'r> {
     /// The reader of `ring` (there must be only one).
     pub fn new(ring: &'r RawRing) -> Result<Self, String> {
         let (shared_head, shared_tail) = ring.cursors()?;
-        Ok(Reader { ring, shared_head, shared_tail, next: 0, tail: 0 })
+        Ok(Reader { ring, shared_head, shared_tail, seqs: ring.seqs()?, next: 0, tail: 0 })
     }
 
     /// Copies the next item into `dst` (of the ring's item size); the
@@ -216,6 +368,9 @@ impl<'r> Reader<'r> {
     pub fn pop(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         assert_eq!(dst.len(), ring.size, "reader buffer of the wrong size");
+        if ring.kind != Kind::Spsc {
+            return self.pop_mpmc(dst, wait);
+        }
         let tail = self.shared_tail;
         if self.tail == self.next {
             self.tail = tail.load(Ordering::Acquire);
@@ -236,6 +391,50 @@ impl<'r> Reader<'r> {
         unsafe { std::ptr::copy_nonoverlapping(ring.slot(self.next), dst.as_mut_ptr(), ring.size) };
         self.next += 1;
         self.shared_head.store(self.next, Ordering::Release);
+        Ok(())
+    }
+    /// [`pop`](Self::pop) by the MPMC protocols.
+    fn pop_mpmc(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
+        let ring = self.ring;
+        let head = self.shared_head;
+        let on_cell = ring.kind == Kind::CellClaim;
+        let (pos, word) = loop {
+            let pos = head.load(Ordering::Relaxed);
+            let word = &self.seqs[(pos % ring.nodes) as usize];
+            let seq = word.load(Ordering::Acquire);
+            if seq == pos + 1 {
+                if on_cell {
+                    let full = pos + 1;
+                    if word
+                        .compare_exchange(full, full | CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        let _ = head.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
+                        break (pos, word);
+                    }
+                } else if head
+                    .compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break (pos, word);
+                }
+            } else if seq & !CLAIMED <= pos {
+                // Free for its writer, or being written: empty.
+                wait.spin_until("no item arrived (is the writer stuck?)", || {
+                    word.load(Ordering::Acquire) == pos + 1 || head.load(Ordering::Relaxed) != pos
+                })?;
+            } else if on_cell {
+                // Claimed by another reader, or read: help the cursor on.
+                let _ = head.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        };
+        // SAFETY: the CAS of `head` (or of the slot's word) from `pos` made
+        // position `pos` ours, and its slot's word said full (Acquire: its
+        // writer is done): the next
+        // lap's writer waits for our Release store below. Bounds as in
+        // `pop`; no reference to shared memory is made.
+        unsafe { std::ptr::copy_nonoverlapping(ring.slot(pos), dst.as_mut_ptr(), ring.size) };
+        word.store(pos + ring.nodes, Ordering::Release);
         Ok(())
     }
 }

@@ -14,6 +14,14 @@ pub enum Via {
     /// Reference: the raw SPSC ring of memcpys, spinning (for latency: a
     /// spinning flag and a memcpy each way, the floor).
     RawRing,
+    /// Reference: the same ring run by Vyukov's bounded MPMC protocol (a
+    /// compare-and-swap per claim per side, no crash attribution): the
+    /// floor of any ring that several processes may write.
+    MpmcRing,
+    /// Reference: the MPMC ring claiming each slot by a compare-and-swap of
+    /// its word (then of the cursor), as a ring whose every claim names
+    /// its claimant must; no recovery. The floor of tachyon's ring.
+    CellClaimRing,
     /// Reference, latency only: one cache line bounced between the two
     /// processes, no payload.
     Flag,
@@ -45,6 +53,8 @@ impl Via {
     pub fn name(self) -> &'static str {
         match self {
             Via::RawRing => "raw-ring",
+            Via::MpmcRing => "mpmc-ring",
+            Via::CellClaimRing => "cell-claim-ring",
             Via::Flag => "flag",
             Via::Unix => "unix",
             Via::Pipe => "pipe",
@@ -63,6 +73,10 @@ impl Via {
     pub fn describe(self) -> &'static str {
         match self {
             Via::RawRing => "raw shared memory: spinning flag + memcpy each way (reference, floor)",
+            Via::MpmcRing => "raw MPMC ring (Vyukov): a CAS of the cursor per claim per side (reference)",
+            Via::CellClaimRing => {
+                "raw MPMC ring claiming the slot's word, as a claim that names its claimant (reference)"
+            }
             Via::Flag => "bare cache-line ping-pong, no payload (reference)",
             Via::Unix => "Unix socket, write/read (reference)",
             Via::Pipe => "pipe, write/read (reference)",
@@ -89,6 +103,8 @@ impl Via {
     pub fn short(self) -> &'static str {
         match self {
             Via::RawRing => "raw shm",
+            Via::MpmcRing => "raw MPMC ring",
+            Via::CellClaimRing => "cell-claim ring",
             Via::Flag => "cache line",
             Via::Unix => "unix socket",
             Via::Pipe => "pipe",

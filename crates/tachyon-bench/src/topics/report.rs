@@ -126,6 +126,71 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
         out.push('\n');
     }
     out.push_str(&bars(settings, &res));
+    out.push_str(&floors(settings, &res));
+    out
+}
+
+/// Where the spin throughput goes, step by step from the raw SPSC ring:
+/// each ratio divides one transport by the step before it, paired per
+/// repetition.
+fn floors(settings: &Settings, res: &Results<'_>) -> String {
+    let spin = Some(Policy::Spin);
+    // (transport, its wait policy), the step before it, what the step adds.
+    type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
+    let steps: [Step; 4] = [
+        ((Via::MpmcRing, None), (Via::RawRing, None), "a CAS of the cursor per claim per side"),
+        (
+            (Via::CellClaimRing, None),
+            (Via::MpmcRing, None),
+            "the claim on the slot's word (the line the other side polls)",
+        ),
+        (
+            (Via::Cb, spin),
+            (Via::CellClaimRing, None),
+            "CircularBuffer: tokens, commit and release by CAS, wake-up checks, repair",
+        ),
+        ((Via::Copy, spin), (Via::Cb, spin), "topic copy path: the chunk pool, chunk hand-offs, partitions"),
+    ];
+    let rate = |s: &Sample| Some(s.rate());
+    let mut rows = String::new();
+    for &size in &settings.throughput_sizes {
+        let at = |via: Via, policy: Option<Policy>| Case::new(Test::Throughput, via, policy, size);
+        for ((via, policy), (base, base_policy), what) in steps {
+            if let Some(r) = res.paired(at(via, policy), at(base, base_policy), rate) {
+                let _ = writeln!(
+                    rows,
+                    "| {} | {} ÷ {} | {what} | {:.2} | ({:.2} – {:.2}) |",
+                    stats::bytes(size as u64),
+                    via.short(),
+                    base.short(),
+                    r.median,
+                    r.min,
+                    r.max
+                );
+            }
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### Where the spin throughput goes, step by step
+"
+    );
+    let _ = writeln!(
+        out,
+        "Each step divides a transport's messages per second by the step before it (paired per \
+         repetition; the product of a size's steps is about the topic's ratio to the raw ring). The two \
+         MPMC rings are references written in the benchmark, without recovery: what a ring that \
+         several processes may write costs at least, and what it costs at least when every claim \
+         names its claimant.\n"
+    );
+    let _ = writeln!(out, "| size | step | what it adds | median ratio | (min – max) |");
+    let _ = writeln!(out, "| --- | --- | --- | ---: | --- |");
+    out.push_str(&rows);
+    out.push('\n');
     out
 }
 

@@ -3,7 +3,7 @@
 
 use crate::payload;
 use crate::peer::Fault;
-use crate::rawring::{self, Patience, RawRing};
+use crate::rawring::{self, Kind, Patience, RawRing};
 use crate::throughput;
 use crate::topics::case::Test;
 use crate::topics::protocol::PeerArgs;
@@ -17,10 +17,11 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
     let mut buf = payload::buffer(a.size);
     let name = a.required_name()?;
     let mut patience = Patience::new(stall, &mut check);
+    let kind = Kind::of(a.via);
     Ok(match a.test {
         Test::Latency => {
-            let from = RawRing::open(&format!("{name}-a"), 2, a.size, RAW_DATA_OFF)?;
-            let to = RawRing::open(&format!("{name}-b"), 2, a.size, RAW_DATA_OFF)?;
+            let from = RawRing::open_kind(kind, &format!("{name}-a"), 2, a.size, RAW_DATA_OFF)?;
+            let to = RawRing::open_kind(kind, &format!("{name}-b"), 2, a.size, RAW_DATA_OFF)?;
             let mut reader = rawring::Reader::new(&from)?;
             let mut writer = rawring::Writer::new(&to)?;
             println!("ready");
@@ -40,7 +41,7 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
             Duration::ZERO
         }
         Test::Throughput => {
-            let ring = RawRing::open(&name, a.capacity, a.size, RAW_DATA_OFF)?;
+            let ring = RawRing::open_kind(kind, &name, a.capacity, a.size, RAW_DATA_OFF)?;
             let mut reader = rawring::Reader::new(&ring)?;
             println!("ready");
             throughput::timed(total, a.warmup, |seq| {

@@ -4,7 +4,7 @@
 use crate::latency;
 use crate::payload;
 use crate::peer::{Peer, STARTUP};
-use crate::rawring::{self, Patience, RawRing};
+use crate::rawring::{self, Kind, Patience, RawRing};
 use crate::topics::case::{Case, Measured, Settings, Test};
 use crate::topics::protocol::{collect, peer_args, same};
 use crate::topics::shm::{unique_name, RAW_DATA_OFF};
@@ -13,14 +13,15 @@ pub(super) fn raw_run(case: Case, settings: &Settings, count: u64, warmup: u64) 
     let stall = settings.common.stall;
     let total = warmup + count;
     let size = case.size;
+    let kind = Kind::of(case.via);
     let name = unique_name();
     let mut args = peer_args(case, settings, count, warmup);
     args.extend(["--name".into(), name.clone()]);
     let mut buf = payload::buffer(size);
     match case.test {
         Test::Latency => {
-            let to = RawRing::create(&format!("{name}-a"), 2, size, RAW_DATA_OFF)?;
-            let from = RawRing::create(&format!("{name}-b"), 2, size, RAW_DATA_OFF)?;
+            let to = RawRing::create_kind(kind, &format!("{name}-a"), 2, size, RAW_DATA_OFF)?;
+            let from = RawRing::create_kind(kind, &format!("{name}-b"), 2, size, RAW_DATA_OFF)?;
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
             let mut got = payload::buffer(size);
@@ -40,7 +41,7 @@ pub(super) fn raw_run(case: Case, settings: &Settings, count: u64, warmup: u64) 
             Ok((r.0, Some(r.1)))
         }
         Test::Throughput => {
-            let ring = RawRing::create(&name, settings.capacity as usize, size, RAW_DATA_OFF)?;
+            let ring = RawRing::create_kind(kind, &name, settings.capacity as usize, size, RAW_DATA_OFF)?;
             let mut peer = Peer::spawn(&args)?;
             peer.expect("ready", STARTUP)?;
             {
