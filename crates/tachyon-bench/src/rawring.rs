@@ -24,7 +24,7 @@
 //! (On the machine this was written on, page-aligned 1 MiB slots made the
 //! raw ring 30 % slower than slots 384 bytes further on.)
 //!
-//! # The multi-producer variants ([`Kind::Mpmc`], [`Kind::CellClaim`])
+//! # The multi-producer variants ([`Kind::Mpmc`], [`Kind::CellClaim`], [`Kind::CellClaimCas`])
 //!
 //! The same ring run by Dmitry Vyukov's bounded MPMC protocol (the design
 //! of crossbeam's `ArrayQueue`): each slot has a sequence word, and a side
@@ -48,6 +48,11 @@
 //! difference from [`Kind::Mpmc`] is where the read-modify-write lands: on
 //! the line the other side polls, rather than on a line only this side
 //! writes.
+//!
+//! [`Kind::CellClaimCas`] hands the slot over by a compare-and-swap from
+//! the claimed word instead of a store, as tachyon's ring does: a claim
+//! that another process repaired (the word was scribbled on and fixed)
+//! then fails its hand-over rather than overwrite the repair.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -68,6 +73,8 @@ pub enum Kind {
     Mpmc,
     /// The same, the claim a CAS of the slot's word (then the cursor's).
     CellClaim,
+    /// [`Kind::CellClaim`], the hand-overs CASes from the claimed word.
+    CellClaimCas,
 }
 
 impl Kind {
@@ -77,6 +84,7 @@ impl Kind {
         match via {
             Via::MpmcRing => Kind::Mpmc,
             Via::CellClaimRing => Kind::CellClaim,
+            Via::CellClaimCasRing => Kind::CellClaimCas,
             _ => Kind::Spsc,
         }
     }
@@ -119,7 +127,9 @@ impl RawRing {
     pub fn data_off_for(kind: Kind, nodes: usize, data_off: usize) -> usize {
         match kind {
             Kind::Spsc => data_off,
-            Kind::Mpmc | Kind::CellClaim => data_off + (MIN_DATA_OFF + nodes * 8).div_ceil(4096) * 4096,
+            Kind::Mpmc | Kind::CellClaim | Kind::CellClaimCas => {
+                data_off + (MIN_DATA_OFF + nodes * 8).div_ceil(4096) * 4096
+            }
         }
     }
 
@@ -301,7 +311,7 @@ impl<'r> Writer<'r> {
     fn push_mpmc(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         let tail = self.shared_tail;
-        let on_cell = ring.kind == Kind::CellClaim;
+        let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas);
         let (pos, word) = loop {
             let pos = tail.load(Ordering::Relaxed);
             let word = &self.seqs[(pos % ring.nodes) as usize];
@@ -341,7 +351,12 @@ impl<'r> Writer<'r> {
             std::ptr::copy_nonoverlapping(seq.as_ptr(), dst, 8);
             std::ptr::copy_nonoverlapping(seq.as_ptr(), dst.add(ring.size - 8), 8);
         }
-        word.store(pos + 1, Ordering::Release);
+        if ring.kind == Kind::CellClaimCas {
+            // Ours unless repaired, which nothing here does.
+            let _ = word.compare_exchange(pos | CLAIMED, pos + 1, Ordering::Release, Ordering::Relaxed);
+        } else {
+            word.store(pos + 1, Ordering::Release);
+        }
         Ok(())
     }
 }
@@ -397,7 +412,7 @@ impl<'r> Reader<'r> {
     fn pop_mpmc(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         let head = self.shared_head;
-        let on_cell = ring.kind == Kind::CellClaim;
+        let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas);
         let (pos, word) = loop {
             let pos = head.load(Ordering::Relaxed);
             let word = &self.seqs[(pos % ring.nodes) as usize];
@@ -434,7 +449,12 @@ impl<'r> Reader<'r> {
         // lap's writer waits for our Release store below. Bounds as in
         // `pop`; no reference to shared memory is made.
         unsafe { std::ptr::copy_nonoverlapping(ring.slot(pos), dst.as_mut_ptr(), ring.size) };
-        word.store(pos + ring.nodes, Ordering::Release);
+        if ring.kind == Kind::CellClaimCas {
+            let claimed = (pos + 1) | CLAIMED;
+            let _ = word.compare_exchange(claimed, pos + ring.nodes, Ordering::Release, Ordering::Relaxed);
+        } else {
+            word.store(pos + ring.nodes, Ordering::Release);
+        }
         Ok(())
     }
 }

@@ -22,6 +22,9 @@ pub enum Via {
     /// its word (then of the cursor), as a ring whose every claim names
     /// its claimant must; no recovery. The floor of tachyon's ring.
     CellClaimRing,
+    /// Reference: the cell-claim ring handing each slot over by a
+    /// compare-and-swap from the claimed word, as tachyon's ring does.
+    CellClaimCasRing,
     /// Reference, latency only: one cache line bounced between the two
     /// processes, no payload.
     Flag,
@@ -55,6 +58,7 @@ impl Via {
             Via::RawRing => "raw-ring",
             Via::MpmcRing => "mpmc-ring",
             Via::CellClaimRing => "cell-claim-ring",
+            Via::CellClaimCasRing => "cell-claim-cas-ring",
             Via::Flag => "flag",
             Via::Unix => "unix",
             Via::Pipe => "pipe",
@@ -77,6 +81,7 @@ impl Via {
             Via::CellClaimRing => {
                 "raw MPMC ring claiming the slot's word, as a claim that names its claimant (reference)"
             }
+            Via::CellClaimCasRing => "the same, each hand-over a CAS from the claimed word (reference)",
             Via::Flag => "bare cache-line ping-pong, no payload (reference)",
             Via::Unix => "Unix socket, write/read (reference)",
             Via::Pipe => "pipe, write/read (reference)",
@@ -105,6 +110,7 @@ impl Via {
             Via::RawRing => "raw shm",
             Via::MpmcRing => "raw MPMC ring",
             Via::CellClaimRing => "cell-claim ring",
+            Via::CellClaimCasRing => "cell-claim ring, CAS hand-overs",
             Via::Flag => "cache line",
             Via::Unix => "unix socket",
             Via::Pipe => "pipe",

@@ -137,7 +137,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 4] = [
+    let steps: [Step; 5] = [
         ((Via::MpmcRing, None), (Via::RawRing, None), "a CAS of the cursor per claim per side"),
         (
             (Via::CellClaimRing, None),
@@ -145,9 +145,14 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             "the claim on the slot's word (the line the other side polls)",
         ),
         (
-            (Via::Cb, spin),
+            (Via::CellClaimCasRing, None),
             (Via::CellClaimRing, None),
-            "CircularBuffer: tokens, commit and release by CAS, wake-up checks, repair",
+            "hand-overs by CAS from the claimed word instead of stores",
+        ),
+        (
+            (Via::Cb, spin),
+            (Via::CellClaimCasRing, None),
+            "CircularBuffer: tokens, length words, wake-up checks, repair paths, its code",
         ),
         ((Via::Copy, spin), (Via::Cb, spin), "topic copy path: the chunk pool, chunk hand-offs, partitions"),
     ];
