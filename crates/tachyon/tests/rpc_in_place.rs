@@ -44,6 +44,16 @@ fn serve(
         match cmd {
             // The request, from its node into the response's.
             b"echo:" => out.extend_from_slice(rest),
+            // An echo that takes 120 µs (spinning, which keeps to its time
+            // better than a sleep): longer than a hybrid requester's
+            // shortest spin.
+            b"slow:" => {
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_micros(120) {
+                    std::hint::spin_loop();
+                }
+                out.extend_from_slice(rest);
+            }
             // Where the response went: `1` in the ring node, `0` a buffer.
             b"where:" => {
                 out.extend_from_slice(rest);
@@ -405,6 +415,33 @@ fn request_with_reads_a_delivered_response_from_its_buffer() {
 #[test]
 fn request_with_on_a_hybrid_channel_with_inline_handlers() {
     read_where_it_lies("opener-inline", WaitPolicy::Hybrid);
+}
+
+/// A hybrid requester spins for about twice its channel's recent wait for a
+/// response (at most 500 µs), not a fixed 50 µs: responses that take
+/// 120 µs are read in their ring node by the caller once the channel has
+/// measured a few (with a fixed 50 µs none would be: the caller would be
+/// asleep, and the reader thread would deliver each into a buffer).
+#[test]
+fn a_hybrid_caller_learns_to_wait_in_place_for_responses_that_take_longer_than_50_us() {
+    let (rpc, child, name, _flags) = channel_waiting("rpc-hybrid-adaptive", "opener", WaitPolicy::Hybrid);
+    let dir = tachyon::segment::name::dir();
+    let shm = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let (mut in_ring, mut calls) = (0, 0);
+    // Bounded by calls, not time: a loaded machine makes some responses
+    // late (they are then waited for asleep and delivered into a buffer).
+    while in_ring < 5 && calls < 400 {
+        calls += 1;
+        let (same, file) = rpc
+            .request_with(b"slow:patience", LONG, |response| {
+                (response == b"patience", mapped_file(response.as_ptr()))
+            })
+            .unwrap();
+        assert!(same, "call {calls}");
+        in_ring += usize::from(file.is_some_and(|f| std::path::Path::new(&f).starts_with(&shm)));
+    }
+    assert!(in_ring >= 5, "{in_ring} of {calls} 120 µs calls were read in place");
+    finish(rpc, child, &name);
 }
 
 /// A client SIGKILLed while its `request_with` holds the response's node

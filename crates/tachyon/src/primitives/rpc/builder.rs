@@ -430,6 +430,7 @@ impl RpcBuilder {
             session: RwLock::new(Arc::clone(&session)),
             reading: Mutex::new(Reading::new(session, self.max_message)),
             self_readers: AtomicU64::new(0),
+            response_wait: AtomicU64::new(0),
             aside: Mutex::new(Aside::default()),
             aside_cond: Condvar::new(),
             leading: AtomicU64::new(0),

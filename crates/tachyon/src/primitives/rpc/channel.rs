@@ -26,8 +26,35 @@ use std::time::{Duration, Instant};
 /// How long a requester of a hybrid channel reads for itself, spinning,
 /// before it leaves reading to the reader thread and sleeps until its
 /// response is delivered (on a spin channel it reads for itself until its
-/// deadline; on a futex channel it sleeps at once).
+/// deadline; on a futex channel it sleeps at once), unless the channel's
+/// recent responses took longer (see [`Inner::response_spin`]).
 const RESPONSE_SPIN: Duration = Duration::from_micros(50);
+
+/// The longest a hybrid requester spins for its response: twice the recent
+/// wait, while that is at most this. Waits longer than half of it are
+/// waited for asleep after [`RESPONSE_SPIN`]: next to them a sleep and
+/// wake-up (25 – 45 µs on a VM) is cheap, and spinning through them would
+/// burn the CPU hybrid waits are meant to give back.
+const RESPONSE_SPIN_MAX: Duration = Duration::from_micros(500);
+
+/// A hybrid requester's spin budget, given the recent wait (ns, 0: none
+/// measured): see [`Inner::response_spin`].
+fn spin_for(recent_ns: u64) -> Duration {
+    let twice = Duration::from_nanos(recent_ns).saturating_mul(2);
+    if twice <= RESPONSE_SPIN_MAX {
+        twice.max(RESPONSE_SPIN)
+    } else {
+        RESPONSE_SPIN
+    }
+}
+
+/// The moving average of waits (ns) after one more: see
+/// [`Inner::record_response_wait`]. Never 0 once measured.
+fn averaged(old_ns: u64, waited: Duration) -> u64 {
+    let sample = waited.min(RESPONSE_SPIN_MAX * 2).as_nanos() as u64;
+    let new = if old_ns == 0 { sample } else { old_ns - old_ns / 4 + sample / 4 };
+    new.max(1)
+}
 
 /// How long a send may wait for room in the ring: until an instant (`None`:
 /// for ever), or for a time counted from its first wait. The clock is read
@@ -109,6 +136,10 @@ pub(super) struct Inner {
     /// bits, wrapping): the reader thread stands aside while there are any,
     /// and while they keep coming (see `Inner::stand_aside`).
     pub(super) self_readers: AtomicU64,
+    /// How long hybrid requesters recently waited for their responses, in
+    /// nanoseconds from their first look at the clock (a moving average;
+    /// 0: not measured yet). See [`Inner::response_spin`].
+    pub(super) response_wait: AtomicU64,
     /// The readers standing aside (see [`Aside`]).
     pub(super) aside: Mutex<Aside>,
     pub(super) aside_cond: Condvar,
@@ -398,13 +429,19 @@ impl Inner {
             return Err(e);
         }
         Stats::add(&self.stats.c.requests_sent, 1);
-        if self.policy != WaitPolicy::Futex {
-            self.read_for_myself(slot, id, session, deadline, read);
-        }
+        let first_look = match self.policy {
+            WaitPolicy::Futex => None,
+            _ => self.read_for_myself(slot, id, session, deadline, read),
+        };
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
                 drop(s);
+                if let Some(t) = first_look {
+                    if r.is_ok() || matches!(r, Err(Error::Remote(_))) {
+                        self.record_response_wait(t.elapsed());
+                    }
+                }
                 if matches!(r, Err(Error::Interrupted)) {
                     self.unregister(id); // a late response is discarded
                 }
@@ -438,8 +475,10 @@ impl Inner {
     /// needs no hand-off from the reader thread (which stands aside
     /// meanwhile; whatever else it reads it hands on as the reader thread
     /// would). Until `slot` has its result, `deadline` passes or, on a
-    /// hybrid channel, [`RESPONSE_SPIN`]; then the caller sleeps on the
-    /// slot and the reader thread reads.
+    /// hybrid channel, [`Inner::response_spin`]; then the caller sleeps on
+    /// the slot and the reader thread reads. Returns when a hybrid
+    /// requester first looked at the clock, if it did (64 turns in): the
+    /// start of the wait it records.
     ///
     /// A turn looks whether `session`'s ring (the one the response comes
     /// in) has anything before it takes the role and tries a claim, which
@@ -457,13 +496,14 @@ impl Inner {
         session: &Session,
         deadline: Option<Instant>,
         mut read: Option<InPlaceRead<'_>>,
-    ) {
+    ) -> Option<Instant> {
         // The end of the hybrid budget is set at the first look at the
         // clock (64 turns in): a response that comes sooner costs none.
         let mut until = match self.policy {
             WaitPolicy::Spin => Some(deadline),
             _ => None,
         };
+        let mut first_look = None;
         self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
         let mut turns = 0u32;
         // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
@@ -474,7 +514,8 @@ impl Inner {
             if every_64th {
                 let now = Instant::now();
                 let end = until.get_or_insert_with(|| {
-                    let budget = now + RESPONSE_SPIN;
+                    first_look = Some(now);
+                    let budget = now + self.response_spin();
                     Some(deadline.map_or(budget, |d| d.min(budget)))
                 });
                 if end.is_some_and(|u| now >= u) {
@@ -495,6 +536,27 @@ impl Inner {
             std::hint::spin_loop();
         }
         self.stop_reading_for_myself();
+        first_look
+    }
+
+    /// How long a hybrid requester reads for itself before it sleeps:
+    /// twice the channel's recent wait for a response if that is at most
+    /// [`RESPONSE_SPIN_MAX`], else [`RESPONSE_SPIN`], and never less. So
+    /// calls whose responses take 60 µs or 200 µs (a large copy, a short
+    /// computation) are read in place by their caller, without the sleep,
+    /// the wake-up and the copy into a buffer that a fixed 50 µs would
+    /// cost them; calls that take milliseconds spin 50 µs and sleep.
+    fn response_spin(&self) -> Duration {
+        spin_for(self.response_wait.load(Ordering::Relaxed))
+    }
+
+    /// Adds one hybrid requester's wait for its response to the moving
+    /// average (weight 1/4; a wait counts as at most twice
+    /// [`RESPONSE_SPIN_MAX`], so that one slow call is forgotten within a
+    /// few). Threads that race here lose a sample, which is harmless.
+    fn record_response_wait(&self, waited: Duration) {
+        let old = self.response_wait.load(Ordering::Relaxed);
+        self.response_wait.store(averaged(old, waited), Ordering::Relaxed);
     }
 
     /// See [`RpcBuffer::request_async`](super::RpcBuffer::request_async).
@@ -676,5 +738,48 @@ impl Inner {
         }
         let _guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.closed_cond.notify_all();
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    #[test]
+    fn a_hybrid_requester_spins_twice_its_recent_wait_within_bounds() {
+        // Nothing measured yet, or quick responses: the floor.
+        assert_eq!(spin_for(0), RESPONSE_SPIN);
+        assert_eq!(spin_for(10 * US), RESPONSE_SPIN);
+        // Responses of 60 µs and 250 µs: twice that, read in place.
+        assert_eq!(spin_for(60 * US), Duration::from_micros(120));
+        assert_eq!(spin_for(250 * US), RESPONSE_SPIN_MAX);
+        // Longer: not worth spinning through, back to the floor.
+        assert_eq!(spin_for(251 * US), RESPONSE_SPIN);
+        assert_eq!(spin_for(u64::MAX), RESPONSE_SPIN);
+    }
+
+    #[test]
+    fn the_average_follows_its_waits_and_forgets_a_slow_one_within_a_few() {
+        let mut avg = averaged(0, Duration::from_micros(100));
+        assert_eq!(avg, 100 * US, "the first wait is the average");
+        for _ in 0..20 {
+            avg = averaged(avg, Duration::from_micros(100));
+        }
+        assert_eq!(spin_for(avg), Duration::from_micros(200));
+        // A call that waited seconds (a stalled peer) counts as 1 ms ...
+        avg = averaged(avg, Duration::from_secs(5));
+        assert_eq!(avg, 100 * US * 3 / 4 + 1_000 * US / 4);
+        assert_eq!(spin_for(avg), RESPONSE_SPIN, "so the next calls sleep after 50 µs");
+        // ... and is forgotten after a handful of ordinary calls.
+        let mut calls = 0;
+        while spin_for(avg) == RESPONSE_SPIN {
+            avg = averaged(avg, Duration::from_micros(100));
+            calls += 1;
+        }
+        assert!(calls <= 3, "{calls} calls");
+        // A zero wait keeps the average measured (never 0 again).
+        assert_eq!(averaged(0, Duration::ZERO), 1);
     }
 }
