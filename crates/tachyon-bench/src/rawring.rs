@@ -310,35 +310,8 @@ impl<'r> Writer<'r> {
     /// [`push`](Self::push) by the MPMC protocols.
     fn push_mpmc(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
-        let tail = self.shared_tail;
-        let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas);
-        let (pos, word) = loop {
-            let pos = tail.load(Ordering::Relaxed);
-            let word = &self.seqs[(pos % ring.nodes) as usize];
-            let seq = word.load(Ordering::Acquire);
-            if seq == pos {
-                if on_cell {
-                    if word.compare_exchange(pos, pos | CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_ok()
-                    {
-                        let _ = tail.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
-                        break (pos, word);
-                    }
-                } else if tail
-                    .compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    break (pos, word);
-                }
-            } else if seq & !CLAIMED < pos {
-                // The slot still holds the previous lap's item: full.
-                wait.spin_until("the ring stayed full (is the reader stuck?)", || {
-                    word.load(Ordering::Acquire) == pos || tail.load(Ordering::Relaxed) != pos
-                })?;
-            } else if on_cell {
-                // Claimed by another writer, or written: help the cursor on.
-                let _ = tail.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
-            }
-        };
+        let full = "the ring stayed full (is the reader stuck?)";
+        let (pos, word) = claim_slot(ring, self.seqs, self.shared_tail, 0, full, wait)?;
         let dst = ring.slot(pos);
         let seq = pos.to_le_bytes();
         // SAFETY: the CAS of `tail` (or, claiming on the cell, of the slot's
@@ -351,12 +324,7 @@ impl<'r> Writer<'r> {
             std::ptr::copy_nonoverlapping(seq.as_ptr(), dst, 8);
             std::ptr::copy_nonoverlapping(seq.as_ptr(), dst.add(ring.size - 8), 8);
         }
-        if ring.kind == Kind::CellClaimCas {
-            // Ours unless repaired, which nothing here does.
-            let _ = word.compare_exchange(pos | CLAIMED, pos + 1, Ordering::Release, Ordering::Relaxed);
-        } else {
-            word.store(pos + 1, Ordering::Release);
-        }
+        hand_over(ring, word, pos, pos + 1);
         Ok(())
     }
 }
@@ -408,53 +376,75 @@ impl<'r> Reader<'r> {
         self.shared_head.store(self.next, Ordering::Release);
         Ok(())
     }
+
     /// [`pop`](Self::pop) by the MPMC protocols.
     fn pop_mpmc(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
-        let head = self.shared_head;
-        let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas);
-        let (pos, word) = loop {
-            let pos = head.load(Ordering::Relaxed);
-            let word = &self.seqs[(pos % ring.nodes) as usize];
-            let seq = word.load(Ordering::Acquire);
-            if seq == pos + 1 {
-                if on_cell {
-                    let full = pos + 1;
-                    if word
-                        .compare_exchange(full, full | CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        let _ = head.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
-                        break (pos, word);
-                    }
-                } else if head
-                    .compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    break (pos, word);
-                }
-            } else if seq & !CLAIMED <= pos {
-                // Free for its writer, or being written: empty.
-                wait.spin_until("no item arrived (is the writer stuck?)", || {
-                    word.load(Ordering::Acquire) == pos + 1 || head.load(Ordering::Relaxed) != pos
-                })?;
-            } else if on_cell {
-                // Claimed by another reader, or read: help the cursor on.
-                let _ = head.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
-            }
-        };
+        let empty = "no item arrived (is the writer stuck?)";
+        let (pos, word) = claim_slot(ring, self.seqs, self.shared_head, 1, empty, wait)?;
         // SAFETY: the CAS of `head` (or of the slot's word) from `pos` made
         // position `pos` ours, and its slot's word said full (Acquire: its
         // writer is done): the next
         // lap's writer waits for our Release store below. Bounds as in
         // `pop`; no reference to shared memory is made.
         unsafe { std::ptr::copy_nonoverlapping(ring.slot(pos), dst.as_mut_ptr(), ring.size) };
-        if ring.kind == Kind::CellClaimCas {
-            let claimed = (pos + 1) | CLAIMED;
-            let _ = word.compare_exchange(claimed, pos + ring.nodes, Ordering::Release, Ordering::Relaxed);
-        } else {
-            word.store(pos + ring.nodes, Ordering::Release);
-        }
+        hand_over(ring, word, pos + 1, pos + ring.nodes);
         Ok(())
+    }
+}
+
+/// Claims the next position of `cursor` (the tail for a writer, `ready` 0;
+/// the head for a reader, `ready` 1) by the ring's MPMC protocol: the
+/// position `pos` whose slot word reads `pos + ready`. Returns `pos` and
+/// its slot's word; waits (`what` if it waits too long) while the slot is
+/// not ready.
+fn claim_slot<'r>(
+    ring: &RawRing,
+    seqs: &'r [AtomicU64],
+    cursor: &AtomicU64,
+    ready: u64,
+    what: &str,
+    wait: &mut Patience<'_>,
+) -> Result<(u64, &'r AtomicU64), String> {
+    let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas);
+    loop {
+        let pos = cursor.load(Ordering::Relaxed);
+        let word = &seqs[(pos % ring.nodes) as usize];
+        let want = pos + ready;
+        let seq = word.load(Ordering::Acquire);
+        if seq == want {
+            if on_cell {
+                // Acquire: the slot's last hand-over happens before our use.
+                if word.compare_exchange(want, want | CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    let _ = cursor.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
+                    return Ok((pos, word));
+                }
+            } else if cursor.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            {
+                return Ok((pos, word));
+            }
+        } else if seq & !CLAIMED < want {
+            // A writer's slot still holding the last lap's item (full), or
+            // a reader's not written yet (empty).
+            wait.spin_until(what, || {
+                word.load(Ordering::Acquire) == want || cursor.load(Ordering::Relaxed) != pos
+            })?;
+        } else if on_cell {
+            // Claimed by another claimant of this side, or done: the
+            // cursor is behind; help it on.
+            let _ = cursor.compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Hands a claimed slot over (Release: our bytes before the next side's
+/// use): its word from `ready` (claimed) to `next`, by a store, or for
+/// [`Kind::CellClaimCas`] by a CAS from the claimed word (which succeeds:
+/// nothing here repairs a claim).
+fn hand_over(ring: &RawRing, word: &AtomicU64, ready: u64, next: u64) {
+    if ring.kind == Kind::CellClaimCas {
+        let _ = word.compare_exchange(ready | CLAIMED, next, Ordering::Release, Ordering::Relaxed);
+    } else {
+        word.store(next, Ordering::Release);
     }
 }
