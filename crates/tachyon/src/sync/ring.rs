@@ -238,7 +238,32 @@ impl Ring<'_> {
 
     /// One attempt to claim the next free cell for writing. A damaged cell
     /// or cursor in the way is repaired on the spot (see "Damage").
+    ///
+    /// The common case, the cell at `tail` free for it, is inlined into the
+    /// caller; everything else is [`claim_write_looking`](Self::claim_write_looking),
+    /// which starts over.
+    #[inline]
     pub(crate) fn claim_write(&self, me: Token) -> Claim {
+        // SYNC: as in `claim_write_looking` (a hint; the Acquire CAS pairs with the Release
+        // CAS of `finish_read` or a repair that freed the cell).
+        let pos = self.cursors.tail.load(Ordering::Acquire);
+        let (idx, cell) = self.cell(pos);
+        let free = join(pos as u32, 0);
+        if cell.word.load(Ordering::Acquire) == free
+            && cell
+                .word
+                .compare_exchange(free, join(pos as u32, me.raw()), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.advance(&self.cursors.tail, pos);
+            return Claim::Got { pos, idx, len: 0 };
+        }
+        self.claim_write_looking(me)
+    }
+
+    /// [`claim_write`](Self::claim_write) beyond its common case.
+    #[inline(never)]
+    fn claim_write_looking(&self, me: Token) -> Claim {
         let mut budget = REPAIR_BUDGET;
         loop {
             // SYNC: a hint only (moved by `advance`); the hand-over is on the cell's word.
@@ -349,7 +374,40 @@ impl Ring<'_> {
     /// [`claim_read`](Self::claim_read) of a ring whose items are at most
     /// `limit` bytes: a length word above it is damage (the item is
     /// dropped and the cell freed, not refused as too long for ever).
+    ///
+    /// The common case, the cell at `head` committed with an item that
+    /// fits, is inlined into the caller; everything else is
+    /// [`claim_read_looking`](Self::claim_read_looking), which starts over.
+    #[inline]
     pub(crate) fn claim_read_within(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
+        // SYNC: as in `claim_read_looking` (a hint; the Acquire load and CAS pair with the
+        // Release CAS of `commit_write`: `len` is this lap's, and the item ours to read).
+        let pos = self.cursors.head.load(Ordering::Acquire);
+        let (idx, cell) = self.cell(pos);
+        let full = join(pos.wrapping_add(1) as u32, 0);
+        if cell.word.load(Ordering::Acquire) == full {
+            let len = cell.len.load(Ordering::Relaxed);
+            if len <= max_len
+                && cell
+                    .word
+                    .compare_exchange(
+                        full,
+                        join(pos.wrapping_add(1) as u32, me.raw()),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+            {
+                self.advance(&self.cursors.head, pos);
+                return Claim::Got { pos, idx, len };
+            }
+        }
+        self.claim_read_looking(me, max_len, limit, freed)
+    }
+
+    /// [`claim_read_within`](Self::claim_read_within) beyond its common case.
+    #[inline(never)]
+    fn claim_read_looking(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
         let mut budget = REPAIR_BUDGET;
         loop {
             // SYNC: a hint only (moved by `advance`); the hand-over is on the cell's word.
@@ -883,8 +941,13 @@ impl Ring<'_> {
     /// to 50 ms, whether the claimant in the way is dead, and repairs its
     /// cell if so (an item a dead reader held goes to `on_dead_read`).
     /// Returns `(position, cell index, length word)`.
+    ///
+    /// The first attempt is inlined into the caller: a claim that succeeds
+    /// at once (the common case of a busy ring) costs no call into the
+    /// waiting machinery, no clock read and no system call.
     #[cfg(not(tachyon_loom))]
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn claim_blocking(
         &self,
         live: &dyn Liveness,
@@ -895,10 +958,48 @@ impl Ring<'_> {
         timeout: Option<std::time::Duration>,
         on_dead_read: &dyn Fn(u64, Token),
     ) -> crate::Result<(u64, usize, u64)> {
+        let me = live.token();
+        let mut freed = false;
+        let first = if writer {
+            self.claim_write(me)
+        } else {
+            self.claim_read_within(me, max_len, limit, &mut freed)
+        };
+        let done = match first {
+            Claim::Got { pos, idx, len } => Ok((pos, idx, len)),
+            Claim::TooLong { len } => {
+                Err(crate::Error::BufferTooSmall { item: len as usize, buffer: max_len as usize })
+            }
+            Claim::Wait { .. } => {
+                return self.claim_waiting(live, waits, writer, max_len, limit, timeout, on_dead_read, freed);
+            }
+        };
+        if freed {
+            waits.not_full.notify_all();
+        }
+        done
+    }
+
+    /// [`claim_blocking`](Self::claim_blocking) after its first attempt
+    /// found nothing to claim (`freed`: that attempt freed cells).
+    #[cfg(not(tachyon_loom))]
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn claim_waiting(
+        &self,
+        live: &dyn Liveness,
+        waits: &Waits<'_>,
+        writer: bool,
+        max_len: u64,
+        limit: u64,
+        timeout: Option<std::time::Duration>,
+        on_dead_read: &dyn Fn(u64, Token),
+        freed: bool,
+    ) -> crate::Result<(u64, usize, u64)> {
         use crate::error::Error;
         use std::time::{Duration, Instant};
         let me = live.token();
-        let freed = std::cell::Cell::new(false);
+        let freed = std::cell::Cell::new(freed);
         let attempt = || {
             if writer {
                 self.claim_write(me)
@@ -919,13 +1020,6 @@ impl Ring<'_> {
                 Claim::Wait { .. } => None,
             }
         };
-        // The fast path: one attempt, no clock read, no system call.
-        if let Some(r) = done(attempt()) {
-            if freed.replace(false) {
-                waits.not_full.notify_all();
-            }
-            return r;
-        }
         // SYNC: pairs with the flag's store (`CircularBuffer::close`, `ReceiveStop::stop`); the
         // wait's own fences (`WaitCell`) order it against going to sleep.
         let closed = || {
