@@ -90,7 +90,8 @@ impl Kind {
     }
 }
 
-/// The bit a [`Kind::CellClaim`] claim sets in a slot's word.
+/// The bit a claim of the cell-claim rings ([`Kind::CellClaim`],
+/// [`Kind::CellClaimCas`]) sets in a slot's word.
 const CLAIMED: u64 = 1 << 63;
 
 /// A raw ring of `nodes` slots of `size` bytes.

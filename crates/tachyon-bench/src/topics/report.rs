@@ -179,18 +179,14 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
         return rows;
     }
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "### Where the spin throughput goes, step by step
-"
-    );
+    let _ = writeln!(out, "### Where the spin throughput goes, step by step\n");
     let _ = writeln!(
         out,
         "Each step divides a transport's messages per second by the step before it (paired per \
-         repetition; the product of a size's steps is about the topic's ratio to the raw ring). The two \
+         repetition; the product of a size's steps is about the topic's ratio to the raw ring). The three \
          MPMC rings are references written in the benchmark, without recovery: what a ring that \
-         several processes may write costs at least, and what it costs at least when every claim \
-         names its claimant.\n"
+         several processes may write costs at least, what it costs at least when every claim \
+         names its claimant, and with hand-overs that cannot overwrite a repair.\n"
     );
     let _ = writeln!(out, "| size | step | what it adds | median ratio | (min – max) |");
     let _ = writeln!(out, "| --- | --- | --- | ---: | --- |");
