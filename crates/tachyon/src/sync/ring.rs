@@ -217,6 +217,22 @@ pub(crate) enum Claim {
     TooLong { len: u64 },
 }
 
+impl Claim {
+    /// What a blocking claim returns for this attempt: `(position, cell
+    /// index, length word)`, or the item too long for a buffer of
+    /// `max_len` bytes; `None` to go on waiting.
+    #[cfg(not(tachyon_loom))]
+    fn outcome(self, max_len: u64) -> Option<crate::Result<(u64, usize, u64)>> {
+        match self {
+            Claim::Got { pos, idx, len } => Some(Ok((pos, idx, len))),
+            Claim::TooLong { len } => {
+                Some(Err(crate::Error::BufferTooSmall { item: len as usize, buffer: max_len as usize }))
+            }
+            Claim::Wait { .. } => None,
+        }
+    }
+}
+
 /// The ring protocol over a cursor pair and `n` cells.
 pub(crate) struct Ring<'a> {
     pub cursors: &'a Cursors,
@@ -965,14 +981,8 @@ impl Ring<'_> {
         } else {
             self.claim_read_within(me, max_len, limit, &mut freed)
         };
-        let done = match first {
-            Claim::Got { pos, idx, len } => Ok((pos, idx, len)),
-            Claim::TooLong { len } => {
-                Err(crate::Error::BufferTooSmall { item: len as usize, buffer: max_len as usize })
-            }
-            Claim::Wait { .. } => {
-                return self.claim_waiting(live, waits, writer, max_len, limit, timeout, on_dead_read, freed);
-            }
+        let Some(done) = first.outcome(max_len) else {
+            return self.claim_waiting(live, waits, writer, max_len, limit, timeout, on_dead_read, freed);
         };
         if freed {
             waits.not_full.notify_all();
@@ -1011,15 +1021,7 @@ impl Ring<'_> {
             }
         };
         let own = if writer { waits.not_full } else { waits.not_empty };
-        let done = |claim: Claim| -> Option<crate::Result<(u64, usize, u64)>> {
-            match claim {
-                Claim::Got { pos, idx, len } => Some(Ok((pos, idx, len))),
-                Claim::TooLong { len } => {
-                    Some(Err(Error::BufferTooSmall { item: len as usize, buffer: max_len as usize }))
-                }
-                Claim::Wait { .. } => None,
-            }
-        };
+        let done = |claim: Claim| claim.outcome(max_len);
         // SYNC: pairs with the flag's store (`CircularBuffer::close`, `ReceiveStop::stop`); the
         // wait's own fences (`WaitCell`) order it against going to sleep.
         let closed = || {
