@@ -53,6 +53,25 @@
 //! the claimed word instead of a store, as tachyon's ring does: a claim
 //! that another process repaired (the word was scribbled on and fixed)
 //! then fails its hand-over rather than overwrite the repair.
+//!
+//! # The chunk-pool variant ([`Kind::ChunkPool`])
+//!
+//! The floor of a zero-copy bus whose every chunk names its holder, as
+//! tachyon's topics do: [`Kind::CellClaimCas`]'s ring, its cells 16 bytes
+//! (the word and a descriptor, as a topic's), carrying the index of a
+//! payload chunk instead of the payload. A chunk's state word, on a cache
+//! line of its own, moves `FREE -> LOANED -> QUEUED -> HELD -> FREE` by
+//! four compare-and-swaps: the producer takes a free chunk, fills it,
+//! queues it and writes its index into a claimed cell; the consumer claims
+//! the cell, takes the chunk (`HELD`), hands the cell back, copies the
+//! payload out and frees the chunk. Free chunks travel back in batches of
+//! [`BATCH`] through a return ring (one cursor store per batch), the ideal
+//! of per-process magazines with a transfer cache: no shared free-list
+//! head is touched per message. What it leaves out is what a real bus
+//! adds on top: holders' tokens, recovery, wake-up checks, partitions,
+//! and a free list several processes can share. The pool has
+//! [`pool_chunks`] chunks, enough that the producer never waits for a
+//! batch while the consumer holds a partial one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -75,6 +94,9 @@ pub enum Kind {
     CellClaim,
     /// [`Kind::CellClaim`], the hand-overs CASes from the claimed word.
     CellClaimCas,
+    /// [`Kind::CellClaimCas`] carrying chunk indices, each chunk's state
+    /// word moved by four CASes per message, chunks returned in batches.
+    ChunkPool,
 }
 
 impl Kind {
@@ -85,14 +107,56 @@ impl Kind {
             Via::MpmcRing => Kind::Mpmc,
             Via::CellClaimRing => Kind::CellClaim,
             Via::CellClaimCasRing => Kind::CellClaimCas,
+            Via::ChunkPoolRing => Kind::ChunkPool,
             _ => Kind::Spsc,
         }
     }
 }
 
 /// The bit a claim of the cell-claim rings ([`Kind::CellClaim`],
-/// [`Kind::CellClaimCas`]) sets in a slot's word.
+/// [`Kind::CellClaimCas`], [`Kind::ChunkPool`]) sets in a slot's word.
 const CLAIMED: u64 = 1 << 63;
+
+/// Chunks a [`Kind::ChunkPool`] consumer frees before it returns them to
+/// the producer, in one cursor store.
+pub const BATCH: usize = 32;
+
+/// The chunks of a [`Kind::ChunkPool`] ring of `nodes` cells: the producer
+/// can find none to take only if the ring and the consumer's partial batch
+/// hold them all, which is more than `nodes + BATCH - 1`.
+pub fn pool_chunks(nodes: usize) -> usize {
+    nodes + 2 * BATCH + 2
+}
+
+// A chunk's states in a [`Kind::ChunkPool`] ring (a topic's, less the
+// holder's token).
+const FREE: u64 = 0;
+const LOANED: u64 = 1;
+const QUEUED: u64 = 2;
+const HELD: u64 = 3;
+
+/// Where a [`Kind::ChunkPool`] ring keeps its metadata, in bytes from the
+/// start of its segment: the cells (16 bytes: word, descriptor), the
+/// chunks' state words (64 bytes apart), the return ring's cursor (on a
+/// line pair of its own) and its slots. `end` is where they end.
+#[derive(Debug, Clone, Copy)]
+struct PoolLayout {
+    chunks: usize,
+    words: usize,
+    ret_tail: usize,
+    ret_slots: usize,
+    end: usize,
+}
+
+impl PoolLayout {
+    fn of(nodes: usize) -> PoolLayout {
+        let chunks = pool_chunks(nodes);
+        let words = (MIN_DATA_OFF + nodes * 16).div_ceil(64) * 64;
+        let ret_tail = (words + chunks * 64).div_ceil(128) * 128;
+        let ret_slots = ret_tail + 128;
+        PoolLayout { chunks, words, ret_tail, ret_slots, end: ret_slots + chunks * 8 }
+    }
+}
 
 /// A raw ring of `nodes` slots of `size` bytes.
 pub struct RawRing {
@@ -105,8 +169,9 @@ pub struct RawRing {
 }
 
 impl RawRing {
-    /// `(stride, segment size)`.
-    fn layout(nodes: usize, size: usize, data_off: usize) -> Result<(usize, usize), String> {
+    /// `(stride, segment size)` of a ring of `kind` whose slots (or
+    /// chunks) start at `data_off`.
+    fn layout(kind: Kind, nodes: usize, size: usize, data_off: usize) -> Result<(usize, usize), String> {
         if nodes == 0 || size < crate::payload::MIN_ITEM {
             return Err(format!(
                 "a raw ring needs nodes and items of at least {} bytes",
@@ -117,21 +182,23 @@ impl RawRing {
             return Err(format!("raw ring slots cannot start at {data_off}"));
         }
         let stride = size.div_ceil(64) * 64;
-        let total = nodes.checked_mul(stride).and_then(|b| b.checked_add(data_off));
+        let slots = if kind == Kind::ChunkPool { pool_chunks(nodes) } else { nodes };
+        let total = slots.checked_mul(stride).and_then(|b| b.checked_add(data_off));
         Ok((stride, total.ok_or_else(|| format!("{nodes} slots of {size} bytes overflow"))?))
     }
 
     /// Where a ring of `kind` with `nodes` slots puts them, for an SPSC
     /// ring's `data_off`: the same place for [`Kind::Spsc`]; for the
-    /// others, as many whole pages further on as their sequence words need
-    /// (the slots keep their offset within the page).
+    /// others, as many whole pages further on as their sequence words (and
+    /// a chunk pool's metadata) need: the slots, or chunks, keep their
+    /// offset within the page.
     pub fn data_off_for(kind: Kind, nodes: usize, data_off: usize) -> usize {
-        match kind {
-            Kind::Spsc => data_off,
-            Kind::Mpmc | Kind::CellClaim | Kind::CellClaimCas => {
-                data_off + (MIN_DATA_OFF + nodes * 8).div_ceil(4096) * 4096
-            }
-        }
+        let meta_end = match kind {
+            Kind::Spsc => return data_off,
+            Kind::Mpmc | Kind::CellClaim | Kind::CellClaimCas => MIN_DATA_OFF + nodes * 8,
+            Kind::ChunkPool => PoolLayout::of(nodes).end,
+        };
+        data_off + meta_end.div_ceil(4096) * 4096
     }
 
     /// Creates the ring's segment, its slots starting `data_off` bytes
@@ -150,11 +217,20 @@ impl RawRing {
         data_off: usize,
     ) -> Result<RawRing, String> {
         let data_off = Self::data_off_for(kind, nodes, data_off);
-        let (stride, total) = Self::layout(nodes, size, data_off)?;
+        let (stride, total) = Self::layout(kind, nodes, size, data_off)?;
         let seg = Segment::create(name, total).map_err(|e| format!("cannot create the raw ring: {e}"))?;
         let ring = RawRing { seg, kind, nodes: nodes as u64, size, stride, data_off };
-        for (i, word) in ring.seqs()?.iter().enumerate() {
+        let step = ring.cell_step();
+        for (i, word) in ring.seqs()?.iter().step_by(step).enumerate() {
             word.store(i as u64, Ordering::Relaxed);
+        }
+        if let Some(pool) = ring.pool()? {
+            // Every chunk FREE (the segment starts zeroed) and waiting in
+            // the return ring for the producer.
+            for (i, slot) in pool.ret_slots.iter().enumerate() {
+                slot.store(i as u64, Ordering::Relaxed);
+            }
+            pool.ret_tail.store(pool.ret_slots.len() as u64, Ordering::Release);
         }
         Ok(ring)
     }
@@ -173,7 +249,7 @@ impl RawRing {
         data_off: usize,
     ) -> Result<RawRing, String> {
         let data_off = Self::data_off_for(kind, nodes, data_off);
-        let (stride, total) = Self::layout(nodes, size, data_off)?;
+        let (stride, total) = Self::layout(kind, nodes, size, data_off)?;
         let seg = Segment::open(name).map_err(|e| format!("cannot open the raw ring: {e}"))?;
         if seg.size() != total {
             return Err(format!("raw ring {name} has {} bytes, expected {total}", seg.size()));
@@ -181,10 +257,47 @@ impl RawRing {
         Ok(RawRing { seg, kind, nodes: nodes as u64, size, stride, data_off })
     }
 
-    /// The slots' sequence words (empty for an SPSC ring).
+    /// The slots' sequence words (empty for an SPSC ring), one every
+    /// [`cell_step`](Self::cell_step) words.
     fn seqs(&self) -> Result<&[AtomicU64], String> {
-        let n = if self.kind == Kind::Spsc { 0 } else { self.nodes as usize };
+        let n = if self.kind == Kind::Spsc { 0 } else { self.nodes as usize * self.cell_step() };
         self.seg.get_slice::<AtomicU64>(MIN_DATA_OFF, n).map_err(|e| format!("raw ring sequence words: {e}"))
+    }
+
+    /// Words per cell: 2 for a chunk pool's (the word, then the
+    /// descriptor), else 1.
+    fn cell_step(&self) -> usize {
+        if self.kind == Kind::ChunkPool {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// A [`Kind::ChunkPool`] ring's pool (`None` for the others).
+    fn pool(&self) -> Result<Option<Pool<'_>>, String> {
+        if self.kind != Kind::ChunkPool {
+            return Ok(None);
+        }
+        let at = PoolLayout::of(self.nodes as usize);
+        let err = |e| format!("raw ring chunk pool: {e}");
+        Ok(Some(Pool {
+            words: self.seg.get_slice::<AtomicU64>(at.words, at.chunks * 8).map_err(err)?,
+            ret_tail: self.seg.get::<AtomicU64>(at.ret_tail).map_err(err)?,
+            ret_slots: self.seg.get_slice::<AtomicU64>(at.ret_slots, at.chunks).map_err(err)?,
+        }))
+    }
+
+    /// Chunk `idx` of a [`Kind::ChunkPool`] ring, if there is one.
+    fn chunk(&self, idx: u64) -> Result<*mut u8, String> {
+        if idx >= pool_chunks(self.nodes as usize) as u64 {
+            return Err(format!("a cell names chunk {idx}, which the pool does not have"));
+        }
+        // SAFETY: `idx < pool_chunks(nodes)`, and the segment holds
+        // `data_off + pool_chunks(nodes) * stride` bytes (checked at
+        // create/open), so the chunk's `size <= stride` bytes are inside
+        // the mapping.
+        Ok(unsafe { self.seg.as_ptr().add(self.data_off + idx as usize * self.stride) })
     }
 
     /// `(head, tail)`.
@@ -199,6 +312,29 @@ impl RawRing {
         // stride` bytes (checked at create/open), so the slot's `size <=
         // stride` bytes are inside the mapping.
         unsafe { self.seg.as_ptr().add(self.data_off + idx * self.stride) }
+    }
+}
+
+/// A [`Kind::ChunkPool`] ring's chunk state words (one in 8, each on a
+/// line of its own) and return ring.
+struct Pool<'r> {
+    words: &'r [AtomicU64],
+    ret_tail: &'r AtomicU64,
+    ret_slots: &'r [AtomicU64],
+}
+
+impl Pool<'_> {
+    fn word(&self, idx: u64) -> &AtomicU64 {
+        &self.words[idx as usize * 8]
+    }
+
+    /// Moves chunk `idx`'s state from `from` to `to` (`Acquire`: the last
+    /// holder's writes are seen; `Release`: ours are handed on).
+    fn hand(&self, idx: u64, from: u64, to: u64) -> Result<(), String> {
+        self.word(idx)
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed)
+            .map(drop)
+            .map_err(|now| format!("chunk {idx} is in state {now}, not {from}"))
     }
 }
 
@@ -261,13 +397,32 @@ pub struct Writer<'r> {
     seqs: &'r [AtomicU64],
     next: u64,
     head: u64,
+    /// A chunk pool's: its words and return ring, the chunks taken from
+    /// the return ring and how many of them are used, and how far the
+    /// return ring was taken.
+    pool: Option<Pool<'r>>,
+    cache: Vec<u64>,
+    used: usize,
+    returned: u64,
 }
 
 impl<'r> Writer<'r> {
     /// The writer of `ring` (there must be only one).
     pub fn new(ring: &'r RawRing) -> Result<Self, String> {
         let (shared_head, shared_tail) = ring.cursors()?;
-        Ok(Writer { ring, shared_head, shared_tail, seqs: ring.seqs()?, next: 0, head: 0 })
+        let (seqs, pool) = (ring.seqs()?, ring.pool()?);
+        Ok(Writer {
+            ring,
+            shared_head,
+            shared_tail,
+            seqs,
+            next: 0,
+            head: 0,
+            pool,
+            cache: vec![],
+            used: 0,
+            returned: 0,
+        })
     }
 
     /// Copies `src` into the next slot, stamped with its sequence number,
@@ -275,6 +430,9 @@ impl<'r> Writer<'r> {
     pub fn push(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         assert_eq!(src.len(), ring.size, "writer buffer of the wrong size");
+        if ring.kind == Kind::ChunkPool {
+            return self.push_chunk(src, wait);
+        }
         if ring.kind != Kind::Spsc {
             return self.push_mpmc(src, wait);
         }
@@ -291,18 +449,13 @@ impl<'r> Writer<'r> {
                 self.head = seen;
             }
         }
-        let dst = ring.slot(self.next);
-        let seq = self.next.to_le_bytes();
         // SAFETY: the slot of item `next` is the writer's until it stores
         // `tail = next + 1` below (see the invariant: `next - head < nodes`
         // was just checked); `src` is private memory of `size` bytes and the
-        // slot holds `size >= MIN_ITEM` bytes (checked in `layout`), so all three copies stay in
-        // bounds and do not overlap. No reference to shared memory is made.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, ring.size);
-            std::ptr::copy_nonoverlapping(seq.as_ptr(), dst, 8);
-            std::ptr::copy_nonoverlapping(seq.as_ptr(), dst.add(ring.size - 8), 8);
-        }
+        // slot holds `size >= MIN_ITEM` bytes (checked in `layout`), so the
+        // copies stay in bounds and do not overlap. No reference to shared
+        // memory is made.
+        unsafe { stamped_copy(src, ring.slot(self.next), self.next) };
         self.next += 1;
         self.shared_tail.store(self.next, Ordering::Release);
         Ok(())
@@ -313,20 +466,77 @@ impl<'r> Writer<'r> {
         let ring = self.ring;
         let full = "the ring stayed full (is the reader stuck?)";
         let (pos, word) = claim_slot(ring, self.seqs, self.shared_tail, 0, full, wait)?;
-        let dst = ring.slot(pos);
-        let seq = pos.to_le_bytes();
         // SAFETY: the CAS of `tail` (or, claiming on the cell, of the slot's
         // word) from `pos` made position `pos` ours, and its slot's word
         // said free for it (Acquire: the last lap's reader is done): nobody
         // touches the slot until our Release store below.
         // Bounds as in `push`; no reference to shared memory is made.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, ring.size);
-            std::ptr::copy_nonoverlapping(seq.as_ptr(), dst, 8);
-            std::ptr::copy_nonoverlapping(seq.as_ptr(), dst.add(ring.size - 8), 8);
-        }
+        unsafe { stamped_copy(src, ring.slot(pos), pos) };
         hand_over(ring, word, pos, pos + 1);
         Ok(())
+    }
+
+    /// [`push`](Self::push) through a chunk of the pool.
+    fn push_chunk(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
+        let ring = self.ring;
+        let idx = self.take_chunk(wait)?;
+        let pool = self.pool.as_ref().ok_or("no chunk pool")?;
+        pool.hand(idx, FREE, LOANED)?;
+        let dst = ring.chunk(idx)?;
+        // SAFETY: the chunk is LOANED by us (our CAS above): the consumer
+        // freed it (Release) before returning it, and nobody touches it
+        // until it is QUEUED and named by a cell. `src` is private memory
+        // of `size` bytes and the chunk holds `stride >= size` bytes;
+        // `next` counts this writer's messages (its only writer: a
+        // stream's position). No reference to shared memory is made.
+        unsafe { stamped_copy(src, dst, self.next) };
+        self.next += 1;
+        pool.hand(idx, LOANED, QUEUED)?;
+        let full = "the ring stayed full (is the reader stuck?)";
+        let (pos, word) = claim_slot(ring, self.seqs, self.shared_tail, 0, full, wait)?;
+        self.seqs[(pos % ring.nodes) as usize * 2 + 1].store(idx, Ordering::Relaxed);
+        hand_over(ring, word, pos, pos + 1);
+        Ok(())
+    }
+
+    /// The next free chunk: from the batch taken last, or, when that is
+    /// used up, from the batches the consumer returned since.
+    fn take_chunk(&mut self, wait: &mut Patience<'_>) -> Result<u64, String> {
+        if self.used == self.cache.len() {
+            let pool = self.pool.as_ref().ok_or("no chunk pool")?;
+            let (ret_tail, seen) = (pool.ret_tail, self.returned);
+            let mut tail = ret_tail.load(Ordering::Acquire);
+            if tail == seen {
+                wait.spin_until("no chunk came back (is the reader stuck?)", || {
+                    tail = ret_tail.load(Ordering::Acquire);
+                    tail != seen
+                })?;
+            }
+            let n = pool.ret_slots.len() as u64;
+            self.cache.clear();
+            self.cache.extend((seen..tail).map(|k| pool.ret_slots[(k % n) as usize].load(Ordering::Relaxed)));
+            (self.used, self.returned) = (0, tail);
+        }
+        self.used += 1;
+        Ok(self.cache[self.used - 1])
+    }
+}
+
+/// Copies `src` to `dst`, stamped with `seq` in its first and last 8
+/// bytes (see `payload::stamp`).
+///
+/// # Safety
+///
+/// `dst` is valid for writes of `src.len() >= 8` bytes, which nobody else
+/// touches meanwhile and which do not overlap `src`.
+unsafe fn stamped_copy(src: &[u8], dst: *mut u8, seq: u64) {
+    let (seq, n) = (seq.to_le_bytes(), src.len());
+    // SAFETY: the caller's promise; `n >= 8`, so both stamps lie within
+    // the `n` bytes, and `seq` is a local.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n);
+        std::ptr::copy_nonoverlapping(seq.as_ptr(), dst, 8);
+        std::ptr::copy_nonoverlapping(seq.as_ptr(), dst.add(n - 8), 8);
     }
 }
 
@@ -338,13 +548,22 @@ pub struct Reader<'r> {
     seqs: &'r [AtomicU64],
     next: u64,
     tail: u64,
+    /// A chunk pool's: its words and return ring, the chunks freed and
+    /// not yet returned, and how many were returned in all.
+    pool: Option<Pool<'r>>,
+    freed: Vec<u64>,
+    returned: u64,
 }
 
 impl<'r> Reader<'r> {
     /// The reader of `ring` (there must be only one).
     pub fn new(ring: &'r RawRing) -> Result<Self, String> {
         let (shared_head, shared_tail) = ring.cursors()?;
-        Ok(Reader { ring, shared_head, shared_tail, seqs: ring.seqs()?, next: 0, tail: 0 })
+        let (seqs, pool) = (ring.seqs()?, ring.pool()?);
+        // The creator put every chunk in the return ring.
+        let returned = pool.as_ref().map_or(0, |p| p.ret_slots.len() as u64);
+        let freed = Vec::with_capacity(BATCH);
+        Ok(Reader { ring, shared_head, shared_tail, seqs, next: 0, tail: 0, pool, freed, returned })
     }
 
     /// Copies the next item into `dst` (of the ring's item size); the
@@ -352,6 +571,9 @@ impl<'r> Reader<'r> {
     pub fn pop(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         assert_eq!(dst.len(), ring.size, "reader buffer of the wrong size");
+        if ring.kind == Kind::ChunkPool {
+            return self.pop_chunk(dst, wait);
+        }
         if ring.kind != Kind::Spsc {
             return self.pop_mpmc(dst, wait);
         }
@@ -392,6 +614,37 @@ impl<'r> Reader<'r> {
         hand_over(ring, word, pos + 1, pos + ring.nodes);
         Ok(())
     }
+
+    /// [`pop`](Self::pop) through a chunk of the pool.
+    fn pop_chunk(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
+        let ring = self.ring;
+        let pool = self.pool.as_ref().ok_or("no chunk pool")?;
+        let empty = "no item arrived (is the writer stuck?)";
+        let (pos, word) = claim_slot(ring, self.seqs, self.shared_head, 1, empty, wait)?;
+        let idx = self.seqs[(pos % ring.nodes) as usize * 2 + 1].load(Ordering::Relaxed);
+        let src = ring.chunk(idx)?;
+        pool.hand(idx, QUEUED, HELD)?;
+        hand_over(ring, word, pos + 1, pos + ring.nodes);
+        // SAFETY: the chunk is HELD by us (our CAS above, Acquire: its
+        // producer's bytes are seen); nobody writes it until we free it
+        // below. `dst` is private memory of `size` bytes, the chunk holds
+        // `size` bytes. No reference to shared memory is made.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), ring.size) };
+        pool.hand(idx, HELD, FREE)?;
+        self.freed.push(idx);
+        if self.freed.len() == BATCH {
+            let n = pool.ret_slots.len() as u64;
+            for (k, &idx) in self.freed.iter().enumerate() {
+                pool.ret_slots[((self.returned + k as u64) % n) as usize].store(idx, Ordering::Relaxed);
+            }
+            self.returned += BATCH as u64;
+            // Release: the slots above, and the chunks' FREE words, before
+            // the producer takes them.
+            pool.ret_tail.store(self.returned, Ordering::Release);
+            self.freed.clear();
+        }
+        Ok(())
+    }
 }
 
 /// Claims the next position of `cursor` (the tail for a writer, `ready` 0;
@@ -407,10 +660,11 @@ fn claim_slot<'r>(
     what: &str,
     wait: &mut Patience<'_>,
 ) -> Result<(u64, &'r AtomicU64), String> {
-    let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas);
+    let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas | Kind::ChunkPool);
+    let step = ring.cell_step();
     loop {
         let pos = cursor.load(Ordering::Relaxed);
-        let word = &seqs[(pos % ring.nodes) as usize];
+        let word = &seqs[(pos % ring.nodes) as usize * step];
         let want = pos + ready;
         let seq = word.load(Ordering::Acquire);
         if seq == want {
@@ -440,10 +694,10 @@ fn claim_slot<'r>(
 
 /// Hands a claimed slot over (Release: our bytes before the next side's
 /// use): its word from `ready` (claimed) to `next`, by a store, or for
-/// [`Kind::CellClaimCas`] by a CAS from the claimed word (which succeeds:
-/// nothing here repairs a claim).
+/// [`Kind::CellClaimCas`] and [`Kind::ChunkPool`] by a CAS from the
+/// claimed word (which succeeds: nothing here repairs a claim).
 fn hand_over(ring: &RawRing, word: &AtomicU64, ready: u64, next: u64) {
-    if ring.kind == Kind::CellClaimCas {
+    if matches!(ring.kind, Kind::CellClaimCas | Kind::ChunkPool) {
         let _ = word.compare_exchange(ready | CLAIMED, next, Ordering::Release, Ordering::Relaxed);
     } else {
         word.store(next, Ordering::Release);

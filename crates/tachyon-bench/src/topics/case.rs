@@ -25,6 +25,11 @@ pub enum Via {
     /// Reference: the cell-claim ring handing each slot over by a
     /// compare-and-swap from the claimed word, as tachyon's ring does.
     CellClaimCasRing,
+    /// Reference: the cell-claim ring with CAS hand-overs carrying the
+    /// index of a pool chunk that holds the payload, each chunk's state
+    /// word moved by four CASes per message, free chunks returned in
+    /// batches: the floor of a topic's ownership of chunks.
+    ChunkPoolRing,
     /// Reference, latency only: one cache line bounced between the two
     /// processes, no payload.
     Flag,
@@ -59,6 +64,7 @@ impl Via {
             Via::MpmcRing => "mpmc-ring",
             Via::CellClaimRing => "cell-claim-ring",
             Via::CellClaimCasRing => "cell-claim-cas-ring",
+            Via::ChunkPoolRing => "chunk-pool-ring",
             Via::Flag => "flag",
             Via::Unix => "unix",
             Via::Pipe => "pipe",
@@ -82,6 +88,10 @@ impl Via {
                 "raw MPMC ring claiming the slot's word, as a claim that names its claimant (reference)"
             }
             Via::CellClaimCasRing => "the same, each hand-over a CAS from the claimed word (reference)",
+            Via::ChunkPoolRing => {
+                "the same carrying pool chunks: 4 CASes of a chunk's state word per message, batched returns \
+                 (reference)"
+            }
             Via::Flag => "bare cache-line ping-pong, no payload (reference)",
             Via::Unix => "Unix socket, write/read (reference)",
             Via::Pipe => "pipe, write/read (reference)",
@@ -111,6 +121,7 @@ impl Via {
             Via::MpmcRing => "raw MPMC ring",
             Via::CellClaimRing => "cell-claim ring",
             Via::CellClaimCasRing => "cell-claim ring, CAS hand-overs",
+            Via::ChunkPoolRing => "chunk-pool ring",
             Via::Flag => "cache line",
             Via::Unix => "unix socket",
             Via::Pipe => "pipe",

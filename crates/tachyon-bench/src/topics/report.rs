@@ -137,7 +137,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 5] = [
+    let steps: [Step; 7] = [
         ((Via::MpmcRing, None), (Via::RawRing, None), "a CAS of the cursor per claim per side"),
         (
             (Via::CellClaimRing, None),
@@ -155,6 +155,16 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             "CircularBuffer: tokens, length words, wake-up checks, repair paths, its code",
         ),
         ((Via::Copy, spin), (Via::Cb, spin), "topic copy path: the chunk pool, chunk hand-offs, partitions"),
+        (
+            (Via::ChunkPoolRing, None),
+            (Via::CellClaimCasRing, None),
+            "payload in pool chunks: 4 CASes of a chunk's state word per message, batched returns",
+        ),
+        (
+            (Via::Copy, spin),
+            (Via::ChunkPoolRing, None),
+            "topic copy path over the floor of its chunk ownership: free lists, tokens, recovery, its code",
+        ),
     ];
     let rate = |s: &Sample| Some(s.rate());
     let mut rows = String::new();
@@ -183,10 +193,13 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let _ = writeln!(
         out,
         "Each step divides a transport's messages per second by the step before it (paired per \
-         repetition; the product of a size's steps is about the topic's ratio to the raw ring). The three \
-         MPMC rings are references written in the benchmark, without recovery: what a ring that \
-         several processes may write costs at least, what it costs at least when every claim \
-         names its claimant, and with hand-overs that cannot overwrite a repair.\n"
+         repetition). From the ring's floor two ways lead to the topic: through `CircularBuffer`, and \
+         through the chunk-pool ring; the product of either way's steps is about the topic's ratio to \
+         the raw ring. The three MPMC rings and the chunk-pool ring are references written in the \
+         benchmark, without recovery: what a ring that several processes may write costs at least, \
+         what it costs at least when every claim names its claimant, with hand-overs that cannot \
+         overwrite a repair, and with the payload in pool chunks whose state words name their \
+         holder, as a topic's do.\n"
     );
     let _ = writeln!(out, "| size | step | what it adds | median ratio | (min – max) |");
     let _ = writeln!(out, "| --- | --- | --- | ---: | --- |");

@@ -31,7 +31,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
     }
     let (elapsed, rtt) = match case.via {
         Via::Copy | Via::Loan => topic_run(case, settings, count, warmup)?,
-        Via::RawRing | Via::MpmcRing | Via::CellClaimRing | Via::CellClaimCasRing => {
+        Via::RawRing | Via::MpmcRing | Via::CellClaimRing | Via::CellClaimCasRing | Via::ChunkPoolRing => {
             raw_run(case, settings, count, warmup)?
         }
         Via::Flag => flag_run(case, settings, count, warmup)?,
