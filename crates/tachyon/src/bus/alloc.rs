@@ -6,7 +6,7 @@ use super::layout::{
     CLASS_SIZES, MAX_MESSAGE, OFF_CONTROL, OFF_FREED, OFF_FREE_LISTS, OFF_JOURNAL, TOO_LARGE,
 };
 use super::groups::{is_shared, FreeTo, Shares};
-use super::pool::{ChunkMeta, FreeList, Pool, FREE, HELD, LOANED};
+use super::pool::{ChunkMeta, FreeList, Pool, FREE, HELD, LOANED, MAX_CHAIN};
 use crate::platform::atomic::AtomicU64;
 use super::region::{Region, RegionCore, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
@@ -46,14 +46,24 @@ pub(crate) fn cache_capacity(chunks: usize) -> usize {
     }
 }
 
+/// How many chunks one pop takes from a class of `chunks`
+/// ([`Pool::pop_batch`]): half of what a process keeps of it, so that a
+/// loan that finds its cache empty refills half of it at the cost of one
+/// pop; 1 for a class that is not kept.
+pub(crate) fn pop_batch(chunks: usize) -> usize {
+    (cache_capacity(chunks) / 2).max(1)
+}
+
 /// Free chunks of one class that a region handle keeps for its next loans
 /// (a *magazine*, after J. Bonwick and J. Adams, "Magazines and Vmem",
 /// USENIX 2001): a process that both receives and sends (a ping-pong, a
-/// pipeline stage) reuses the chunk it just released, and a consumer gives
-/// the chunks it released back to the shared free list in bursts of half
-/// the cache, not one at a time, so that the list's head stays in one core's
-/// cache for a burst instead of crossing between producer and consumer at
-/// every message. Private to the process (its threads may share the
+/// pipeline stage) reuses the chunk it just released; a consumer gives the
+/// chunks it released back to the shared free list half a cache at a time,
+/// in one push of a chain, and a producer whose cache is empty takes as
+/// many in one pop (`FreeList`, "Chains"): the list's head is touched once
+/// per batch, not at every message (the transfer between magazines and the
+/// depot of that paper, and tcmalloc's transfer cache). Private to the
+/// process (its threads may share the
 /// handle); every chunk in it is LOANED by this process with the route
 /// [`CACHED`], so that recovery reclaims it like any loan if the process
 /// dies.
@@ -80,17 +90,23 @@ impl ChunkCache {
         self.kept().pop()
     }
 
-    /// Keeps `chunk`. If the cache was full, first moves its older half
-    /// into `spill` and returns how many it moved (the caller frees them).
-    fn put(&self, chunk: u32, spill: &mut [u32; CACHE_MAX]) -> usize {
+    /// Keeps `chunks`. Whenever the cache is full, first moves its older
+    /// half into `spill` (at most [`MAX_CHAIN`]); returns how many it
+    /// moved in all (the caller frees them).
+    fn put(&self, chunks: &[u32], spill: &mut [u32; MAX_CHAIN]) -> usize {
         let mut kept = self.kept();
         let mut spilled = 0;
-        if kept.len() >= self.capacity {
-            spilled = kept.len() / 2;
-            spill[..spilled].copy_from_slice(&kept[..spilled]);
-            kept.drain(..spilled);
+        for &chunk in chunks {
+            if kept.len() >= self.capacity {
+                let n = (kept.len() / 2).min(MAX_CHAIN - spilled);
+                spill[spilled..spilled + n].copy_from_slice(&kept[..n]);
+                kept.drain(..n);
+                spilled += n;
+            }
+            // Over capacity only if `spill` is full, which the callers'
+            // counts never make it (a pop's batch is half the capacity).
+            kept.push(chunk);
         }
-        kept.push(chunk);
         spilled
     }
 }
@@ -210,21 +226,30 @@ impl Region {
         let pool = self.pool()?;
         let me = self.core.seg.token();
         let try_pop = || -> Option<Result<(usize, u32)>> {
+            let mut got = [0; MAX_CHAIN];
             for (c, list) in lists.iter().enumerate().skip(want) {
                 let range = self.class_range(c);
-                let popped = match list.pop(&pool, &range, me) {
+                let popped = match list.pop_chain(&pool, &range, me, &mut got) {
                     // A damaged list: rebuilt from the chunks' words, then
                     // once more (a pop cut short by the damage left its
-                    // chunk as it was).
+                    // chunks as they were).
                     Err(()) => match self.core.rebuild_free_lists_of(Some(c)) {
-                        Ok(_) => list.pop(&pool, &range, me),
+                        Ok(_) => list.pop_chain(&pool, &range, me, &mut got),
                         Err(e) => return Some(Err(e)),
                     },
                     other => other,
                 };
                 match popped {
-                    Ok(Some(i)) => return Some(Ok((c, i))),
-                    Ok(None) => {}
+                    Ok(0) => {}
+                    Ok(n) => {
+                        // The first is the loan (a loan's route is 0; a
+                        // chunk recovery took back from a dead process's
+                        // cache still says CACHED); the rest of the batch
+                        // is kept for the next loans.
+                        pool.metas[got[0] as usize].route.store(0, Ordering::Relaxed);
+                        self.keep_popped(c, &got[1..n]);
+                        return Some(Ok((c, got[0])));
+                    }
                     Err(()) => return Some(Err(damaged_list(c))),
                 }
             }
@@ -289,15 +314,33 @@ impl Region {
             return false;
         }
         meta.route.store(CACHED, Ordering::Relaxed);
-        let mut spill = [0; CACHE_MAX];
-        let spilled = self.core.cache[class].put(chunk, &mut spill);
-        if spilled > 0 {
-            let pushed = spill[..spilled].iter().filter(|&&c| self.core.push_shared(class, c)).count();
-            if pushed > 0 {
-                self.freed().notify_all();
+        self.put_kept(class, &[chunk]);
+        true
+    }
+
+    /// Puts chunks a pop gave this process, beyond the one it loans, into
+    /// its cache (they are LOANED by it already).
+    fn keep_popped(&self, class: usize, chunks: &[u32]) {
+        if chunks.is_empty() {
+            return;
+        }
+        if let Ok(metas) = self.metas() {
+            for &c in chunks {
+                metas[c as usize].route.store(CACHED, Ordering::Relaxed);
             }
         }
-        true
+        self.put_kept(class, chunks);
+    }
+
+    /// Puts `chunks` (LOANED by this process, route [`CACHED`]) into the
+    /// cache of `class`, giving the older half of a full cache back to the
+    /// free list in one push first.
+    fn put_kept(&self, class: usize, chunks: &[u32]) {
+        let mut spill = [0; MAX_CHAIN];
+        let spilled = self.core.cache[class].put(chunks, &mut spill);
+        if spilled > 0 && self.core.push_shared_chain(class, &spill[..spilled]) {
+            self.freed().notify_all();
+        }
     }
 
     /// Returns a chunk the caller holds to its class's free list (what
@@ -473,7 +516,7 @@ impl RegionCore {
 
     fn pool(&self) -> Result<Pool<'_>> {
         let metas = self.seg.get_slice(self.layout.metas, self.layout.total_chunks)?;
-        Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)? })
+        Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)?, pop_batch })
     }
 
     fn freed(&self) -> &WaitCell {
@@ -491,18 +534,25 @@ impl RegionCore {
     /// Returns a chunk the caller holds to its class's free list, waking
     /// nobody; false if the list was damaged beyond a rebuild.
     fn push_shared(&self, class: usize, chunk: u32) -> bool {
+        self.push_shared_chain(class, &[chunk])
+    }
+
+    /// Returns chunks the caller holds (1 to `MAX_CHAIN`, all of `class`)
+    /// to their class's free list in one push, waking nobody; false if the
+    /// list was damaged beyond a rebuild.
+    fn push_shared_chain(&self, class: usize, chunks: &[u32]) -> bool {
         let (Ok(lists), Ok(pool)) = (self.free_lists(), self.pool()) else { return false };
-        {
+        for &chunk in chunks {
             pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
-            // The chunk stays attributed to the caller until the push's
-            // announcement, which turns it FREE in the same instant.
-            let range = self.layout.class_range(class);
-            let mut pushed = lists[class].push(&pool, &range, chunk).is_ok();
-            if !pushed && self.rebuild_free_lists_of(Some(class)).is_ok() {
-                // A damaged list, rebuilt (the chunk, still ours, is not on it).
-                pushed = lists[class].push(&pool, &range, chunk).is_ok();
-            }
-            pushed
         }
+        // The chunks stay attributed to the caller until the push's
+        // announcement, which turns them FREE in the same instant.
+        let range = self.layout.class_range(class);
+        let mut pushed = lists[class].push_chain(&pool, &range, chunks).is_ok();
+        if !pushed && self.rebuild_free_lists_of(Some(class)).is_ok() {
+            // A damaged list, rebuilt (the chunks, still ours, are not on it).
+            pushed = lists[class].push_chain(&pool, &range, chunks).is_ok();
+        }
+        pushed
     }
 }

@@ -113,16 +113,21 @@ pub(crate) struct TopicEntry {
     ring_off: AtomicU64,
     name_len: AtomicU32,
     delivery: AtomicU32,
+    /// Counted by publishers, with `undelivered` below.
     pub(crate) published: AtomicU64,
-    pub(crate) received: AtomicU64,
+    /// Messages published while no group was joined on a topic without its
+    /// default group: delivered to nobody (a statistic, outside the seals).
+    pub(crate) undelivered: AtomicU64,
     pub(crate) corrupt: AtomicU64,
     pub(crate) lost: AtomicU64,
     name: [AtomicU64; 8],
     seal: AtomicU64,
     copy2: Copy2,
-    /// Messages published while no group was joined on a topic without its
-    /// default group: delivered to nobody (a statistic, outside the seals).
-    pub(crate) undelivered: AtomicU64,
+    /// Counted by consumers, at every message: on the entry's last line,
+    /// which no publisher writes per message (on the line of `published`
+    /// the two counters made it cross between the producer's and the
+    /// consumer's cores at every message; layout 5).
+    pub(crate) received: AtomicU64,
     /// Messages dropped unread by overrunning publishers, all groups
     /// (`TopicConfig::overrun`; a statistic, outside the seals).
     pub(crate) missed: AtomicU64,
@@ -134,6 +139,7 @@ const _: () = assert!(std::mem::size_of::<TopicEntry>() == ENTRY_BYTES);
 pub(crate) const RING_OFF: usize = std::mem::offset_of!(TopicEntry, ring_off);
 const _: () = assert!(RING_OFF == 16);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, published) == 32);
+const _: () = assert!(std::mem::offset_of!(TopicEntry, received) / 64 != std::mem::offset_of!(TopicEntry, published) / 64);
 const _: () = assert!(std::mem::offset_of!(TopicEntry, name) == 64);
 /// Where an entry's `corrupt` counter is.
 pub(crate) const CORRUPT_OFF: usize = std::mem::offset_of!(TopicEntry, corrupt);

@@ -37,6 +37,10 @@
 //!                 (i, push, t+1)  ->  (i, none, t+2)
 //! ```
 //!
+//! An operation may move a *chain* of chunks at once, so that processes
+//! exchange free chunks with the list in batches (one announcement and
+//! one completion per batch, not per chunk: see "Chains" below).
+//!
 //! Whoever finds an announced head (a popper, a pusher, recovery, a process
 //! attaching) completes it before doing anything else, so the head's CAS
 //! is the one instant at which a chunk changes hands, and a process that
@@ -53,6 +57,28 @@
 //! past the completion fails its CAS: the word moved on, and it cannot come
 //! back to the same value before the 31-bit tag wraps (2^31 operations on
 //! one list while one helper stalls between two loads).
+//!
+//! # Chains
+//!
+//! A push announces a chain of `k` chunks (1 to [`MAX_CHAIN`]) that its
+//! pusher linked beforehand, the last one to the old top: the head's slot
+//! field, unused by a push, holds `k - 1`, and the completion turns all
+//! `k` words FREE. A pop takes the first `b` chunks of the list (fewer if
+//! the list is shorter), where `b = (pool.pop_batch)(class size)`: a
+//! function of the class's size, the same in every process, so that every
+//! helper completes the same chain; the completion turns all `b` words
+//! LOANED by the popper and moves the head past the `b`-th. A helper walks
+//! the chain's links and reads its words *before* it re-checks the head:
+//! if the head is still the announcement, every link and word it read was
+//! read while the announcement stood (head values never repeat), when
+//! nobody but a completer writes them; then each word is CASed from what
+//! was read to the outcome, as for one chunk. A chain that reaches a chunk
+//! out of the class, a popped chunk that is not FREE or a pushed one its
+//! pusher does not hold is damage. A chain damaged into a loop is walked
+//! as it is (its second visit of a chunk fails its CAS); the popper takes
+//! each chunk once ([`FreeList::claim_chain`]), and the loop's chunks,
+//! LOANED now, are found by the next pop (a top that is not FREE) or by
+//! the audit ([`FreeList::intact`]).
 //!
 //! Every index read from shared memory is checked against the class's
 //! range; a bad one is reported (`Err(())`) as a damaged segment.
@@ -263,12 +289,32 @@ pub(crate) struct FreeList {
     _reserved: AtomicU64,
 }
 
+/// The most chunks one operation moves: a push's chain, a pop's batch.
+pub(crate) const MAX_CHAIN: usize = 32;
+
 /// What the free-list operations work on.
 pub(crate) struct Pool<'a> {
     /// Every chunk of the region.
     pub metas: &'a [ChunkMeta],
     /// The token of each attach slot's process (see the module docs).
     pub journal: &'a [AtomicU32],
+    /// How many chunks one pop takes from a class of `n` chunks (see
+    /// "Chains"): code, not shared data, so that every process attached
+    /// computes the same from the class's size.
+    pub pop_batch: fn(usize) -> usize,
+}
+
+impl Pool<'_> {
+    fn batch(&self, range: &Range<u32>) -> usize {
+        (self.pop_batch)(range.len()).clamp(1, MAX_CHAIN)
+    }
+}
+
+/// [`Pool::pop_batch`] of a pool whose pops take one chunk each (the
+/// tests' and models' pools).
+#[cfg(test)]
+pub(crate) fn one_at_a_time(_: usize) -> usize {
+    1
 }
 
 impl FreeList {
@@ -279,50 +325,119 @@ impl FreeList {
 
     /// Pops a chunk of the class whose chunks are `range` (global indices)
     /// for `me`: on return its word says LOANED by `me`. `Err(())` if the
-    /// list or a chunk word is damaged.
+    /// list or a chunk word is damaged. For a pool whose pops take one
+    /// chunk at a time ([`one_at_a_time`]); see [`pop_chain`](Self::pop_chain).
+    #[cfg(test)]
     pub(crate) fn pop(&self, pool: &Pool<'_>, range: &Range<u32>, me: Token) -> Result<Option<u32>, ()> {
+        let mut got = [0; MAX_CHAIN];
+        let n = self.pop_chain(pool, range, me, &mut got)?;
+        debug_assert!(n <= 1, "a pop of one chunk from a pool that pops {n}");
+        Ok((n > 0).then_some(got[0]))
+    }
+
+    /// Pops the first chunks of the list (as many as the pool's batch, or
+    /// fewer if the list is shorter) for `me`, into `got`: on return their
+    /// words say LOANED by `me`. Returns how many (0: the list is empty).
+    /// `Err(())` if the list or a chunk word is damaged.
+    pub(crate) fn pop_chain(
+        &self,
+        pool: &Pool<'_>,
+        range: &Range<u32>,
+        me: Token,
+        got: &mut [u32; MAX_CHAIN],
+    ) -> Result<usize, ()> {
         loop {
-            // SYNC: pairs with the AcqRel head CASes: a push's link (`next`) and the word CAS
-            // of every completed operation are seen (here and in `push`).
+            // SYNC: pairs with the AcqRel head CASes: a push's links (`next`) and the word CASes
+            // of every completed operation are seen (here and in `push_chain`).
             let h = Head(self.head.load(Ordering::Acquire));
             if h.kind() != NONE {
                 self.complete(pool, range, h)?;
                 continue;
             }
             if h.top() == 0 {
-                return Ok(None);
+                return Ok(0);
             }
-            let idx = check(range, pool, h.top() - 1)?;
+            let first = check(range, pool, h.top() - 1)?;
             let announced = Head::new(h.top(), POP, me.slot(), h.next_tag());
             if self.head.compare_exchange_weak(h.0, announced.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
             {
-                // From here the chunk is ours whatever happens to us.
+                // From here the chain is ours whatever happens to us.
                 crate::platform::fault::point("pool-pop-announced");
                 self.complete(pool, range, announced)?;
-                let w = pool.metas[idx as usize].word();
-                if w.state() != LOANED || w.holder() != me.raw() {
-                    return Err(());
-                }
-                return Ok(Some(idx));
+                let mine = Word::new(announced.tag(), LOANED, me.raw());
+                return match self.claim_chain(pool, range, first, mine, got) {
+                    0 => Err(()),
+                    n => Ok(n),
+                };
             }
             crate::platform::atomic::spin_hint();
+        }
+    }
+
+    /// The chunks a completed pop gave its popper, from `first` on: as
+    /// `complete` walked them, as long as their words say `mine` (the
+    /// pop's outcome). Their links do not change meanwhile: nobody but
+    /// their holder writes them. 0 only if `first` is not the popper's:
+    /// damage.
+    fn claim_chain(
+        &self,
+        pool: &Pool<'_>,
+        range: &Range<u32>,
+        first: u32,
+        mine: Word,
+        got: &mut [u32; MAX_CHAIN],
+    ) -> usize {
+        let (batch, mut n, mut at) = (pool.batch(range), 0, first);
+        loop {
+            let meta = &pool.metas[at as usize];
+            if meta.word() != mine {
+                return n;
+            }
+            got[n] = at;
+            n += 1;
+            // SYNC: the link was published by the push's announcing CAS, seen
+            // through the pop's Acquire loads of the head.
+            let next = meta.next.load(Ordering::Acquire);
+            if n == batch || next == 0 {
+                return n;
+            }
+            match check(range, pool, next - 1) {
+                Ok(i) if !got[..n].contains(&i) => at = i,
+                _ => return n,
+            }
         }
     }
 
     /// Pushes chunk `idx` (a global index in `range`, held by the caller):
     /// on return its word says FREE.
     pub(crate) fn push(&self, pool: &Pool<'_>, range: &Range<u32>, idx: u32) -> Result<(), ()> {
-        let meta = &pool.metas[check(range, pool, idx)? as usize];
+        self.push_chain(pool, range, &[idx])
+    }
+
+    /// Pushes `chunks` (1 to [`MAX_CHAIN`] distinct global indices in
+    /// `range`, all held by the caller) in one operation: on return their
+    /// words say FREE, and the list has them on top, in this order.
+    pub(crate) fn push_chain(&self, pool: &Pool<'_>, range: &Range<u32>, chunks: &[u32]) -> Result<(), ()> {
+        let (Some(&first), Some(&last)) = (chunks.first(), chunks.last()) else { return Ok(()) };
+        if chunks.len() > MAX_CHAIN {
+            return Err(());
+        }
+        for pair in chunks.windows(2) {
+            check(range, pool, pair[1])?;
+            // SYNC: published by the Release of the announcing CAS below;
+            // `complete` reads the links after an Acquire of the head.
+            pool.metas[check(range, pool, pair[0])? as usize].next.store(pair[1] + 1, Ordering::Relaxed);
+        }
+        let last = &pool.metas[check(range, pool, last)? as usize];
         loop {
             let h = Head(self.head.load(Ordering::Acquire));
             if h.kind() != NONE {
                 self.complete(pool, range, h)?;
                 continue;
             }
-            // SYNC: published by the Release of the announcing CAS below; `complete` reads
-            // it after an Acquire of the head.
-            meta.next.store(h.top(), Ordering::Relaxed);
-            let announced = Head::new(idx + 1, PUSH, 0, h.next_tag());
+            // SYNC: as the links above.
+            last.next.store(h.top(), Ordering::Relaxed);
+            let announced = Head::new(first + 1, PUSH, chunks.len() - 1, h.next_tag());
             if self.head.compare_exchange_weak(h.0, announced.0, Ordering::AcqRel, Ordering::Acquire).is_ok()
             {
                 crate::platform::fault::point("pool-push-announced");
@@ -345,46 +460,73 @@ impl FreeList {
         self.complete(pool, range, h)
     }
 
-    /// Completes announcement `h`: sets the chunk's word to the outcome and
-    /// takes the announcement off the head. Idempotent, and harmless if `h`
-    /// was completed already (see the module docs).
+    /// Completes announcement `h`: sets its chunks' words to the outcome
+    /// and takes the announcement off the head. Idempotent, and harmless
+    /// if `h` was completed already (see the module docs, "Chains").
     fn complete(&self, pool: &Pool<'_>, range: &Range<u32>, h: Head) -> Result<(), ()> {
         if h.top() == 0 {
             return Err(());
         }
-        let idx = check(range, pool, h.top() - 1)?;
-        let meta = &pool.metas[idx as usize];
-        // SYNC: Acquire: a word written by a later operation's completer carries the later head
-        // it saw (head values never repeat), so the re-check below cannot still read `h`.
-        let w = meta.word();
-        if self.head.load(Ordering::Acquire) != h.0 {
-            return Ok(()); // completed by someone else
-        }
-        let (outcome, top) = match h.kind() {
+        let (len, outcome) = match h.kind() {
             POP => {
                 // SYNC: pairs with the Release store of the journal in `Region::new`
                 // (region.rs); the pop's announcing CAS orders it too.
                 let holder = pool.journal.get(h.slot()).ok_or(())?.load(Ordering::Acquire);
-                let outcome = Word::new(h.tag(), LOANED, holder);
-                if w.state() != FREE && w != outcome {
-                    // While the pop stands its chunk is FREE or already
-                    // the outcome: a damaged link led to a chunk in use,
-                    // which must not be handed out twice.
-                    return Err(());
-                }
-                // SYNC: the link was published by the push's announcing
-                // CAS, seen through the Acquire load of `h`.
-                (outcome, meta.next.load(Ordering::Acquire))
+                (pool.batch(range), Word::new(h.tag(), LOANED, holder))
             }
-            PUSH => (Word::new(h.tag(), FREE, 0), h.top()),
+            // No pusher announces more than `MAX_CHAIN`.
+            PUSH if h.slot() < MAX_CHAIN => (h.slot() + 1, Word::new(h.tag(), FREE, 0)),
             _ => return Err(()),
         };
-        if w != outcome {
-            // Fails only if another helper of `h` got there first.
-            meta.cas(w, outcome);
+        let mut chain = [(0u32, Word(0)); MAX_CHAIN];
+        let (mut n, mut at, mut after) = (0, h.top() - 1, 0);
+        // Walk the chain, reading each word and link, then re-check the
+        // head: if it still is `h`, all of it was read while `h` stood.
+        let walked = loop {
+            let Ok(i) = check(range, pool, at) else { break false };
+            let meta = &pool.metas[i as usize];
+            // SYNC: Acquire: a word written by a later operation's completer carries the later
+            // head it saw (head values never repeat), so the re-check below cannot still read `h`.
+            chain[n] = (i, meta.word());
+            n += 1;
+            // SYNC: a link was published by its push's announcing CAS,
+            // seen through the Acquire load of `h`.
+            after = meta.next.load(Ordering::Acquire);
+            if n == len || (h.kind() == POP && after == 0) {
+                break true;
+            }
+            if after == 0 {
+                break false; // a push's chain shorter than announced
+            }
+            at = after - 1;
+        };
+        if self.head.load(Ordering::Acquire) != h.0 {
+            return Ok(()); // completed by someone else
         }
+        let chain = &chain[..n];
+        // While a pop stands its chunks are FREE or already the outcome; a
+        // chain's pushed chunks are held, all by its pusher, or already the
+        // outcome (a push of one chunk, which walks no link, may push any
+        // word: a new region's). Anything else is a damaged link that led
+        // elsewhere (maybe to a chunk in use, which must not be handed out
+        // twice).
+        let pusher = chain.iter().find(|(_, w)| *w != outcome).map(|(_, w)| w.holder());
+        let sound = |&(_, w): &(u32, Word)| match h.kind() {
+            POP => w == outcome || w.state() == FREE,
+            _ => len == 1 || w == outcome || (w.state() != FREE && Some(w.holder()) == pusher),
+        };
+        if !walked || !chain.iter().all(sound) {
+            return Err(());
+        }
+        for &(i, w) in chain {
+            if w != outcome {
+                // Fails only if another helper of `h` got there first.
+                pool.metas[i as usize].cas(w, outcome);
+            }
+        }
+        let top = if h.kind() == POP { after } else { h.top() };
         let done = Head::new(top, NONE, 0, h.next_tag());
-        // SYNC: Release: the word CAS above is seen by whoever reads this head (see the
+        // SYNC: Release: the word CASes above are seen by whoever reads this head (see the
         // re-check above).
         let _ = self.head.compare_exchange(h.0, done.0, Ordering::AcqRel, Ordering::Acquire);
         Ok(())
@@ -534,7 +676,7 @@ mod tests {
     fn a_rebuild_trusts_a_shared_chunk() {
         let metas: Vec<ChunkMeta> = (0..3).map(|_| ChunkMeta::new()).collect();
         let journal: Vec<AtomicU32> = (0..2).map(|s| AtomicU32::new(Token::new(s, 1).raw())).collect();
-        let pool = Pool { metas: &metas, journal: &journal };
+        let pool = Pool { metas: &metas, journal: &journal, pop_batch: one_at_a_time };
         let list = FreeList::new();
         for i in 0..3 {
             list.push(&pool, &(0..3), i).unwrap();
@@ -578,15 +720,25 @@ mod loom_models {
         journal: Vec<AtomicU32>,
         /// 1 while a thread holds the chunk.
         held: Vec<AtomicU32>,
+        /// The pool's pop batch.
+        batch: fn(usize) -> usize,
+    }
+
+    fn two(_: usize) -> usize {
+        2
     }
 
     impl Model {
         fn new(n: u32) -> Arc<Model> {
+            Self::with_batch(n, one_at_a_time)
+        }
+        fn with_batch(n: u32, batch: fn(usize) -> usize) -> Arc<Model> {
             let m = Model {
                 list: FreeList::new(),
                 metas: (0..n).map(|_| ChunkMeta::new()).collect(),
                 journal: (0..4).map(|s| AtomicU32::new(tok(s).raw())).collect(),
                 held: (0..n).map(|_| AtomicU32::new(0)).collect(),
+                batch,
             };
             for i in 0..n {
                 m.list.push(&m.pool(), &m.range(), i).unwrap();
@@ -594,7 +746,25 @@ mod loom_models {
             Arc::new(m)
         }
         fn pool(&self) -> Pool<'_> {
-            Pool { metas: &self.metas, journal: &self.journal }
+            Pool { metas: &self.metas, journal: &self.journal, pop_batch: self.batch }
+        }
+        /// Pops a batch for `slot`, marking each chunk held (once).
+        fn take_chain(&self, slot: usize) -> Vec<u32> {
+            let mut got = [0; MAX_CHAIN];
+            let n = self.list.pop_chain(&self.pool(), &self.range(), tok(slot), &mut got).expect("in range");
+            for &i in &got[..n] {
+                assert_eq!(self.held[i as usize].swap(1, Ordering::SeqCst), 0, "chunk {i} handed out twice");
+                let w = self.metas[i as usize].word();
+                assert_eq!((w.state(), w.holder()), (LOANED, tok(slot).raw()), "chunk {i} names its popper");
+            }
+            got[..n].to_vec()
+        }
+        /// Gives `chunks` back in one push.
+        fn give_chain(&self, chunks: &[u32]) {
+            for &i in chunks {
+                assert_eq!(self.held[i as usize].swap(0, Ordering::SeqCst), 1);
+            }
+            self.list.push_chain(&self.pool(), &self.range(), chunks).unwrap();
         }
         fn range(&self) -> Range<u32> {
             0..self.metas.len() as u32
@@ -640,6 +810,26 @@ mod loom_models {
                 }
             }
         }
+        /// A push of the chain `chunks` that dies right after its
+        /// announcement.
+        fn die_pushing_chain(&self, chunks: &[u32]) {
+            for pair in chunks.windows(2) {
+                self.metas[pair[0] as usize].next.store(pair[1] + 1, Ordering::Relaxed);
+            }
+            let last = *chunks.last().unwrap();
+            loop {
+                let h = Head(self.list.head.load(Ordering::Acquire));
+                if h.kind() != NONE {
+                    self.list.complete(&self.pool(), &self.range(), h).unwrap();
+                    continue;
+                }
+                self.metas[last as usize].next.store(h.top(), Ordering::Relaxed);
+                let a = Head::new(chunks[0] + 1, PUSH, chunks.len() - 1, h.next_tag());
+                if self.list.head.compare_exchange(h.0, a.0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    return;
+                }
+            }
+        }
         /// Pops everything left (completing what is announced) and checks
         /// that every chunk is on the list exactly once with a FREE word,
         /// except `out` (held elsewhere).
@@ -651,8 +841,12 @@ mod loom_models {
                     assert_eq!(self.metas[i as usize].word().state(), FREE, "chunk {i} free");
                 }
             }
-            while let Some(i) = self.list.pop(&self.pool(), &self.range(), tok(3)).unwrap() {
-                all.push(i);
+            let mut got = [0; MAX_CHAIN];
+            loop {
+                match self.list.pop_chain(&self.pool(), &self.range(), tok(3), &mut got).unwrap() {
+                    0 => break,
+                    n => all.extend_from_slice(&got[..n]),
+                }
             }
             all.extend_from_slice(out);
             all.sort();
@@ -827,6 +1021,81 @@ mod loom_models {
             // Chunk 1 is free again unless a pop took it.
             let held1 = p.metas[1].word().state() != FREE;
             assert_eq!(found.free, usize::from(!held1));
+        });
+    }
+
+    /// A thread that pops a batch for `slot` and pushes it back in one
+    /// chain.
+    fn cycle_a_chain(p: &Arc<Model>, slot: usize) -> loom::thread::JoinHandle<()> {
+        let p = p.clone();
+        loom::thread::spawn(move || {
+            let got = p.take_chain(slot);
+            p.give_chain(&got);
+        })
+    }
+
+    /// Chains: a thread popping a batch of two and pushing it back in one
+    /// chain races another doing the same: no chunk is handed out twice,
+    /// each names its popper, and all come back.
+    #[test]
+    fn chain_pops_and_pushes_hand_out_each_chunk_once() {
+        model(|| {
+            let p = Model::with_batch(3, two);
+            let t = cycle_a_chain(&p, 1);
+            let got = p.take_chain(0);
+            p.give_chain(&got);
+            t.join().unwrap();
+            p.drain_and_check(&[]);
+        });
+    }
+
+    /// A chain pop cut short after its announcement is completed by
+    /// others for its popper: both chunks of the batch are LOANED by it,
+    /// with the announcement's tag, and nobody else got them.
+    #[test]
+    fn a_chain_pop_cut_short_is_completed_for_its_popper() {
+        model(|| {
+            let p = Model::with_batch(3, two);
+            let t = cycle_a_chain(&p, 1);
+            let first = p.die_popping(2).expect("a chunk was free");
+            t.join().unwrap();
+            p.list.help(&p.pool(), &p.range()).unwrap();
+            let w = p.metas[first as usize].word();
+            assert_eq!((w.state(), w.holder()), (LOANED, tok(2).raw()), "the dead popper holds its first");
+            let mut got = [0; MAX_CHAIN];
+            let n = p.list.claim_chain(&p.pool(), &p.range(), first, w, &mut got);
+            // Two, or one if the other thread held two when it announced.
+            let dead: Vec<u32> =
+                (0..3).filter(|&i| p.metas[i as usize].word().holder() == tok(2).raw()).collect();
+            assert!(n >= 1 && n == dead.len(), "the dead popper's batch is what it holds: {n} of {dead:?}");
+            for &i in &got[..n] {
+                assert_eq!(
+                    p.held[i as usize].load(Ordering::SeqCst),
+                    0,
+                    "chunk {i} also held by a live thread"
+                );
+            }
+            // Recovery: the holder is dead, its chunks go back.
+            p.list.push_chain(&p.pool(), &p.range(), &got[..n]).unwrap();
+            p.drain_and_check(&[]);
+        });
+    }
+
+    /// A chain push cut short after its announcement is completed by
+    /// others: both chunks are FREE and on the list.
+    #[test]
+    fn a_chain_push_cut_short_is_completed() {
+        model(|| {
+            let p = Model::with_batch(3, two);
+            let mine = p.take_chain(0);
+            assert_eq!(mine.len(), 2);
+            let t = cycle_a_chain(&p, 1);
+            for &i in &mine {
+                p.held[i as usize].store(0, Ordering::SeqCst);
+            }
+            p.die_pushing_chain(&mine);
+            t.join().unwrap();
+            p.drain_and_check(&[]);
         });
     }
 }
