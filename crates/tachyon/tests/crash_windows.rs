@@ -135,19 +135,26 @@ fn a_push_announced_and_not_completed_is_completed() {
     assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 0, 0));
 }
 
-/// The class of 100-byte loans in `stats`: its index.
-fn small_class(stats: &[tachyon::bus::ClassStats; 8]) -> usize {
-    stats.iter().position(|c| c.chunk_size >= 100 && c.chunks > 0).unwrap()
+/// The class a loan of `bytes` takes its chunk from, in `stats`: its index.
+fn class_for(stats: &[tachyon::bus::ClassStats; 8], bytes: usize) -> usize {
+    stats.iter().position(|c| c.chunk_size >= bytes && c.chunks > 0).unwrap()
+}
+
+/// How many chunks one pop takes from `class`: half of what a process
+/// keeps of it, one chunk in 64 of the class, 4 to 32 (docs/bus.md).
+fn batch_of(class: tachyon::bus::ClassStats) -> usize {
+    (class.chunks / 64).clamp(4, 32) / 2
 }
 
 /// Every chunk of the class of 100-byte loans can be loaned at once, each
-/// once, and not one more: none lost, none on the free list twice.
+/// once, and then none of the class is left free: none lost, none on the
+/// free list twice.
 fn every_small_chunk_loans_once(topic: &Topic, chunks: usize) {
     let loans: Vec<_> = (0..chunks).map(|_| topic.loan(100, Some(Duration::ZERO)).unwrap()).collect();
     let distinct: std::collections::HashSet<_> = loans.iter().map(|l| l.as_ptr() as usize).collect();
     assert_eq!(distinct.len(), chunks, "a chunk handed out twice");
     let stats = topic.region().pool_stats().unwrap();
-    assert_eq!(stats[small_class(&stats)].free, 0, "a chunk of the class lost (free, not on its list)");
+    assert_eq!(stats[class_for(&stats, 100)].free, 0, "a chunk of the class lost (free, not on its list)");
 }
 
 #[test]
@@ -157,10 +164,8 @@ fn a_chain_pop_announced_and_not_completed_is_reclaimed_whole() {
     let region = region(&name);
     let topic = topic(&region, Delivery::AtMostOnce, 8);
     let initial = region.pool_stats().unwrap();
-    let class = initial[small_class(&initial)];
-    // A process keeps one chunk in 64 of such a class (4 to 32) and pops
-    // half of that at a time (docs/bus.md).
-    let batch = (class.chunks / 64).clamp(4, 32) / 2;
+    let class = initial[class_for(&initial, 100)];
+    let batch = batch_of(class);
     assert!(batch > 1, "{class:?}: a class whose pops take a chain");
     die_at(&name, "loan-small", "pool-pop-announced");
     // The whole chain is off the list, announced as the dead child's:
@@ -178,19 +183,17 @@ fn a_chain_push_announced_and_not_completed_is_completed_not_reclaimed() {
     let region = region(&name);
     let topic = topic(&region, Delivery::AtMostOnce, 8);
     let initial = region.pool_stats().unwrap();
-    let c = small_class(&initial);
+    let c = class_for(&initial, 100);
     die_at(&name, "spill-small", "pool-push-announced");
-    // The spilled half is on the list already, announced: it is neither
-    // free (its words are the dead child's until the push completes) nor
-    // reclaimed twice. What the child still kept comes back by recovery.
-    // Not free now: the child's loans and the announced chain (kept
-    // chunks count as free).
+    // Not free now: the child's loans and the announced chain, whose words
+    // are the dead child's until the push completes (kept chunks count as
+    // free).
     let busy = initial[c].free - region.pool_stats().unwrap()[c].free;
     let r = region.recover().unwrap();
-    // The loans and the kept chunks are reclaimed; the chain (half the
-    // cache: route 0 like a loan's, once out of the cache) is freed by
-    // completing the push, not reclaimed chunk by chunk.
-    let half = (initial[c].chunks / 64).clamp(4, 32) / 2;
+    // The loans and the kept chunks are reclaimed; the chain (half a
+    // cache, a pop's batch; route 0 like a loan's, once out of the cache)
+    // is freed by completing the push, not reclaimed chunk by chunk.
+    let half = batch_of(initial[c]);
     assert!(r.cached > 0 && busy - r.loans == half, "{busy} busy, {half} spilled: {r:?}");
     assert_eq!(region.pool_stats().unwrap(), initial);
     assert_eq!(counts(region.recover().unwrap()), recovered(0, 0, 0, 0));
@@ -207,8 +210,7 @@ fn a_producer_dead_between_queueing_and_committing_loses_only_its_own_message() 
     die_at(&name, "publish", "publish-queued");
     // Its message's chunk, and the rest of the batch its loan popped
     // (kept for its next loans).
-    let class = initial[small_class(&initial)];
-    let kept = (class.chunks / 64).clamp(4, 32) / 2 - 1;
+    let kept = batch_of(initial[class_for(&initial, b"never published".len())]) - 1;
     assert_eq!(counts(region.recover().unwrap()), recovered(kept, 0, 1, 0));
     assert_eq!(region.pool_stats().unwrap(), initial);
     assert!(matches!(topic.try_receive(0), Ok(None)), "send never returned: nothing published");

@@ -102,8 +102,9 @@ struct Copy2 {
 
 /// A topic's directory entry in the region ([`ENTRY_BYTES`]). The first
 /// 128 bytes are laid out as in layout 2 (tools and tests that read the
-/// ring offset at byte 16 still do); the seal of that copy and the second
-/// copy follow.
+/// ring offset at byte 16 still do), but for the counter at byte 40
+/// (`received` until layout 5, `undelivered` since); the seal of that copy
+/// and the second copy follow.
 #[repr(C)]
 pub(crate) struct TopicEntry {
     state: AtomicU32,
