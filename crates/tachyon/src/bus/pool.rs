@@ -797,18 +797,7 @@ mod loom_models {
         }
         /// A push of `i` that dies right after its announcement.
         fn die_pushing(&self, i: u32) {
-            loop {
-                let h = Head(self.list.head.load(Ordering::Acquire));
-                if h.kind() != NONE {
-                    self.list.complete(&self.pool(), &self.range(), h).unwrap();
-                    continue;
-                }
-                self.metas[i as usize].next.store(h.top(), Ordering::Relaxed);
-                let a = Head::new(i + 1, PUSH, 0, h.next_tag());
-                if self.list.head.compare_exchange(h.0, a.0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                    return;
-                }
-            }
+            self.die_pushing_chain(&[i]);
         }
         /// A push of the chain `chunks` that dies right after its
         /// announcement.
