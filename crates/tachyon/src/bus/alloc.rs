@@ -90,9 +90,22 @@ impl ChunkCache {
         self.kept().pop()
     }
 
+    /// Keeps `chunks` if they all fit (the common case: no spill to
+    /// prepare); false, keeping none, if they do not.
+    #[inline]
+    fn put_if_room(&self, chunks: &[u32]) -> bool {
+        let mut kept = self.kept();
+        if kept.len() + chunks.len() > self.capacity {
+            return false;
+        }
+        kept.extend_from_slice(chunks);
+        true
+    }
+
     /// Keeps `chunks`. Whenever the cache is full, first moves its older
     /// half into `spill` (at most [`MAX_CHAIN`]); returns how many it
     /// moved in all (the caller frees them).
+    #[inline]
     fn put(&self, chunks: &[u32], spill: &mut [u32; MAX_CHAIN]) -> usize {
         let mut kept = self.kept();
         let mut spilled = 0;
@@ -162,6 +175,7 @@ impl Region {
     }
 
     /// The class of global chunk index `chunk`, if it is one.
+    #[inline]
     pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
         let (chunk, l) = (chunk as usize, &self.core.layout);
         // The classes' indices follow one another in class order (an empty
@@ -287,6 +301,7 @@ impl Region {
 
     /// Returns a chunk the caller holds: to this handle's cache if its
     /// class is cached and there is room, else to its class's free list.
+    #[inline]
     pub(crate) fn free(&self, class: usize, chunk: u32) {
         if self.core.cache[class].capacity > 0 && self.keep(class, chunk) {
             return;
@@ -298,6 +313,7 @@ impl Region {
     /// this process with the route [`CACHED`] (giving the older half of a
     /// full cache back to the free list first); false if the chunk is not
     /// the caller's to keep.
+    #[inline]
     fn keep(&self, class: usize, chunk: u32) -> bool {
         let Ok(metas) = self.metas() else { return false };
         let meta = &metas[chunk as usize];
@@ -335,7 +351,11 @@ impl Region {
     /// Puts `chunks` (LOANED by this process, route [`CACHED`]) into the
     /// cache of `class`, giving the older half of a full cache back to the
     /// free list in one push first.
+    #[inline]
     fn put_kept(&self, class: usize, chunks: &[u32]) {
+        if self.core.cache[class].put_if_room(chunks) {
+            return;
+        }
         let mut spill = [0; MAX_CHAIN];
         let spilled = self.core.cache[class].put(chunks, &mut spill);
         if spilled > 0 && self.core.push_shared_chain(class, &spill[..spilled]) {

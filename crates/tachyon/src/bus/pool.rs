@@ -388,6 +388,10 @@ impl FreeList {
         got: &mut [u32; MAX_CHAIN],
     ) -> usize {
         let (batch, mut n, mut at) = (pool.batch(range), 0, first);
+        // One bit per index modulo 64 of the chunks taken so far: a chunk
+        // whose bit is clear cannot be among them (a damaged link that
+        // loops); only when it is set is `got` searched.
+        let mut seen = 0u64;
         loop {
             let meta = &pool.metas[at as usize];
             if meta.word() != mine {
@@ -395,6 +399,7 @@ impl FreeList {
             }
             got[n] = at;
             n += 1;
+            seen |= 1 << (at % 64);
             // SYNC: the link was published by the push's announcing CAS, seen
             // through the pop's Acquire loads of the head.
             let next = meta.next.load(Ordering::Acquire);
@@ -402,7 +407,7 @@ impl FreeList {
                 return n;
             }
             match check(range, pool, next - 1) {
-                Ok(i) if !got[..n].contains(&i) => at = i,
+                Ok(i) if seen & (1 << (i % 64)) == 0 || !got[..n].contains(&i) => at = i,
                 _ => return n,
             }
         }

@@ -230,6 +230,7 @@ impl Region {
 
     /// Validates a descriptor read from a ring: its chunk's class, the
     /// descriptor, and the chunk's metadata.
+    #[inline]
     pub(crate) fn resolve(&self, word: u64) -> Result<(usize, Descriptor, &ChunkMeta)> {
         let desc = Descriptor::decode(word);
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });

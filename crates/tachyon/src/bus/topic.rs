@@ -1419,6 +1419,7 @@ impl Topic {
     /// Releases a received chunk: through its group if it was taken from a
     /// SHARED chunk (the last hold goes to the free list, never the
     /// cache), else as a single-group message.
+    #[inline]
     pub(super) fn release_chunk(&self, chunk: Chunk) {
         match chunk.group {
             None => self.region().free(chunk.class, chunk.index),
@@ -1436,6 +1437,7 @@ impl Topic {
     /// through group slot `slot`'s word instead (`Shares::take`: QUEUED of
     /// its stamp to HELD by `me`); the chunk's group is returned with it.
     #[allow(clippy::type_complexity)]
+    #[inline]
     fn check_descriptor(
         &self,
         word: u64,
