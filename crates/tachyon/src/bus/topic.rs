@@ -1366,22 +1366,24 @@ impl Topic {
         };
         let seg = self.region().segment();
         let me = seg.token();
-        let (pos, idx, word) = match self.claim_in(slot, &ring, &waits, false, Some(Duration::ZERO)) {
-            Err(Error::Timeout { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
-                // Waiting: in slices, between which messages that dead
-                // consumers held are handed back (at-least-once topics).
-                let deadline = timeout.map(|t| Instant::now() + t);
+        // Waiting: in slices, between which messages that dead consumers
+        // held are handed back (at-least-once topics). The first slice
+        // reads no clock here: a message that comes at once is taken at once.
+        let first = timeout.map_or(RECOVERY_INTERVAL, |t| t.min(RECOVERY_INTERVAL));
+        let (pos, idx, word) = match self.claim_in(slot, &ring, &waits, false, Some(first)) {
+            Err(Error::Timeout { .. }) if !first.is_zero() => {
+                // The first slice lasted `first` at least.
+                let deadline = timeout.map(|t| Instant::now() + t.saturating_sub(first));
                 loop {
+                    self.region().heartbeat();
+                    self.region().recover_now_and_then();
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                     if left.is_some_and(|l| l.is_zero()) {
                         return Err(Error::timeout(WAIT_MESSAGE, timeout));
                     }
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
                     match self.claim_in(slot, &ring, &waits, false, Some(slice)) {
-                        Err(Error::Timeout { .. }) => {
-                            self.region().heartbeat();
-                            self.region().recover_now_and_then();
-                        }
+                        Err(Error::Timeout { .. }) => {}
                         other => break other.map_err(stopped)?,
                     }
                 }

@@ -1049,24 +1049,25 @@ impl Ring<'_> {
                 timeout,
             ));
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
         let mut slice = Duration::from_millis(1);
+        // The first slice is timed by `wait_until` alone: no clock is read
+        // here before the ring has been looked at again (a claim that comes
+        // free at once is seen at once). The deadline is known after it.
+        let mut wait_for = timeout.map_or(slice, |t| t.min(slice));
+        let mut deadline = None;
         loop {
-            let slice_end = Instant::now() + slice;
-            let until = deadline.map_or(slice_end, |d| d.min(slice_end));
-            let got =
-                own.wait_until(waits.policy, Some(until.saturating_duration_since(Instant::now())), || {
-                    match attempt() {
-                        // Closed: one more look, for what was written
-                        // between the attempt and the look at the flag.
-                        Claim::Wait { .. } if closed() => match attempt() {
-                            Claim::Wait { .. } => Some(None),
-                            other => Some(Some(other)),
-                        },
-                        Claim::Wait { .. } => None,
+            let got = own.wait_until(waits.policy, Some(wait_for), || {
+                match attempt() {
+                    // Closed: one more look, for what was written
+                    // between the attempt and the look at the flag.
+                    Claim::Wait { .. } if closed() => match attempt() {
+                        Claim::Wait { .. } => Some(None),
                         other => Some(Some(other)),
-                    }
-                });
+                    },
+                    Claim::Wait { .. } => None,
+                    other => Some(Some(other)),
+                }
+            });
             if freed.replace(false) {
                 // Tombstones were cleared on the way: writers may go on.
                 waits.not_full.notify_all();
@@ -1075,7 +1076,11 @@ impl Ring<'_> {
                 Ok(Some(claim)) => return done(claim).expect("only non-waiting claims end the wait"),
                 Ok(None) => return Err(Error::Closed),
                 Err(Error::Timeout { .. }) => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                    let now = Instant::now();
+                    // The first slice lasted `wait_for` at least.
+                    let deadline =
+                        *deadline.get_or_insert_with(|| timeout.map(|t| now + t.saturating_sub(wait_for)));
+                    if deadline.is_some_and(|d| now >= d) {
                         return Err(Error::timeout(
                             if writer { "a free node in the ring" } else { "an item in the ring" },
                             timeout,
@@ -1090,6 +1095,8 @@ impl Ring<'_> {
                         waits.not_empty.notify_all();
                     }
                     slice = (slice * 2).min(Duration::from_millis(50));
+                    let now = Instant::now();
+                    wait_for = deadline.map_or(slice, |d| d.saturating_duration_since(now).min(slice));
                 }
                 Err(e) => return Err(e),
             }

@@ -131,7 +131,10 @@ impl WaitCell {
     /// `ready` is called first, then repeatedly as `policy` says, and always
     /// once more after a notify; it must be cheap and must not block.
     /// `timeout` bounds the whole call (`None`: no limit); when it passes
-    /// with `ready` still `None`, the result is [`Error::Timeout`].
+    /// with `ready` still `None`, the result is [`Error::Timeout`]. A
+    /// spinning wait reads no clock for its first 64 looks (a few
+    /// microseconds): its timeout is counted from there, so that a
+    /// condition that comes true at once is seen at once.
     pub fn wait_until<T>(
         &self,
         policy: WaitPolicy,
@@ -145,18 +148,19 @@ impl WaitCell {
             // A zero timeout tries once and does not wait, not even by spinning.
             return Err(Error::timeout("a wake-up", timeout));
         }
-        let deadline = Deadline::after(timeout);
+        // Read the clock only once the spinning is not over at once.
+        let mut deadline = None;
         let mut spin = SpinWait::new();
         let mut turns = 0u32;
         loop {
             match policy {
                 WaitPolicy::Spin => {
                     // A clock read costs as much as many turns: look at the
-                    // deadline every 64th turn only.
-                    if turns % 64 == 0 {
-                        deadline.remaining()?;
-                    }
+                    // deadline every 64th turn only, from the 64th on.
                     turns = turns.wrapping_add(1);
+                    if turns % 64 == 0 {
+                        deadline.get_or_insert_with(|| Deadline::after(timeout)).remaining()?;
+                    }
                     spin_hint();
                 }
                 WaitPolicy::Hybrid if spin.spin() => {}
@@ -166,6 +170,7 @@ impl WaitCell {
                 return Ok(v);
             }
         }
+        let deadline = deadline.unwrap_or_else(|| Deadline::after(timeout));
         loop {
             let remaining = match deadline.remaining() {
                 Ok(r) => r,
@@ -299,6 +304,9 @@ impl Slices {
 
 /// How long [`SpinWait`] spins before a waiter goes to sleep.
 const SPIN_BUDGET: Duration = Duration::from_micros(10);
+/// Bursts a [`SpinWait`] spins before it reads the clock (1 + 2 + 4 + 8 + 16
+/// spin hints).
+const UNTIMED_ROUNDS: u32 = 5;
 
 /// A short, time-bounded spin (one round under loom, where time must not
 /// steer the model).
@@ -314,13 +322,17 @@ impl SpinWait {
     }
 
     /// Spins a little (bursts of spin hints that grow to 32); false, without
-    /// spinning, once the budget is spent.
+    /// spinning, once the budget is spent. The budget's clock starts after
+    /// the first bursts (31 hints, well under a microsecond): a wait that
+    /// ends at once reads no clock.
     pub(crate) fn spin(&mut self) -> bool {
         if cfg!(tachyon_loom) {
             if self.rounds > 0 {
                 return false;
             }
-        } else if self.start.get_or_insert_with(Instant::now).elapsed() >= SPIN_BUDGET {
+        } else if self.rounds >= UNTIMED_ROUNDS
+            && self.start.get_or_insert_with(Instant::now).elapsed() >= SPIN_BUDGET
+        {
             return false;
         }
         for _ in 0..1u32 << self.rounds.min(5) {
