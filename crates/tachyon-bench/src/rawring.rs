@@ -71,7 +71,16 @@
 //! adds on top: holders' tokens, recovery, wake-up checks, partitions,
 //! and a free list several processes can share. The pool has
 //! [`pool_chunks`] chunks, enough that the producer never waits for a
-//! batch while the consumer holds a partial one.
+//! batch while the consumer holds a partial one: a chunk rests a lap of
+//! the pool (over a thousand messages) before it is written again, so its
+//! lines have left the consumer's private cache by then.
+//!
+//! [`Kind::ChunkPoolHot`] is the same with a pool of `4 * BATCH` chunks:
+//! each chunk is written again within about a hundred messages, while the
+//! consumer's core still holds its lines, as a topic's per-process caches
+//! and last-in-first-out free lists reuse chunks. The producer waits for a
+//! batch when the ring holds about 60 messages (in a stream the ring is
+//! near empty: the consumer keeps up).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -97,6 +106,8 @@ pub enum Kind {
     /// [`Kind::CellClaimCas`] carrying chunk indices, each chunk's state
     /// word moved by four CASes per message, chunks returned in batches.
     ChunkPool,
+    /// [`Kind::ChunkPool`] with a small pool: chunks reused hot.
+    ChunkPoolHot,
 }
 
 impl Kind {
@@ -108,8 +119,15 @@ impl Kind {
             Via::CellClaimRing => Kind::CellClaim,
             Via::CellClaimCasRing => Kind::CellClaimCas,
             Via::ChunkPoolRing => Kind::ChunkPool,
+            Via::ChunkPoolHotRing => Kind::ChunkPoolHot,
             _ => Kind::Spsc,
         }
+    }
+
+    /// Whether the ring carries chunk indices ([`Kind::ChunkPool`],
+    /// [`Kind::ChunkPoolHot`]).
+    fn is_pool(self) -> bool {
+        matches!(self, Kind::ChunkPool | Kind::ChunkPoolHot)
     }
 }
 
@@ -123,9 +141,16 @@ pub const BATCH: usize = 32;
 
 /// The chunks of a [`Kind::ChunkPool`] ring of `nodes` cells: the producer
 /// can find none to take only if the ring and the consumer's partial batch
-/// hold them all, which is more than `nodes + BATCH - 1`.
-pub fn pool_chunks(nodes: usize) -> usize {
-    nodes + 2 * BATCH + 2
+/// hold them all, which is more than `nodes + BATCH - 1`. A
+/// [`Kind::ChunkPoolHot`] ring has at most `4 * BATCH`: the producer waits
+/// for the consumer's next batch when the others are queued or held.
+pub fn pool_chunks(kind: Kind, nodes: usize) -> usize {
+    let whole = nodes + 2 * BATCH + 2;
+    if kind == Kind::ChunkPoolHot {
+        whole.min(4 * BATCH)
+    } else {
+        whole
+    }
 }
 
 // A chunk's states in a [`Kind::ChunkPool`] ring (a topic's, less the
@@ -149,8 +174,8 @@ struct PoolLayout {
 }
 
 impl PoolLayout {
-    fn of(nodes: usize) -> PoolLayout {
-        let chunks = pool_chunks(nodes);
+    fn of(kind: Kind, nodes: usize) -> PoolLayout {
+        let chunks = pool_chunks(kind, nodes);
         let words = (MIN_DATA_OFF + nodes * 16).div_ceil(64) * 64;
         let ret_tail = (words + chunks * 64).div_ceil(128) * 128;
         let ret_slots = ret_tail + 128;
@@ -182,7 +207,7 @@ impl RawRing {
             return Err(format!("raw ring slots cannot start at {data_off}"));
         }
         let stride = size.div_ceil(64) * 64;
-        let slots = if kind == Kind::ChunkPool { pool_chunks(nodes) } else { nodes };
+        let slots = if kind.is_pool() { pool_chunks(kind, nodes) } else { nodes };
         let total = slots.checked_mul(stride).and_then(|b| b.checked_add(data_off));
         Ok((stride, total.ok_or_else(|| format!("{nodes} slots of {size} bytes overflow"))?))
     }
@@ -196,7 +221,7 @@ impl RawRing {
         let meta_end = match kind {
             Kind::Spsc => return data_off,
             Kind::Mpmc | Kind::CellClaim | Kind::CellClaimCas => MIN_DATA_OFF + nodes * 8,
-            Kind::ChunkPool => PoolLayout::of(nodes).end,
+            Kind::ChunkPool | Kind::ChunkPoolHot => PoolLayout::of(kind, nodes).end,
         };
         data_off + meta_end.div_ceil(4096) * 4096
     }
@@ -267,7 +292,7 @@ impl RawRing {
     /// Words per cell: 2 for a chunk pool's (the word, then the
     /// descriptor), else 1.
     fn cell_step(&self) -> usize {
-        if self.kind == Kind::ChunkPool {
+        if self.kind.is_pool() {
             2
         } else {
             1
@@ -276,10 +301,10 @@ impl RawRing {
 
     /// A [`Kind::ChunkPool`] ring's pool (`None` for the others).
     fn pool(&self) -> Result<Option<Pool<'_>>, String> {
-        if self.kind != Kind::ChunkPool {
+        if !self.kind.is_pool() {
             return Ok(None);
         }
-        let at = PoolLayout::of(self.nodes as usize);
+        let at = PoolLayout::of(self.kind, self.nodes as usize);
         let err = |e| format!("raw ring chunk pool: {e}");
         Ok(Some(Pool {
             words: self.seg.get_slice::<AtomicU64>(at.words, at.chunks * 8).map_err(err)?,
@@ -290,7 +315,7 @@ impl RawRing {
 
     /// Chunk `idx` of a [`Kind::ChunkPool`] ring, if there is one.
     fn chunk(&self, idx: u64) -> Result<*mut u8, String> {
-        if idx >= pool_chunks(self.nodes as usize) as u64 {
+        if idx >= pool_chunks(self.kind, self.nodes as usize) as u64 {
             return Err(format!("a cell names chunk {idx}, which the pool does not have"));
         }
         // SAFETY: `idx < pool_chunks(nodes)`, and the segment holds
@@ -430,7 +455,7 @@ impl<'r> Writer<'r> {
     pub fn push(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         assert_eq!(src.len(), ring.size, "writer buffer of the wrong size");
-        if ring.kind == Kind::ChunkPool {
+        if ring.kind.is_pool() {
             return self.push_chunk(src, wait);
         }
         if ring.kind != Kind::Spsc {
@@ -571,7 +596,7 @@ impl<'r> Reader<'r> {
     pub fn pop(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
         assert_eq!(dst.len(), ring.size, "reader buffer of the wrong size");
-        if ring.kind == Kind::ChunkPool {
+        if ring.kind.is_pool() {
             return self.pop_chunk(dst, wait);
         }
         if ring.kind != Kind::Spsc {
@@ -660,7 +685,8 @@ fn claim_slot<'r>(
     what: &str,
     wait: &mut Patience<'_>,
 ) -> Result<(u64, &'r AtomicU64), String> {
-    let on_cell = matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas | Kind::ChunkPool);
+    let on_cell =
+        matches!(ring.kind, Kind::CellClaim | Kind::CellClaimCas | Kind::ChunkPool | Kind::ChunkPoolHot);
     let step = ring.cell_step();
     loop {
         let pos = cursor.load(Ordering::Relaxed);
@@ -697,7 +723,7 @@ fn claim_slot<'r>(
 /// [`Kind::CellClaimCas`] and [`Kind::ChunkPool`] by a CAS from the
 /// claimed word (which succeeds: nothing here repairs a claim).
 fn hand_over(ring: &RawRing, word: &AtomicU64, ready: u64, next: u64) {
-    if matches!(ring.kind, Kind::CellClaimCas | Kind::ChunkPool) {
+    if matches!(ring.kind, Kind::CellClaimCas | Kind::ChunkPool | Kind::ChunkPoolHot) {
         let _ = word.compare_exchange(ready | CLAIMED, next, Ordering::Release, Ordering::Relaxed);
     } else {
         word.store(next, Ordering::Release);

@@ -255,18 +255,20 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "| 1 KiB | CircularBuffer ÷ cell-claim ring, CAS hand-overs |",
         "| 1 KiB | chunk-pool ring ÷ cell-claim ring, CAS hand-overs |",
         "| 64 B | topic copy ÷ chunk-pool ring |",
+        "| 1 KiB | chunk-pool ring, hot reuse ÷ chunk-pool ring |",
+        "| 1 KiB | topic copy ÷ chunk-pool ring, hot reuse |",
         "![latency](latency.svg)",
     ] {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
-    // Header; latency: raw ring, the three MPMC rings, the chunk-pool
-    // ring, flag, Unix socket, pipe, TCP, then copy, loan, CircularBuffer,
+    // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
+    // rings, flag, Unix socket, pipe, TCP, then copy, loan, CircularBuffer,
     // RpcBuffer and RpcBuffer with inline handlers × 3 policies;
     // throughput, for 64 B and 1 KiB: raw ring, the three MPMC rings, the
-    // chunk-pool ring, Unix socket, pipe, TCP, then copy, loan and
+    // two chunk-pool rings, Unix socket, pipe, TCP, then copy, loan and
     // CircularBuffer × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (9 + 15) + 2 * (8 + 9), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + (10 + 15) + 2 * (9 + 9), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

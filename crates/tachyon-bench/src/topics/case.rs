@@ -30,6 +30,11 @@ pub enum Via {
     /// word moved by four CASes per message, free chunks returned in
     /// batches: the floor of a topic's ownership of chunks.
     ChunkPoolRing,
+    /// Reference: the chunk-pool ring with a pool of 128 chunks, each
+    /// reused within about a hundred messages, its lines still in the
+    /// consumer's cache (as a topic reuses chunks): the floor of a topic's
+    /// ownership of chunks with the topic's reuse order.
+    ChunkPoolHotRing,
     /// Reference, latency only: one cache line bounced between the two
     /// processes, no payload.
     Flag,
@@ -65,6 +70,7 @@ impl Via {
             Via::CellClaimRing => "cell-claim-ring",
             Via::CellClaimCasRing => "cell-claim-cas-ring",
             Via::ChunkPoolRing => "chunk-pool-ring",
+            Via::ChunkPoolHotRing => "chunk-pool-hot-ring",
             Via::Flag => "flag",
             Via::Unix => "unix",
             Via::Pipe => "pipe",
@@ -91,6 +97,10 @@ impl Via {
             Via::ChunkPoolRing => {
                 "the same carrying pool chunks: 4 CASes of a chunk's state word per message, batched returns \
                  (reference)"
+            }
+            Via::ChunkPoolHotRing => {
+                "the same with a pool of 128 chunks: each reused while the consumer's core still holds its \
+                 lines, as a topic reuses them (reference)"
             }
             Via::Flag => "bare cache-line ping-pong, no payload (reference)",
             Via::Unix => "Unix socket, write/read (reference)",
@@ -122,6 +132,7 @@ impl Via {
             Via::CellClaimRing => "cell-claim ring",
             Via::CellClaimCasRing => "cell-claim ring, CAS hand-overs",
             Via::ChunkPoolRing => "chunk-pool ring",
+            Via::ChunkPoolHotRing => "chunk-pool ring, hot reuse",
             Via::Flag => "cache line",
             Via::Unix => "unix socket",
             Via::Pipe => "pipe",

@@ -137,7 +137,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 7] = [
+    let steps: [Step; 9] = [
         ((Via::MpmcRing, None), (Via::RawRing, None), "a CAS of the cursor per claim per side"),
         (
             (Via::CellClaimRing, None),
@@ -164,6 +164,16 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             (Via::Copy, spin),
             (Via::ChunkPoolRing, None),
             "topic copy path over the floor of its chunk ownership: free lists, tokens, recovery, its code",
+        ),
+        (
+            (Via::ChunkPoolHotRing, None),
+            (Via::ChunkPoolRing, None),
+            "chunks written again while the consumer's core still holds their lines (a pool of 128)",
+        ),
+        (
+            (Via::Copy, spin),
+            (Via::ChunkPoolHotRing, None),
+            "topic copy path over that floor with its own reuse order: free lists, tokens, recovery, its code",
         ),
     ];
     let rate = |s: &Sample| Some(s.rate());
@@ -199,7 +209,9 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
          benchmark, without recovery: what a ring that several processes may write costs at least, \
          what it costs at least when every claim names its claimant, with hand-overs that cannot \
          overwrite a repair, and with the payload in pool chunks whose state words name their \
-         holder, as a topic's do.\n"
+         holder, as a topic's do; the last, with a pool of 128 chunks, reuses each chunk while the \
+         consumer's core still holds its lines, as a topic's caches and last-in-first-out free lists \
+         do.\n"
     );
     let _ = writeln!(out, "| size | step | what it adds | median ratio | (min – max) |");
     let _ = writeln!(out, "| --- | --- | --- | ---: | --- |");

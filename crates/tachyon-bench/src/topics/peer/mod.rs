@@ -33,9 +33,12 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
         Via::Rpc | Via::RpcInline => return Err("the RpcBuffer peer is `peer rpc`".into()),
         #[cfg(feature = "iceoryx2")]
         Via::Iceoryx2 => iceoryx::serve(&a, stall, total, fault)?,
-        Via::RawRing | Via::MpmcRing | Via::CellClaimRing | Via::CellClaimCasRing | Via::ChunkPoolRing => {
-            raw::serve(&a, stall, total, fault)?
-        }
+        Via::RawRing
+        | Via::MpmcRing
+        | Via::CellClaimRing
+        | Via::CellClaimCasRing
+        | Via::ChunkPoolRing
+        | Via::ChunkPoolHotRing => raw::serve(&a, stall, total, fault)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel::serve(&a, total, fault)?,
     };
     println!("done {}", elapsed.as_nanos());

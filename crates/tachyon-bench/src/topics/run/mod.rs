@@ -31,9 +31,12 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
     }
     let (elapsed, rtt) = match case.via {
         Via::Copy | Via::Loan => topic_run(case, settings, count, warmup)?,
-        Via::RawRing | Via::MpmcRing | Via::CellClaimRing | Via::CellClaimCasRing | Via::ChunkPoolRing => {
-            raw_run(case, settings, count, warmup)?
-        }
+        Via::RawRing
+        | Via::MpmcRing
+        | Via::CellClaimRing
+        | Via::CellClaimCasRing
+        | Via::ChunkPoolRing
+        | Via::ChunkPoolHotRing => raw_run(case, settings, count, warmup)?,
         Via::Flag => flag_run(case, settings, count, warmup)?,
         Via::Cb => cb_run(case, settings, count, warmup)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel_run(case, settings, count, warmup)?,
