@@ -703,6 +703,38 @@ mod tests {
         list.push(&pool, &(0..3), i).unwrap();
         assert_eq!(metas[i as usize].word().state(), FREE);
     }
+
+    fn four(_: usize) -> usize {
+        4
+    }
+
+    /// A chain pop hands out distinct chunks whose indices agree modulo 64
+    /// (the filter of `claim_chain` says "maybe seen" for them, and the
+    /// search says no), and stops at a link damaged into a loop.
+    #[test]
+    fn a_chain_pop_tells_a_loop_from_indices_alike_modulo_64() {
+        let metas: Vec<ChunkMeta> = (0..130).map(|_| ChunkMeta::new()).collect();
+        let journal: Vec<AtomicU32> = (0..2).map(|s| AtomicU32::new(Token::new(s, 1).raw())).collect();
+        let pool = Pool { metas: &metas, journal: &journal, pop_batch: four };
+        let (range, me) = (0..130, Token::new(1, 1));
+        // A chain is pushed by the process that holds its chunks.
+        for i in [1, 65, 129, 2, 3, 67, 4] {
+            let w = metas[i].word();
+            assert!(metas[i].cas(w, Word::new(w.tag(), LOANED, me.raw())));
+        }
+        let list = FreeList::new();
+        list.push_chain(&pool, &range, &[1, 65, 129, 2]).unwrap();
+        let mut got = [0; MAX_CHAIN];
+        assert_eq!(list.pop_chain(&pool, &range, me, &mut got), Ok(4));
+        assert_eq!(got[..4], [1, 65, 129, 2]);
+
+        let list = FreeList::new();
+        list.push_chain(&pool, &range, &[3, 67, 4]).unwrap();
+        // Damage: 67's link leads back to 3.
+        metas[67].next.store(3 + 1, Ordering::Relaxed);
+        let n = list.pop_chain(&pool, &range, me, &mut got).unwrap();
+        assert_eq!(got[..n], [3, 67], "each chunk once, the loop cut");
+    }
 }
 
 /// Loom models of the free list (`--cfg tachyon_loom`): no chunk is ever
