@@ -661,3 +661,40 @@ fn an_at_least_once_topic_delivers_a_dead_consumers_messages_again() {
     assert_eq!(region.recover().unwrap().total(), 0);
     assert_eq!(region.pool_stats().unwrap(), initial);
 }
+
+/// A receive, a ring read and a ring write that time out never return
+/// before their timeout, whatever the wait policy: the clock a spinning
+/// wait starts late (after its first looks, or its first slice) only ever
+/// lengthens it. Timeouts inside one recovery slice (50 ms) and across
+/// several.
+#[test]
+fn timeouts_are_never_short() {
+    let name = unique("bus-timeouts");
+    let region = small_region(&name);
+    let _rm = RemoveRegion(name);
+    let ring = tachyon::CircularBuffer::create(&unique("bus-timeouts-ring"), 2, 64).unwrap();
+    ring.write(&[1], SHORT).unwrap();
+    ring.write(&[2], SHORT).unwrap();
+    let mut buf = [0u8; 64];
+    let empty = tachyon::CircularBuffer::create(&unique("bus-timeouts-empty"), 2, 64).unwrap();
+    for (i, policy) in [WaitPolicy::Spin, WaitPolicy::Hybrid, WaitPolicy::Futex].into_iter().enumerate() {
+        let topic = region.create_topic(&format!("t{i}"), TopicConfig::default().wait(policy)).unwrap();
+        for ms in [3, 70] {
+            let timeout = Duration::from_millis(ms);
+            let started = std::time::Instant::now();
+            let r = topic.receive(0, Some(timeout));
+            assert!(matches!(r, Err(Error::Timeout { .. })), "{policy:?}: {r:?}");
+            assert!(started.elapsed() >= timeout, "{policy:?} receive of {ms} ms");
+        }
+    }
+    for (what, ms) in [("write", 3), ("write", 70), ("read", 3), ("read", 70)] {
+        let timeout = Duration::from_millis(ms);
+        let started = std::time::Instant::now();
+        let r = match what {
+            "write" => ring.write(&[3], Some(timeout)),
+            _ => empty.read(&mut buf, Some(timeout)).map(|_| ()),
+        };
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{what}: {r:?}");
+        assert!(started.elapsed() >= timeout, "ring {what} of {ms} ms");
+    }
+}

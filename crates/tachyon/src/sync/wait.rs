@@ -132,9 +132,11 @@ impl WaitCell {
     /// once more after a notify; it must be cheap and must not block.
     /// `timeout` bounds the whole call (`None`: no limit); when it passes
     /// with `ready` still `None`, the result is [`Error::Timeout`]. A
-    /// spinning wait reads no clock for its first 64 looks (a few
-    /// microseconds): its timeout is counted from there, so that a
-    /// condition that comes true at once is seen at once.
+    /// spinning wait reads no clock for its first looks (64 of them with
+    /// [`WaitPolicy::Spin`], about 30 spin hints with
+    /// [`WaitPolicy::Hybrid`]: well under a few microseconds), and its
+    /// timeout counts from there, so that a condition that comes true at
+    /// once is seen at once.
     pub fn wait_until<T>(
         &self,
         policy: WaitPolicy,
@@ -170,7 +172,8 @@ impl WaitCell {
                 return Ok(v);
             }
         }
-        let deadline = deadline.unwrap_or_else(|| Deadline::after(timeout));
+        // A hybrid wait's timeout counts from when its spin read the clock.
+        let deadline = deadline.unwrap_or_else(|| Deadline::counted_from(spin.started(), timeout));
         loop {
             let remaining = match deadline.remaining() {
                 Ok(r) => r,
@@ -259,7 +262,17 @@ impl Deadline {
 
     /// `timeout` from now, for a wait for `what` (named by its timeout).
     pub(crate) fn waiting_for(timeout: Option<Duration>, what: &'static str) -> Deadline {
-        Deadline(timeout.and_then(|t| Instant::now().checked_add(t)), timeout, what)
+        Self::counted_from(None, timeout).named(what)
+    }
+
+    /// `timeout` from `start` (from now if `None`).
+    fn counted_from(start: Option<Instant>, timeout: Option<Duration>) -> Deadline {
+        let start = start.unwrap_or_else(Instant::now);
+        Deadline(timeout.and_then(|t| start.checked_add(t)), timeout, "a wake-up")
+    }
+
+    fn named(self, what: &'static str) -> Deadline {
+        Deadline(self.0, self.1, what)
     }
 
     /// Time left (`None`: no limit), or [`Error::Timeout`] once it passed
@@ -321,6 +334,11 @@ impl SpinWait {
         SpinWait { rounds: 0, start: None }
     }
 
+    /// When the spin first read the clock, if it did.
+    fn started(&self) -> Option<Instant> {
+        self.start
+    }
+
     /// Spins a little (bursts of spin hints that grow to 32); false, without
     /// spinning, once the budget is spent. The budget's clock starts after
     /// the first bursts (31 hints, well under a microsecond): a wait that
@@ -364,8 +382,11 @@ mod tests {
     fn timeout_fires_for_every_policy() {
         let cell = WaitCell::new();
         for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
+            let started = Instant::now();
             let r = cell.wait_until(policy, Some(Duration::from_millis(5)), || None::<()>);
             assert!(matches!(r, Err(Error::Timeout { .. })), "{policy:?}: {r:?}");
+            // Never early: the clock a spin starts late only lengthens it.
+            assert!(started.elapsed() >= Duration::from_millis(5), "{policy:?}");
             let r = cell.wait_until(policy, Some(Duration::ZERO), || None::<()>);
             assert!(matches!(r, Err(Error::Timeout { .. })), "{policy:?}: {r:?}");
         }
