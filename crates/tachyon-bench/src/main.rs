@@ -48,6 +48,7 @@ mod payload;
 mod peer;
 mod pin;
 mod policy;
+mod probe;
 mod rawring;
 mod rpc;
 mod scaling;

@@ -262,6 +262,20 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
+    // Each run's cache-line probe, last (empty where a probe gave up, or
+    // unpinned); where there are some, the report says how steady the
+    // machine was.
+    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns")), "{csv}");
+    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').next()?.parse().ok()).collect();
+    assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
+    assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
+    if !probes.is_empty() {
+        assert!(stdout.contains("| repetition | runs | probe µs (min – max) | slow runs |"), "{stdout}");
+        assert!(
+            stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | met |"),
+            "{stdout}"
+        );
+    }
     // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
     // rings, flag, Unix socket, pipe, TCP, then copy, loan, CircularBuffer,
     // RpcBuffer and RpcBuffer with inline handlers × 3 policies;

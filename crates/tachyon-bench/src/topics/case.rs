@@ -310,6 +310,10 @@ pub struct Sample {
     pub elapsed: Duration,
     /// Round trips (latency only).
     pub rtt: Option<Percentiles>,
+    /// The slower of the cache-line probes taken just before and just
+    /// after the run, mean ns per round trip (see `probe.rs`); `None`
+    /// unpinned or when a probe gave up.
+    pub probe: Option<f64>,
 }
 
 /// What one run measured: the time of its timed part, and its round trips

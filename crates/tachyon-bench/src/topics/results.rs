@@ -20,6 +20,11 @@ impl<'a> Results<'a> {
         Spread::of(&v)
     }
 
+    /// How many repetitions ran (the highest repetition + 1).
+    pub(super) fn reps(&self) -> usize {
+        self.by.keys().map(|(_, rep)| rep + 1).max().unwrap_or(0)
+    }
+
     /// `f(case) ÷ f(reference)` within each repetition, over the repetitions.
     pub(super) fn paired(
         &self,
@@ -27,13 +32,33 @@ impl<'a> Results<'a> {
         reference: Case,
         f: impl Fn(&Sample) -> Option<f64>,
     ) -> Option<Spread> {
+        self.paired_in(case, reference, f, |_| true)
+    }
+
+    /// [`paired`](Self::paired) over the pairs whose two samples `keep`
+    /// keeps.
+    pub(super) fn paired_in(
+        &self,
+        case: Case,
+        reference: Case,
+        f: impl Fn(&Sample) -> Option<f64>,
+        keep: impl Fn(&Sample) -> bool,
+    ) -> Option<Spread> {
         let v: Vec<f64> = self
             .by
             .iter()
-            .filter(|((c, _), _)| *c == case)
-            .filter_map(|((_, rep), s)| Some(f(s)? / f(self.by.get(&(reference, *rep))?)?))
+            .filter(|((c, _), s)| *c == case && keep(s))
+            .filter_map(|((_, rep), s)| {
+                let r = self.by.get(&(reference, *rep)).filter(|r| keep(r))?;
+                Some(f(s)? / f(r)?)
+            })
             .collect();
         Spread::of(&v)
+    }
+
+    /// Every sample, in no particular order.
+    pub(super) fn samples(&self) -> impl Iterator<Item = &'a Sample> + '_ {
+        self.by.values().copied()
     }
 }
 

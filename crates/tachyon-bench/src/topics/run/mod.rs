@@ -20,8 +20,18 @@ use rpc::rpc_run;
 pub(crate) use topic::partition_keys;
 use topic::topic_run;
 
-/// Runs one repetition of one case.
+/// Runs one repetition of one case, between two probes of the machine's
+/// cache-line round trip.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
+    let other = settings.common.placement.reader();
+    let before = crate::probe::line_round_trip(other);
+    let mut sample = run_only(case, settings, rep)?;
+    let after = crate::probe::line_round_trip(other);
+    sample.probe = before.zip(after).map(|(b, a)| b.max(a));
+    Ok(sample)
+}
+
+fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
     let (count, warmup) = settings.counts(case.test);
     if matches!(case.via, Via::Rpc | Via::RpcInline) {
         return rpc_run(case, settings, rep);
@@ -44,5 +54,5 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
         #[cfg(feature = "iceoryx2")]
         Via::Iceoryx2 => iceoryx_run(case, settings, count, warmup)?,
     };
-    Ok(Sample { case, rep, count, elapsed, rtt })
+    Ok(Sample { case, rep, count, elapsed, rtt, probe: None })
 }
