@@ -21,6 +21,26 @@ const TOTAL: Duration = Duration::from_millis(20);
 /// Tells the echo thread to stop.
 const STOP: u64 = u64::MAX;
 
+/// A probe more than this many times the quickest one this process has
+/// taken says the host had placed the two vCPUs far apart.
+pub const SLOW: f64 = 3.0;
+
+/// The quickest probe this process has taken (`f64` bits; 0: none yet).
+static QUICKEST: AtomicU64 = AtomicU64::new(0);
+
+/// Whether probe `ns` is slow next to the quickest probe taken so far
+/// (which `ns` may be: a first probe is never slow).
+pub fn slow(ns: f64) -> bool {
+    let mut quickest = f64::from_bits(QUICKEST.load(Ordering::Relaxed));
+    if quickest == 0.0 || ns < quickest {
+        // Racing probes (there are none: runs are sequential) only lose
+        // an update, never store a wrong minimum for long.
+        QUICKEST.store(ns.to_bits(), Ordering::Relaxed);
+        quickest = ns;
+    }
+    ns > quickest * SLOW
+}
+
 /// A word alone on its cache lines (the adjacent-line prefetcher pairs
 /// lines, hence two).
 #[repr(align(128))]
@@ -99,6 +119,19 @@ pub fn line_round_trip(other: Option<usize>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A probe is slow next to the quickest so far, which it may become
+    /// itself (the only test here that feeds `slow`).
+    #[test]
+    fn a_probe_is_slow_only_next_to_a_quicker_one() {
+        let q = 1000.0;
+        assert!(!slow(q));
+        assert!(!slow(q * 2.9));
+        assert!(slow(q * 3.1));
+        assert!(!slow(q / 2.0), "the new quickest");
+        assert!(!slow(q));
+        assert!(slow(q * 1.6), "over 3 × the new quickest");
+    }
 
     /// Two threads (unpinned here: the probe pins the echo thread only)
     /// complete the probe with a positive time; no other CPU, no figure.

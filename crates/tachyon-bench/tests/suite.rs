@@ -265,12 +265,20 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     // Each run's cache-line probe, last (empty where a probe gave up, or
     // unpinned); where there are some, the report says how steady the
     // machine was.
-    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns")), "{csv}");
-    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').next()?.parse().ok()).collect();
+    // and how many times its run was repeated because the probe was slow
+    // (at most twice).
+    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns,retried")), "{csv}");
+    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').nth(1)?.parse().ok()).collect();
     assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
+    let retried: Vec<u32> =
+        csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(retried.iter().all(|&r| r <= 2), "{retried:?}");
     assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
     if !probes.is_empty() {
-        assert!(stdout.contains("| repetition | runs | probe µs (min – max) | slow runs |"), "{stdout}");
+        assert!(
+            stdout.contains("| repetition | runs | run again | probe µs (min – max) | slow runs |"),
+            "{stdout}"
+        );
         assert!(
             stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | met |"),
             "{stdout}"

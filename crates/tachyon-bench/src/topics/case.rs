@@ -314,6 +314,9 @@ pub struct Sample {
     /// after the run, mean ns per round trip (see `probe.rs`); `None`
     /// unpinned or when a probe gave up.
     pub probe: Option<f64>,
+    /// How many earlier runs of this case and repetition were discarded
+    /// because their probes said the machine was slow.
+    pub retried: u32,
 }
 
 /// What one run measured: the time of its timed part, and its round trips

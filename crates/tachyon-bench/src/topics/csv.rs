@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 /// One CSV line per sample.
 pub fn csv(samples: &[Sample]) -> String {
     let mut out = "case,test,transport,policy,size,partitions,stamps_only,rep,count,elapsed_ns,per_sec,gbps,\
-                   p50_ns,p99_ns,p999_ns,max_ns,mean_ns,probe_ns\n"
+                   p50_ns,p99_ns,p999_ns,max_ns,mean_ns,probe_ns,retried\n"
         .to_owned();
     for s in samples {
         let c = s.case;
@@ -34,10 +34,11 @@ pub fn csv(samples: &[Sample]) -> String {
         }
         match s.probe {
             Some(ns) => {
-                let _ = writeln!(out, ",{ns:.1}");
+                let _ = write!(out, ",{ns:.1}");
             }
-            None => out.push_str(",\n"),
+            None => out.push(','),
         }
+        let _ = writeln!(out, ",{}", s.retried);
     }
     out
 }

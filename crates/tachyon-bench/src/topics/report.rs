@@ -132,9 +132,9 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
     out
 }
 
-/// A run is slow when a cache line's round trip around it took more than
-/// SLOW times the quickest of the group's probes.
-const SLOW: f64 = 3.0;
+// A run is slow when a cache line's round trip around it took more than
+// SLOW times the quickest of the group's probes.
+use crate::probe::SLOW;
 
 /// How steady the machine was while each run ran: its cache-line probes
 /// (`probe.rs`). A virtual machine's two vCPUs are sometimes placed far
@@ -170,14 +170,15 @@ impl Steadiness {
              placing the two vCPUs far apart for a while (a tenth of a second to seconds), not \
              the code. Such a phase slows transports unequally (those that move more lines \
              across per message most), so the bars above are judged on the pairs of runs that \
-             were both steady. A phase can also begin and end within a run, which the probes do \
-             not see: short runs (`--messages`, `--round-trips`) and more `--reps` make the \
-             steady figures cleaner.\n",
+             were both steady. A run found slow is run again, up to twice, and the last run \
+             counts. A phase can also begin and end within a run, which the probes do not see: \
+             short runs (`--messages`, `--round-trips`) and more `--reps` make the steady \
+             figures cleaner.\n",
             crate::probe::ROUND_TRIPS,
             latency::us(best)
         );
-        let _ = writeln!(out, "| repetition | runs | probe µs (min – max) | slow runs |");
-        let _ = writeln!(out, "| ---: | ---: | --- | ---: |");
+        let _ = writeln!(out, "| repetition | runs | run again | probe µs (min – max) | slow runs |");
+        let _ = writeln!(out, "| ---: | ---: | ---: | --- | ---: |");
         let mut slow_runs = 0;
         let mut runs = 0;
         for rep in 0..reps {
@@ -188,6 +189,7 @@ impl Steadiness {
                 .collect();
             let (lo, hi) = probes.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &(p, _)| (lo.min(p), hi.max(p)));
             let slow = probes.iter().filter(|p| p.1).count();
+            let again: u32 = res.samples().filter(|s| s.rep == rep).map(|s| s.retried).sum();
             runs += probes.len();
             slow_runs += slow;
             if probes.is_empty() {
@@ -195,7 +197,7 @@ impl Steadiness {
             }
             let _ = writeln!(
                 out,
-                "| {} | {} | {} – {} | {} |",
+                "| {} | {} | {again} | {} – {} | {} |",
                 rep + 1,
                 probes.len(),
                 latency::us(lo),

@@ -25,5 +25,5 @@ pub(super) fn rpc_run(case: Case, settings: &Settings, rep: usize) -> Result<Sam
     };
     let via = crate::rpc::Via::Rpc(policy, shape, case.via == Via::RpcInline);
     let s = crate::rpc::run(crate::rpc::Case { via }, &rpc, rep)?;
-    Ok(Sample { case, rep, count: s.calls, elapsed: s.elapsed, rtt: Some(s.rtt), probe: None })
+    Ok(Sample { case, rep, count: s.calls, elapsed: s.elapsed, rtt: Some(s.rtt), probe: None, retried: 0 })
 }
