@@ -262,11 +262,10 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
-    // Each run's cache-line probe, last (empty where a probe gave up, or
-    // unpinned); where there are some, the report says how steady the
-    // machine was.
-    // and how many times its run was repeated because the probe was slow
-    // (at most twice).
+    // Last, each run's cache-line probe (empty where a probe gave up, or
+    // unpinned) and how many times the run was repeated because its probe
+    // was slow (at most twice); where there are probes, the report says
+    // how steady the machine was.
     assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns,retried")), "{csv}");
     let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').nth(1)?.parse().ok()).collect();
     assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
