@@ -5,6 +5,7 @@ use super::case::{Case, Sample, Settings, Test, Via};
 use super::results::{p50, Results};
 use crate::latency::{self, Percentiles};
 use crate::policy::Policy;
+use crate::probe::SLOW;
 use crate::stats::{self, Spread};
 use std::fmt::Write as _;
 
@@ -131,10 +132,6 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
     out.push_str(&steady.render(&res));
     out
 }
-
-// A run is slow when a cache line's round trip around it took more than
-// SLOW times the quickest of the group's probes.
-use crate::probe::SLOW;
 
 /// How steady the machine was while each run ran: its cache-line probes
 /// (`probe.rs`). A virtual machine's two vCPUs are sometimes placed far
