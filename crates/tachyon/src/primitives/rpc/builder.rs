@@ -2,7 +2,7 @@
 //! `create` (the server makes the control segment and the first session)
 //! and `open` (a client claims the channel and joins its session).
 
-use super::channel::{Aside, Inner, Pending};
+use super::channel::{Aside, Inner, PendingMap};
 use super::control::Control;
 use super::handler::{wrap, wrap_in_place, MakeHandler, ResponseWriter};
 use super::packet::HEADER;
@@ -447,7 +447,7 @@ impl RpcBuilder {
             in_flight: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            pending: Mutex::new(Pending::default()),
+            pending: PendingMap::default(),
             handler: RwLock::new(None),
             handler_waits: AtomicBool::new(false),
             pool: Pool::new(self.handler_threads),

@@ -80,6 +80,57 @@ pub(super) const RPC_TOO_LARGE: &str =
 /// only looked up, never stored, so a peer cannot crowd the table.
 pub(super) type Pending = HashMap<u64, Arc<Slot>, BuildHasherDefault<IdHasher>>;
 
+/// [`Pending`] behind its lock, with its length mirrored outside the lock:
+/// a requester that stops reading for itself asks whether any request
+/// still waits (see `Inner::stop_reading_for_myself`) on every call, and a
+/// load costs nothing where the lock costs two locked instructions.
+#[derive(Default)]
+pub(super) struct PendingMap {
+    map: Mutex<Pending>,
+    /// `map.len()` as of the last unlock.
+    len: AtomicUsize,
+}
+
+impl PendingMap {
+    /// The map, locked; its length is mirrored when the guard drops.
+    pub(super) fn lock(&self) -> PendingGuard<'_> {
+        PendingGuard { map: self.map.lock().unwrap_or_else(|p| p.into_inner()), len: &self.len }
+    }
+
+    /// Whether requests were waiting at the last unlock. A hint: it may be
+    /// stale by a concurrent insert or removal.
+    pub(super) fn any(&self) -> bool {
+        self.len.load(Ordering::Relaxed) > 0
+    }
+}
+
+/// The locked [`PendingMap`].
+pub(super) struct PendingGuard<'a> {
+    map: std::sync::MutexGuard<'a, Pending>,
+    len: &'a AtomicUsize,
+}
+
+impl std::ops::Deref for PendingGuard<'_> {
+    type Target = Pending;
+    fn deref(&self) -> &Pending {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for PendingGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Pending {
+        &mut self.map
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        // Before the map's guard drops (fields drop after this), so under
+        // the lock: the last unlock's length is the one left.
+        self.len.store(self.map.len(), Ordering::Relaxed);
+    }
+}
+
 /// The hasher of [`Pending`]: Fibonacci hashing of a `u64` key.
 #[derive(Default)]
 pub(super) struct IdHasher(u64);
@@ -171,7 +222,7 @@ pub(super) struct Inner {
     /// The id of the next message this end sends.
     pub(super) next_id: AtomicU64,
     /// This end's requests waiting for their response, by id.
-    pub(super) pending: Mutex<Pending>,
+    pub(super) pending: PendingMap,
     /// The handler of the peer's requests, if one is set.
     pub(super) handler: RwLock<Option<Arc<HandlerFn>>>,
     /// The handler waits for its answer elsewhere (an async handler's
@@ -279,13 +330,13 @@ impl Inner {
     ) -> (u64, Arc<Slot>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Slot::new(started, deadline, session, into);
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::clone(&slot));
+        self.pending.lock().insert(id, Arc::clone(&slot));
         (id, slot)
     }
 
     /// Forgets a request; `true` if it was still pending (no response came).
     pub(super) fn unregister(&self, id: u64) -> bool {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+        self.pending.lock().remove(&id).is_some()
     }
 
     /// Fails a call made from an inline handler of this very channel, or
@@ -535,7 +586,7 @@ impl Inner {
             }
             std::hint::spin_loop();
         }
-        self.stop_reading_for_myself();
+        self.stop_reading_for_myself(session);
         first_look
     }
 
@@ -713,7 +764,7 @@ impl Inner {
 
     /// Removes the pending requests that `which` picks and returns them.
     pub(super) fn take_pending(&self, which: impl Fn(&Slot) -> bool) -> Vec<Arc<Slot>> {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.pending.lock();
         let ids: Vec<u64> = pending.iter().filter(|(_, s)| which(s)).map(|(id, _)| *id).collect();
         ids.iter().filter_map(|id| pending.remove(id)).collect()
     }
@@ -732,7 +783,7 @@ impl Inner {
         let why = self.state.load(Ordering::SeqCst);
         let _ = self.session().over.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
         let all: Vec<Arc<Slot>> =
-            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, s)| s).collect();
+            self.pending.lock().drain().map(|(_, s)| s).collect();
         for slot in all {
             slot.complete(Err(error_of(why)));
         }

@@ -11,6 +11,7 @@ use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
 use super::stats::Stats;
 use super::TICK;
 use crate::error::Error;
+use crate::platform::coarse_now;
 use crate::primitives::circular::Claim;
 use crate::sync::{Liveness, Token, WaitPolicy};
 use std::sync::atomic::Ordering;
@@ -28,14 +29,17 @@ pub(super) struct Reading {
     /// The session whose ring is read (the server swaps in the next one).
     pub(super) session: Arc<Session>,
     pub(super) asm: Reassembler,
-    /// When the peer was last checked and overdue requests expired.
-    last_tick: Instant,
+    /// When the peer was last checked and overdue requests expired, by the
+    /// coarse clock ([`coarse_now`]: every turn looks whether a tick is
+    /// due, and a precise clock read would cost a busy reader 20 – 40 ns a
+    /// message).
+    last_tick: Duration,
 }
 
 impl Reading {
     pub(super) fn new(session: Arc<Session>, max_message: usize) -> Reading {
         let asm = Reassembler::new(session.rx.node_size(), max_message);
-        Reading { session, asm, last_tick: Instant::now() }
+        Reading { session, asm, last_tick: coarse_now() }
     }
 }
 
@@ -117,38 +121,60 @@ impl Inner {
     /// ticks if one is due. `leader`: requests read go to the caller
     /// ([`Next::Handle`]) instead of the handler pool.
     fn reader_turn(self: &Arc<Self>, leader: bool, back_from: Option<u64>) -> Next {
-        // One clock read a turn: whether a tick is due, and how long to
-        // wait for a packet until it is.
-        let (session, since_tick) = {
-            let rd = self.reading();
-            (Arc::clone(&rd.session), rd.last_tick.elapsed())
-        };
-        let next = if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
+        let mut rd = self.reading();
+        // One coarse clock read a turn: whether a tick is due, and how long
+        // to wait for a packet until it is (give or take the clock's
+        // resolution, a few milliseconds of the 20 ms tick).
+        let since_tick = coarse_now().saturating_sub(rd.last_tick);
+        if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
+            drop(rd);
             self.stand_aside();
-            Next::Nothing
-        } else {
-            let wait = TICK.saturating_sub(since_tick);
-            let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || {
-                let look = self.self_readers.load(Ordering::Relaxed) & SELF_READERS > 0
-                    || !session.rx.is_empty()
-                    || self.stop.load(Ordering::Relaxed)
-                    || back_from.is_some_and(|n| self.leading.load(Ordering::Relaxed) != n);
-                look.then_some(())
-            });
-            if self.self_readers.load(Ordering::SeqCst) & SELF_READERS == 0 {
-                self.read_one(&mut self.reading(), leader, None)
-            } else {
-                Next::Nothing
+            if since_tick >= TICK {
+                self.tick_now(&mut self.reading());
             }
+            return Next::Nothing;
+        }
+        let wait = TICK.saturating_sub(since_tick);
+        let ready = |session: &Session| {
+            let look = self.self_readers.load(Ordering::Relaxed) & SELF_READERS > 0
+                || !session.rx.is_empty()
+                || self.stop.load(Ordering::Relaxed)
+                || back_from.is_some_and(|n| self.leading.load(Ordering::Relaxed) != n);
+            look.then_some(())
+        };
+        if self.policy == WaitPolicy::Spin {
+            // A spinning wait keeps the role: it looks at `self_readers` at
+            // every turn of its spin, so a requester that starts to read for
+            // itself has the role within one (below); and a turn takes the
+            // lock once, not twice.
+            let session = &rd.session;
+            let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || ready(session));
+        } else {
+            // A wait that may sleep gives the role up meanwhile, so that a
+            // requester reads its response with no wake-up of this thread on
+            // its way.
+            let session = Arc::clone(&rd.session);
+            drop(rd);
+            let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || ready(&session));
+            rd = self.reading();
+        }
+        let next = if self.self_readers.load(Ordering::SeqCst) & SELF_READERS == 0 {
+            self.read_one(&mut rd, leader, None)
+        } else {
+            Next::Nothing
         };
         if since_tick >= TICK {
-            let mut rd = self.reading();
-            rd.last_tick = Instant::now();
-            self.tick(&mut rd);
-            let stale = rd.asm.expire(self.default_timeout * 2);
-            Stats::add(&self.stats.c.corrupt_packets, stale as u64);
+            self.tick_now(&mut rd);
         }
         next
+    }
+
+    /// The tick that [`reader_turn`](Self::reader_turn) found due.
+    fn tick_now(self: &Arc<Self>, rd: &mut Reading) {
+        rd.last_tick = coarse_now();
+        self.tick(rd);
+        let stale = rd.asm.expire(self.default_timeout * 2);
+        Stats::add(&self.stats.c.corrupt_packets, stale as u64);
     }
 
     /// The reader thread runs a request's handler itself (the reader role
@@ -248,15 +274,16 @@ impl Inner {
     /// last and something waits for the reader thread (requests still
     /// pending, packets in the ring), has a reader standing aside read now
     /// rather than after one or two [`ASIDE`]s.
-    pub(super) fn stop_reading_for_myself(&self) {
+    pub(super) fn stop_reading_for_myself(&self, session: &Session) {
         // SYNC: SeqCst, as the loads in `reader_turn` and `stand_aside`.
         if self.self_readers.fetch_sub(1, Ordering::SeqCst) & SELF_READERS != 1 {
             return;
         }
-        // One lock at a time: readers take `pending` under the reader role.
-        let waiting = !self.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-        // A reader that holds the role now reads what is queued.
-        let queued = self.reading.try_lock().is_ok_and(|rd| !rd.session.rx.is_empty());
+        // Hints, both: a wake-up missed delays the reader thread by one to
+        // two `ASIDE`s (it looks again by then), and one too many costs it
+        // a look. No lock is taken: this runs at the end of every call.
+        let waiting = self.pending.any();
+        let queued = !session.rx.is_empty();
         if waiting || queued {
             // Under the lock: a reader about to sleep in `stand_aside` looked
             // at `wanted` under it, so it is asleep by now and woken, or it
@@ -302,8 +329,8 @@ impl Inner {
         // is not used after the claim is moved on (handed to `InPlace`, or
         // freed at the end of this function).
         let packet = unsafe { session.rx.claimed_item(&claim) };
-        Stats::add(&self.stats.c.packets_received, 1);
-        Stats::add(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
+        Stats::add_as_reader(&self.stats.c.packets_received, 1);
+        Stats::add_as_reader(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
         let mut claim = Some(claim);
         let next = match asm.push(packet) {
             Assembled::Single(h) => match h.kind {
@@ -365,12 +392,12 @@ impl Inner {
     /// out of the pending map and counted; `None` (counted as discarded)
     /// if none waits for it.
     fn answered(&self, h: &Header) -> Option<Arc<super::future::Slot>> {
-        let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
+        let slot = self.pending.lock().remove(&h.response_to);
         let Some(slot) = slot else {
-            Stats::add(&self.stats.c.discarded_responses, 1);
+            Stats::add_as_reader(&self.stats.c.discarded_responses, 1);
             return None;
         };
-        Stats::add(&self.stats.c.responses_received, 1);
+        Stats::add_as_reader(&self.stats.c.responses_received, 1);
         self.stats.record(slot.started.elapsed());
         Some(slot)
     }
@@ -416,7 +443,7 @@ impl Inner {
                 }));
             }
             MsgType::Response | MsgType::Error => {
-                let slot = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&h.response_to);
+                let slot = self.pending.lock().remove(&h.response_to);
                 if let Some(slot) = slot {
                     slot.complete(Err(too_large));
                 }
