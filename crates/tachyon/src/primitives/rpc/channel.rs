@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 /// How long a requester of a hybrid channel reads for itself, spinning,
 /// before it leaves reading to the reader thread and sleeps until its
 /// response is delivered (on a spin channel it reads for itself until its
-/// deadline; on a futex channel it sleeps at once), unless the channel's
+/// deadline; on a futex channel it reads for itself asleep on the ring's
+/// futex, see [`Inner::sleep_reading_for_myself`]), unless the channel's
 /// recent responses took longer (see [`Inner::response_spin`]).
 const RESPONSE_SPIN: Duration = Duration::from_micros(50);
 
@@ -481,6 +482,10 @@ impl Inner {
         }
         Stats::add(&self.stats.c.requests_sent, 1);
         let first_look = match self.policy {
+            WaitPolicy::Futex if cancel.is_none() => {
+                self.sleep_reading_for_myself(slot, id, session, deadline, read);
+                None
+            }
             WaitPolicy::Futex => None,
             _ => self.read_for_myself(slot, id, session, deadline, read),
         };
@@ -588,6 +593,57 @@ impl Inner {
         }
         self.stop_reading_for_myself(session);
         first_look
+    }
+
+    /// A requester's wait on a futex channel: as
+    /// [`read_for_myself`](Self::read_for_myself), but asleep between
+    /// packets on the futex of the ring its response comes in, so that the
+    /// response's arrival wakes this very thread: one wake-up on its way
+    /// instead of two in a row (the reader thread's, then this thread's on
+    /// its slot). Another reader that delivers the response instead (the
+    /// reader thread, or another requester reading for itself) wakes the
+    /// ring's sleepers once the slot is complete (`Inner::read_one`). A
+    /// sleep lasts a tick at most, so that a slot completed otherwise (the
+    /// end closed, the peer died) is seen within one; requests that a
+    /// [`CancelToken`] may end sleep on their slot instead, where a cancel
+    /// wakes them at once. Returns when the slot is complete or `deadline`
+    /// passed.
+    fn sleep_reading_for_myself(
+        self: &Arc<Self>,
+        slot: &Slot,
+        id: u64,
+        session: &Session,
+        deadline: Option<Instant>,
+        mut read: Option<InPlaceRead<'_>>,
+    ) {
+        self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
+        // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
+        while !slot.ready.load(Ordering::Acquire) {
+            if let Ok(mut rd) = self.reading.try_lock() {
+                let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
+                self.read_one(&mut rd, false, mine);
+            }
+            if slot.ready.load(Ordering::Acquire) {
+                break;
+            }
+            if !session.rx.is_empty() {
+                // More to read (or the role was taken: its holder reads it,
+                // and wakes this thread if the response is this one's).
+                std::thread::yield_now();
+                continue;
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                break;
+            }
+            let slice = left.map_or(TICK, |l| l.min(TICK));
+            // SYNC: the eventcount of the ring's wait cell orders this look at `ready` after
+            // the registration as a sleeper, against the notify that follows a delivery.
+            let _ = session.rx.wait_cell(false).wait_until(WaitPolicy::Futex, Some(slice), || {
+                (slot.ready.load(Ordering::Acquire) || !session.rx.is_empty()).then_some(())
+            });
+        }
+        self.stop_reading_for_myself(session);
     }
 
     /// How long a hybrid requester reads for itself before it sleeps:

@@ -10,9 +10,8 @@
 //! a request itself; a standby thread that reads in its place while that
 //! handler takes long, and a pool of handler threads for the requests read
 //! meanwhile, so a slow handler never stops responses from flowing for
-//! long and a handler may itself call the other side. A requester waiting
-//! on a spin or hybrid channel reads its response itself (see
-//! `docs/rpc.md`, "Threads").
+//! long and a handler may itself call the other side. A waiting requester
+//! reads its response itself (see `docs/rpc.md`, "Threads").
 //!
 //! The wire format and the session protocol are in `docs/rpc.md`.
 //!
@@ -445,13 +444,12 @@ impl RpcBuffer {
     }
 
     /// [`request`](Self::request) whose response is given to `read`
-    /// where it lies, and `read`'s result returned: on a spin or hybrid
-    /// channel a one-packet response that this thread reads for itself
-    /// (the usual case: a requester reads its own response while it waits)
-    /// is read in its ring node, never copied; a response the reader
-    /// thread delivered (a futex channel, or once a hybrid requester went
-    /// to sleep) or one reassembled from several packets is read from its
-    /// buffer. For large responses that the caller only inspects, parses
+    /// where it lies, and `read`'s result returned: a one-packet response
+    /// that this thread reads for itself (the usual case: a requester
+    /// reads its own response while it waits) is read in its ring node,
+    /// never copied; a response the reader thread delivered (once a hybrid
+    /// requester went to sleep, or a race lost to the reader thread) or
+    /// one reassembled from several packets is read from its buffer. For large responses that the caller only inspects, parses
     /// or forwards: it saves the copy out of the ring, the allocation and
     /// its page faults. Read this way, and answered by an in-place
     /// handler ([`set_handler_in_place`](Self::set_handler_in_place)), a

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 /// The reader role: whoever holds it (the lock around this) reads the
 /// end's ring and hands on what it reads. The reader thread holds it while
-/// it reads; a requester waiting for its own response on a spin or hybrid
-/// channel takes it to read for itself (see `Inner::request`), so that the
+/// it reads; a requester waiting for its own response (on a spin or hybrid
+/// channel spinning, on a futex channel asleep on the ring) takes it to
+/// read for itself (see `Inner::request`), so that the
 /// response reaches the thread that waits for it with no hand-off between
 /// threads. Packets go into the one reassembler in ring order, whoever
 /// reads them.
@@ -351,7 +352,11 @@ impl Inner {
                         Some((id, read)) if h.kind == MsgType::Response && h.response_to == id => {
                             self.deliver_in_place(h, &packet[HEADER..], read)
                         }
-                        _ => self.deliver(h, &packet[HEADER..]),
+                        _ => {
+                            let next = self.deliver(h, &packet[HEADER..]);
+                            self.wake_ring_sleepers(session);
+                            next
+                        }
                     };
                     self.free(session, &mut claim);
                     next
@@ -485,8 +490,18 @@ impl Inner {
                     Err(Error::Remote(String::from_utf8_lossy(&payload).into_owned()))
                 };
                 slot.complete(r);
+                self.wake_ring_sleepers(session);
                 Next::Woke
             }
+        }
+    }
+
+    /// After a response was delivered to its slot: on a futex channel its
+    /// requester may be asleep on `session`'s incoming ring, reading for
+    /// itself (`Inner::sleep_reading_for_myself`), rather than on its slot.
+    fn wake_ring_sleepers(&self, session: &Session) {
+        if self.policy == WaitPolicy::Futex {
+            session.rx.wait_cell(false).notify_all();
         }
     }
 
