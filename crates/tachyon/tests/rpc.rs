@@ -665,3 +665,53 @@ fn both_ends_flooding_each_other_through_full_rings_get_every_answer() {
         assert_no_files(&name);
     }
 }
+
+/// A futex requester reads its response itself, asleep on the ring; when
+/// the reader role stays taken (here by an inline handler that blocks)
+/// while its response waits in the ring, it leaves the reading and sleeps
+/// on its slot instead: its deadline still ends the call, while the
+/// handler is still running, and the channel works once it returns.
+#[test]
+fn a_futex_caller_whose_reader_role_is_busy_still_times_out_and_the_channel_goes_on() {
+    use std::sync::atomic::AtomicBool;
+    use tachyon::sync::WaitPolicy;
+    let name = unique("rpc-futex-busy-role");
+    let running = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let (run, rel) = (Arc::clone(&running), Arc::clone(&release));
+    let server = RpcBuffer::builder(&name)
+        .wait_policy(WaitPolicy::Futex)
+        .inline_handlers(true)
+        .handler(move |_id, msg: &[u8]| {
+            if msg == b"block" {
+                run.store(true, Ordering::SeqCst);
+                // Bounded: the test releases it, or it gives up.
+                wait_for(LIMIT, || rel.load(Ordering::SeqCst));
+            }
+            Ok::<_, String>(msg.to_vec())
+        })
+        .create()
+        .unwrap();
+    let client = RpcBuffer::builder(&name)
+        .wait_policy(WaitPolicy::Futex)
+        .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec()))
+        .open()
+        .unwrap();
+    assert_eq!(server.request(b"before", LONG).unwrap(), b"before");
+    std::thread::scope(|s| {
+        let blocked = s.spawn(|| client.request(b"block", LONG));
+        assert!(wait_for(LIMIT, || running.load(Ordering::SeqCst)), "the inline handler runs");
+        // The client answers at once; the answer waits in the server's ring
+        // behind the reader role that the blocked handler holds.
+        match server.request(b"meanwhile", Some(Duration::from_millis(200))) {
+            Err(Error::Timeout { .. }) => {}
+            other => panic!("expected a timeout while the role is busy, got {other:?}"),
+        }
+        assert!(!release.load(Ordering::SeqCst), "it returned while the handler still ran");
+        release.store(true, Ordering::SeqCst);
+        assert_eq!(blocked.join().unwrap().unwrap(), b"block");
+    });
+    assert_eq!(server.request(b"after", LONG).unwrap(), b"after");
+    assert_eq!(server.stats().discarded_responses, 1, "the late answer was discarded");
+    drop((client, server));
+}

@@ -31,6 +31,13 @@ use std::time::{Duration, Instant};
 /// recent responses took longer (see [`Inner::response_spin`]).
 const RESPONSE_SPIN: Duration = Duration::from_micros(50);
 
+/// How many looks in a row a futex requester reading for itself may find
+/// the reader role taken while packets wait (yielding the CPU between
+/// looks) before it leaves the reading to the role's holder and sleeps on
+/// its slot: the role is held for a moment by a reader thread on its way
+/// to standing aside, for a handler's whole run by an inline handler.
+const ROLE_BUSY_LOOKS: u32 = 16;
+
 /// The longest a hybrid requester spins for its response: twice the recent
 /// wait, while that is at most this. Waits longer than half of it are
 /// waited for asleep after [`RESPONSE_SPIN`]: next to them a sleep and
@@ -606,8 +613,9 @@ impl Inner {
     /// sleep lasts a tick at most, so that a slot completed otherwise (the
     /// end closed, the peer died) is seen within one; requests that a
     /// [`CancelToken`] may end sleep on their slot instead, where a cancel
-    /// wakes them at once. Returns when the slot is complete or `deadline`
-    /// passed.
+    /// wakes them at once. Returns when the slot is complete, `deadline`
+    /// passed, or the role stayed taken while packets waited
+    /// ([`ROLE_BUSY_LOOKS`]; the caller then sleeps on the slot).
     fn sleep_reading_for_myself(
         self: &Arc<Self>,
         slot: &Slot,
@@ -617,18 +625,32 @@ impl Inner {
         mut read: Option<InPlaceRead<'_>>,
     ) {
         self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
+        // Looks in a row that found the role taken and packets queued.
+        let mut busy = 0u32;
         // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
         while !slot.ready.load(Ordering::Acquire) {
-            if let Ok(mut rd) = self.reading.try_lock() {
-                let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
-                self.read_one(&mut rd, false, mine);
+            match self.reading.try_lock() {
+                Ok(mut rd) => {
+                    busy = 0;
+                    let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
+                    self.read_one(&mut rd, false, mine);
+                }
+                Err(_) => busy += 1,
             }
             if slot.ready.load(Ordering::Acquire) {
                 break;
             }
             if !session.rx.is_empty() {
-                // More to read (or the role was taken: its holder reads it,
-                // and wakes this thread if the response is this one's).
+                if busy >= ROLE_BUSY_LOOKS {
+                    // The role is held for long (an inline handler, a
+                    // caller reading in place): leave the reading to its
+                    // holder and the reader thread, and sleep on the slot
+                    // (the caller does, once this returns), with its
+                    // deadline, as a futex requester used to.
+                    break;
+                }
+                // More to read, or the role's holder is reading it (and
+                // wakes this thread if the response is this one's).
                 std::thread::yield_now();
                 continue;
             }
@@ -843,6 +865,7 @@ impl Inner {
         for slot in all {
             slot.complete(Err(error_of(why)));
         }
+        self.wake_ring_sleepers(&self.session());
         let _guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.closed_cond.notify_all();
     }

@@ -449,9 +449,10 @@ impl RpcBuffer {
     /// reads its own response while it waits) is read in its ring node,
     /// never copied; a response the reader thread delivered (once a hybrid
     /// requester went to sleep, or a race lost to the reader thread) or
-    /// one reassembled from several packets is read from its buffer. For large responses that the caller only inspects, parses
-    /// or forwards: it saves the copy out of the ring, the allocation and
-    /// its page faults. Read this way, and answered by an in-place
+    /// one reassembled from several packets is read from its buffer. For
+    /// large responses that the caller only inspects, parses or forwards:
+    /// it saves the copy out of the ring, the allocation and its page
+    /// faults. Read this way, and answered by an in-place
     /// handler ([`set_handler_in_place`](Self::set_handler_in_place)), a
     /// one-packet call moves its payload twice in all: the request into
     /// the ring, and the handler's response into the ring.

@@ -496,10 +496,11 @@ impl Inner {
         }
     }
 
-    /// After a response was delivered to its slot: on a futex channel its
-    /// requester may be asleep on `session`'s incoming ring, reading for
-    /// itself (`Inner::sleep_reading_for_myself`), rather than on its slot.
-    fn wake_ring_sleepers(&self, session: &Session) {
+    /// After a response was delivered to its slot (or requests failed): on
+    /// a futex channel a requester may be asleep on `session`'s incoming
+    /// ring, reading for itself (`Inner::sleep_reading_for_myself`), rather
+    /// than on its slot.
+    pub(super) fn wake_ring_sleepers(&self, session: &Session) {
         if self.policy == WaitPolicy::Futex {
             session.rx.wait_cell(false).notify_all();
         }
@@ -604,6 +605,7 @@ impl Inner {
         // The session is over: sends into it stop, its requests fail.
         let _ = session.over.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst);
         self.fail_session(session.id, why);
+        self.wake_ring_sleepers(session);
         let (count, size) = self.geometry;
         let next = match new_session(&self.name, count, size, self.policy) {
             Ok(next) => next,
