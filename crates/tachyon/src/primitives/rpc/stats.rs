@@ -131,8 +131,8 @@ impl Stats {
     /// [`add`](Self::add) for a counter that only the holder of the
     /// reader role updates (under the `reading` lock, whose hand-over
     /// orders one holder's update before the next's): a plain load and
-    /// store instead of a locked read-modify-write, which costs 10 – 20 ns
-    /// a message on the round trip. Resets do not write counters (see
+    /// store instead of a locked read-modify-write, several nanoseconds of
+    /// every call's round trip. Resets do not write counters (see
     /// `counters!`), so nothing else stores to these.
     pub(crate) fn add_as_reader(counter: &AtomicU64, n: u64) {
         counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
