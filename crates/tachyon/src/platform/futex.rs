@@ -89,7 +89,7 @@ pub fn wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) -> Wake 
 #[cfg(not(tachyon_loom))]
 pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
     use rustix::thread::futex;
-    use rustix::time::{clock_gettime, ClockId};
+    use rustix::time::ClockId;
     let words = &words[..words.len().min(WAITV_MAX)];
     if words.is_empty() {
         return Wake::Woken;
@@ -101,9 +101,13 @@ pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Dur
         // Shared (no FUTEX2_PRIVATE): woken by `wake`, which is shared too.
         w.flags = futex::WaitFlags::SIZE_U32;
     }
-    // futex_waitv takes an absolute CLOCK_MONOTONIC deadline.
+    // futex_waitv takes an absolute CLOCK_MONOTONIC deadline (read
+    // through the C library: see `platform::clock`).
     let deadline = timeout.and_then(|t| {
-        let now = clock_gettime(ClockId::Monotonic);
+        // (CLOCK_MONOTONIC does not fail; if it did, a deadline long past
+        // makes this a look, not a wait that never ends.)
+        let now =
+            crate::platform::clock(libc::CLOCK_MONOTONIC).unwrap_or(libc::timespec { tv_sec: 0, tv_nsec: 0 });
         let nanos = i64::try_from(t.as_nanos()).ok()?.checked_add(now.tv_nsec)?;
         let secs = now.tv_sec.checked_add(nanos / 1_000_000_000)?;
         Some(futex::Timespec { tv_sec: secs, tv_nsec: nanos % 1_000_000_000 })

@@ -24,21 +24,32 @@ pub(crate) mod trace;
 /// a precise clock read costs 20 – 40 ns on a virtual machine), at the
 /// tick's resolution (1 – 10 ms). For chores that run every tens of
 /// milliseconds and look whether one is due at every turn of a busy loop.
-///
-/// Through the C library, whose vDSO lookup works under valgrind too (at
-/// this writing, rustix's own faults there).
 #[cfg(not(tachyon_loom))]
 pub(crate) fn coarse_now() -> std::time::Duration {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid, writable `timespec` for the call's duration,
-    // and CLOCK_MONOTONIC_COARSE is a clock every Linux since 2.6.32 has.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
-    if r != 0 {
-        // Not on this kernel: the precise clock, as a duration since a
-        // fixed instant of this process.
-        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        return START.get_or_init(std::time::Instant::now).elapsed();
+    match clock(libc::CLOCK_MONOTONIC_COARSE) {
+        // The kernel keeps `tv_nsec` in 0..1e9 and `tv_sec` non-negative.
+        Some(t) => std::time::Duration::new(
+            u64::try_from(t.tv_sec).unwrap_or(0),
+            u32::try_from(t.tv_nsec).unwrap_or(0),
+        ),
+        None => {
+            // Not on this kernel: the precise clock, as a duration since a
+            // fixed instant of this process.
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            START.get_or_init(std::time::Instant::now).elapsed()
+        }
     }
-    // The kernel keeps `tv_nsec` in 0..1e9 and `tv_sec` non-negative.
-    std::time::Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
+}
+
+/// `clock_gettime(id)` through the C library (`None` if the kernel has no
+/// such clock). Not through rustix: its own vDSO lookup faults under
+/// valgrind (at this writing), where the C library's works, and a program
+/// that uses tachyon must stay debuggable.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn clock(id: libc::clockid_t) -> Option<libc::timespec> {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid, writable `timespec` for the call's duration;
+    // an unknown clock id is an error return, not undefined behaviour.
+    let r = unsafe { libc::clock_gettime(id, &mut t) };
+    (r == 0).then_some(t)
 }
