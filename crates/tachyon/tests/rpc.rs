@@ -687,6 +687,7 @@ fn a_futex_caller_whose_reader_role_is_busy_still_times_out_and_the_channel_goes
                 run.store(true, Ordering::SeqCst);
                 // Bounded: the test releases it, or it gives up.
                 wait_for(LIMIT, || rel.load(Ordering::SeqCst));
+                run.store(false, Ordering::SeqCst);
             }
             Ok::<_, String>(msg.to_vec())
         })
@@ -707,7 +708,7 @@ fn a_futex_caller_whose_reader_role_is_busy_still_times_out_and_the_channel_goes
             Err(Error::Timeout { .. }) => {}
             other => panic!("expected a timeout while the role is busy, got {other:?}"),
         }
-        assert!(!release.load(Ordering::SeqCst), "it returned while the handler still ran");
+        assert!(running.load(Ordering::SeqCst), "it returned while the handler still ran");
         release.store(true, Ordering::SeqCst);
         assert_eq!(blocked.join().unwrap().unwrap(), b"block");
     });
