@@ -1205,6 +1205,23 @@ impl Ring<'_> {
         let _ = cursor.compare_exchange(from, from.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed);
     }
 
+    /// Whether a reader may find something at the head now: the cell at
+    /// the read cursor is anything but free or being written in this lap
+    /// (a committed item, a tombstone, a claimed or repaired cell, a stale
+    /// cursor). A hint for a reader's poll, as [`len`](Self::len) is, but
+    /// it reads only the lines a claim reads anyway (the read cursor and
+    /// that cell), not the write cursor, which the writers' claims write:
+    /// a reader polling the write cursor takes its line from the writer at
+    /// every message, and the writer's next claim takes it back.
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn head_hint(&self) -> bool {
+        // SYNC: a hint only; the claim that follows it orders what it reads.
+        let pos = self.cursors.head.load(Ordering::Acquire);
+        let (_, cell) = self.cell(pos);
+        let (seq, _) = split(cell.word.load(Ordering::Acquire));
+        seq != pos as u32
+    }
+
     /// Items in the ring now (a snapshot; claimed cells count).
     #[cfg_attr(tachyon_loom, allow(dead_code))]
     pub(crate) fn len(&self) -> u64 {

@@ -585,7 +585,7 @@ impl Inner {
                     break;
                 }
             }
-            if every_64th || !session.rx.is_empty() {
+            if every_64th || session.rx.readable_hint() {
                 if let Ok(mut rd) = self.reading.try_lock() {
                     let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
                     if let Next::Woke = self.read_one(&mut rd, false, mine) {
@@ -640,7 +640,7 @@ impl Inner {
             if slot.ready.load(Ordering::Acquire) {
                 break;
             }
-            if !session.rx.is_empty() {
+            if session.rx.readable_hint() {
                 if busy >= ROLE_BUSY_LOOKS {
                     // The role is held for long (an inline handler, a
                     // caller reading in place): leave the reading to its
@@ -662,7 +662,7 @@ impl Inner {
             // SYNC: the eventcount of the ring's wait cell orders this look at `ready` after
             // the registration as a sleeper, against the notify that follows a delivery.
             let _ = session.rx.wait_cell(false).wait_until(WaitPolicy::Futex, Some(slice), || {
-                (slot.ready.load(Ordering::Acquire) || !session.rx.is_empty()).then_some(())
+                (slot.ready.load(Ordering::Acquire) || session.rx.readable_hint()).then_some(())
             });
         }
         self.stop_reading_for_myself(session);

@@ -138,7 +138,7 @@ impl Inner {
         let wait = TICK.saturating_sub(since_tick);
         let ready = |session: &Session| {
             let look = self.self_readers.load(Ordering::Relaxed) & SELF_READERS > 0
-                || !session.rx.is_empty()
+                || session.rx.readable_hint()
                 || self.stop.load(Ordering::Relaxed)
                 || back_from.is_some_and(|n| self.leading.load(Ordering::Relaxed) != n);
             look.then_some(())
@@ -284,7 +284,7 @@ impl Inner {
         // two `ASIDE`s (it looks again by then), and one too many costs it
         // a look. No lock is taken: this runs at the end of every call.
         let waiting = self.pending.any();
-        let queued = !session.rx.is_empty();
+        let queued = session.rx.readable_hint();
         if waiting || queued {
             // Under the lock: a reader about to sleep in `stand_aside` looked
             // at `wanted` under it, so it is asleep by now and woken, or it
