@@ -112,6 +112,9 @@ pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Dur
         let secs = now.tv_sec.checked_add(nanos / 1_000_000_000)?;
         Some(futex::Timespec { tv_sec: secs, tv_nsec: nanos % 1_000_000_000 })
     });
+    if NO_WAITV.load(std::sync::atomic::Ordering::Relaxed) {
+        return wait_first_for_a_slice(words, timeout);
+    }
     match futex::waitv(
         &waiters[..words.len()],
         futex::WaitvFlags::empty(),
@@ -119,8 +122,60 @@ pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Dur
         ClockId::Monotonic,
     ) {
         Err(rustix::io::Errno::TIMEDOUT) => Wake::TimedOut,
+        Err(rustix::io::Errno::NOSYS) => {
+            // A kernel older than 5.16 (or valgrind): from now on, the
+            // fallback. Returning at once instead would have every caller
+            // spin, burning its CPU for as long as it waits.
+            NO_WAITV.store(true, std::sync::atomic::Ordering::Relaxed);
+            wait_first_for_a_slice(words, timeout)
+        }
         // EAGAIN (a value changed), EINTR, EFAULT and success: look again.
         _ => Wake::Woken,
+    }
+}
+
+/// Set once `futex_waitv` said `ENOSYS`: [`wait_any_at`] then sleeps on
+/// its first word for a [`WAITV_FALLBACK_SLICE`] at a time.
+#[cfg(not(tachyon_loom))]
+static NO_WAITV: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// On a kernel without `futex_waitv` (before Linux 5.16, and under
+/// valgrind), the longest [`wait_any_at`] sleeps before it returns (as a
+/// spurious wake-up) so that its caller looks at every word again: a
+/// notify of the first word ends the sleep at once, one of the others is
+/// seen within this long.
+pub const WAITV_FALLBACK_SLICE: Duration = Duration::from_millis(1);
+
+/// [`wait_any_at`] without `futex_waitv`: one `FUTEX_WAIT` on the first
+/// word, for [`WAITV_FALLBACK_SLICE`] at most (or `timeout`, if shorter:
+/// then its end is the timeout's).
+#[cfg(not(tachyon_loom))]
+fn wait_first_for_a_slice(words: &[(*const AtomicU32, u32)], timeout: Option<Duration>) -> Wake {
+    let Some(&(word, expected)) = words.first() else { return Wake::Woken };
+    let slice = timeout.map_or(WAITV_FALLBACK_SLICE, |t| t.min(WAITV_FALLBACK_SLICE));
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: libc::c_long::from(slice.subsec_nanos() as i32) };
+    // SAFETY: FUTEX_WAIT only compares the word at `word` with `expected`
+    // and queues on its address; the kernel reads it with a fault-safe
+    // access (an unmapped address is EFAULT, not a signal), so no
+    // reference to it is formed here and none needs to be valid (see
+    // `wait_any_at`). `ts` outlives the call; the last two arguments are
+    // unused by FUTEX_WAIT. Shared (no FUTEX_PRIVATE_FLAG), as `wake` is.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word,
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+            0usize,
+            0u32,
+        )
+    };
+    let timed_out = r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT);
+    if timed_out && timeout.is_some_and(|t| t <= WAITV_FALLBACK_SLICE) {
+        Wake::TimedOut
+    } else {
+        Wake::Woken
     }
 }
 
@@ -275,5 +330,54 @@ mod model {
         let ids: Vec<u64> = q.sleeping.drain(..).map(|s| s.1).collect();
         q.timed_out.extend(ids);
         FUTEX.changed.notify_all();
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+
+    /// Without `futex_waitv` a wait on several words neither returns at
+    /// once while nothing changes (its callers would spin) nor sleeps
+    /// past a slice after a word changed.
+    #[test]
+    fn the_fallback_without_futex_waitv_sleeps_in_slices_and_sees_every_word() {
+        let words = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+        let addrs = |w: &[AtomicU32; 2]| [(&w[0] as *const AtomicU32, 0), (&w[1] as *const AtomicU32, 0)];
+
+        // Nothing changes: each call sleeps a slice, so 30 ms take a few
+        // dozen calls (a fallback that returned at once would make
+        // millions), and a timeout shorter than a slice times out.
+        let start = Instant::now();
+        let mut calls = 0u32;
+        while start.elapsed() < Duration::from_millis(30) {
+            assert_eq!(wait_first_for_a_slice(&addrs(&words), None), Wake::Woken);
+            calls += 1;
+        }
+        assert!(calls < 5_000, "{calls} calls in 30 ms: the fallback does not sleep");
+        let short = Some(Duration::from_micros(200));
+        assert_eq!(wait_first_for_a_slice(&addrs(&words), short), Wake::TimedOut);
+
+        // Another word than the first changed: seen within a slice (the
+        // call returns, and the caller looks at every word).
+        words[1].store(1, Relaxed);
+        assert_eq!(wait_first_for_a_slice(&addrs(&words), Some(Duration::from_secs(60))), Wake::Woken);
+        words[1].store(0, Relaxed);
+
+        // A notify of the first word is seen (by the wake, or by the
+        // value when it comes before the sleep).
+        let w = Arc::clone(&words);
+        let waker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            w[0].store(1, Relaxed);
+            wake_all(&w[0]);
+        });
+        while words[0].load(Relaxed) == 0 {
+            let _ = wait_first_for_a_slice(&addrs(&words), Some(Duration::from_secs(60)));
+        }
+        assert_eq!(wait_first_for_a_slice(&addrs(&words), Some(Duration::from_secs(60))), Wake::Woken);
+        waker.join().unwrap();
     }
 }
