@@ -140,7 +140,7 @@ pub(crate) fn wait_any_at(words: &[(*const AtomicU32, u32)], timeout: Option<Dur
 static NO_WAITV: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// On a kernel without `futex_waitv` (before Linux 5.16, and under
-/// valgrind), the longest [`wait_any_at`] sleeps before it returns (as a
+/// valgrind), the longest [`wait_any`] sleeps before it returns (as a
 /// spurious wake-up) so that its caller looks at every word again: a
 /// notify of the first word ends the sleep at once, one of the others is
 /// seen within this long.
