@@ -9,8 +9,7 @@
 mod common;
 
 use common::{child_command, unique, RemoveRegion, LIMIT};
-use std::os::unix::process::ExitStatusExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tachyon::bus::{Delivery, Key, Recovered, Region, RegionConfig, Topic, TopicConfig};
 
 const ENTRY: &str = "child_entry";
@@ -63,19 +62,7 @@ fn child_entry() {
 /// Runs `role` in a child that must die by SIGKILL at `point`.
 fn die_at(name: &str, role: &str, point: &str) {
     let mut child = child_command(ENTRY, role, name).env("TACHYON_FAULT", point).spawn().unwrap();
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{role} at {point}: the child did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    assert_eq!(status.signal(), Some(9), "{role} at {point}: the child must die at the point ({status:?})");
+    common::wait_killed(&mut child, &format!("{role} at {point}"));
 }
 
 /// Recovery's counts of chunks: loans, held, unpublished, redelivered,

@@ -13,8 +13,7 @@ mod common;
 
 use common::{child_command, unique, wait_for, RemoveRegion, LIMIT};
 use std::collections::HashSet;
-use std::os::unix::process::ExitStatusExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tachyon::bus::{Delivery, Group, Key, Recovered, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::Error;
 
@@ -81,19 +80,7 @@ fn child_entry() {
 }
 
 fn wait_dead(child: &mut std::process::Child, what: &str) {
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what}: the child did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    assert_eq!(status.signal(), Some(9), "{what}: the child must die by SIGKILL ({status:?})");
+    common::wait_killed(child, what);
 }
 
 /// Runs `role` (in `group`) in a child that must die by SIGKILL at `point`.

@@ -234,9 +234,14 @@ pub(crate) fn fill(topic: &Topic, g: usize, reserved: Reserved, me: Token) -> us
             waits.not_full.notify_all();
         }
         let mut started = false;
-        for (i, &(source, word)) in backlog.iter().enumerate() {
+        for (i, &(source, at, word)) in backlog.iter().enumerate() {
             let (pos, idx) = cells[lead + i];
-            match copy(topic, source, g, p, word, (&ring, pos, idx), me) {
+            let outcome = if Descriptor::is_inline(word) {
+                copy_inline(topic, (source, at), g, p, word, (&ring, pos, idx), me)
+            } else {
+                copy(topic, source, g, p, word, (&ring, pos, idx), me)
+            };
+            match outcome {
                 Copied::Yes => {
                     started = true;
                     copied += 1;
@@ -292,7 +297,7 @@ fn source(topic: &Topic, g: usize, p: u32) -> Option<usize> {
 /// or does not move within [`INTENT_WAIT`] is counted missed. A cell claimed
 /// and not marked is skipped: its publisher will look at the groups again
 /// and publish with the new group, or has done so.
-fn queued(topic: &Topic, s: usize, p: u32, g: usize) -> Vec<(usize, u64)> {
+fn queued(topic: &Topic, s: usize, p: u32, g: usize) -> Vec<(usize, u64, u64)> {
     let Ok(ring) = topic.ring_of(s, p) else { return Vec::new() };
     let region = topic.region();
     let head = ring.cursors.head.load(Ordering::Acquire);
@@ -301,7 +306,7 @@ fn queued(topic: &Topic, s: usize, p: u32, g: usize) -> Vec<(usize, u64)> {
         let mut deadline = None;
         loop {
             match ring.look(pos) {
-                Look::Committed(word) => found.push((s, word)),
+                Look::Committed(word) => found.push((s, pos, word)),
                 Look::Free => return found,
                 Look::Gone => {}
                 // Claimed, not marked: its writer has its second look to
@@ -330,6 +335,12 @@ fn queued(topic: &Topic, s: usize, p: u32, g: usize) -> Vec<(usize, u64)> {
 /// publication was taken by that lap's reader: stamps and versions never
 /// repeat).
 fn names_queued(topic: &Topic, s: usize, word: u64) -> bool {
+    if Descriptor::is_inline(word) {
+        // An inline message's word names no publication: it may be an
+        // earlier lap's, or a commit in progress. Waited for (the writer
+        // marks its cell right after the claim, so the wait is short).
+        return s == 0;
+    }
     let region = topic.region();
     let Ok((_, desc, meta)) = region.resolve(word) else { return false };
     let w = meta.word();
@@ -411,6 +422,52 @@ fn copy(topic: &Topic, s: usize, g: usize, p: u32, word: u64, cell: (&Ring<'_>, 
     };
     if !same {
         region.free(chunk.class, chunk.index);
+        return Copied::Gone;
+    }
+    if publish(topic, g, p, chunk.class, chunk.index, len, cell, me) {
+        Copied::Yes
+    } else {
+        Copied::Missed
+    }
+}
+
+/// [`copy`] of a message in the inline slot of position `at` of slot `s`'s
+/// ring (`TopicConfig::inline_payload`; only the default group's ring has
+/// them filled). The slot is read as the chunk of `copy` is, as a seqlock
+/// reader: the bytes through atomic loads, then the cell looked at again;
+/// a cell no longer committed at `at` (a member claimed it, and a writer
+/// may have filled the slot again since) throws the copy away.
+fn copy_inline(
+    topic: &Topic,
+    (s, at): (usize, u64),
+    g: usize,
+    p: u32,
+    word: u64,
+    cell: (&Ring<'_>, u64, usize),
+    me: Token,
+) -> Copied {
+    let len = Descriptor::decode(word).len as usize;
+    let Ok(from_ring) = topic.ring_of(s, p) else { return Copied::Missed };
+    let Some(src) = topic.inline_slot_at(s, p, at, len) else { return Copied::Missed };
+    let Ok(chunk) = topic.take_chunk(len, Some(Duration::ZERO)) else { return Copied::Missed };
+    // SAFETY: `inline_slot_at` checked that the topic has inline slots of
+    // at least `len` bytes, so these `len` bytes are inside the region's
+    // mapping, which `topic` keeps mapped; `AtomicU8` has the size and
+    // alignment of `u8`, and every access made through this slice is
+    // atomic (a writer of a later lap may fill the slot meanwhile: the
+    // second look below then discards the copy).
+    let from = unsafe { std::slice::from_raw_parts(src.cast::<AtomicU8>().cast_const(), len) };
+    // SAFETY: the chunk was loaned to this process just now (`take_chunk`)
+    // and is not published: nobody else reads or writes it; its class
+    // holds `len` bytes.
+    let to = unsafe { topic.chunk_mut(chunk, len) };
+    for (b, a) in to.iter_mut().zip(from) {
+        *b = a.load(Ordering::Relaxed);
+    }
+    // SYNC: as in `copy`: the byte loads before the second look.
+    fence(Ordering::Acquire);
+    if from_ring.look(at) != Look::Committed(word) {
+        topic.region().free(chunk.class, chunk.index);
         return Copied::Gone;
     }
     if publish(topic, g, p, chunk.class, chunk.index, len, cell, me) {

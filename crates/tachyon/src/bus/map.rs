@@ -100,9 +100,33 @@ impl RegionMap {
     }
 
     /// Bytes one partition of `capacity` cells takes (its header, its
-    /// cells, rounded up to 64).
+    /// cells, rounded up to 64), on a topic without inline payloads.
     pub fn partition_block(&self, capacity: u32) -> usize {
-        partition::block(capacity)
+        partition::block(capacity, 0)
+    }
+
+    /// Bytes one partition of `capacity` cells takes on a topic with inline
+    /// slots of `inline` bytes ([`TopicConfig::inline_payload`](super::TopicConfig::inline_payload),
+    /// as [`TopicInfo::inline_payload`](super::TopicInfo::inline_payload)
+    /// reports it): the cells' block, then one slot per cell.
+    ///
+    /// ```
+    /// let map = tachyon::bus::RegionMap::new();
+    /// assert_eq!(map.partition_block_inline(4, 128), 192 + 4 * 16 + 4 * 128);
+    /// assert_eq!(map.partition_block_inline(4, 0), map.partition_block(4));
+    /// ```
+    pub fn partition_block_inline(&self, capacity: u32, inline: usize) -> usize {
+        partition::block(capacity, inline)
+    }
+
+    /// Where a partition's inline slots start, from the partition.
+    ///
+    /// ```
+    /// let map = tachyon::bus::RegionMap::new();
+    /// assert_eq!(map.inline_slots_offset(4), 256);
+    /// ```
+    pub fn inline_slots_offset(&self, capacity: u32) -> usize {
+        partition::slots_off(capacity)
     }
 }
 

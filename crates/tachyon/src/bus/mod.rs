@@ -62,6 +62,6 @@ crate::without_loom! {
     pub use topic::Group;
     pub use topic::{
         Delivery, Key, Loan, Message, ReceiveStop, Topic, TopicConfig, TopicInfo, ValueLoan, CHUNK_ALIGN,
-        MAX_CAPACITY, MAX_PARTITIONS,
+        MAX_CAPACITY, MAX_INLINE, MAX_PARTITIONS,
     };
 }

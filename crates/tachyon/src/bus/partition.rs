@@ -6,7 +6,14 @@
 //!    128  "not empty" wait cell
 //!    136  "not full" wait cell
 //!    192  cells                                  (capacity x 16 B)
+//!         inline slots, from the next 64-byte line (capacity x slot bytes;
+//!         only on a topic with `TopicConfig::inline_payload`)
 //! ```
+//!
+//! A topic with inline payloads gives each cell a slot of its own, in
+//! order: the copy path writes a message of up to a slot's bytes into the
+//! slot of the cell it claimed, and the cell's descriptor says "inline"
+//! instead of naming a chunk (see `bus/topic.rs`, "Inline payloads").
 //!
 //! A topic's partitions lie one after another, each rounded up to 64 bytes.
 //! In a region with group slots (`RegionConfig::max_groups`, layout 4) a
@@ -63,8 +70,15 @@ const _: () = assert!(size_of::<Cell>() == 16);
 // valid and all mutation is atomic.
 unsafe impl ShmSafe for PartitionHeader {}
 
-/// Bytes one partition of `capacity` cells takes in the arena.
-pub(crate) fn block(capacity: u32) -> usize {
+/// Bytes one partition of `capacity` cells takes in the arena, with an
+/// inline slot of `inline` bytes (a multiple of 64, or 0) per cell.
+pub(crate) fn block(capacity: u32, inline: usize) -> usize {
+    slots_off(capacity) + capacity as usize * inline
+}
+
+/// Where a partition's inline slots start, from the partition: the first
+/// 64-byte line after its cells.
+pub(crate) fn slots_off(capacity: u32) -> usize {
     (PARTITION_HEADER + size_of::<Cell>() * capacity as usize).next_multiple_of(64)
 }
 
@@ -82,9 +96,9 @@ pub(crate) fn at(seg: &Segment, base: usize, capacity: u32) -> Result<(&Partitio
 
 /// Sets every cell of `partitions` partitions of `capacity` cells at
 /// `ring_off` free for its first writer, and the cursors to 0.
-pub(crate) fn init(seg: &Segment, ring_off: usize, partitions: u32, capacity: u32) -> Result<()> {
+pub(crate) fn init(seg: &Segment, ring_off: usize, partitions: u32, capacity: u32, inline: usize) -> Result<()> {
     for p in 0..partitions as usize {
-        let (header, cells) = at(seg, ring_off + p * block(capacity), capacity)?;
+        let (header, cells) = at(seg, ring_off + p * block(capacity, inline), capacity)?;
         for (i, c) in cells.iter().enumerate() {
             c.word.store((i as u64) << 32, Ordering::Relaxed);
             c.len.store(0, Ordering::Relaxed);

@@ -102,6 +102,8 @@ pub(crate) const HELD: u32 = 3;
 /// The most chunks a region can have (indices fit the head's 24 bits).
 #[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) const MAX_CHUNKS: usize = (1 << 24) - 2;
+// Inline descriptors carry a chunk index no chunk has.
+const _: () = assert!(MAX_CHUNKS as u32 <= Descriptor::INLINE_CHUNK);
 
 /// A chunk's state word: `tag << 32 | state << 30 | holder`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +203,23 @@ impl Descriptor {
             len: word as u32 & 0x1F_FFFF,
         }
     }
+    /// The chunk index an inline descriptor carries (no chunk has it:
+    /// indices stop below [`MAX_CHUNKS`]).
+    pub(crate) const INLINE_CHUNK: u32 = (1 << 24) - 2;
+
+    /// The descriptor of a message of `len` bytes written into the inline
+    /// slot of the cell that carries it (`TopicConfig::inline_payload`).
+    pub(crate) const fn inline(len: u32) -> Descriptor {
+        Descriptor { chunk: Self::INLINE_CHUNK, version: 0, len }
+    }
+
+    /// Whether a cell's descriptor word says "inline" (its length still to
+    /// be checked against the topic's slot).
+    #[inline]
+    pub(crate) const fn is_inline(word: u64) -> bool {
+        (word >> 40) as u32 == Self::INLINE_CHUNK
+    }
+
     /// Whether this descriptor names the chunk's current publication.
     pub(crate) fn is_current(self, meta: &ChunkMeta) -> bool {
         // SYNC: pairs with the Release store of `version` in `Region::enqueue` (recovery.rs).

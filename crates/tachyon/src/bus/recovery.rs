@@ -340,7 +340,7 @@ impl Region {
     fn repair_dead_reads(&self, is_dead: &dyn Fn(u32) -> bool) -> Result<()> {
         let me = self.core.seg.token();
         self.for_each_ring(|topic, slot, p, ring| {
-            let adopt = |word: u64, dead| self.adopt_dead_read(word, dead, slot);
+            let adopt = |word: u64, dead| topic.adopt_dead_read(word, dead, slot);
             let mut freed = false;
             for idx in 0..ring.cells.len() {
                 let Some((w, reader)) = ring.read_claim(idx) else { continue };

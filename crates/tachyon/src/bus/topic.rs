@@ -19,6 +19,7 @@ use super::region::{Region, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use super::groups::{self, Control};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU8;
 use crate::segment::Segment;
 use crate::sync::ring::{Cell, Cursors, Ring, Waits};
 use crate::sync::{Liveness, WaitPolicy};
@@ -34,6 +35,8 @@ const WAIT_MESSAGE: &str = "a message in the topic's partition";
 pub const MAX_PARTITIONS: u32 = 256;
 /// Most descriptors per partition.
 pub const MAX_CAPACITY: u32 = 1 << 20;
+/// Largest inline slot ([`TopicConfig::inline_payload`]): 64 KiB.
+pub const MAX_INLINE: u32 = 64 << 10;
 
 /// What happens to a message whose consumer dies before releasing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,6 +79,9 @@ pub struct TopicConfig {
     /// Whether a full partition drops its oldest message instead of holding
     /// the publisher back (see [`overrun`](Self::overrun)).
     pub(crate) overrun: bool,
+    /// Bytes of each cell's inline slot, a multiple of 64 (0: none; see
+    /// [`inline_payload`](Self::inline_payload)).
+    pub(crate) inline: u32,
 }
 
 impl Default for TopicConfig {
@@ -87,6 +93,7 @@ impl Default for TopicConfig {
             delivery: Delivery::AtMostOnce,
             default_group: true,
             overrun: false,
+            inline: 0,
         }
     }
 }
@@ -169,6 +176,56 @@ impl TopicConfig {
         self.overrun
     }
 
+    /// Gives every ring cell an inline slot of `bytes` (rounded up to a
+    /// multiple of 64, at most [`MAX_INLINE`]; 0, the default: none). A
+    /// message of up to that size sent by copy ([`Topic::send`]) is then
+    /// written into the slot of the cell it is published in, and read out
+    /// of it by [`Topic::recv_into`]: no chunk is taken from the pool, no
+    /// chunk state changes hands, nothing goes back to a free list. This is
+    /// the copy path at the speed of a [`CircularBuffer`](crate::CircularBuffer)
+    /// (a 1 KiB stream two to three times the chunk path's; see
+    /// `docs/bus.md`, "Inline payloads"). The ring's claims still name
+    /// their claimants, so a process killed at any instruction leaves what
+    /// a killed publisher or consumer leaves on any topic.
+    ///
+    /// What does not change: loans (they are chunks, zero-copy), messages
+    /// larger than a slot (chunks), and publishing while a named consumer
+    /// group is joined (chunks, shared by the groups). [`Topic::receive`]
+    /// of an inline message copies it into a chunk of the receiver's own
+    /// (so a receive on such a topic needs a free chunk of the slot's
+    /// size). The cost is memory: `capacity * bytes` per partition per
+    /// group slot, out of the region's
+    /// [`ring_arena`](super::RegionConfig::ring_arena). Not with
+    /// [`Delivery::AtLeastOnce`] (a message in a slot has no chunk that
+    /// recovery could deliver again; [`Error::InvalidArgument`] at
+    /// creation).
+    ///
+    /// ```
+    /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-inline-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let cfg = TopicConfig::default().capacity(256).inline_payload(1024); // 256 KiB of slots
+    /// let topic = region.create_topic("frames", cfg)?;
+    /// assert_eq!(topic.config().inline_payload_size(), 1024);
+    ///
+    /// topic.send(b"fits a slot", Key(0), None)?; // no chunk taken
+    /// let mut buf = Vec::new();
+    /// topic.recv_into(0, &mut buf, None)?;
+    /// assert_eq!(buf, b"fits a slot");
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn inline_payload(mut self, bytes: u32) -> Self {
+        self.inline = bytes.saturating_add(63) & !63;
+        self
+    }
+
+    /// Bytes of each cell's inline slot (0: none; see
+    /// [`inline_payload`](Self::inline_payload)).
+    pub fn inline_payload_size(&self) -> u32 {
+        self.inline
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing topic's) configuration does not have.
     pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
@@ -181,6 +238,7 @@ impl TopicConfig {
                 ("delivery", format!("{:?}", self.delivery), format!("{:?}", want.delivery)),
                 ("default_group", self.default_group.to_string(), want.default_group.to_string()),
                 ("overrun", self.overrun.to_string(), want.overrun.to_string()),
+                ("inline_payload", self.inline.to_string(), want.inline.to_string()),
             ],
         )
     }
@@ -204,11 +262,23 @@ impl TopicConfig {
                 self.capacity
             )));
         }
+        if self.inline > MAX_INLINE || self.inline % 64 != 0 {
+            return Err(Error::invalid(format!(
+                "inline_payload must be at most {MAX_INLINE} bytes (a multiple of 64), not {}",
+                self.inline
+            )));
+        }
+        if self.inline > 0 && self.delivery == Delivery::AtLeastOnce {
+            return Err(Error::invalid(
+                "inline_payload: a message in a ring slot has no chunk that recovery could deliver again; \
+                 not with Delivery::AtLeastOnce",
+            ));
+        }
         Ok(())
     }
 
     fn block(&self) -> usize {
-        partition::block(self.capacity)
+        partition::block(self.capacity, self.inline as usize)
     }
 
     /// Bytes of the topic's rings in a region of `max_groups` group slots:
@@ -258,6 +328,9 @@ pub struct TopicInfo {
     /// Messages dropped unread from full partitions on a topic with
     /// [`TopicConfig::overrun`], counted once per group that missed them.
     pub missed: u64,
+    /// Bytes of each ring cell's inline slot (0: none; see
+    /// [`TopicConfig::inline_payload`]).
+    pub inline_payload: u32,
 }
 
 fn policy_of(code: u32) -> Option<WaitPolicy> {
@@ -270,19 +343,27 @@ fn policy_of(code: u32) -> Option<WaitPolicy> {
 }
 
 /// The bits of the sealed delivery word: bit 0 the delivery, bit 1 the
-/// overrun option, bit 2 set for a topic without its default group. A
+/// overrun option, bit 2 set for a topic without its default group, bits
+/// 8 to 19 the inline slot's size in 64-byte units ([`INLINE_BITS`]). A
 /// word with other bits is unknown (damage).
 const DELIVERY_BITS: u32 = 0b111;
+/// Bits 8 to 19 of the delivery word: the inline slot's bytes / 64.
+const INLINE_BITS: u32 = 0xFFF << 8;
 /// Bit 1 of the delivery word: the topic overruns (`TopicConfig::overrun`).
 const OVERRUN: u32 = 0b010;
 /// Bit 2 of the delivery word: the topic has no default group.
 const NO_DEFAULT_GROUP: u32 = 0b100;
 
 fn delivery_of(code: u32) -> Option<Delivery> {
-    if code & !DELIVERY_BITS != 0 {
+    if code & !(DELIVERY_BITS | INLINE_BITS) != 0 {
         return None;
     }
     Some(if code & 1 == 0 { Delivery::AtMostOnce } else { Delivery::AtLeastOnce })
+}
+
+/// The inline slot's bytes a sealed delivery word records.
+fn inline_of(code: u32) -> u32 {
+    ((code & INLINE_BITS) >> 8) * 64
 }
 
 fn policy_code(p: WaitPolicy) -> u32 {
@@ -297,7 +378,8 @@ fn policy_code(p: WaitPolicy) -> u32 {
 pub(crate) fn record_of(name: &str, cfg: &TopicConfig, ring_off: u64) -> Record {
     let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce)
         | if cfg.default_group { 0 } else { NO_DEFAULT_GROUP }
-        | if cfg.overrun { OVERRUN } else { 0 };
+        | if cfg.overrun { OVERRUN } else { 0 }
+        | ((cfg.inline / 64) << 8 & INLINE_BITS);
     Record::new(name, cfg.partitions, cfg.capacity, policy_code(cfg.wait), delivery, ring_off)
 }
 
@@ -317,6 +399,7 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
         lost: entry.lost.load(Ordering::Relaxed),
         undelivered: entry.undelivered.load(Ordering::Relaxed),
         missed: entry.missed.load(Ordering::Relaxed),
+        inline_payload: inline_of(r.delivery),
     })
 }
 
@@ -324,7 +407,7 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
 /// first writer, and the slots' control words: slot 0 (the default group)
 /// ACTIVE unless the topic has none, the others VACANT, all at generation 0.
 pub(crate) fn init_rings(seg: &Segment, ring_off: usize, cfg: &TopicConfig, max_groups: usize) -> Result<()> {
-    partition::init(seg, ring_off, cfg.partitions * max_groups.max(1) as u32, cfg.capacity)?;
+    partition::init(seg, ring_off, cfg.partitions * max_groups.max(1) as u32, cfg.capacity, cfg.inline as usize)?;
     if max_groups > 0 {
         let at = ring_off + cfg.block() * cfg.partitions as usize * max_groups;
         let words = seg.get_slice::<AtomicU64>(at, partition::group_block(max_groups) / 8)?;
@@ -431,6 +514,8 @@ struct TopicCore {
     default_group: bool,
     /// Whether a full partition drops its oldest message.
     overrun: bool,
+    /// Bytes of each cell's inline slot (0: none).
+    inline: usize,
 }
 
 /// Where one partition's shared state lies inside the region's mapping
@@ -439,6 +524,9 @@ struct TopicCore {
 struct Partition {
     cursors: NonNull<Cursors>,
     cells: NonNull<[Cell]>,
+    /// The first of the cells' inline slots (`capacity * inline` bytes,
+    /// checked at attach; dangling-free but empty on a topic without them).
+    slots: NonNull<u8>,
     not_empty: NonNull<crate::sync::WaitCell>,
     not_full: NonNull<crate::sync::WaitCell>,
 }
@@ -450,6 +538,18 @@ struct Partition {
 unsafe impl Send for TopicCore {}
 // SAFETY: as for `Send`: only `&TopicEntry` is ever formed from `entry`.
 unsafe impl Sync for TopicCore {}
+
+/// Where a receive puts a message it finds in an inline slot
+/// ([`TopicConfig::inline_payload`]).
+enum Sink<'b> {
+    /// Into a chunk of the receiver's own, taken before the claim: the
+    /// message is then handed out as any other ([`Message`], raw chunks).
+    Chunk,
+    /// Into this buffer, its contents replaced: the copy path.
+    Buf(&'b mut Vec<u8>),
+    /// Nowhere: an overrunning publisher drops the oldest message.
+    Drop,
+}
 
 /// A chunk taken from the pool for one message (no handle attached).
 #[derive(Debug, Clone, Copy)]
@@ -480,6 +580,7 @@ impl Topic {
             delivery: info.delivery.ok_or_else(|| bad("topic delivery", u64::from(record.delivery)))?,
             default_group: record.delivery & NO_DEFAULT_GROUP == 0,
             overrun: record.delivery & OVERRUN != 0,
+            inline: inline_of(record.delivery),
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = record.ring_off;
@@ -496,10 +597,16 @@ impl Topic {
         let slots = max_groups.max(1);
         let parts = (0..cfg.partitions as usize * slots)
             .map(|p| -> Result<Partition> {
-                let (header, cells) = partition::at(seg, ring_off + p * cfg.block(), cfg.capacity)?;
+                let base = ring_off + p * cfg.block();
+                let (header, cells) = partition::at(seg, base, cfg.capacity)?;
+                let slots = seg.get_slice::<AtomicU8>(
+                    base + partition::slots_off(cfg.capacity),
+                    cfg.capacity as usize * cfg.inline as usize,
+                )?;
                 Ok(Partition {
                     cursors: NonNull::from(&header.cursors),
                     cells: NonNull::from(cells),
+                    slots: NonNull::from(slots).cast::<u8>(),
                     not_empty: NonNull::from(&header.not_empty),
                     not_full: NonNull::from(&header.not_full),
                 })
@@ -523,6 +630,7 @@ impl Topic {
             names,
             default_group: cfg.default_group,
             overrun: cfg.overrun,
+            inline: cfg.inline as usize,
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
@@ -555,6 +663,7 @@ impl Topic {
             delivery: self.core.delivery,
             default_group: self.core.default_group,
             overrun: self.core.overrun,
+            inline: self.core.inline as u32,
         }
     }
 
@@ -603,6 +712,7 @@ impl Topic {
             lost: 0,
             undelivered: 0,
             missed: 0,
+            inline_payload: self.core.inline as u32,
         });
         info.corrupt = info.corrupt.wrapping_add(self.ring_repairs());
         info
@@ -805,6 +915,11 @@ impl Topic {
     /// path), waiting up to `timeout` in all for a chunk and for room in
     /// the key's partition.
     pub fn send(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Result<()> {
+        if self.core.inline > 0 && data.len() <= self.core.inline {
+            if let Some(sent) = self.send_inline(data, key, timeout) {
+                return sent;
+            }
+        }
         // The clock is read only if the loan has to wait: the timeout is a
         // deadline for the whole call.
         let (chunk, left) = match self.take_chunk(data.len(), Some(Duration::ZERO)) {
@@ -820,6 +935,86 @@ impl Topic {
         // else writes it; `data.len()` fits its class (take_chunk chose it).
         unsafe { self.chunk_mut(chunk, data.len()) }.copy_from_slice(data);
         self.publish_chunk(chunk, data.len(), key, left)
+    }
+
+    /// The copy path of a message that fits the topic's inline slots: the
+    /// bytes go into the slot of the cell claimed for them, between the
+    /// claim and the commit (see "Inline payloads" in `docs/bus.md`).
+    /// `None` when the message must travel in a chunk after all: a named
+    /// group is joined (groups share one chunk), or one joined between the
+    /// claim and the commit (the second look; the cell is given up).
+    fn send_inline(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Option<Result<()>> {
+        let grouped = self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group);
+        if grouped
+            && (!self.core.default_group || self.controls().iter().skip(1).any(|c| c.load().1 == groups::ACTIVE))
+        {
+            return None;
+        }
+        let partition = self.partition_of(key);
+        let rings = self.ring(partition).and_then(|ring| Ok((ring, self.waits(partition)?)));
+        let (ring, waits) = match rings {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let (pos, idx) = match self.claim_publish(0, partition, &ring, &waits, timeout) {
+            Ok((pos, idx, _)) => (pos, idx),
+            Err(Error::Timeout { .. }) => return Some(Err(Error::timeout("room in the topic's partition", timeout))),
+            Err(e) => return Some(Err(e)),
+        };
+        let me = self.region().segment().token();
+        crate::platform::fault::point("inline-claimed");
+        if grouped && self.second_look(&ring, idx) {
+            ring.abandon_write(pos, idx, me);
+            topic_wake(&waits, waits.not_empty);
+            return None;
+        }
+        let dst = self.inline_slot(0, partition, idx);
+        // SAFETY: `dst` is the first of the `inline >= data.len()` bytes of
+        // cell `idx`'s slot, inside the mapping `self` keeps (checked at
+        // attach). The cell is claimed for writing by this process (its word
+        // carries our token): its last reader has finished with the slot
+        // (a cell is free for a writer only after `finish_read`, or after
+        // recovery took a dead reader's claim over), and no reader claims it
+        // before the commit below publishes it (Release). `data` is this
+        // process's own memory, so the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        crate::platform::fault::point("inline-written");
+        let committed = ring.commit_write(pos, idx, Descriptor::inline(data.len() as u32).encode(), me);
+        topic_wake(&waits, waits.not_empty);
+        if !committed {
+            // Repaired by another process that judged us dead: a tombstone
+            // now, never read.
+            return Some(Err(Error::corrupt(Corruption::BadField {
+                field: "ring claim (repaired by another process)",
+                value: 0,
+            })));
+        }
+        self.entry().published.fetch_add(1, Ordering::Relaxed);
+        Some(Ok(()))
+    }
+
+    /// The first byte of the inline slot of cell `idx` of `partition` in
+    /// group slot `slot` (a topic with inline slots; `idx` below the
+    /// capacity, as every claim's is).
+    #[inline]
+    fn inline_slot(&self, slot: usize, partition: u32, idx: usize) -> *mut u8 {
+        debug_assert!(self.core.inline > 0 && idx < self.core.capacity);
+        let base = self.core.parts[slot * self.core.partitions as usize + partition as usize].slots;
+        // SAFETY: attach checked that `capacity * inline` bytes from `slots`
+        // lie inside the mapping, and `idx < capacity`.
+        unsafe { base.as_ptr().add(idx * self.core.inline) }
+    }
+
+    /// The inline slot of position `pos` of group slot `slot`'s ring of
+    /// `partition`, if the topic has slots of at least `len` bytes and the
+    /// ring exists; for a look that claims nothing (`bus/backlog.rs`).
+    pub(super) fn inline_slot_at(&self, slot: usize, partition: u32, pos: u64, len: usize) -> Option<*mut u8> {
+        if len > self.core.inline {
+            return None;
+        }
+        self.slot_partition(slot, partition).ok()?;
+        let idx = (pos % self.core.capacity as u64) as usize;
+        Some(self.inline_slot(slot, partition, idx))
     }
 
     /// [`send`](Self::send) without waiting: [`Error::PoolExhausted`] if no
@@ -1267,7 +1462,10 @@ impl Topic {
         timeout: Option<Duration>,
         stop: Option<&ReceiveStop>,
     ) -> Result<(Chunk, usize)> {
-        self.take_in(slot, partition, timeout, stop, true)
+        let (chunk, len) = self.take_in(slot, partition, timeout, stop, true, Sink::Chunk)?;
+        // (A `Sink::Chunk` receive always hands a chunk out.)
+        let chunk = chunk.ok_or_else(|| Error::corrupt(Corruption::BadField { field: "inline receive", value: 0 }))?;
+        Ok((chunk, len))
     }
 
     /// A writer's claim of a cell in group slot `slot`'s ring of
@@ -1292,10 +1490,12 @@ impl Topic {
                     Err(Error::Timeout { .. }) => {}
                     claimed => return claimed,
                 }
-                match self.take_in(slot, partition, Some(Duration::ZERO), None, false) {
+                match self.take_in(slot, partition, Some(Duration::ZERO), None, false, Sink::Drop) {
                     Ok((chunk, _)) => {
                         crate::platform::fault::point("overrun-taken");
-                        self.release_chunk(chunk);
+                        if let Some(chunk) = chunk {
+                            self.release_chunk(chunk);
+                        }
                         self.count_missed(slot);
                     }
                     // A corrupt descriptor dropped (and counted): room too.
@@ -1342,7 +1542,10 @@ impl Topic {
     }
 
     /// [`take_message_in`](Self::take_message_in); `received` false for an
-    /// overrunning publisher's take (counted as missed, not received).
+    /// overrunning publisher's take (counted as missed, not received). A
+    /// message in an inline slot goes where `sink` says, before the cell is
+    /// handed back; the chunk returned is then `None` but for
+    /// [`Sink::Chunk`].
     fn take_in(
         &self,
         slot: usize,
@@ -1350,7 +1553,46 @@ impl Topic {
         timeout: Option<Duration>,
         stop: Option<&ReceiveStop>,
         received: bool,
-    ) -> Result<(Chunk, usize)> {
+        sink: Sink<'_>,
+    ) -> Result<(Option<Chunk>, usize)> {
+        // A chunk for a message in an inline slot is taken before the cell
+        // is claimed: nothing can fail between the claim and the copy.
+        let spare = match sink {
+            Sink::Chunk if self.core.inline > 0 => Some(self.spare_chunk(timeout)?),
+            _ => None,
+        };
+        let got = self.take_claimed(slot, partition, timeout, stop, received, sink, spare);
+        if let (Err(_), Some(spare)) = (&got, spare) {
+            self.region().free(spare.class, spare.index);
+        }
+        got
+    }
+
+    /// A chunk of the inline slot's size for [`take_in`](Self::take_in),
+    /// LOANED to this process; waits up to `timeout` only if none is free.
+    fn spare_chunk(&self, timeout: Option<Duration>) -> Result<Chunk> {
+        match self.take_chunk(self.core.inline, Some(Duration::ZERO)) {
+            Err(Error::PoolExhausted { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
+                self.take_chunk(self.core.inline, timeout)
+            }
+            got => got,
+        }
+    }
+
+    /// [`take_in`](Self::take_in) once its spare chunk (if any) is taken;
+    /// on success the spare is used or given back, on failure the caller
+    /// gives it back.
+    #[allow(clippy::too_many_arguments)]
+    fn take_claimed(
+        &self,
+        slot: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+        received: bool,
+        sink: Sink<'_>,
+        spare: Option<Chunk>,
+    ) -> Result<(Option<Chunk>, usize)> {
         let ring = self.ring_of(slot, partition)?;
         let mut waits = self.waits_of(slot, partition)?;
         let _watch = match stop {
@@ -1392,6 +1634,13 @@ impl Topic {
             other => other.map_err(stopped)?,
         };
         crate::platform::fault::point("receive-claimed");
+        if Descriptor::is_inline(word) {
+            let len = Descriptor::decode(word).len as usize;
+            return self.take_inline(slot, partition, (&ring, &waits), (pos, idx, len), received, sink, spare);
+        }
+        if let Some(spare) = spare {
+            self.region().free(spare.class, spare.index);
+        }
         let checked = self.check_descriptor(word, me, slot);
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
@@ -1415,7 +1664,73 @@ impl Topic {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
         }
         self.region().beat_sometimes();
-        Ok((chunk, len))
+        Ok((Some(chunk), len))
+    }
+
+    /// The rest of a receive that claimed cell `idx` (position `pos`) of
+    /// group slot `slot`'s ring of `partition` and found an inline message
+    /// of `len` bytes: copies it where `sink` says (into `spare` for
+    /// [`Sink::Chunk`]), then hands the cell back. A length past the slot,
+    /// or an inline descriptor on a topic without slots, is damage: the
+    /// cell is handed back unread and counted corrupt.
+    #[allow(clippy::too_many_arguments)]
+    fn take_inline(
+        &self,
+        slot: usize,
+        partition: u32,
+        (ring, waits): (&Ring<'_>, &Waits<'_>),
+        (pos, idx, len): (u64, usize, usize),
+        received: bool,
+        sink: Sink<'_>,
+        spare: Option<Chunk>,
+    ) -> Result<(Option<Chunk>, usize)> {
+        let me = self.region().segment().token();
+        let corrupt = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        let mut out = None;
+        let bad = if self.core.inline == 0 || len > self.core.inline {
+            Some(corrupt("inline descriptor length", len as u64))
+        } else {
+            // SAFETY: the cell is claimed for reading by this process (its
+            // word carries our token), so no writer touches its slot until
+            // `finish_read` below; its writer copied the `len <= inline`
+            // bytes into the slot before its commit (Release), which our
+            // claim read (Acquire). `inline_slot` points inside the mapping
+            // `self` keeps, `idx` is below the capacity.
+            let bytes = unsafe { std::slice::from_raw_parts(self.inline_slot(slot, partition, idx), len) };
+            match (sink, spare) {
+                (Sink::Buf(buf), _) => {
+                    buf.clear();
+                    buf.extend_from_slice(bytes);
+                    None
+                }
+                (Sink::Drop, _) => None,
+                (Sink::Chunk, Some(chunk)) => {
+                    // SAFETY: `chunk` was loaned to this process by
+                    // `spare_chunk` and is not published; its class holds
+                    // `inline >= len` bytes.
+                    unsafe { self.chunk_mut(chunk, len) }.copy_from_slice(bytes);
+                    out = Some(chunk);
+                    None
+                }
+                (Sink::Chunk, None) => Some(corrupt("inline receive without a chunk", 0)),
+            }
+        };
+        crate::platform::fault::point("inline-read");
+        let released = ring.finish_read(pos, idx, me);
+        topic_wake(waits, waits.not_full);
+        let failed = bad.or_else(|| (!released).then(|| corrupt("ring claim (repaired by another process)", 0)));
+        if let Some(e) = failed {
+            if let Some(chunk) = out {
+                self.region().free(chunk.class, chunk.index);
+            }
+            self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
+        if received {
+            self.entry().received.fetch_add(1, Ordering::Relaxed);
+        }
+        self.region().beat_sometimes();
+        Ok((out, len))
     }
 
     /// Releases a received chunk: through its group if it was taken from a
@@ -1479,7 +1794,17 @@ impl Topic {
     /// Receives a message into `buf` (replacing its contents) and releases
     /// it at once (the copy path); returns its length.
     pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
-        let (chunk, len) = self.take_message(partition, timeout)?;
+        if !self.core.default_group {
+            return Err(self.no_default_group());
+        }
+        self.recv_into_in(0, partition, buf, timeout)
+    }
+
+    /// [`recv_into`](Self::recv_into) from group slot `slot`'s ring: a
+    /// message in an inline slot is copied straight into `buf`.
+    fn recv_into_in(&self, slot: usize, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
+        let (chunk, len) = self.take_in(slot, partition, timeout, None, true, Sink::Buf(buf))?;
+        let Some(chunk) = chunk else { return Ok(len) };
         buf.clear();
         // SAFETY: the chunk is HELD by this process (taken by
         // `take_message`, validated, `len` within its class) and is only
@@ -1520,9 +1845,21 @@ impl Topic {
         writer: bool,
         timeout: Option<Duration>,
     ) -> Result<(u64, usize, u64)> {
-        let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead, slot);
+        let adopt = |word: u64, dead| self.adopt_dead_read(word, dead, slot);
         let max_len = if writer { 0 } else { u64::MAX };
         ring.claim_blocking(self.region(), waits, writer, max_len, u64::MAX, timeout, &adopt)
+    }
+
+    /// What becomes of the message of a read claim taken over from `dead`
+    /// in group slot `slot`'s ring: a chunk's is made the dead consumer's
+    /// (`Region::adopt_dead_read`); one in an inline slot dies with it
+    /// (counted lost: inline slots are at-most-once).
+    pub(crate) fn adopt_dead_read(&self, word: u64, dead: crate::sync::Token, slot: usize) {
+        if Descriptor::is_inline(word) {
+            self.entry().lost.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.region().adopt_dead_read(word, dead, slot);
+        }
     }
 
     /// Repairs what dead claimants left in the way in `partition` (as a
@@ -1537,7 +1874,7 @@ impl Topic {
     /// ring of `partition`.
     pub(crate) fn repair_partition_in(&self, slot: usize, partition: u32) {
         if let (Ok(ring), Ok(waits)) = (self.ring_of(slot, partition), self.waits_of(slot, partition)) {
-            let adopt = |word: u64, dead| self.region().adopt_dead_read(word, dead, slot);
+            let adopt = |word: u64, dead| self.adopt_dead_read(word, dead, slot);
             if ring.recover_with(self.region(), false, &adopt) {
                 waits.not_full.notify_all();
                 waits.not_empty.notify_all();
@@ -1659,14 +1996,7 @@ impl Group {
     /// (replacing its contents) and releases it at once; returns its
     /// length.
     pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
-        let (chunk, len) = self.topic.take_message_in(self.slot, partition, timeout, None)?;
-        buf.clear();
-        // SAFETY: the group's hold keeps the chunk out of the pool and
-        // nobody writes a published chunk; `len` was validated against its
-        // class by `take_message_in`.
-        buf.extend_from_slice(unsafe { self.topic.chunk_ref(chunk, len) });
-        self.topic.release_chunk(chunk);
-        Ok(len)
+        self.topic.recv_into_in(self.slot, partition, buf, timeout)
     }
 
     /// The group's name.

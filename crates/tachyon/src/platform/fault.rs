@@ -33,6 +33,11 @@
 //! Overrun (`TopicConfig::overrun`): `overrun-taken` (a publisher took a
 //! full ring's oldest message on its group's behalf, not yet released).
 //!
+//! Inline payloads (`TopicConfig::inline_payload`): `inline-claimed` (a
+//! publisher claimed its cell, the slot not yet written), `inline-written`
+//! (the slot written, the cell not committed), `inline-read` (a consumer
+//! copied a message out of its slot, the cell not yet handed back).
+//!
 //! One more name makes a call fail instead: `liveness-unknown` (the kernel
 //! cannot answer whether an attach slot's OFD lock is held, as on a file
 //! system without OFD locks).

@@ -222,6 +222,26 @@ pub fn wait_child(child: &mut Child, limit: Duration) -> Option<i32> {
     }
 }
 
+/// Waits (up to [`LIMIT`]) for a child that must die by SIGKILL, as one
+/// run with `TACHYON_FAULT` does at its fault point; `what` names it in
+/// the failure.
+pub fn wait_killed(child: &mut Child, what: &str) {
+    use std::os::unix::process::ExitStatusExt;
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: the child did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert_eq!(status.signal(), Some(9), "{what}: the child must die by SIGKILL ({status:?})");
+}
+
 /// SIGKILLs a child and reaps it.
 pub fn kill(child: &mut Child) {
     child.kill().expect("SIGKILL child");

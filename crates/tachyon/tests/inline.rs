@@ -1,0 +1,351 @@
+//! Inline payloads (`TopicConfig::inline_payload`): the copy path of a
+//! message that fits a ring cell's slot takes no chunk. Real processes: a
+//! producer process streaming messages of every length to a consumer
+//! process; a publisher and a consumer SIGKILLed with a message half in a
+//! slot (debug builds: the fault points `inline-claimed`, `inline-written`
+//! and `inline-read`), after which the partition goes on and the pool is
+//! whole.
+#![cfg(not(tachyon_loom))]
+
+mod common;
+
+use common::{child_command, spawn, unique, wait_child, RemoveRegion, LIMIT};
+use std::time::{Duration, Instant};
+use tachyon::bus::{Delivery, JoinFrom, Key, Region, RegionConfig, Topic, TopicConfig, MAX_INLINE};
+use tachyon::Error;
+
+const ENTRY: &str = "child_entry";
+const SLOT: u32 = 256;
+const SHORT: Option<Duration> = Some(Duration::from_millis(200));
+
+fn region(name: &str) -> Region {
+    Region::create(name, RegionConfig::default().size(8 << 20).ring_arena(2 << 20)).unwrap()
+}
+
+fn topic(region: &Region, partitions: u32, capacity: u32) -> Topic {
+    let cfg = TopicConfig::default().partitions(partitions).capacity(capacity).inline_payload(SLOT);
+    region.create_topic("t", cfg).unwrap()
+}
+
+/// Message `seq` of `key`, `len` bytes (at least 16): key, seq, then a
+/// pattern of both.
+fn message(key: u64, seq: u64, len: usize) -> Vec<u8> {
+    let mut m = vec![0u8; len.max(16)];
+    m[..8].copy_from_slice(&key.to_le_bytes());
+    m[8..16].copy_from_slice(&seq.to_le_bytes());
+    for (i, b) in m.iter_mut().enumerate().skip(16) {
+        *b = (key as usize * 31 + seq as usize * 7 + i) as u8;
+    }
+    m
+}
+
+fn words(m: &[u8]) -> (u64, u64) {
+    (u64::from_le_bytes(m[..8].try_into().unwrap()), u64::from_le_bytes(m[8..16].try_into().unwrap()))
+}
+
+/// The length of message `i` of a stream: every length from 16 to one
+/// past the slot (a chunk), in turn.
+fn length(i: u64) -> usize {
+    16 + (i as usize * 37) % (SLOT as usize - 16 + 2)
+}
+
+#[test]
+fn child_entry() {
+    let Some((role, args)) = common::role() else { return };
+    let region = Region::open(args.str("name")).unwrap();
+    let topic = region.topic("t").unwrap();
+    match role.as_str() {
+        "producer" => {
+            let n: u64 = args.get("n");
+            let keys: u64 = args.get("keys");
+            let mut seq = vec![0u64; keys as usize];
+            for i in 0..n {
+                let k = i % keys;
+                let m = message(k, seq[k as usize], length(i));
+                topic.send(&m, Key(k), Some(LIMIT)).unwrap();
+                seq[k as usize] += 1;
+            }
+            return;
+        }
+        // Dies at the fault point its parent names (debug builds).
+        "send-one" => topic.send(&message(0, 0, 100), Key(0), SHORT).unwrap(),
+        "receive-one" => {
+            let mut buf = Vec::new();
+            topic.recv_into(0, &mut buf, SHORT).unwrap();
+        }
+        other => panic!("unknown role {other}"),
+    }
+    // Reaching here means the fault point was not hit.
+    std::process::exit(3);
+}
+
+/// In one process: messages up to the slot's size travel in the ring and
+/// take no chunk (the pool's free counts do not move while they are
+/// queued); a larger one and a loan take chunks; all come out in order
+/// through `recv_into` and `receive`, with their bytes.
+#[test]
+fn inline_messages_take_no_chunk_and_keep_their_order() {
+    let name = unique("inline-basic");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, 1, 16);
+    assert_eq!(topic.config().inline_payload_size(), SLOT);
+    assert_eq!(topic.info().inline_payload, SLOT);
+    let initial = region.pool_stats().unwrap();
+    let lens = [0usize, 1, 63, 64, 65, 200, SLOT as usize];
+    for (i, &len) in lens.iter().enumerate() {
+        let m: Vec<u8> = (0..len).map(|b| (b + i) as u8).collect();
+        topic.send(&m, Key(0), Some(Duration::ZERO)).unwrap();
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial, "inline sends take no chunk");
+    topic.send(&vec![7u8; SLOT as usize + 1], Key(0), Some(Duration::ZERO)).unwrap();
+    let mut loan = topic.loan(10, Some(Duration::ZERO)).unwrap();
+    loan.copy_from_slice(b"zero-copy!");
+    loan.publish(Key(0), Some(Duration::ZERO)).unwrap();
+    assert_ne!(region.pool_stats().unwrap(), initial, "a larger message and a loan are chunks");
+
+    let mut buf = vec![1, 2, 3];
+    for (i, &len) in lens.iter().enumerate() {
+        let want: Vec<u8> = (0..len).map(|b| (b + i) as u8).collect();
+        if i % 2 == 0 {
+            assert_eq!(topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap(), len);
+            assert_eq!(buf, want);
+        } else {
+            // `receive` copies it into a chunk of the receiver's own.
+            let m = topic.receive(0, Some(Duration::ZERO)).unwrap();
+            assert_eq!(&*m, &want[..]);
+        }
+    }
+    assert_eq!(topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap(), SLOT as usize + 1);
+    assert_eq!(&*topic.receive(0, Some(Duration::ZERO)).unwrap(), b"zero-copy!");
+    assert!(topic.try_recv_into(0, &mut buf).unwrap().is_none());
+    let info = topic.info();
+    assert_eq!((info.published, info.received, info.corrupt, info.lost), (9, 9, 0, 0));
+    // Every chunk back where it was (the receiver's cache counts as free).
+    let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
+    assert_eq!(free(&region.pool_stats().unwrap()), free(&initial));
+    // Another handle sees the slots (sealed in the directory entry).
+    let other = Region::open(&name).unwrap().topic("t").unwrap();
+    assert_eq!(other.config().inline_payload_size(), SLOT);
+    other.send(b"across handles", Key(0), None).unwrap();
+    assert_eq!(topic.recv_into(0, &mut buf, None).unwrap(), 14);
+    assert_eq!(buf, b"across handles");
+}
+
+/// Sizes are rounded up to 64 bytes and bounded; at-least-once is refused;
+/// opening with other slots is `Incompatible`; slots that do not fit the
+/// ring arena are refused at creation.
+#[test]
+fn inline_configuration_is_checked() {
+    assert_eq!(TopicConfig::default().inline_payload(100).inline_payload_size(), 128);
+    assert_eq!(TopicConfig::default().inline_payload(0).inline_payload_size(), 0);
+    assert_eq!(TopicConfig::default().inline_payload(MAX_INLINE).inline_payload_size(), MAX_INLINE);
+    let too_big = TopicConfig::default().inline_payload(MAX_INLINE + 1).validate();
+    assert!(matches!(too_big, Err(Error::InvalidArgument { .. })), "{too_big:?}");
+    let again = TopicConfig::default().inline_payload(64).delivery(Delivery::AtLeastOnce).validate();
+    assert!(matches!(again, Err(Error::InvalidArgument { .. })), "{again:?}");
+
+    let name = unique("inline-cfg");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let t = topic(&region, 1, 16);
+    let other = region.create_or_open_topic("t", TopicConfig::default().partitions(1).capacity(16));
+    assert!(matches!(other, Err(Error::Incompatible { .. })), "{other:?}");
+    let same = region.create_or_open_topic("t", t.config()).unwrap();
+    assert_eq!(same.config(), t.config());
+    // 2 MiB of arena cannot hold 1024 slots of 4 KiB.
+    let huge = region.create_topic("huge", TopicConfig::default().capacity(1024).inline_payload(4096));
+    assert!(huge.is_err(), "{huge:?}");
+}
+
+/// An overrunning topic drops its oldest inline messages (nothing to give
+/// back to the pool) and counts them missed.
+#[test]
+fn overrun_drops_the_oldest_inline_message() {
+    let name = unique("inline-overrun");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let cfg = TopicConfig::default().capacity(4).overrun(true).inline_payload(64);
+    let topic = region.create_topic("t", cfg).unwrap();
+    let initial = region.pool_stats().unwrap();
+    for i in 0..10u64 {
+        topic.send(&message(0, i, 16), Key(0), Some(Duration::ZERO)).unwrap();
+    }
+    assert_eq!(topic.missed(), 6);
+    let mut buf = Vec::new();
+    for want in 6..10 {
+        topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap();
+        assert_eq!(words(&buf), (0, want));
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+/// A named group changes the path: while one is joined, sends go in chunks
+/// shared by the groups; a group joined from the oldest gets a copy of the
+/// inline messages queued before it, in order, ahead of the live ones.
+#[test]
+fn groups_get_inline_messages_as_chunks() {
+    let name = unique("inline-groups");
+    let _rm = RemoveRegion(name.clone());
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(2 << 20).max_groups(3))
+            .unwrap();
+    let topic = topic(&region, 1, 16);
+    let initial = region.pool_stats().unwrap();
+    for i in 0..3u64 {
+        topic.send(&message(0, i, 40), Key(0), None).unwrap();
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial, "inline: no chunk");
+    let replay = topic.join_group_from("replay", JoinFrom::Oldest).unwrap();
+    topic.send(&message(0, 3, 40), Key(0), None).unwrap();
+    for want in 0..4 {
+        let m = replay.receive(0, Some(Duration::ZERO)).unwrap();
+        assert_eq!(&*m, &message(0, want, 40)[..]);
+    }
+    let mut buf = Vec::new();
+    for want in 0..4 {
+        topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap();
+        assert_eq!(buf, message(0, want, 40));
+    }
+    assert_eq!(replay.missed(), 0);
+    drop(replay);
+    let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
+    assert_eq!(free(&region.pool_stats().unwrap()), free(&initial), "every copy back in the pool");
+}
+
+/// A producer process streams 40,000 messages of every length from 16
+/// bytes to one past the slot over 4 keys and 2 partitions; this process
+/// receives them all, through `recv_into` and `receive` by turns, each
+/// key's in order and with its bytes; no chunk is lost.
+#[test]
+fn a_producer_process_streams_to_a_consumer_process() {
+    let name = unique("inline-stream");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, 2, 64);
+    let initial = region.pool_stats().unwrap();
+    const N: u64 = 40_000;
+    const KEYS: u64 = 4;
+    let mut child = spawn(ENTRY, "producer", common::Args::name(&name).with("n", N).with("keys", KEYS));
+    let mut next = [0u64; KEYS as usize];
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + LIMIT;
+    let mut got = 0u64;
+    while got < N {
+        assert!(Instant::now() < deadline, "received {got} of {N}");
+        for p in 0..2 {
+            let m = if got % 3 == 0 {
+                match topic.receive(p, Some(Duration::ZERO)) {
+                    Ok(m) => m.to_vec(),
+                    Err(Error::Timeout { .. }) => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            } else {
+                match topic.try_recv_into(p, &mut buf).unwrap() {
+                    Some(_) => buf.clone(),
+                    None => continue,
+                }
+            };
+            let (k, seq) = words(&m);
+            assert_eq!(topic.partition_of(Key(k)), p);
+            assert_eq!(seq, next[k as usize], "key {k} in order");
+            let i = seq * KEYS + k;
+            assert_eq!(m, message(k, seq, length(i)), "message {i}'s bytes");
+            next[k as usize] += 1;
+            got += 1;
+        }
+    }
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    let info = topic.info();
+    assert_eq!((info.published, info.received, info.corrupt), (N, N, 0));
+    let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
+    assert_eq!(free(&region.pool_stats().unwrap()), free(&initial));
+}
+
+/// Runs `role` in a child that must die by SIGKILL at `point`.
+fn die_at(name: &str, role: &str, point: &str) {
+    let mut child = child_command(ENTRY, role, name).env("TACHYON_FAULT", point).spawn().unwrap();
+    common::wait_killed(&mut child, &format!("{role} at {point}"));
+}
+
+/// A publisher killed with its cell claimed (before or after its bytes are
+/// in the slot) publishes nothing: the next consumer repairs the cell (a
+/// tombstone), the messages after it flow, no chunk is involved.
+#[test]
+#[cfg(debug_assertions)]
+fn a_publisher_killed_inside_its_slot_publishes_nothing() {
+    for point in ["inline-claimed", "inline-written"] {
+        let name = unique("inline-kill-pub");
+        let _rm = RemoveRegion(name.clone());
+        let region = region(&name);
+        let topic = topic(&region, 1, 4);
+        let initial = region.pool_stats().unwrap();
+        die_at(&name, "send-one", point);
+        topic.send(b"after", Key(0), None).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(topic.recv_into(0, &mut buf, Some(LIMIT)).unwrap(), 5, "{point}");
+        assert_eq!(buf, b"after");
+        assert!(topic.try_recv_into(0, &mut buf).unwrap().is_none(), "{point}: nothing else");
+        // The ring goes round with the repaired cell in it.
+        for i in 0..10u64 {
+            topic.send(&message(0, i, 100), Key(0), Some(Duration::ZERO)).unwrap();
+            topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap();
+            assert_eq!(words(&buf), (0, i));
+        }
+        assert_eq!(topic.info().published, 11, "{point}");
+        region.recover().unwrap();
+        assert_eq!(region.pool_stats().unwrap(), initial, "{point}");
+    }
+}
+
+/// A consumer killed while copying a message out of its slot loses that
+/// one message (counted lost: inline slots are at-most-once); the next
+/// receive takes its claim over and the stream goes on.
+#[test]
+#[cfg(debug_assertions)]
+fn a_consumer_killed_inside_a_slot_loses_one_message() {
+    let name = unique("inline-kill-recv");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, 1, 4);
+    let initial = region.pool_stats().unwrap();
+    topic.send(&message(0, 0, 100), Key(0), None).unwrap();
+    topic.send(&message(0, 1, 100), Key(0), None).unwrap();
+    die_at(&name, "receive-one", "inline-read");
+    let mut buf = Vec::new();
+    topic.recv_into(0, &mut buf, Some(LIMIT)).unwrap();
+    assert_eq!(words(&buf), (0, 1));
+    // The dead claim is taken over by this receive or by recovery.
+    region.recover().unwrap();
+    let info = topic.info();
+    assert_eq!((info.published, info.received, info.lost), (2, 1, 1));
+    for i in 2..12u64 {
+        topic.send(&message(0, i, 100), Key(0), Some(Duration::ZERO)).unwrap();
+        topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap();
+        assert_eq!(words(&buf), (0, i));
+    }
+    assert_eq!(region.pool_stats().unwrap(), initial);
+}
+
+/// A descriptor that says "inline" with a length past the slot, or on a
+/// topic without slots, is damage: reported corrupt, dropped, the next
+/// message received.
+#[test]
+fn a_bad_inline_descriptor_is_reported_and_dropped() {
+    const INLINE_CHUNK: u32 = (1 << 24) - 2;
+    let name = unique("inline-bad");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let with = topic(&region, 1, 8);
+    let without = region.create_topic("plain", TopicConfig::default().capacity(8)).unwrap();
+    for (t, len) in [(&with, SLOT + 1), (&without, 10)] {
+        t.publish_raw_descriptor(0, INLINE_CHUNK, len).unwrap();
+        t.send(b"next", Key(0), None).unwrap();
+        let mut buf = Vec::new();
+        let bad = t.recv_into(0, &mut buf, Some(Duration::ZERO));
+        assert!(matches!(bad, Err(Error::Corrupt { .. })), "{bad:?}");
+        assert_eq!(t.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap(), 4);
+        assert_eq!(buf, b"next");
+        assert_eq!(t.info().corrupt, 1);
+    }
+}
