@@ -284,12 +284,13 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         );
     }
     // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
-    // rings, flag, Unix socket, pipe, TCP, then copy, loan, CircularBuffer,
-    // RpcBuffer and RpcBuffer with inline handlers × 3 policies;
-    // throughput, for 64 B and 1 KiB: raw ring, the three MPMC rings, the
-    // two chunk-pool rings, Unix socket, pipe, TCP, then copy, loan and
-    // CircularBuffer × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (10 + 15) + 2 * (9 + 9), "{csv}");
+    // rings, flag, Unix socket, pipe, TCP, then copy, copy with inline
+    // slots, loan, CircularBuffer, RpcBuffer and RpcBuffer with inline
+    // handlers × 3 policies; throughput, for 64 B and 1 KiB: raw ring, the
+    // three MPMC rings, the two chunk-pool rings, Unix socket, pipe, TCP,
+    // then copy, copy with inline slots, loan and CircularBuffer × 3
+    // policies.
+    assert_eq!(csv.lines().count(), 1 + (10 + 18) + 2 * (9 + 12), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

@@ -46,6 +46,10 @@ pub enum Via {
     Tcp,
     /// A topic, `send` / `recv_into`.
     Copy,
+    /// A topic with inline slots of the message's size
+    /// (`TopicConfig::inline_payload`), `send` / `recv_into`: the copy path
+    /// without chunks.
+    CopyInline,
     /// A topic, `loan` / `publish` / `receive`.
     Loan,
     /// `CircularBuffer` `write` / `read` (a pair, one per direction, for
@@ -76,6 +80,7 @@ impl Via {
             Via::Pipe => "pipe",
             Via::Tcp => "tcp",
             Via::Copy => "copy",
+            Via::CopyInline => "copy-inline",
             Via::Loan => "loan",
             Via::Cb => "cb",
             Via::Rpc => "rpc",
@@ -107,6 +112,7 @@ impl Via {
             Via::Pipe => "pipe, write/read (reference)",
             Via::Tcp => "TCP loopback, TCP_NODELAY, write/read (reference)",
             Via::Copy => "topic, copy path: `send`/`recv_into`",
+            Via::CopyInline => "topic with inline slots, copy path: `send`/`recv_into`, no chunks",
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::Cb => "CircularBuffer `write`/`read`",
             Via::Rpc => "RpcBuffer `request` (echo handler)",
@@ -138,6 +144,7 @@ impl Via {
             Via::Pipe => "pipe",
             Via::Tcp => "tcp",
             Via::Copy => "topic copy",
+            Via::CopyInline => "topic copy inline",
             Via::Loan => "topic loan",
             Via::Cb => "CircularBuffer",
             Via::Rpc => "RpcBuffer",
@@ -149,11 +156,17 @@ impl Via {
 
     /// A tachyon transport, run with each wait policy.
     pub fn is_tachyon(self) -> bool {
-        matches!(self, Via::Copy | Via::Loan | Via::Cb | Via::Rpc | Via::RpcInline)
+        matches!(self, Via::Copy | Via::CopyInline | Via::Loan | Via::Cb | Via::Rpc | Via::RpcInline)
     }
 
     pub(super) fn is_topic(self) -> bool {
-        matches!(self, Via::Copy | Via::Loan)
+        matches!(self, Via::Copy | Via::CopyInline | Via::Loan)
+    }
+
+    /// A topic's copy path (`send` / `recv_into`), with or without inline
+    /// slots.
+    pub(crate) fn copies(self) -> bool {
+        matches!(self, Via::Copy | Via::CopyInline)
     }
 
     pub(super) fn is_kernel(self) -> bool {

@@ -218,7 +218,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 9] = [
+    let steps: [Step; 10] = [
         ((Via::MpmcRing, None), (Via::RawRing, None), "a CAS of the cursor per claim per side"),
         (
             (Via::CellClaimRing, None),
@@ -236,6 +236,11 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             "CircularBuffer: tokens, length words, wake-up checks, repair paths, its code",
         ),
         ((Via::Copy, spin), (Via::Cb, spin), "topic copy path: the chunk pool, chunk hand-offs, partitions"),
+        (
+            (Via::CopyInline, spin),
+            (Via::Cb, spin),
+            "topic copy path with inline slots: partitions, groups' checks, the topic's code (no chunks)",
+        ),
         (
             (Via::ChunkPoolRing, None),
             (Via::CellClaimCasRing, None),
@@ -367,12 +372,18 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         false,
     );
     bar(
+        "topic copy inline spin 1 KiB throughput ÷ raw ring".to_owned(),
+        (thr(Via::CopyInline, spin), thr(Via::RawRing, None), rate),
+        0.8,
+        false,
+    );
+    bar(
         "topic loan spin 1 KiB throughput ÷ topic copy spin 1 KiB throughput".to_owned(),
         (thr(Via::Loan, spin), thr(Via::Copy, spin), rate),
         1.0,
         false,
     );
-    for (via, limit) in [(Via::Copy, 0.5), (Via::Cb, 0.7)] {
+    for (via, limit) in [(Via::Copy, 0.5), (Via::CopyInline, 0.5), (Via::Cb, 0.7)] {
         bar(
             format!("{} spin 64 B throughput ÷ raw ring", via.short()),
             (thr64(via, spin), thr64(Via::RawRing, None), rate),
@@ -380,7 +391,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             false,
         );
     }
-    for via in [Via::Copy, Via::Loan] {
+    for via in [Via::Copy, Via::CopyInline, Via::Loan] {
         bar(
             format!("{} spin 1 KiB throughput ÷ pipe (C library: 2)", via.short()),
             (thr(via, spin), thr(Via::Pipe, None), rate),

@@ -26,13 +26,26 @@ pub(crate) fn unique_name() -> String {
 /// A ping-pong has at most one message per topic in flight: its pool gets
 /// 16 chunks per topic.
 pub(crate) fn region_config(size: usize, capacity: u32, topics: usize, ping_pong: bool) -> RegionConfig {
+    region_config_inline(size, capacity, topics, ping_pong, 0)
+}
+
+/// [`region_config`] for topics whose cells have inline slots of `inline`
+/// bytes (`TopicConfig::inline_payload`): the ring arena holds the slots.
+pub(crate) fn region_config_inline(
+    size: usize,
+    capacity: u32,
+    topics: usize,
+    ping_pong: bool,
+    inline: usize,
+) -> RegionConfig {
     let class = CLASS_SIZES.iter().position(|&c| c >= size).unwrap_or(CLASS_SIZES.len() - 1);
     let mut class_weights = [0u32; 8];
     class_weights[class] = 1;
     let chunk = CLASS_SIZES[class] + 16;
     let in_flight = if ping_pong { 16 } else { capacity as usize + 16 };
     let chunks = (topics * in_flight).min((256 << 20) / chunk).max(8);
-    let ring_arena = (topics * (192 + 16 * capacity as usize)).div_ceil(64) * 64 + 4096;
+    let block = (192 + 16 * capacity as usize).div_ceil(64) * 64 + capacity as usize * inline;
+    let ring_arena = topics * block + 4096;
     let size = (chunks * chunk + ring_arena + (2 << 20)).div_ceil(1 << 20) << 20;
     RegionConfig::default()
         .size(size.max(4 << 20))

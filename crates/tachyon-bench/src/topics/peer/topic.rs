@@ -4,7 +4,7 @@
 use crate::payload;
 use crate::peer::{retry, Fault};
 use crate::throughput;
-use crate::topics::case::{Test, Via};
+use crate::topics::case::Test;
 use crate::topics::loan::publish_loan;
 use crate::topics::protocol::PeerArgs;
 use crate::topics::shm::KEY;
@@ -27,7 +27,7 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
             println!("ready");
             for seq in 0..total {
                 let lose = fault.at(seq);
-                let echo = if a.via == Via::Copy {
+                let echo = if a.via.copies() {
                     retry(|t| ping.recv_into(from, &mut buf, t), stall, &mut check, "no ping came")
                         .and_then(|_| payload::check(&buf, seq))
                         .and_then(|()| {
@@ -73,7 +73,7 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
                 // See `partition_keys`: the producer sends message
                 // `seq` to partition `seq % partitions`.
                 let from = (seq % partitions) as u32;
-                if a.via == Via::Copy {
+                if a.via.copies() {
                     retry(|t| data.recv_into(from, &mut buf, t), stall, &mut check, "no message came")?;
                     payload::check(&buf, seq)
                 } else {

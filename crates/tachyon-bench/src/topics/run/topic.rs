@@ -8,7 +8,7 @@ use crate::policy::Policy;
 use crate::topics::case::{Case, Measured, Settings, Test, Via};
 use crate::topics::loan::{publish_loan, publish_loan_key};
 use crate::topics::protocol::{collect, peer_args, same};
-use crate::topics::shm::{region_config, unique_name, RemoveRegion, KEY};
+use crate::topics::shm::{region_config_inline, unique_name, RemoveRegion, KEY};
 use tachyon::bus::{Key, Region, Topic, TopicConfig};
 
 /// One key per partition: message `seq` goes with key `keys[seq %
@@ -38,15 +38,23 @@ pub(super) fn topic_run(
     let total = warmup + count;
     let size = case.size;
     let policy = case.policy.unwrap_or(Policy::Hybrid);
+    let inline = if case.via == Via::CopyInline { size } else { 0 };
     let cfg = TopicConfig::default()
         .partitions(case.partitions)
         .capacity(settings.capacity)
-        .wait(policy.wait_policy());
+        .wait(policy.wait_policy())
+        .inline_payload(inline as u32);
     let name = unique_name();
     let topics = if case.test == Test::Latency { 2 } else { 1 };
     let region = Region::create(
         &name,
-        region_config(size, settings.capacity, topics * cfg.partitions as usize, case.test == Test::Latency),
+        region_config_inline(
+            size,
+            settings.capacity,
+            topics * cfg.partitions as usize,
+            case.test == Test::Latency,
+            cfg.inline_payload_size() as usize,
+        ),
     )
     .map_err(|e| format!("cannot create the region: {e}"))?;
     let _remove = RemoveRegion(&name);
@@ -66,7 +74,7 @@ pub(super) fn topic_run(
                 let mut check = || peer.check_alive();
                 latency::timed(total, warmup, "round trip", |seq| {
                     payload::stamp(&mut buf, seq);
-                    if case.via == Via::Copy {
+                    if case.via.copies() {
                         retry(
                             |t| ping.send(&buf, Key(KEY), t),
                             stall,
@@ -105,7 +113,7 @@ pub(super) fn topic_run(
                 let mut check = || peer.check_alive();
                 for seq in 0..total {
                     let key = keys[(seq % keys.len() as u64) as usize];
-                    if case.via == Via::Copy {
+                    if case.via.copies() {
                         payload::stamp(&mut buf, seq);
                         retry(
                             |t| data.send(&buf, Key(key), t),
