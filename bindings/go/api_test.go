@@ -922,3 +922,28 @@ func cancelWakes(t *testing.T, what string, wait func(context.Context) error) co
 	}
 	return ctx
 }
+
+// Inline payloads: messages up to the slot travel in their ring cell
+// (no chunk), larger ones in chunks, in order; at-least-once is refused.
+func TestInlinePayload(t *testing.T) {
+	reg, _ := newRegion(t)
+	_, err := reg.CreateTopic("x", &TopicConfig{Capacity: 8, InlinePayload: 128, Delivery: AtLeastOnce})
+	wantErr(t, err, ErrInvalid)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: 8, InlinePayload: 100}))(t)
+	defer topic.Close()
+	big := bytes.Repeat([]byte{0xcd}, 300)
+	check(t, topic.Send([]byte("in the slot"), 1))
+	check(t, topic.Send(big, 1))
+	msg := must(topic.Receive(0, bound))(t)
+	if string(msg.Data()) != "in the slot" {
+		t.Fatalf("got %q", msg.Data())
+	}
+	check(t, msg.Release())
+	msg = must(topic.Receive(0, bound))(t)
+	if !bytes.Equal(msg.Data(), big) {
+		t.Fatalf("got %d bytes", len(msg.Data()))
+	}
+	check(t, msg.Release())
+	_, err = reg.CreateTopic("t", &TopicConfig{Capacity: 8})
+	wantErr(t, err, ErrIncompatible)
+}

@@ -263,6 +263,14 @@ type TopicConfig struct {
 	// latest matters more than every message (market data, sensor
 	// readings). Not with AtLeastOnce (ErrInvalid).
 	Overrun bool
+	// InlinePayload gives every ring cell a slot of that many bytes
+	// (rounded up to 64, at most 65536; 0, the default: none). A message
+	// of up to that size sent with Send travels in its cell's slot: no
+	// chunk is taken from the pool, the copy path two to three times
+	// faster on a stream. Loans and larger messages still use chunks.
+	// Costs Capacity * InlinePayload bytes per partition of the region's
+	// ring arena. Not with AtLeastOnce (ErrInvalid).
+	InlinePayload uint32
 }
 
 // Notify is how a topic's producers and consumers wait.
@@ -315,16 +323,16 @@ func (r *Region) CreateTopic(name string, conf *TopicConfig) (*Topic, error) {
 	if conf.Overrun {
 		flags |= C.TY_TOPIC_OVERRUN
 	}
-	return r.topic(op, name, &tc, flags)
+	return r.topic(op, name, &tc, flags, C.uint32_t(conf.InlinePayload))
 }
 
 // Topic opens the existing topic name with the configuration it was
 // created with (ErrNotFound if there is none).
 func (r *Region) Topic(name string) (*Topic, error) {
-	return r.topic("Region.Topic", name, nil, 0)
+	return r.topic("Region.Topic", name, nil, 0, 0)
 }
 
-func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, flags C.uint32_t) (*Topic, error) {
+func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, flags, inline C.uint32_t) (*Topic, error) {
 	cn, err := cname(op, name)
 	if err != nil {
 		return nil, err
@@ -335,7 +343,7 @@ func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, flags C.uint32_t)
 	}
 	var res C.go_ty_res
 	if tc != nil {
-		res = C.go_ty_topic_create(r.p, cn, tc, flags)
+		res = C.go_ty_topic_create(r.p, cn, tc, flags, inline)
 	} else {
 		res = C.go_ty_topic_open(r.p, cn)
 	}

@@ -37,9 +37,10 @@ go_ty_res go_ty_region_heartbeat(uintptr_t reg) { return res(ty_region_heartbeat
 go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap) {
     return res(ty_region_topics(REG(reg), out, cap), NULL);
 }
-go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, uint32_t flags) {
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, uint32_t flags,
+                             uint32_t inline_payload) {
     ty_topic_t* out = NULL;
-    int rc = ty_topic_create_flags(REG(reg), name, conf, flags, &out);
+    int rc = ty_topic_create_inline(REG(reg), name, conf, flags, inline_payload, &out);
     return res(rc, out);
 }
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {

@@ -52,7 +52,8 @@ go_ty_res go_ty_region_pool_stats(uintptr_t reg, ty_pool_stats_t* out);
 go_ty_res go_ty_region_heartbeat(uintptr_t reg);
 go_ty_res go_ty_region_topics(uintptr_t reg, ty_topic_info_t* out, size_t cap);
 /* ty_topic_create_flags (flags: TY_TOPIC_*). */
-go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, uint32_t flags);
+go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_conf_t* conf, uint32_t flags,
+                             uint32_t inline_payload);
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name);
 void go_ty_topic_close(uintptr_t t);
 int go_ty_topic_partitions(uintptr_t t);

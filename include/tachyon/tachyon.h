@@ -600,6 +600,37 @@ int ty_topic_create_flags(const ty_region_t *reg,
                           uint32_t flags,
                           ty_topic_t **out);
 
+// `ty_topic_create_flags` giving every ring cell an inline slot of
+// `inline_payload` bytes (rounded up to 64, at most 65,536; 0: none, as
+// `ty_topic_create_flags`). A message of up to that size sent with
+// `ty_send` travels in the slot of its ring cell: no chunk is taken from
+// the pool, no chunk state changes hands (a stream of small or 1 KiB
+// messages two to three times faster). Loans and larger messages still
+// use chunks; `ty_subscribe` copies an inline message into a chunk of the
+// receiver's own (so it needs a free chunk of the slot's size). The cost
+// is `capacity * inline_payload` bytes per partition of the region's ring
+// arena (`TY_EINVAL` if they do not fit). Not with
+// `TY_DELIVERY_AT_LEAST_ONCE` (`TY_EINVAL`): a consumer killed while it
+// copies a message out of its slot loses it. An existing topic must have
+// the same slots (`TY_EINCOMPAT`). See docs/bus.md, "Inline payloads".
+//
+// ```c
+// ty_topic_conf_t tc = ty_topic_conf_default;
+// tc.capacity = 256;
+// ty_topic_t* ticks;
+// ty_topic_create_inline(reg, "ticks", &tc, 0, 1024, &ticks); /* 256 KiB of slots */
+// ty_send(ticks, "tick", 4, 0, -1);                          /* no chunk taken */
+// ```
+//
+// # Safety
+// As `ty_topic_create`.
+int ty_topic_create_inline(const ty_region_t *reg,
+                           const char *name,
+                           const struct ty_topic_conf_t *conf,
+                           uint32_t flags,
+                           uint32_t inline_payload,
+                           ty_topic_t **out);
+
 // Opens the existing topic `name` of the region, with the configuration it
 // was created with.
 //

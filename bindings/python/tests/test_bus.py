@@ -294,3 +294,19 @@ def test_subscription_iterates(region):
         if len(seen) == 3:
             break
     assert sorted(seen) == [b"m0", b"m1", b"m2"]
+
+
+def test_inline_payload(region):
+    with pytest.raises(tachyon.InvalidArgument):
+        region.create_topic("x", capacity=8, inline_payload=128, at_least_once=True)
+    topic = region.create_topic("t", capacity=8, inline_payload=100)
+    assert topic.inline_payload == 128 and region.create_topic("plain").inline_payload == 0
+    with pytest.raises(tachyon.Incompatible):
+        region.create_or_open_topic("t", capacity=8)
+    free = lambda: [c.free for c in region.pool_stats()]  # noqa: E731
+    before = free()
+    topic.send(b"in the slot", 1)
+    assert free() == before  # no chunk taken
+    topic.send(b"x" * 300, 1)  # past the slot: a chunk
+    assert topic.receive_bytes(0, timeout_ns=0) == b"in the slot"
+    assert topic.receive_bytes(0, timeout_ns=0) == b"x" * 300

@@ -769,6 +769,43 @@ pub unsafe extern "C" fn ty_topic_create_flags(
     flags: u32,
     out: *mut *mut ty_topic_t,
 ) -> c_int {
+    // SAFETY: this function's contract is `ty_topic_create_inline`'s.
+    unsafe { ty_topic_create_inline(reg, name, conf, flags, 0, out) }
+}
+
+/// `ty_topic_create_flags` giving every ring cell an inline slot of
+/// `inline_payload` bytes (rounded up to 64, at most 65,536; 0: none, as
+/// `ty_topic_create_flags`). A message of up to that size sent with
+/// `ty_send` travels in the slot of its ring cell: no chunk is taken from
+/// the pool, no chunk state changes hands (a stream of small or 1 KiB
+/// messages two to three times faster). Loans and larger messages still
+/// use chunks; `ty_subscribe` copies an inline message into a chunk of the
+/// receiver's own (so it needs a free chunk of the slot's size). The cost
+/// is `capacity * inline_payload` bytes per partition of the region's ring
+/// arena (`TY_EINVAL` if they do not fit). Not with
+/// `TY_DELIVERY_AT_LEAST_ONCE` (`TY_EINVAL`): a consumer killed while it
+/// copies a message out of its slot loses it. An existing topic must have
+/// the same slots (`TY_EINCOMPAT`). See docs/bus.md, "Inline payloads".
+///
+/// ```c
+/// ty_topic_conf_t tc = ty_topic_conf_default;
+/// tc.capacity = 256;
+/// ty_topic_t* ticks;
+/// ty_topic_create_inline(reg, "ticks", &tc, 0, 1024, &ticks); /* 256 KiB of slots */
+/// ty_send(ticks, "tick", 4, 0, -1);                          /* no chunk taken */
+/// ```
+///
+/// # Safety
+/// As `ty_topic_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_create_inline(
+    reg: *const ty_region_t,
+    name: *const c_char,
+    conf: *const ty_topic_conf_t,
+    flags: u32,
+    inline_payload: u32,
+    out: *mut *mut ty_topic_t,
+) -> c_int {
     let make = || {
         // SAFETY: per this function's contract.
         let r = unsafe { region(reg)? };
@@ -785,7 +822,8 @@ pub unsafe extern "C" fn ty_topic_create_flags(
         }
         let config = topic_config(conf)?
             .default_group(flags & TY_TOPIC_NO_DEFAULT_GROUP == 0)
-            .overrun(flags & TY_TOPIC_OVERRUN != 0);
+            .overrun(flags & TY_TOPIC_OVERRUN != 0)
+            .inline_payload(inline_payload);
         Ok(new_topic(r.region.create_or_open_topic(name, config)?))
     };
     // SAFETY: `out` per this function's contract.

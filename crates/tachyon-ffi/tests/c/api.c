@@ -306,6 +306,32 @@ int main(void) {
         ty_topic_close(st);
     }
 
+    /* Inline payloads: a message up to the slot travels in its ring cell;
+     * at-least-once is refused. */
+    {
+        ty_topic_conf_t ic = ty_topic_conf_default;
+        ic.capacity = 8;
+        ic.delivery = TY_DELIVERY_AT_LEAST_ONCE;
+        ty_topic_t *it, *it2;
+        EXPECT_RC(TY_EINVAL, ty_topic_create_inline(reg, "inline", &ic, 0, 128, &it));
+        ic.delivery = TY_DELIVERY_AT_MOST_ONCE;
+        CHECK(ty_topic_create_inline(reg, "inline", &ic, 0, 100, &it)); /* 128 */
+        CHECK(ty_topic_create_inline(reg, "inline", &ic, 0, 128, &it2)); /* the same: opens */
+        ty_topic_close(it2);
+        EXPECT_RC(TY_EINCOMPAT, ty_topic_create(reg, "inline", &ic, &it2));
+        char big[200];
+        memset(big, 'x', sizeof big);
+        CHECK(ty_send(it, "in the slot", 11, 0, 0));
+        CHECK(ty_send(it, big, sizeof big, 0, 0)); /* past the slot: a chunk */
+        CHECK(ty_subscribe(it, 0, &m, 0));
+        EXPECT(m.len == 11 && memcmp(m.data, "in the slot", 11) == 0);
+        CHECK(ty_release(it, &m));
+        CHECK(ty_subscribe(it, 0, &m, 0));
+        EXPECT(m.len == sizeof big && memcmp(m.data, big, sizeof big) == 0);
+        CHECK(ty_release(it, &m));
+        ty_topic_close(it);
+    }
+
     /* Closing: a topic outlives its region handle; loans and messages held
      * by a closed topic handle go back to the pool. */
     CHECK(ty_loan(again, 8, &buf, NULL));
