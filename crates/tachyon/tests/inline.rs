@@ -349,3 +349,29 @@ fn a_bad_inline_descriptor_is_reported_and_dropped() {
         assert_eq!(t.info().corrupt, 1);
     }
 }
+
+/// A receive that fails after its claim (here: a descriptor naming a chunk
+/// that is not queued) gives the chunk it took for an inline message back
+/// once: afterwards every loan gets a chunk of its own, and the pool is
+/// whole.
+#[test]
+fn a_failed_receive_gives_its_spare_chunk_back_once() {
+    let name = unique("inline-spare");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let topic = topic(&region, 1, 8);
+    let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
+    let initial = free(&region.pool_stats().unwrap());
+    for _ in 0..3 {
+        topic.publish_raw_descriptor(0, 3, 10).unwrap(); // a free chunk, not queued
+        let bad = topic.receive(0, Some(Duration::ZERO));
+        assert!(matches!(bad, Err(Error::Corrupt { .. })), "{bad:?}");
+    }
+    let loans: Vec<_> = (0..200).map(|_| topic.loan(SLOT as usize, Some(Duration::ZERO)).unwrap()).collect();
+    let mut at: Vec<usize> = loans.iter().map(|l| l.as_ptr() as usize).collect();
+    at.sort_unstable();
+    at.dedup();
+    assert_eq!(at.len(), loans.len(), "a chunk loaned twice");
+    drop(loans);
+    assert_eq!(free(&region.pool_stats().unwrap()), initial);
+}

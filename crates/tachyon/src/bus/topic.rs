@@ -551,6 +551,22 @@ enum Sink<'b> {
     Drop,
 }
 
+/// The chunk a receive on a topic with inline slots takes before its
+/// claim (see `Topic::take_in`): given back when dropped unless an inline
+/// message was copied into it (`chunk` taken out).
+struct Spare<'t> {
+    topic: &'t Topic,
+    chunk: Option<Chunk>,
+}
+
+impl Drop for Spare<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.chunk.take() {
+            self.topic.region().free(c.class, c.index);
+        }
+    }
+}
+
 /// A chunk taken from the pool for one message (no handle attached).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Chunk {
@@ -1009,7 +1025,7 @@ impl Topic {
     /// `partition`, if the topic has slots of at least `len` bytes and the
     /// ring exists; for a look that claims nothing (`bus/backlog.rs`).
     pub(super) fn inline_slot_at(&self, slot: usize, partition: u32, pos: u64, len: usize) -> Option<*mut u8> {
-        if len > self.core.inline {
+        if self.core.inline == 0 || len > self.core.inline {
             return None;
         }
         self.slot_partition(slot, partition).ok()?;
@@ -1557,15 +1573,16 @@ impl Topic {
     ) -> Result<(Option<Chunk>, usize)> {
         // A chunk for a message in an inline slot is taken before the cell
         // is claimed: nothing can fail between the claim and the copy.
-        let spare = match sink {
-            Sink::Chunk if self.core.inline > 0 => Some(self.spare_chunk(timeout)?),
-            _ => None,
+        let mut spare = Spare {
+            topic: self,
+            chunk: match sink {
+                Sink::Chunk if self.core.inline > 0 => Some(self.spare_chunk(timeout)?),
+                _ => None,
+            },
         };
-        let got = self.take_claimed(slot, partition, timeout, stop, received, sink, spare);
-        if let (Err(_), Some(spare)) = (&got, spare) {
-            self.region().free(spare.class, spare.index);
-        }
-        got
+        // Whatever happens below, a spare not used goes back when `spare`
+        // is dropped, once.
+        self.take_claimed(slot, partition, timeout, stop, received, sink, &mut spare)
     }
 
     /// A chunk of the inline slot's size for [`take_in`](Self::take_in),
@@ -1579,9 +1596,9 @@ impl Topic {
         }
     }
 
-    /// [`take_in`](Self::take_in) once its spare chunk (if any) is taken;
-    /// on success the spare is used or given back, on failure the caller
-    /// gives it back.
+    /// [`take_in`](Self::take_in) once its spare chunk (if any) is taken:
+    /// an inline message taken into it takes it out of `spare`, which gives
+    /// back what is left in it when dropped.
     #[allow(clippy::too_many_arguments)]
     fn take_claimed(
         &self,
@@ -1591,7 +1608,7 @@ impl Topic {
         stop: Option<&ReceiveStop>,
         received: bool,
         sink: Sink<'_>,
-        spare: Option<Chunk>,
+        spare: &mut Spare<'_>,
     ) -> Result<(Option<Chunk>, usize)> {
         let ring = self.ring_of(slot, partition)?;
         let mut waits = self.waits_of(slot, partition)?;
@@ -1638,9 +1655,6 @@ impl Topic {
             let len = Descriptor::decode(word).len as usize;
             return self.take_inline(slot, partition, (&ring, &waits), (pos, idx, len), received, sink, spare);
         }
-        if let Some(spare) = spare {
-            self.region().free(spare.class, spare.index);
-        }
         let checked = self.check_descriptor(word, me, slot);
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
@@ -1682,7 +1696,7 @@ impl Topic {
         (pos, idx, len): (u64, usize, usize),
         received: bool,
         sink: Sink<'_>,
-        spare: Option<Chunk>,
+        spare: &mut Spare<'_>,
     ) -> Result<(Option<Chunk>, usize)> {
         let me = self.region().segment().token();
         let corrupt = |field, value| Error::corrupt(Corruption::BadField { field, value });
@@ -1697,22 +1711,26 @@ impl Topic {
             // claim read (Acquire). `inline_slot` points inside the mapping
             // `self` keeps, `idx` is below the capacity.
             let bytes = unsafe { std::slice::from_raw_parts(self.inline_slot(slot, partition, idx), len) };
-            match (sink, spare) {
-                (Sink::Buf(buf), _) => {
+            match sink {
+                Sink::Buf(buf) => {
                     buf.clear();
                     buf.extend_from_slice(bytes);
                     None
                 }
-                (Sink::Drop, _) => None,
-                (Sink::Chunk, Some(chunk)) => {
-                    // SAFETY: `chunk` was loaned to this process by
-                    // `spare_chunk` and is not published; its class holds
-                    // `inline >= len` bytes.
-                    unsafe { self.chunk_mut(chunk, len) }.copy_from_slice(bytes);
-                    out = Some(chunk);
-                    None
-                }
-                (Sink::Chunk, None) => Some(corrupt("inline receive without a chunk", 0)),
+                Sink::Drop => None,
+                // The spare is ours from here: freed below if the receive
+                // fails, handed out if it does not.
+                Sink::Chunk => match spare.chunk.take() {
+                    Some(chunk) => {
+                        // SAFETY: `chunk` was loaned to this process by
+                        // `spare_chunk` and is not published; its class
+                        // holds `inline >= len` bytes.
+                        unsafe { self.chunk_mut(chunk, len) }.copy_from_slice(bytes);
+                        out = Some(chunk);
+                        None
+                    }
+                    None => Some(corrupt("inline receive without a chunk", 0)),
+                },
             }
         };
         crate::platform::fault::point("inline-read");
