@@ -13,7 +13,8 @@
 //! A topic with inline payloads gives each cell a slot of its own, in
 //! order: the copy path writes a message of up to a slot's bytes into the
 //! slot of the cell it claimed, and the cell's descriptor says "inline"
-//! instead of naming a chunk (see `bus/topic.rs`, "Inline payloads").
+//! instead of naming a chunk (`Topic::send_inline`; docs/bus.md, "Inline
+//! payloads").
 //!
 //! A topic's partitions lie one after another, each rounded up to 64 bytes.
 //! In a region with group slots (`RegionConfig::max_groups`, layout 4) a

@@ -9,6 +9,13 @@
 //! going to exactly one of them. Every descriptor read from a ring is
 //! validated (chunk index in range, length within its chunk, chunk really
 //! queued) before any payload byte is touched.
+//!
+//! On a topic with inline slots (`TopicConfig::inline_payload`) each cell
+//! has a slot of its own after the cells, and a copy-path message that
+//! fits travels there: the descriptor then says "inline, *n* bytes"
+//! (`Descriptor::inline`) instead of naming a chunk, and a receive copies
+//! the slot out between its claim and `finish_read` (docs/bus.md, "Inline
+//! payloads").
 
 use super::backlog::JoinFrom;
 use super::directory::{Record, TopicEntry, MAX_NAME};
