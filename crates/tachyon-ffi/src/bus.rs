@@ -782,7 +782,7 @@ pub unsafe extern "C" fn ty_topic_create_flags(
 /// use chunks; `ty_subscribe` copies an inline message into a chunk of the
 /// receiver's own (so it needs a free chunk of the slot's size). The cost
 /// is `capacity * inline_payload` bytes per partition of the region's ring
-/// arena (`TY_EINVAL` if they do not fit). Not with
+/// arena (`TY_ENOSPC` if they do not fit). Not with
 /// `TY_DELIVERY_AT_LEAST_ONCE` (`TY_EINVAL`): a consumer killed while it
 /// copies a message out of its slot loses it. An existing topic must have
 /// the same slots (`TY_EINCOMPAT`). See docs/bus.md, "Inline payloads".

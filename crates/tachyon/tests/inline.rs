@@ -155,7 +155,7 @@ fn inline_configuration_is_checked() {
     assert_eq!(same.config(), t.config());
     // 2 MiB of arena cannot hold 1024 slots of 4 KiB.
     let huge = region.create_topic("huge", TopicConfig::default().capacity(1024).inline_payload(4096));
-    assert!(huge.is_err(), "{huge:?}");
+    assert!(matches!(huge, Err(Error::NoSpace { .. })), "{huge:?}");
 }
 
 /// An overrunning topic drops its oldest inline messages (nothing to give
