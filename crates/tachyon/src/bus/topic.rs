@@ -38,6 +38,12 @@ use std::time::{Duration, Instant};
 
 /// What a receive waits for.
 const WAIT_MESSAGE: &str = "a message in the topic's partition";
+
+/// How long an overrunning publisher waits, whatever its timeout, for the
+/// oldest cell of a full partition that someone holds at that moment
+/// (`Topic::claim_publish`): a consumer reading it gives it back within
+/// instructions, unless descheduled.
+const OVERRUN_GRACE: Duration = Duration::from_millis(10);
 /// Most partitions per topic.
 pub const MAX_PARTITIONS: u32 = 256;
 /// Most descriptors per partition.
@@ -157,6 +163,11 @@ impl TopicConfig {
     /// the latest matters more than every message (market data, sensor
     /// readings, telemetry). Not with [`Delivery::AtLeastOnce`], which
     /// promises the opposite ([`Error::InvalidArgument`] at creation).
+    ///
+    /// The one room a publisher cannot take is the oldest cell held at that
+    /// very moment (a consumer between its claim and handing the cell back,
+    /// instructions later): for that it waits, up to 10 ms whatever its
+    /// timeout, rather than fail for room while a consumer is reading.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1527,6 +1538,14 @@ impl Topic {
                     Err(e) => return Err(e),
                 }
             }
+            // Nothing left to drop, yet no room: the oldest cell is held
+            // this very moment (a consumer between its claim and handing
+            // the cell back, or a publisher a lap behind between claim and
+            // commit). It comes free within instructions, so the publisher
+            // waits for it, up to `OVERRUN_GRACE` whatever its timeout: an
+            // overrunning publisher does not fail for room because a
+            // consumer was reading (a dead holder is repaired meanwhile).
+            return self.claim_in(slot, ring, waits, true, timeout.map(|t| t.max(OVERRUN_GRACE)));
         }
         self.claim_in(slot, ring, waits, true, timeout)
     }
