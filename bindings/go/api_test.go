@@ -944,6 +944,36 @@ func TestInlinePayload(t *testing.T) {
 		t.Fatalf("got %d bytes", len(msg.Data()))
 	}
 	check(t, msg.Release())
+
+	// ReceiveInto: straight into a buffer of the caller's; a message
+	// longer than it stays queued and its length comes with the error.
+	check(t, topic.Send([]byte("slot"), 1))
+	check(t, topic.Send(big, 1))
+	small := make([]byte, 16)
+	n := must(topic.ReceiveInto(0, small, bound))(t)
+	if string(small[:n]) != "slot" {
+		t.Fatalf("got %q", small[:n])
+	}
+	n, err = topic.TryReceiveInto(0, small)
+	wantErr(t, err, ErrBufferTooSmall)
+	if n != len(big) {
+		t.Fatalf("ErrBufferTooSmall with length %d, want %d", n, len(big))
+	}
+	if d := must(topic.Depth(0))(t); d != 1 {
+		t.Fatalf("depth %d after a refused receive, want 1", d)
+	}
+	large := make([]byte, n)
+	n = must(topic.ReceiveInto(0, large, bound))(t)
+	if !bytes.Equal(large[:n], big) {
+		t.Fatalf("got %d bytes", n)
+	}
+	_, err = topic.TryReceiveInto(0, large)
+	wantErr(t, err, ErrWouldBlock)
+	_, err = topic.ReceiveInto(0, large, 0)
+	wantErr(t, err, ErrTimeout)
+	_, err = topic.ReceiveInto(5, large, 0)
+	wantErr(t, err, ErrInvalid)
+
 	_, err = reg.CreateTopic("t", &TopicConfig{Capacity: 8})
 	wantErr(t, err, ErrIncompatible)
 }

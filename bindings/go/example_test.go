@@ -188,6 +188,37 @@ func ExampleLoan_Close() {
 	// waiting: 1
 }
 
+// Small messages in the topic's inline slots, received into a buffer of
+// the caller's: no chunk on either side. A message longer than the buffer
+// stays queued; the error says how long it is.
+func ExampleTopic_ReceiveInto() {
+	name := fmt.Sprintf("example-recv-into-%d", os.Getpid())
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name)
+	defer reg.Close()
+	topic, err := reg.CreateTopic("ticks", &tachyon.TopicConfig{InlinePayload: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	_ = topic.Send([]byte("tick 1"), 0)
+	_ = topic.Send(make([]byte, 100), 0)
+	buf := make([]byte, 64)
+	n, err := topic.ReceiveInto(0, buf, time.Second)
+	fmt.Printf("%q %v\n", buf[:n], err)
+	n, err = topic.ReceiveInto(0, buf, time.Second)
+	fmt.Println(n, errors.Is(err, tachyon.ErrBufferTooSmall))
+	n, err = topic.ReceiveInto(0, make([]byte, n), time.Second)
+	fmt.Println(n, err)
+	// Output:
+	// "tick 1" <nil>
+	// 100 true
+	// 100 <nil>
+}
+
 // A shared byte buffer is an io.ReaderAt and io.WriterAt.
 func ExampleBuffer() {
 	name := fmt.Sprintf("example-buffer-%d", os.Getpid())

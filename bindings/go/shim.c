@@ -80,6 +80,16 @@ go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, i
     go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
     return out;
 }
+go_ty_msg go_ty_recv(uintptr_t t, uint32_t partition, void* buf, size_t cap, int64_t timeout_ns, int try_) {
+    size_t len = 0;
+    int rc = ty_recv(TOPIC(t), partition, buf, cap, &len, try_ ? 0 : timeout_ns);
+    if (try_ && rc == TY_ETIMEDOUT) {
+        rc = TY_EAGAIN;
+    }
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, NULL, len, 0, partition};
+    return out;
+}
 go_ty_msg go_ty_subscribe_cancel(uintptr_t t, uint32_t partition, int64_t timeout_ns, uintptr_t c) {
     ty_msg_t m;
     int rc = ty_subscribe_cancel(TOPIC(t), partition, &m, timeout_ns, (const ty_cancel_t*)c);

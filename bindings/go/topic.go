@@ -546,6 +546,48 @@ func (t *Topic) send(op string, data []byte, key uint64, timeout C.int64_t) erro
 	return nil
 }
 
+// ReceiveInto copies the next message of partition into buf and releases
+// it at once (the copy path), waiting at most timeout (Forever: for ever;
+// 0 looks once: ErrTimeout when none came); it returns the message's
+// length. A message longer than buf is not taken: it stays queued, first
+// in its partition, and ReceiveInto returns its length with
+// ErrBufferTooSmall (call again with a buffer that large; nothing is
+// lost). On a topic with inline slots (TopicConfig.InlinePayload) an
+// inline message goes from its slot straight into buf, with no chunk.
+func (t *Topic) ReceiveInto(partition int, buf []byte, timeout time.Duration) (int, error) {
+	return t.receiveInto("Topic.ReceiveInto", partition, buf, nanos(timeout), false)
+}
+
+// TryReceiveInto is ReceiveInto without waiting: ErrWouldBlock if the
+// partition is empty.
+func (t *Topic) TryReceiveInto(partition int, buf []byte) (int, error) {
+	return t.receiveInto("Topic.TryReceiveInto", partition, buf, 0, true)
+}
+
+func (t *Topic) receiveInto(op string, partition int, buf []byte, timeout C.int64_t, try bool) (int, error) {
+	if err := t.enter(op); err != nil {
+		return 0, err
+	}
+	defer t.g.leave()
+	p, err := t.part(op, partition)
+	if err != nil {
+		return 0, err
+	}
+	var at unsafe.Pointer
+	if len(buf) > 0 {
+		at = unsafe.Pointer(&buf[0])
+	}
+	r := C.go_ty_recv(t.p, p, at, C.size_t(len(buf)), timeout, cbool(try))
+	if r.rc != C.TY_OK {
+		n := 0
+		if r.rc == C.TY_ENOBUFS {
+			n = int(r.len)
+		}
+		return n, fail(op, C.go_ty_res{rc: r.rc, err: r.err})
+	}
+	return int(r.len), nil
+}
+
 // Message is a received message: its bytes stay in shared memory until
 // Release. Not safe for concurrent use.
 type Message struct {

@@ -822,6 +822,31 @@ int ty_subscribe(const ty_topic_t *topic,
                  struct ty_msg_t *m,
                  int64_t timeout_ns);
 
+// Copies the next message of `partition` into `buf` (of `cap` bytes) and
+// releases it at once (the copy path), waiting at most `timeout_ns` (-1
+// for ever, as the topic's notify policy says; 0 looks once); `*len` gets
+// its length. On a topic with inline slots (`ty_topic_create_inline`) an
+// inline message goes from its slot straight into `buf`, with no chunk.
+//
+// A message longer than `cap` is not taken: it stays queued, first in its
+// partition, the call fails with `TY_ENOBUFS` and `*len` gets its length
+// (call again with a buffer that large; nothing is lost).
+//
+// Errors: `TY_EINVAL` (NULL, bad partition, a topic without its default
+// group), `TY_ENOBUFS`, `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`),
+// `TY_ECORRUPT` (a corrupt descriptor was dropped; call again).
+// Thread-safe.
+//
+// # Safety
+// `topic` is NULL or a live topic handle; `buf` NULL (with `cap` 0) or
+// writable for `cap` bytes; `len` NULL or writable.
+int ty_recv(const ty_topic_t *topic,
+            uint32_t partition,
+            void *buf,
+            size_t cap,
+            size_t *len,
+            int64_t timeout_ns);
+
 // A new cancellation, not cancelled. Never NULL (the process aborts if
 // memory runs out, as for every allocation of the library). Free it with
 // `ty_cancel_free` once no call uses it. Thread-safe.

@@ -541,7 +541,8 @@ impl PyTopic {
     }
 
     /// Like receive, but copies the message into a new bytes object and
-    /// releases it at once (the copy path).
+    /// releases it at once (the copy path: on a topic with inline slots an
+    /// inline message is copied out of its slot, with no chunk).
     #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive_bytes<'py>(
         &self,
@@ -549,13 +550,8 @@ impl PyTopic {
         partition: u32,
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let msg = self.receive(py, partition, timeout_ns)?;
-        let bytes = {
-            let guard = lock(&msg.msg);
-            PyBytes::new(py, guard.as_deref().unwrap_or_default())
-        };
-        msg.release(py)?;
-        Ok(bytes)
+        let topic = &self.topic;
+        receive_copy(py, timeout_ns, |buf, wait| topic.recv_into(partition, buf, wait))
     }
 
     /// An awaitable receive for asyncio: `msg = await
@@ -635,18 +631,45 @@ const TOO_LARGE: &str =
 
 /// The first message of a receive: `try_once` with the GIL held (the fast
 /// path), then, unless timeout_ns is 0, `wait` in slices without the GIL.
-fn first_message(
+fn first_message<T: Send>(
     py: Python<'_>,
     timeout_ns: i64,
-    try_once: impl FnOnce() -> tachyon::Result<Option<Message>>,
-    wait: impl FnMut(Option<Duration>) -> tachyon::Result<Message> + Send,
-) -> PyResult<Message> {
+    try_once: impl FnOnce() -> tachyon::Result<Option<T>>,
+    wait: impl FnMut(Option<Duration>) -> tachyon::Result<T> + Send,
+) -> PyResult<T> {
     let timeout = timeout_of(timeout_ns);
     match try_once().py(py)? {
         Some(msg) => Ok(msg),
         None if timeout.is_some_and(|t| t.is_zero()) => Err(timeout_error()).py(py),
         None => in_slices(py, timeout, timed_out, wait),
     }
+}
+
+/// The copy path of `receive_bytes`: the next message copied into a new
+/// bytes object by `recv` (a `recv_into`, which releases it at once),
+/// waiting as `receive` does (`first_message`).
+fn receive_copy<'py>(
+    py: Python<'py>,
+    timeout_ns: i64,
+    recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = first_message(
+        py,
+        timeout_ns,
+        || {
+            let mut buf = Vec::new();
+            match recv(&mut buf, Some(Duration::ZERO)) {
+                Ok(_) => Ok(Some(buf)),
+                Err(tachyon::Error::Timeout { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        },
+        |slice| {
+            let mut buf = Vec::new();
+            recv(&mut buf, slice).map(|_| buf)
+        },
+    )?;
+    Ok(PyBytes::new(py, &bytes))
 }
 
 /// A batch (`receive_many`, `receive_many_bytes`): waits for the first
@@ -1116,7 +1139,7 @@ impl PyGroup {
     }
 
     /// Like receive, but copies the message into a new bytes object and
-    /// releases it at once (the copy path).
+    /// releases it at once (the copy path, as Topic.receive_bytes).
     #[pyo3(signature = (partition=0, timeout_ns=-1), text_signature = "(self, /, partition=0, timeout_ns=-1)")]
     fn receive_bytes<'py>(
         &self,
@@ -1124,13 +1147,8 @@ impl PyGroup {
         partition: u32,
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let msg = self.receive(py, partition, timeout_ns)?;
-        let bytes = {
-            let guard = lock(&msg.msg);
-            PyBytes::new(py, guard.as_deref().unwrap_or_default())
-        };
-        msg.release(py)?;
-        Ok(bytes)
+        let group = self.get()?;
+        receive_copy(py, timeout_ns, |buf, wait| group.recv_into(partition, buf, wait))
     }
 
     /// A Subscription that receives the group's messages: one receive over

@@ -310,3 +310,27 @@ def test_inline_payload(region):
     topic.send(b"x" * 300, 1)  # past the slot: a chunk
     assert topic.receive_bytes(0, timeout_ns=0) == b"in the slot"
     assert topic.receive_bytes(0, timeout_ns=0) == b"x" * 300
+
+
+def test_receive_bytes_of_an_inline_message_needs_no_chunk(region):
+    # receive_bytes copies an inline message out of its slot: it works with
+    # every chunk of the pool loaned out, where receive (a Message, in a
+    # chunk of the receiver's) cannot.
+    topic = region.create_topic("t", capacity=8, inline_payload=64)
+    topic.send(b"one", 0)
+    topic.send(b"two", 0)
+    loans = []
+    while True:
+        try:
+            loans.append(topic.loan(64, timeout_ns=0))
+        except tachyon.PoolExhausted:
+            break
+    assert loans
+    with pytest.raises(tachyon.PoolExhausted):
+        topic.receive(0, timeout_ns=0)
+    assert topic.receive_bytes(0, timeout_ns=0) == b"one"
+    for loan in loans:
+        loan.cancel()
+    assert topic.receive_bytes(0, timeout_ns=0) == b"two"
+    with pytest.raises(tachyon.TimeoutError):
+        topic.receive_bytes(0, timeout_ns=0)

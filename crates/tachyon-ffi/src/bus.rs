@@ -1313,6 +1313,57 @@ pub unsafe extern "C" fn ty_subscribe(
     })
 }
 
+/// Copies the next message of `partition` into `buf` (of `cap` bytes) and
+/// releases it at once (the copy path), waiting at most `timeout_ns` (-1
+/// for ever, as the topic's notify policy says; 0 looks once); `*len` gets
+/// its length. On a topic with inline slots (`ty_topic_create_inline`) an
+/// inline message goes from its slot straight into `buf`, with no chunk.
+///
+/// A message longer than `cap` is not taken: it stays queued, first in its
+/// partition, the call fails with `TY_ENOBUFS` and `*len` gets its length
+/// (call again with a buffer that large; nothing is lost).
+///
+/// Errors: `TY_EINVAL` (NULL, bad partition, a topic without its default
+/// group), `TY_ENOBUFS`, `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`),
+/// `TY_ECORRUPT` (a corrupt descriptor was dropped; call again).
+/// Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle; `buf` NULL (with `cap` 0) or
+/// writable for `cap` bytes; `len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_recv(
+    topic: *const ty_topic_t,
+    partition: u32,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let t = unsafe { self::topic(topic)? };
+        let len = arg_out(len, "len")?;
+        // SAFETY: per this function's contract.
+        let buf = unsafe { crate::prim::bytes_mut(buf, cap, "buf")? };
+        let timeout = arg_timeout(timeout_ns)?;
+        let mut too_long = None;
+        let got = interruptible(timeout, |w| {
+            t.topic.recv_into_slice(partition, buf, w).inspect_err(|e| {
+                if let tachyon_core::Error::BufferTooSmall { item, .. } = e {
+                    too_long = Some(*item);
+                }
+            })
+        });
+        // The length of what was received, or of what stays queued.
+        if let Some(n) = got.as_ref().ok().copied().or(too_long) {
+            // SAFETY: not NULL (checked above), writable per the contract.
+            unsafe { len.write(n) };
+        }
+        got.map(|_| TY_OK)
+    })
+}
+
 /// A cancellation for waiting calls (opaque): `ty_cancel` ends, from any
 /// thread, the `ty_subscribe_cancel` and `ty_rpc_request_cancel` calls
 /// waiting with it, with a wake-up (no polling). From `ty_cancel_new`,

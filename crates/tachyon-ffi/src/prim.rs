@@ -121,7 +121,7 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> Res<&'a [u8]> {
 /// # Safety
 /// `p` is NULL or writable for `len` bytes for `'a`, and nothing else
 /// accesses them meanwhile.
-unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize, what: &str) -> Res<&'a mut [u8]> {
+pub(crate) unsafe fn bytes_mut<'a>(p: *mut c_void, len: usize, what: &str) -> Res<&'a mut [u8]> {
     if len == 0 {
         Ok(&mut [])
     } else if p.is_null() {

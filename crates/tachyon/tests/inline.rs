@@ -229,6 +229,10 @@ fn a_producer_process_streams_to_a_consumer_process() {
     let mut child = spawn(ENTRY, "producer", common::Args::name(&name).with("n", N).with("keys", KEYS));
     let mut next = [0u64; KEYS as usize];
     let mut buf = Vec::new();
+    // A buffer of the slot's size: the one message length in the stream
+    // that is longer (a chunk) stays queued until a larger buffer comes.
+    let (mut small, mut large) = (vec![0u8; SLOT as usize], vec![0u8; SLOT as usize + 1]);
+    let mut too_long = 0u64;
     let deadline = Instant::now() + LIMIT;
     let mut got = 0u64;
     while got < N {
@@ -238,6 +242,18 @@ fn a_producer_process_streams_to_a_consumer_process() {
                 match topic.receive(p, Some(Duration::ZERO)) {
                     Ok(m) => m.to_vec(),
                     Err(Error::Timeout { .. }) => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            } else if got % 3 == 1 {
+                match topic.try_recv_into_slice(p, &mut small) {
+                    Ok(Some(n)) => small[..n].to_vec(),
+                    Ok(None) => continue,
+                    Err(Error::BufferTooSmall { item, buffer }) => {
+                        assert_eq!((item, buffer), (SLOT as usize + 1, SLOT as usize));
+                        too_long += 1;
+                        let n = topic.try_recv_into_slice(p, &mut large).unwrap().expect("still queued");
+                        large[..n].to_vec()
+                    }
                     Err(e) => panic!("{e}"),
                 }
             } else {
@@ -256,10 +272,68 @@ fn a_producer_process_streams_to_a_consumer_process() {
         }
     }
     assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    assert!(too_long > 0, "no message was longer than the fixed buffer");
     let info = topic.info();
     assert_eq!((info.published, info.received, info.corrupt), (N, N, 0));
     let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
     assert_eq!(free(&region.pool_stats().unwrap()), free(&initial));
+}
+
+/// `recv_into_slice` takes a message that fits its buffer, inline or in a
+/// chunk, straight out; one that does not stays queued, in order, untouched
+/// and uncounted, until a buffer large enough comes. No chunk is lost on
+/// the way, for the default group and a named one.
+#[test]
+fn a_fixed_buffer_leaves_a_longer_message_queued() {
+    let name = unique("inline-slice");
+    let _rm = RemoveRegion(name.clone());
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(2 << 20).max_groups(2))
+            .unwrap();
+    let inline = topic(&region, 1, 16);
+    let plain = region.create_topic("plain", TopicConfig::default().capacity(16)).unwrap();
+    let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
+    let initial = free(&region.pool_stats().unwrap());
+    let lens = [10usize, 100, SLOT as usize + 44, 0, 5];
+    let body = |i: usize, len: usize| (0..len).map(|b| (b * 3 + i) as u8).collect::<Vec<u8>>();
+    for t in [&inline, &plain] {
+        for (i, &len) in lens.iter().enumerate() {
+            t.send(&body(i, len), Key(0), None).unwrap();
+        }
+        let mut small = [0u8; 64];
+        let mut large = vec![0u8; 1024];
+        for (i, &len) in lens.iter().enumerate() {
+            if len > small.len() {
+                for _ in 0..2 {
+                    let e = t.recv_into_slice(0, &mut small, None).unwrap_err();
+                    assert!(matches!(e, Error::BufferTooSmall { item, buffer: 64 } if item == len), "{e:?}");
+                }
+                assert_eq!(t.depth(0).unwrap(), lens.len() - i, "still queued");
+                // Exactly its length is enough.
+                let n = t.recv_into_slice(0, &mut large[..len], None).unwrap();
+                assert_eq!(&large[..n], &body(i, len)[..]);
+            } else {
+                let n = t.recv_into_slice(0, &mut small, Some(Duration::ZERO)).unwrap();
+                assert_eq!(&small[..n], &body(i, len)[..]);
+            }
+        }
+        assert_eq!(t.try_recv_into_slice(0, &mut small).unwrap(), None);
+        let info = t.info();
+        assert_eq!((info.published, info.received, info.corrupt), (5, 5, 0));
+    }
+    // A named group's ring: the same, through the group's shared chunks.
+    let audit = plain.join_group("audit").unwrap();
+    plain.send(&[9u8; 200], Key(0), None).unwrap();
+    let mut small = [0u8; 16];
+    let e = audit.recv_into_slice(0, &mut small, None).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { item: 200, buffer: 16 }), "{e:?}");
+    let mut large = [0u8; 200];
+    assert_eq!(audit.recv_into_slice(0, &mut large, None).unwrap(), 200);
+    assert_eq!(large, [9u8; 200]);
+    let n = plain.recv_into_slice(0, &mut large, None).unwrap();
+    assert_eq!(n, 200, "the default group gets it too");
+    drop(audit);
+    assert_eq!(free(&region.pool_stats().unwrap()), initial);
 }
 
 /// Runs `role` in a child that must die by SIGKILL at `point`.
@@ -341,6 +415,10 @@ fn a_bad_inline_descriptor_is_reported_and_dropped() {
     for (t, len) in [(&with, SLOT + 1), (&without, 10)] {
         t.publish_raw_descriptor(0, INLINE_CHUNK, len).unwrap();
         t.send(b"next", Key(0), None).unwrap();
+        // A fixed buffer shorter than the length it claims leaves it queued.
+        let mut short = [0u8; 4];
+        let e = t.recv_into_slice(0, &mut short, Some(Duration::ZERO)).unwrap_err();
+        assert!(matches!(e, Error::BufferTooSmall { item, buffer: 4 } if item == len as usize), "{e:?}");
         let mut buf = Vec::new();
         let bad = t.recv_into(0, &mut buf, Some(Duration::ZERO));
         assert!(matches!(bad, Err(Error::Corrupt { .. })), "{bad:?}");

@@ -329,6 +329,25 @@ int main(void) {
         CHECK(ty_subscribe(it, 0, &m, 0));
         EXPECT(m.len == sizeof big && memcmp(m.data, big, sizeof big) == 0);
         CHECK(ty_release(it, &m));
+
+        /* ty_recv: straight into a buffer of the caller's; a message
+         * longer than the buffer stays queued and *len names its size. */
+        char small[16], out[256];
+        size_t got = 0;
+        CHECK(ty_send(it, "slot", 4, 0, 0));
+        CHECK(ty_send(it, big, sizeof big, 0, 0));
+        CHECK(ty_recv(it, 0, small, sizeof small, &got, 0));
+        EXPECT(got == 4 && memcmp(small, "slot", 4) == 0);
+        got = 0;
+        EXPECT_RC(TY_ENOBUFS, ty_recv(it, 0, small, sizeof small, &got, 0));
+        EXPECT(got == sizeof big);
+        EXPECT(ty_topic_depth(it, 0) == 1);
+        CHECK(ty_recv(it, 0, out, got, &got, 0));
+        EXPECT(got == sizeof big && memcmp(out, big, sizeof big) == 0);
+        EXPECT_RC(TY_ETIMEDOUT, ty_recv(it, 0, out, sizeof out, &got, 0));
+        EXPECT_RC(TY_EINVAL, ty_recv(it, 0, out, sizeof out, NULL, 0));
+        EXPECT_RC(TY_EINVAL, ty_recv(it, 0, NULL, 8, &got, 0));
+        EXPECT_RC(TY_EINVAL, ty_recv(it, 9, out, sizeof out, &got, 0));
         ty_topic_close(it);
     }
 

@@ -509,7 +509,7 @@ pub(super) fn drain(topic: &Topic, g: usize, partition: u32, me: Token) {
     let region = topic.region();
     for _ in 0..=2 * topic.capacity() + 2 {
         let mut freed = false;
-        match ring.claim_read_within(me, u64::MAX, u64::MAX, &mut freed) {
+        match ring.claim_read_within(me, u64::MAX, u64::MAX, u64::MAX, &mut freed) {
             Claim::Got { pos, idx, .. } => {
                 ring.finish_read(pos, idx, me);
             }

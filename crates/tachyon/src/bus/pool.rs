@@ -193,14 +193,18 @@ impl Descriptor {
     pub(crate) const fn new(chunk: u32, version: u32, len: u32) -> Descriptor {
         Descriptor { chunk, version: version & Self::VERSION_MASK, len }
     }
+    /// The bits of a descriptor word that hold the message's length: a
+    /// ring's length mask for topics (`Ring::claim_read_within`).
+    pub(crate) const LEN_MASK: u64 = 0x1F_FFFF;
+
     pub(crate) const fn encode(self) -> u64 {
-        ((self.chunk as u64) << 40) | ((self.version as u64) << 21) | (self.len as u64 & 0x1F_FFFF)
+        ((self.chunk as u64) << 40) | ((self.version as u64) << 21) | (self.len as u64 & Self::LEN_MASK)
     }
     pub(crate) const fn decode(word: u64) -> Descriptor {
         Descriptor {
             chunk: (word >> 40) as u32,
             version: (word >> 21) as u32 & Self::VERSION_MASK,
-            len: word as u32 & 0x1F_FFFF,
+            len: (word & Self::LEN_MASK) as u32,
         }
     }
     /// The chunk index an inline descriptor carries (no chunk has it:

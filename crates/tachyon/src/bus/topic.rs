@@ -565,6 +565,9 @@ enum Sink<'b> {
     Chunk,
     /// Into this buffer, its contents replaced: the copy path.
     Buf(&'b mut Vec<u8>),
+    /// Into the start of this slice: the copy path into a buffer of fixed
+    /// size (a longer message is not claimed: it stays queued).
+    Slice(&'b mut [u8]),
     /// Nowhere: an overrunning publisher drops the oldest message.
     Drop,
 }
@@ -1655,7 +1658,11 @@ impl Topic {
         // held are handed back (at-least-once topics). The first slice
         // reads no clock here: a message that comes at once is taken at once.
         let first = timeout.map_or(RECOVERY_INTERVAL, |t| t.min(RECOVERY_INTERVAL));
-        let (pos, idx, word) = match self.claim_in(slot, &ring, &waits, false, Some(first)) {
+        let max_len = match &sink {
+            Sink::Slice(buf) => buf.len() as u64,
+            _ => u64::MAX,
+        };
+        let (pos, idx, word) = match self.claim_fitting(slot, &ring, &waits, false, max_len, Some(first)) {
             Err(Error::Timeout { .. }) if !first.is_zero() => {
                 // The first slice lasted `first` at least.
                 let deadline = timeout.map(|t| Instant::now() + t.saturating_sub(first));
@@ -1667,7 +1674,7 @@ impl Topic {
                         return Err(Error::timeout(WAIT_MESSAGE, timeout));
                     }
                     let slice = left.map_or(RECOVERY_INTERVAL, |l| l.min(RECOVERY_INTERVAL));
-                    match self.claim_in(slot, &ring, &waits, false, Some(slice)) {
+                    match self.claim_fitting(slot, &ring, &waits, false, max_len, Some(slice)) {
                         Err(Error::Timeout { .. }) => {}
                         other => break other.map_err(stopped)?,
                     }
@@ -1743,6 +1750,15 @@ impl Topic {
                     buf.extend_from_slice(bytes);
                     None
                 }
+                // The claim took only a message that fits (its length is
+                // the descriptor's, checked before the claim).
+                Sink::Slice(buf) => match buf.get_mut(..len) {
+                    Some(dst) => {
+                        dst.copy_from_slice(bytes);
+                        None
+                    }
+                    None => Some(corrupt("inline receive into a shorter buffer", len as u64)),
+                },
                 Sink::Drop => None,
                 // The spare is ours from here: freed below if the receive
                 // fails, handed out if it does not.
@@ -1864,6 +1880,67 @@ impl Topic {
         none_if_empty(self.recv_into(partition, buf, Some(Duration::ZERO)))
     }
 
+    /// Receives a message into the start of `buf`, a buffer of fixed size,
+    /// and releases it at once (the copy path); returns its length. A
+    /// message longer than `buf` is left queued, untouched, and the call
+    /// fails with [`Error::BufferTooSmall`], which names its length: call
+    /// again with a buffer that large (the C face's `ty_recv`).
+    ///
+    /// On a topic with [inline slots](TopicConfig::inline_payload) an
+    /// inline message goes from its slot straight into `buf`: no chunk.
+    ///
+    /// ```
+    /// # use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # use tachyon::Error;
+    /// # use std::time::Duration;
+    /// # let name = format!("doc-recv-slice-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default())?;
+    /// let topic = region.create_topic("ticks", TopicConfig::default().inline_payload(64))?;
+    /// topic.send(b"a tick", Key(0), None)?;
+    /// topic.send(&[7; 100], Key(0), None)?;
+    /// let mut buf = [0u8; 64];
+    /// let n = topic.recv_into_slice(0, &mut buf, Some(Duration::from_secs(1)))?;
+    /// assert_eq!(&buf[..n], b"a tick");
+    /// // Too long for the buffer: it stays queued.
+    /// let e = topic.recv_into_slice(0, &mut buf, None).unwrap_err();
+    /// assert!(matches!(e, Error::BufferTooSmall { item: 100, buffer: 64 }));
+    /// let mut big = [0u8; 128];
+    /// assert_eq!(topic.recv_into_slice(0, &mut big, None)?, 100);
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn recv_into_slice(&self, partition: u32, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
+        if !self.core.default_group {
+            return Err(self.no_default_group());
+        }
+        self.recv_into_slice_in(0, partition, buf, timeout)
+    }
+
+    /// [`recv_into_slice`](Self::recv_into_slice) without waiting:
+    /// `Ok(None)` if the partition is empty now.
+    pub fn try_recv_into_slice(&self, partition: u32, buf: &mut [u8]) -> Result<Option<usize>> {
+        none_if_empty(self.recv_into_slice(partition, buf, Some(Duration::ZERO)))
+    }
+
+    /// [`recv_into_slice`](Self::recv_into_slice) from group slot `slot`'s
+    /// ring.
+    fn recv_into_slice_in(&self, slot: usize, partition: u32, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
+        let (chunk, len) = self.take_in(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?;
+        let Some(chunk) = chunk else { return Ok(len) };
+        // SAFETY: the chunk is HELD by this process (taken by `take_in`,
+        // validated, `len` within its class) and is only read here before
+        // it is released.
+        let bytes = unsafe { self.chunk_ref(chunk, len) };
+        // The claim took only a message whose descriptor's length fits.
+        let copied = buf.get_mut(..len).map(|dst| dst.copy_from_slice(bytes)).is_some();
+        self.release_chunk(chunk);
+        if copied {
+            Ok(len)
+        } else {
+            Err(Error::corrupt(Corruption::BadField { field: "message length past the buffer", value: len as u64 }))
+        }
+    }
+
     /// Claims a cell of one of this topic's rings for writing or reading,
     /// waiting up to `timeout` (see `Ring::claim_blocking`). A read claim a
     /// dead consumer left in the way is taken over, and its message, if the
@@ -1889,9 +1966,24 @@ impl Topic {
         writer: bool,
         timeout: Option<Duration>,
     ) -> Result<(u64, usize, u64)> {
+        self.claim_fitting(slot, ring, waits, writer, if writer { 0 } else { u64::MAX }, timeout)
+    }
+
+    /// [`claim_in`](Self::claim_in) of a message of at most `max_len`
+    /// bytes for a reader (the length its descriptor says): a longer one
+    /// is not claimed (it stays queued) and the claim fails with
+    /// [`Error::BufferTooSmall`].
+    fn claim_fitting(
+        &self,
+        slot: usize,
+        ring: &Ring<'_>,
+        waits: &Waits<'_>,
+        writer: bool,
+        max_len: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(u64, usize, u64)> {
         let adopt = |word: u64, dead| self.adopt_dead_read(word, dead, slot);
-        let max_len = if writer { 0 } else { u64::MAX };
-        ring.claim_blocking(self.region(), waits, writer, max_len, u64::MAX, timeout, &adopt)
+        ring.claim_blocking(self.region(), waits, writer, (max_len, Descriptor::LEN_MASK), u64::MAX, timeout, &adopt)
     }
 
     /// What becomes of the message of a read claim taken over from `dead`
@@ -2041,6 +2133,28 @@ impl Group {
     /// length.
     pub fn recv_into(&self, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
         self.topic.recv_into_in(self.slot, partition, buf, timeout)
+    }
+
+    /// Receives the group's next message of `partition` into the start of
+    /// `buf` and releases it at once; returns its length. A message longer
+    /// than `buf` stays queued: [`Error::BufferTooSmall`] (as
+    /// [`Topic::recv_into_slice`]).
+    ///
+    /// ```
+    /// # use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-group-slice-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().max_groups(4))?;
+    /// let topic = region.create_topic("orders", TopicConfig::default())?;
+    /// let audit = topic.join_group("audit")?;
+    /// topic.send(b"buy 100", Key(1), None)?;
+    /// let mut buf = [0u8; 32];
+    /// let n = audit.recv_into_slice(topic.partition_of(Key(1)), &mut buf, None)?;
+    /// assert_eq!(&buf[..n], b"buy 100");
+    /// # drop(audit); drop(topic); drop(region); tachyon::bus::Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn recv_into_slice(&self, partition: u32, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
+        self.topic.recv_into_slice_in(self.slot, partition, buf, timeout)
     }
 
     /// The group's name.

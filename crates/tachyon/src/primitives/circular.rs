@@ -504,7 +504,7 @@ impl CircularBuffer {
             repaired: Some(self.repaired()),
         };
         let limit = self.node_size as u64;
-        self.ring().claim_blocking(&self.seg, &waits, writer, max_len, limit, timeout, &|_, _| {})
+        self.ring().claim_blocking(&self.seg, &waits, writer, (max_len, u64::MAX), limit, timeout, &|_, _| {})
     }
 
     /// Writes one item, waiting up to `timeout` for a free node, then

@@ -384,18 +384,28 @@ impl Ring<'_> {
     /// way (tombstones, damaged cells), so that the caller can wake writers.
     #[cfg(tachyon_loom)]
     pub(crate) fn claim_read(&self, me: Token, max_len: u64, freed: &mut bool) -> Claim {
-        self.claim_read_within(me, max_len, u64::MAX, freed)
+        self.claim_read_within(me, max_len, u64::MAX, u64::MAX, freed)
     }
 
     /// [`claim_read`](Self::claim_read) of a ring whose items are at most
     /// `limit` bytes: a length word above it is damage (the item is
     /// dropped and the cell freed, not refused as too long for ever).
+    /// An item's length is its length word's bits in `mask` (`u64::MAX`
+    /// where the word is the length; a topic's word is a descriptor with
+    /// the length in its low bits), for `max_len` and `limit` alike.
     ///
     /// The common case, the cell at `head` committed with an item that
     /// fits, is inlined into the caller; everything else is
     /// [`claim_read_looking`](Self::claim_read_looking), which starts over.
     #[inline]
-    pub(crate) fn claim_read_within(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
+    pub(crate) fn claim_read_within(
+        &self,
+        me: Token,
+        max_len: u64,
+        mask: u64,
+        limit: u64,
+        freed: &mut bool,
+    ) -> Claim {
         // SYNC: as in `claim_read_looking` (a hint; the Acquire load and CAS pair with the
         // Release CAS of `commit_write`: `len` is this lap's, and the item ours to read).
         let pos = self.cursors.head.load(Ordering::Acquire);
@@ -403,7 +413,7 @@ impl Ring<'_> {
         let full = join(pos.wrapping_add(1) as u32, 0);
         if cell.word.load(Ordering::Acquire) == full {
             let len = cell.len.load(Ordering::Relaxed);
-            if len <= max_len
+            if len & mask <= max_len
                 && cell
                     .word
                     .compare_exchange(
@@ -418,12 +428,12 @@ impl Ring<'_> {
                 return Claim::Got { pos, idx, len };
             }
         }
-        self.claim_read_looking(me, max_len, limit, freed)
+        self.claim_read_looking(me, max_len, mask, limit, freed)
     }
 
     /// [`claim_read_within`](Self::claim_read_within) beyond its common case.
     #[inline(never)]
-    fn claim_read_looking(&self, me: Token, max_len: u64, limit: u64, freed: &mut bool) -> Claim {
+    fn claim_read_looking(&self, me: Token, max_len: u64, mask: u64, limit: u64, freed: &mut bool) -> Claim {
         let mut budget = REPAIR_BUDGET;
         loop {
             // SYNC: a hint only (moved by `advance`); the hand-over is on the cell's word.
@@ -438,7 +448,7 @@ impl Ring<'_> {
                 match tag {
                     0 => {
                         let len = cell.len.load(Ordering::Relaxed);
-                        if len > max_len {
+                        if len & mask > max_len {
                             // Check that `len` belongs to this lap's item.
                             // SYNC: orders the `len` load above before the re-check
                             // of `word` below (a seqlock-style read).
@@ -446,7 +456,7 @@ impl Ring<'_> {
                             if cell.word.load(Ordering::Relaxed) != w {
                                 continue;
                             }
-                            if len > limit {
+                            if len & mask > limit {
                                 // No writer writes that: a damaged length.
                                 if !self.repair_within(&mut budget, pos, w, false) {
                                     return Claim::Wait { blocker: None };
@@ -454,7 +464,7 @@ impl Ring<'_> {
                                 *freed = true;
                                 continue;
                             }
-                            return Claim::TooLong { len };
+                            return Claim::TooLong { len: len & mask };
                         }
                         // SYNC: Acquire pairs with the Release CAS of
                         // `commit_write`: the item is ours to read from here.
@@ -952,7 +962,9 @@ impl Ring<'_> {
 
     /// Claims a cell (`writer`: for writing, else for reading an item of
     /// at most `max_len` bytes, in a ring whose items are at most `limit`
-    /// bytes), sleeping on `waits` up to `timeout`. While
+    /// bytes; lengths are the length words' bits in `mask`, see
+    /// [`claim_read_within`](Self::claim_read_within)), sleeping on `waits`
+    /// up to `timeout`. While
     /// blocked it asks `live`, after 1 ms and then at growing intervals up
     /// to 50 ms, whether the claimant in the way is dead, and repairs its
     /// cell if so (an item a dead reader held goes to `on_dead_read`).
@@ -969,7 +981,7 @@ impl Ring<'_> {
         live: &dyn Liveness,
         waits: &Waits<'_>,
         writer: bool,
-        max_len: u64,
+        (max_len, mask): (u64, u64),
         limit: u64,
         timeout: Option<std::time::Duration>,
         on_dead_read: &dyn Fn(u64, Token),
@@ -979,10 +991,19 @@ impl Ring<'_> {
         let first = if writer {
             self.claim_write(me)
         } else {
-            self.claim_read_within(me, max_len, limit, &mut freed)
+            self.claim_read_within(me, max_len, mask, limit, &mut freed)
         };
         let Some(done) = first.outcome(max_len) else {
-            return self.claim_waiting(live, waits, writer, max_len, limit, timeout, on_dead_read, freed);
+            return self.claim_waiting(
+                live,
+                waits,
+                writer,
+                (max_len, mask),
+                limit,
+                timeout,
+                on_dead_read,
+                freed,
+            );
         };
         if freed {
             waits.not_full.notify_all();
@@ -1000,7 +1021,7 @@ impl Ring<'_> {
         live: &dyn Liveness,
         waits: &Waits<'_>,
         writer: bool,
-        max_len: u64,
+        (max_len, mask): (u64, u64),
         limit: u64,
         timeout: Option<std::time::Duration>,
         on_dead_read: &dyn Fn(u64, Token),
@@ -1015,7 +1036,7 @@ impl Ring<'_> {
                 self.claim_write(me)
             } else {
                 let mut f = false;
-                let c = self.claim_read_within(me, max_len, limit, &mut f);
+                let c = self.claim_read_within(me, max_len, mask, limit, &mut f);
                 freed.set(freed.get() | f);
                 c
             }
