@@ -44,6 +44,7 @@ const WAIT_MESSAGE: &str = "a message in the topic's partition";
 /// (`Topic::claim_publish`): a consumer reading it gives it back within
 /// instructions, unless descheduled.
 const OVERRUN_GRACE: Duration = Duration::from_millis(10);
+
 /// Most partitions per topic.
 pub const MAX_PARTITIONS: u32 = 256;
 /// Most descriptors per partition.
