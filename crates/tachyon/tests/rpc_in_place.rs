@@ -351,32 +351,42 @@ fn read_where_it_lies(role: &str, policy: WaitPolicy) {
     // Where segment files live: the ring's nodes are mapped from there.
     let dir = tachyon::segment::name::dir();
     let shm = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let mut in_place = 0;
     for len in [0, 1, ROOM - 6, ROOM - 5, ROOM, 2 * ROOM, 3 * ROOM + 1, 1 << 20] {
         let payload: Vec<u8> = (0..len).map(|i| (i * 3 + len) as u8).collect();
         let msg = [b"echo:".as_slice(), &payload].concat();
-        let mut runs = 0;
-        let (same, file) = rpc
-            .request_with(&msg, LONG, |response| {
-                runs += 1;
-                (response == payload, mapped_file(response.as_ptr()))
-            })
-            .unwrap();
-        assert!(same, "a {len}-byte echo read with request_with");
-        assert_eq!(runs, 1, "read ran once for {len} bytes");
-        let in_ring = file.as_deref().is_some_and(|f| std::path::Path::new(f).starts_with(&shm));
         let one_packet = len <= ROOM;
+        // A sleeping caller may lose a response to a preempted reader
+        // thread (above), more often on a loaded machine: on futex a
+        // one-packet call is made again, up to 20 times, until one is read
+        // in place. Whether it can be is what this checks, not how often.
+        let tries = if policy == WaitPolicy::Futex && one_packet { 20 } else { 1 };
+        let mut in_ring = false;
+        let mut file = None;
+        for _ in 0..tries {
+            let mut runs = 0;
+            let (same, f) = rpc
+                .request_with(&msg, LONG, |response| {
+                    runs += 1;
+                    (response == payload, mapped_file(response.as_ptr()))
+                })
+                .unwrap();
+            assert!(same, "a {len}-byte echo read with request_with");
+            assert_eq!(runs, 1, "read ran once for {len} bytes");
+            in_ring = f.as_deref().is_some_and(|f| std::path::Path::new(f).starts_with(&shm));
+            file = f;
+            if in_ring {
+                break;
+            }
+        }
         match policy {
-            WaitPolicy::Spin if one_packet => assert!(in_ring, "{len} bytes read in the ring, not {file:?}"),
-            WaitPolicy::Futex if one_packet => in_place += usize::from(in_ring),
+            WaitPolicy::Spin | WaitPolicy::Futex if one_packet => {
+                assert!(in_ring, "{len} bytes read in the ring ({tries} tries), not {file:?}")
+            }
             WaitPolicy::Spin | WaitPolicy::Futex => {
                 assert!(!in_ring, "{len} bytes read from a buffer, not {file:?}")
             }
             _ => {}
         }
-    }
-    if policy == WaitPolicy::Futex {
-        assert!(in_place >= 3, "a sleeping caller read {in_place} of 5 one-packet responses in place");
     }
     // A call back through the channel from `read` fails (in place, only
     // this thread could read its answer), on every policy alike.
