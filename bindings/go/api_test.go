@@ -974,6 +974,32 @@ func TestInlinePayload(t *testing.T) {
 	_, err = topic.ReceiveInto(5, large, 0)
 	wantErr(t, err, ErrInvalid)
 
+	// A subscription's ReceiveInto: the partition comes with the length;
+	// a message too long for buf stays first, and is taken next.
+	two := must(reg.CreateTopic("two", &TopicConfig{Partitions: 2, Capacity: 8, InlinePayload: 64}))(t)
+	defer two.Close()
+	sub := must(two.Subscribe())(t)
+	defer sub.Close()
+	var key1 uint64
+	for two.PartitionOf(key1) != 1 {
+		key1++
+	}
+	check(t, two.Send(bytes.Repeat([]byte{7}, 40), key1))
+	n, p, err := sub.TryReceiveInto(small)
+	wantErr(t, err, ErrBufferTooSmall)
+	if n != 40 {
+		t.Fatalf("ErrBufferTooSmall with length %d, want 40", n)
+	}
+	n, p, err = sub.ReceiveInto(large, bound)
+	check(t, err)
+	if n != 40 || p != 1 || large[0] != 7 {
+		t.Fatalf("got %d bytes from partition %d", n, p)
+	}
+	_, _, err = sub.TryReceiveInto(large)
+	wantErr(t, err, ErrWouldBlock)
+	_, _, err = sub.ReceiveInto(large, time.Millisecond)
+	wantErr(t, err, ErrTimeout)
+
 	_, err = reg.CreateTopic("t", &TopicConfig{Capacity: 8})
 	wantErr(t, err, ErrIncompatible)
 }

@@ -219,6 +219,34 @@ func ExampleTopic_ReceiveInto() {
 	// 100 <nil>
 }
 
+// A subscription copies messages of all its partitions into one buffer
+// and says where each came from.
+func ExampleSubscription_ReceiveInto() {
+	name := fmt.Sprintf("example-sub-recv-into-%d", os.Getpid())
+	reg, err := tachyon.OpenRegion(name, &tachyon.RegionConfig{Size: 16 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tachyon.Remove(name)
+	defer reg.Close()
+	topic, err := reg.CreateTopic("ticks", &tachyon.TopicConfig{Partitions: 4, InlinePayload: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	sub, err := topic.Subscribe() // every partition
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	_ = topic.Send([]byte("tick"), 7)
+	buf := make([]byte, 64)
+	n, partition, err := sub.ReceiveInto(buf, time.Second)
+	fmt.Printf("%q %v %v\n", buf[:n], partition == topic.PartitionOf(7), err)
+	// Output:
+	// "tick" true <nil>
+}
+
 // A shared byte buffer is an io.ReaderAt and io.WriterAt.
 func ExampleBuffer() {
 	name := fmt.Sprintf("example-buffer-%d", os.Getpid())

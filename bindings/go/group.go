@@ -132,6 +132,22 @@ func (g *Group) TryReceive(partition int) (*Message, error) {
 	return g.handle().receive("Group.TryReceive", partition, 0, true)
 }
 
+// ReceiveInto copies the group's next message of partition into buf and
+// releases it at once (the copy path), waiting at most timeout (Forever:
+// for ever; 0 looks once: ErrTimeout when none came); it returns the
+// message's length. A message longer than buf stays queued, first in the
+// group's partition: ReceiveInto returns its length with
+// ErrBufferTooSmall (as Topic.ReceiveInto).
+func (g *Group) ReceiveInto(partition int, buf []byte, timeout time.Duration) (int, error) {
+	return g.handle().receiveInto("Group.ReceiveInto", partition, buf, nanos(timeout), false)
+}
+
+// TryReceiveInto is ReceiveInto without waiting: ErrWouldBlock if the
+// group's partition is empty.
+func (g *Group) TryReceiveInto(partition int, buf []byte) (int, error) {
+	return g.handle().receiveInto("Group.TryReceiveInto", partition, buf, 0, true)
+}
+
 // ReceiveContext is Receive until ctx is done (then it returns ctx.Err(),
 // having taken nothing), woken when ctx is done as Topic.ReceiveContext
 // is. Close ends it with ErrClosed.

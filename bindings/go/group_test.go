@@ -121,6 +121,32 @@ func TestGroupsShareOneMessage(t *testing.T) {
 	wantErr(t, ma.Release(), ErrInvalid)
 	check(t, mb.Release())
 
+	// The copy path: ReceiveInto (too small a buffer leaves the message
+	// queued), and a group subscription's ReceiveInto.
+	check(t, topic.Send([]byte("copied"), 1))
+	small := make([]byte, 4)
+	n, err := a.TryReceiveInto(0, small)
+	wantErr(t, err, ErrBufferTooSmall)
+	if n != 6 {
+		t.Fatalf("ErrBufferTooSmall with length %d, want 6", n)
+	}
+	buf := make([]byte, 16)
+	if n := must(a.ReceiveInto(0, buf, bound))(t); string(buf[:n]) != "copied" {
+		t.Fatalf("got %q", buf[:n])
+	}
+	_, err = a.TryReceiveInto(0, buf)
+	wantErr(t, err, ErrWouldBlock)
+	bsub := must(b.Subscribe())(t)
+	n, p, err := bsub.ReceiveInto(buf, bound)
+	check(t, err)
+	if string(buf[:n]) != "copied" || p != 0 {
+		t.Fatalf("got %q from partition %d", buf[:n], p)
+	}
+	check(t, bsub.Close())
+	if n := must(topic.ReceiveInto(0, buf, bound))(t); n != 6 {
+		t.Fatalf("the default group's copy: %d bytes", n)
+	}
+
 	check(t, topic.Send([]byte("kept"), 1))
 	held := must(a.Receive(0, bound))(t)
 	must(topic.Receive(0, bound))(t).Release()

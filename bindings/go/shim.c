@@ -80,9 +80,12 @@ go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, i
     go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
     return out;
 }
-go_ty_msg go_ty_recv(uintptr_t t, uint32_t partition, void* buf, size_t cap, int64_t timeout_ns, int try_) {
+go_ty_msg go_ty_recv(uintptr_t t, uint32_t partition, void* buf, size_t cap, int64_t timeout_ns, int try_,
+                     int group) {
     size_t len = 0;
-    int rc = ty_recv(TOPIC(t), partition, buf, cap, &len, try_ ? 0 : timeout_ns);
+    int64_t wait = try_ ? 0 : timeout_ns;
+    int rc = group ? ty_group_recv(GROUP(t), partition, buf, cap, &len, wait)
+                   : ty_recv(TOPIC(t), partition, buf, cap, &len, wait);
     if (try_ && rc == TY_ETIMEDOUT) {
         rc = TY_EAGAIN;
     }
@@ -113,6 +116,17 @@ go_ty_msg go_ty_subscription_receive(uintptr_t s, int64_t timeout_ns, int try_, 
                    : ty_subscription_receive(sub, &m, timeout_ns);
     go_ty_res r = res(rc, NULL);
     go_ty_msg out = {r.rc, r.err, (void*)m.data, m.len, m.handle, m.partition};
+    return out;
+}
+go_ty_msg go_ty_subscription_recv(uintptr_t s, void* buf, size_t cap, int64_t timeout_ns, int try_) {
+    size_t len = 0;
+    uint32_t partition = 0;
+    int rc = ty_subscription_recv((const ty_subscription_t*)s, buf, cap, &len, &partition, try_ ? 0 : timeout_ns);
+    if (try_ && rc == TY_ETIMEDOUT) {
+        rc = TY_EAGAIN;
+    }
+    go_ty_res r = res(rc, NULL);
+    go_ty_msg out = {r.rc, r.err, NULL, len, 0, partition};
     return out;
 }
 void go_ty_subscription_close(uintptr_t s) { ty_subscription_close((ty_subscription_t*)s); }

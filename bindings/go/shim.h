@@ -70,7 +70,9 @@ go_ty_res go_ty_unloan(uintptr_t t, uintptr_t buf);
 /* ty_recv into buf (Go memory holding no Go pointer); len: the message's
  * length, also with TY_ENOBUFS (the message stays queued). try_: timeout
  * 0, and TY_EAGAIN for an empty partition. */
-go_ty_msg go_ty_recv(uintptr_t t, uint32_t partition, void* buf, size_t cap, int64_t timeout_ns, int try_);
+go_ty_msg go_ty_recv(uintptr_t t, uint32_t partition, void* buf, size_t cap, int64_t timeout_ns, int try_,
+                     int group);
+go_ty_msg go_ty_subscription_recv(uintptr_t s, void* buf, size_t cap, int64_t timeout_ns, int try_);
 go_ty_res go_ty_send(uintptr_t t, const void* data, size_t len, uint64_t key, int64_t timeout_ns);
 /* try: ty_try_subscribe, else ty_subscribe. */
 go_ty_msg go_ty_subscribe(uintptr_t t, uint32_t partition, int64_t timeout_ns, int try_);

@@ -194,6 +194,38 @@ func (s *Subscription) TryReceive() (*Message, error) {
 	return s.receive("Subscription.TryReceive", 0, true, 0)
 }
 
+// ReceiveInto copies the next message of any of the subscription's
+// partitions into buf and releases it at once (the copy path), waiting at
+// most timeout (Forever: for ever; 0 looks once: ErrTimeout when none
+// came); it returns the message's length and the partition it came from.
+// A message longer than buf stays queued, first in its partition, which
+// the next call looks at first: ReceiveInto returns its length with
+// ErrBufferTooSmall. On a topic with inline slots an inline message goes
+// from its slot straight into buf, with no chunk.
+func (s *Subscription) ReceiveInto(buf []byte, timeout time.Duration) (n int, partition int, err error) {
+	return s.receiveInto("Subscription.ReceiveInto", buf, nanos(timeout), false)
+}
+
+// TryReceiveInto is ReceiveInto without waiting: ErrWouldBlock if every
+// partition of the subscription is empty.
+func (s *Subscription) TryReceiveInto(buf []byte) (n int, partition int, err error) {
+	return s.receiveInto("Subscription.TryReceiveInto", buf, 0, true)
+}
+
+func (s *Subscription) receiveInto(op string, buf []byte, timeout C.int64_t, try bool) (int, int, error) {
+	if s == nil || s.s == nil || s.t == nil {
+		return 0, 0, closed(op, true)
+	}
+	st := s.s
+	if !st.g.enter() {
+		return 0, 0, closed(op, false)
+	}
+	r := C.go_ty_subscription_recv(st.p, bufPtr(buf), C.size_t(len(buf)), timeout, cbool(try))
+	st.g.leave()
+	n, err := copied(op, r)
+	return n, int(r.partition), err
+}
+
 // ReceiveContext is Receive until ctx is done (then it returns ctx.Err(),
 // having taken nothing). As Topic.ReceiveContext, it is woken when ctx is
 // done (ty_subscription_receive_cancel): an idle consumer costs nothing

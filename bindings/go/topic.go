@@ -573,11 +573,14 @@ func (t *Topic) receiveInto(op string, partition int, buf []byte, timeout C.int6
 	if err != nil {
 		return 0, err
 	}
-	var at unsafe.Pointer
-	if len(buf) > 0 {
-		at = unsafe.Pointer(&buf[0])
-	}
-	r := C.go_ty_recv(t.p, p, at, C.size_t(len(buf)), timeout, cbool(try))
+	at := bufPtr(buf)
+	r := C.go_ty_recv(t.p, p, at, C.size_t(len(buf)), timeout, cbool(try), cbool(t.grp != nil))
+	return copied(op, r)
+}
+
+// copied is the length of a copy receive's message (received, or left
+// queued with ErrBufferTooSmall), or its error.
+func copied(op string, r C.go_ty_msg) (int, error) {
 	if r.rc != C.TY_OK {
 		n := 0
 		if r.rc == C.TY_ENOBUFS {
@@ -586,6 +589,14 @@ func (t *Topic) receiveInto(op string, partition int, buf []byte, timeout C.int6
 		return n, fail(op, C.go_ty_res{rc: r.rc, err: r.err})
 	}
 	return int(r.len), nil
+}
+
+// bufPtr is the address of buf's first byte (nil for an empty buf).
+func bufPtr(buf []byte) unsafe.Pointer {
+	if len(buf) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&buf[0])
 }
 
 // Message is a received message: its bytes stay in shared memory until

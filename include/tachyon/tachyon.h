@@ -925,6 +925,30 @@ int ty_subscription_receive(const struct ty_subscription_t *sub,
                             struct ty_msg_t *m,
                             int64_t timeout_ns);
 
+// Copies the next message of any of the subscription's partitions into
+// `buf` (of `cap` bytes) and releases it at once, waiting at most
+// `timeout_ns` (-1 for ever; 0 looks once): `*len` gets its length and
+// `*partition` (unless NULL) the partition it came from. The copy path:
+// nothing to release; on a topic with inline slots an inline message
+// needs no chunk. A message longer than `cap` stays queued, first in its
+// partition, which the next call looks at first: `TY_ENOBUFS`, with
+// `*len` its length.
+//
+// Errors: `TY_EINVAL` (NULL), `TY_ENOBUFS`, `TY_ETIMEDOUT`, `TY_EINTR`
+// (`ty_interrupt`), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+// again). Thread-safe.
+//
+// # Safety
+// `sub` is NULL or a live subscription (its topic handle open); `buf`
+// NULL (with `cap` 0) or writable for `cap` bytes; `len` NULL or writable;
+// `partition` NULL or writable.
+int ty_subscription_recv(const struct ty_subscription_t *sub,
+                         void *buf,
+                         size_t cap,
+                         size_t *len,
+                         uint32_t *partition,
+                         int64_t timeout_ns);
+
 // `ty_subscription_receive` that `ty_cancel(cancel)` ends early, from
 // another thread: `TY_EINTR` (a message already there is still received),
 // as `ty_subscribe_cancel` does for one partition.
@@ -1043,6 +1067,27 @@ int ty_group_receive_cancel(const ty_group_t *group,
 // # Safety
 // As `ty_group_receive`.
 int ty_group_try_receive(const ty_group_t *group, uint32_t partition, struct ty_msg_t *m);
+
+// Copies the group's next message of `partition` into `buf` (of `cap`
+// bytes) and releases it at once, waiting at most `timeout_ns` (-1 for
+// ever; 0 looks once); `*len` gets its length: `ty_recv` for a named
+// group. A message longer than `cap` stays queued, first in its
+// partition: `TY_ENOBUFS`, with `*len` its length.
+//
+// Errors: `TY_EINVAL` (NULL, bad partition), `TY_ENOBUFS`,
+// `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`), `TY_ECORRUPT` (a corrupt
+// descriptor was dropped; call again), `TY_ECLOSED` (the handle left its
+// group). Thread-safe.
+//
+// # Safety
+// `group` is NULL or a live group handle; `buf` NULL (with `cap` 0) or
+// writable for `cap` bytes; `len` NULL or writable.
+int ty_group_recv(const ty_group_t *group,
+                  uint32_t partition,
+                  void *buf,
+                  size_t cap,
+                  size_t *len,
+                  int64_t timeout_ns);
 
 // Releases a message received through the group (`ty_group_receive`,
 // `ty_group_try_receive`, or a subscription of `ty_group_subscribe`): the

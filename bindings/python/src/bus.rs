@@ -520,7 +520,8 @@ impl PyTopic {
     }
 
     /// Like receive_many, but copies each message into a new bytes object
-    /// and releases it at once (the copy path): a list of bytes.
+    /// and releases it at once (the copy path, as receive_bytes: an inline
+    /// message needs no chunk): a list of bytes.
     #[pyo3(signature = (partition=0, max=64, timeout_ns=-1), text_signature = "(self, /, partition=0, max=64, timeout_ns=-1)")]
     fn receive_many_bytes<'py>(
         &self,
@@ -530,8 +531,7 @@ impl PyTopic {
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
         let topic = &self.topic;
-        let (now, wait) = (|| topic.try_receive(partition), |slice| topic.receive(partition, slice));
-        receive_batch(py, max, timeout_ns, now, wait, |msg| Ok(PyBytes::new(py, &msg)))
+        receive_copies(py, max, timeout_ns, |buf, wait| topic.recv_into(partition, buf, wait))
     }
 
     /// The next message of `partition` if there is one now, else None.
@@ -653,23 +653,43 @@ fn receive_copy<'py>(
     timeout_ns: i64,
     recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = first_message(
-        py,
-        timeout_ns,
-        || {
-            let mut buf = Vec::new();
-            match recv(&mut buf, Some(Duration::ZERO)) {
-                Ok(_) => Ok(Some(buf)),
-                Err(tachyon::Error::Timeout { .. }) => Ok(None),
-                Err(e) => Err(e),
-            }
-        },
-        |slice| {
-            let mut buf = Vec::new();
-            recv(&mut buf, slice).map(|_| buf)
-        },
-    )?;
+    let bytes = first_message(py, timeout_ns, || copy_now(&recv), |slice| copy_waiting(&recv, slice))?;
     Ok(PyBytes::new(py, &bytes))
+}
+
+/// The copy path of `receive_many_bytes`: a batch (`receive_batch`) of
+/// messages copied by `recv` (a `recv_into`, which releases each at once;
+/// an inline message needs no chunk) into new bytes objects.
+fn receive_copies<'py>(
+    py: Python<'py>,
+    max: i64,
+    timeout_ns: i64,
+    recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
+) -> PyResult<Bound<'py, PyList>> {
+    let each = |bytes: Vec<u8>| Ok(PyBytes::new(py, &bytes));
+    receive_batch(py, max, timeout_ns, || copy_now(&recv), |slice| copy_waiting(&recv, slice), each)
+}
+
+/// One look by a copying `recv`: the message's bytes, `None` if there is
+/// none now.
+fn copy_now(
+    recv: &impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize>,
+) -> tachyon::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    match recv(&mut buf, Some(Duration::ZERO)) {
+        Ok(_) => Ok(Some(buf)),
+        Err(tachyon::Error::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A copying `recv` waiting up to `slice`: the message's bytes.
+fn copy_waiting(
+    recv: &impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize>,
+    slice: Option<Duration>,
+) -> tachyon::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    recv(&mut buf, slice).map(|_| buf)
 }
 
 /// A batch (`receive_many`, `receive_many_bytes`): waits for the first
@@ -679,13 +699,13 @@ fn receive_copy<'py>(
 /// frees its chunk at once). An error after the first message ends the
 /// batch early, keeping what it has: the messages taken are never lost,
 /// and an error that persists is raised by the next call.
-fn receive_batch<'py, T: IntoPyObject<'py>>(
+fn receive_batch<'py, M: Send, T: IntoPyObject<'py>>(
     py: Python<'py>,
     max: i64,
     timeout_ns: i64,
-    now: impl Fn() -> tachyon::Result<Option<Message>>,
-    wait: impl FnMut(Option<Duration>) -> tachyon::Result<Message> + Send,
-    mut each: impl FnMut(Message) -> PyResult<T>,
+    now: impl Fn() -> tachyon::Result<Option<M>>,
+    wait: impl FnMut(Option<Duration>) -> tachyon::Result<M> + Send,
+    mut each: impl FnMut(M) -> PyResult<T>,
 ) -> PyResult<Bound<'py, PyList>> {
     let max = match usize::try_from(max) {
         Ok(n) if n > 0 => n,
@@ -1001,7 +1021,8 @@ impl PySubscription {
     }
 
     /// Like receive_many, but copies each message into a new bytes object
-    /// and releases it at once (the copy path): a list of bytes.
+    /// and releases it at once (the copy path, as receive_bytes): a list
+    /// of bytes.
     #[pyo3(signature = (max=64, timeout_ns=-1), text_signature = "(self, /, max=64, timeout_ns=-1)")]
     fn receive_many_bytes<'py>(
         &self,
@@ -1010,8 +1031,16 @@ impl PySubscription {
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
         let sub = &self.sub;
-        let (now, wait) = (|| sub.try_receive(), |slice| sub.receive(slice));
-        receive_batch(py, max, timeout_ns, now, wait, |msg| Ok(PyBytes::new(py, &msg)))
+        receive_copies(py, max, timeout_ns, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
+    }
+
+    /// Like receive, but copies the message into a new bytes object and
+    /// releases it at once (the copy path: on a topic with inline slots an
+    /// inline message is copied out of its slot, with no chunk).
+    #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
+    fn receive_bytes<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let sub = &self.sub;
+        receive_copy(py, timeout_ns, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
     }
 
     /// The next message of any of the partitions if there is one now,

@@ -312,13 +312,8 @@ def test_inline_payload(region):
     assert topic.receive_bytes(0, timeout_ns=0) == b"x" * 300
 
 
-def test_receive_bytes_of_an_inline_message_needs_no_chunk(region):
-    # receive_bytes copies an inline message out of its slot: it works with
-    # every chunk of the pool loaned out, where receive (a Message, in a
-    # chunk of the receiver's) cannot.
-    topic = region.create_topic("t", capacity=8, inline_payload=64)
-    topic.send(b"one", 0)
-    topic.send(b"two", 0)
+def loan_everything(topic):
+    """Every chunk of the pool the topic can loan (at least one), loaned."""
     loans = []
     while True:
         try:
@@ -326,6 +321,42 @@ def test_receive_bytes_of_an_inline_message_needs_no_chunk(region):
         except tachyon.PoolExhausted:
             break
     assert loans
+    return loans
+
+
+def test_the_copy_receives_of_inline_messages_need_no_chunk(region):
+    # receive_many_bytes, and a subscription's receive_bytes and
+    # receive_many_bytes, copy inline messages out of their slots: they work
+    # with every chunk loaned out, where receive_many cannot.
+    topic = region.create_topic("t", partitions=2, capacity=8, inline_payload=64)
+    key0, key1 = (next(k for k in range(64) if topic.partition_of(k) == p) for p in (0, 1))
+    for i in range(3):
+        topic.send(b"p0-%d" % i, key0)
+    loans = loan_everything(topic)
+    with pytest.raises(tachyon.PoolExhausted):
+        topic.receive_many(0, timeout_ns=0)
+    assert topic.receive_many_bytes(0, max=2, timeout_ns=0) == [b"p0-0", b"p0-1"]
+    topic.send(b"p1", key1)
+    sub = topic.subscribe()
+    first = sub.receive_bytes(timeout_ns=0)
+    rest = sub.receive_many_bytes(timeout_ns=0)
+    assert sorted([first, *rest]) == [b"p0-2", b"p1"]
+    with pytest.raises(tachyon.TimeoutError):
+        sub.receive_bytes(timeout_ns=1_000_000)
+    with pytest.raises(tachyon.TimeoutError):
+        sub.receive_many_bytes(timeout_ns=0)
+    for loan in loans:
+        loan.cancel()
+
+
+def test_receive_bytes_of_an_inline_message_needs_no_chunk(region):
+    # receive_bytes copies an inline message out of its slot: it works with
+    # every chunk of the pool loaned out, where receive (a Message, in a
+    # chunk of the receiver's) cannot.
+    topic = region.create_topic("t", capacity=8, inline_payload=64)
+    topic.send(b"one", 0)
+    topic.send(b"two", 0)
+    loans = loan_everything(topic)
     with pytest.raises(tachyon.PoolExhausted):
         topic.receive(0, timeout_ns=0)
     assert topic.receive_bytes(0, timeout_ns=0) == b"one"

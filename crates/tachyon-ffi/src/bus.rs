@@ -1347,21 +1347,47 @@ pub unsafe extern "C" fn ty_recv(
         // SAFETY: per this function's contract.
         let buf = unsafe { crate::prim::bytes_mut(buf, cap, "buf")? };
         let timeout = arg_timeout(timeout_ns)?;
-        let mut too_long = None;
-        let got = interruptible(timeout, |w| {
-            t.topic.recv_into_slice(partition, buf, w).inspect_err(|e| {
-                if let tachyon_core::Error::BufferTooSmall { item, .. } = e {
-                    too_long = Some(*item);
-                }
+        // SAFETY: `len` per this function's contract; no partition to tell.
+        unsafe {
+            recv_copy(len, std::ptr::null_mut(), timeout, |w| {
+                Ok((partition, t.topic.recv_into_slice(partition, buf, w)?))
             })
-        });
-        // The length of what was received, or of what stays queued.
-        if let Some(n) = got.as_ref().ok().copied().or(too_long) {
-            // SAFETY: not NULL (checked above), writable per the contract.
-            unsafe { len.write(n) };
         }
-        got.map(|_| TY_OK)
     })
+}
+
+/// The rest of the copy receives into a buffer of fixed size (`ty_recv`,
+/// `ty_group_recv`, `ty_subscription_recv`): `recv` waits as
+/// `interruptible` says; `*len` gets the length of what was received, or
+/// of the message too long for the buffer that stays queued
+/// (`TY_ENOBUFS`), and `*partition` (unless NULL) where it came from.
+///
+/// # Safety
+/// `len` is writable (checked not NULL here); `partition` NULL or writable.
+unsafe fn recv_copy(
+    len: *mut usize,
+    partition: *mut u32,
+    timeout: Option<Duration>,
+    mut recv: impl FnMut(Option<Duration>) -> tachyon_core::Result<(u32, usize)>,
+) -> Res {
+    let mut too_long = None;
+    let got = interruptible(timeout, |w| {
+        recv(w).inspect_err(|e| {
+            if let tachyon_core::Error::BufferTooSmall { item, .. } = e {
+                too_long = Some(*item);
+            }
+        })
+    });
+    // The length of what was received, or of what stays queued.
+    if let Some(n) = got.as_ref().ok().map(|&(_, n)| n).or(too_long) {
+        // SAFETY: not NULL (checked by the caller), writable per the contract.
+        unsafe { len.write(n) };
+    }
+    if let (Ok((p, _)), false) = (&got, partition.is_null()) {
+        // SAFETY: not NULL, writable per the contract.
+        unsafe { partition.write(*p) };
+    }
+    got.map(|_| TY_OK)
 }
 
 /// A cancellation for waiting calls (opaque): `ty_cancel` ends, from any
@@ -1586,6 +1612,44 @@ pub unsafe extern "C" fn ty_subscription_receive(
         let timeout = arg_timeout(timeout_ns)?;
         // SAFETY: per this function's contract.
         unsafe { receive_any(sub, m, |s| Ok(Some(interruptible(timeout, |w| s.receive(w))?))) }
+    })
+}
+
+/// Copies the next message of any of the subscription's partitions into
+/// `buf` (of `cap` bytes) and releases it at once, waiting at most
+/// `timeout_ns` (-1 for ever; 0 looks once): `*len` gets its length and
+/// `*partition` (unless NULL) the partition it came from. The copy path:
+/// nothing to release; on a topic with inline slots an inline message
+/// needs no chunk. A message longer than `cap` stays queued, first in its
+/// partition, which the next call looks at first: `TY_ENOBUFS`, with
+/// `*len` its length.
+///
+/// Errors: `TY_EINVAL` (NULL), `TY_ENOBUFS`, `TY_ETIMEDOUT`, `TY_EINTR`
+/// (`ty_interrupt`), `TY_ECORRUPT` (a corrupt descriptor was dropped; call
+/// again). Thread-safe.
+///
+/// # Safety
+/// `sub` is NULL or a live subscription (its topic handle open); `buf`
+/// NULL (with `cap` 0) or writable for `cap` bytes; `len` NULL or writable;
+/// `partition` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_subscription_recv(
+    sub: *const ty_subscription_t,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+    partition: *mut u32,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let (s, _) = unsafe { subscription(sub)? };
+        let len = arg_out(len, "len")?;
+        // SAFETY: per this function's contract.
+        let buf = unsafe { crate::prim::bytes_mut(buf, cap, "buf")? };
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: `len` and `partition` per this function's contract.
+        unsafe { recv_copy(len, partition, timeout, |w| s.sub.recv_into_slice(buf, w)) }
     })
 }
 
@@ -1962,6 +2026,45 @@ pub unsafe extern "C" fn ty_group_try_receive(
     guard(|| {
         // SAFETY: per this function's contract.
         unsafe { group_receive(group, partition, m, |g| Ok(g.try_receive(partition)?)) }
+    })
+}
+
+/// Copies the group's next message of `partition` into `buf` (of `cap`
+/// bytes) and releases it at once, waiting at most `timeout_ns` (-1 for
+/// ever; 0 looks once); `*len` gets its length: `ty_recv` for a named
+/// group. A message longer than `cap` stays queued, first in its
+/// partition: `TY_ENOBUFS`, with `*len` its length.
+///
+/// Errors: `TY_EINVAL` (NULL, bad partition), `TY_ENOBUFS`,
+/// `TY_ETIMEDOUT`, `TY_EINTR` (`ty_interrupt`), `TY_ECORRUPT` (a corrupt
+/// descriptor was dropped; call again), `TY_ECLOSED` (the handle left its
+/// group). Thread-safe.
+///
+/// # Safety
+/// `group` is NULL or a live group handle; `buf` NULL (with `cap` 0) or
+/// writable for `cap` bytes; `len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_group_recv(
+    group: *const ty_group_t,
+    partition: u32,
+    buf: *mut c_void,
+    cap: usize,
+    len: *mut usize,
+    timeout_ns: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let g = unsafe { self::group(group)? }.live()?;
+        let len = arg_out(len, "len")?;
+        // SAFETY: per this function's contract.
+        let buf = unsafe { crate::prim::bytes_mut(buf, cap, "buf")? };
+        let timeout = arg_timeout(timeout_ns)?;
+        // SAFETY: `len` per this function's contract; no partition to tell.
+        unsafe {
+            recv_copy(len, std::ptr::null_mut(), timeout, |w| {
+                Ok((partition, g.recv_into_slice(partition, buf, w)?))
+            })
+        }
     })
 }
 

@@ -11,7 +11,9 @@ mod common;
 
 use common::{child_command, spawn, unique, wait_child, RemoveRegion, LIMIT};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Delivery, JoinFrom, Key, Region, RegionConfig, Topic, TopicConfig, MAX_INLINE};
+use tachyon::bus::{
+    Delivery, JoinFrom, Key, Partitions, Region, RegionConfig, Topic, TopicConfig, MAX_INLINE,
+};
 use tachyon::Error;
 
 const ENTRY: &str = "child_entry";
@@ -227,6 +229,9 @@ fn a_producer_process_streams_to_a_consumer_process() {
     const N: u64 = 40_000;
     const KEYS: u64 = 4;
     let mut child = spawn(ENTRY, "producer", common::Args::name(&name).with("n", N).with("keys", KEYS));
+    // A quarter of the messages are taken through a subscription to both
+    // partitions, copied out of their slots.
+    let sub = topic.subscribe(Partitions::All).unwrap();
     let mut next = [0u64; KEYS as usize];
     let mut buf = Vec::new();
     // A buffer of the slot's size: the one message length in the stream
@@ -238,13 +243,25 @@ fn a_producer_process_streams_to_a_consumer_process() {
     while got < N {
         assert!(Instant::now() < deadline, "received {got} of {N}");
         for p in 0..2 {
-            let m = if got % 3 == 0 {
+            // The partition the message came from (a subscription's may be
+            // the other one).
+            let mut from = p;
+            let m = if got % 4 == 3 {
+                match sub.try_recv_into(&mut buf).unwrap() {
+                    Some((q, n)) => {
+                        assert_eq!(n, buf.len());
+                        from = q;
+                        buf.clone()
+                    }
+                    None => continue,
+                }
+            } else if got % 4 == 0 {
                 match topic.receive(p, Some(Duration::ZERO)) {
                     Ok(m) => m.to_vec(),
                     Err(Error::Timeout { .. }) => continue,
                     Err(e) => panic!("{e}"),
                 }
-            } else if got % 3 == 1 {
+            } else if got % 4 == 1 {
                 match topic.try_recv_into_slice(p, &mut small) {
                     Ok(Some(n)) => small[..n].to_vec(),
                     Ok(None) => continue,
@@ -263,7 +280,7 @@ fn a_producer_process_streams_to_a_consumer_process() {
                 }
             };
             let (k, seq) = words(&m);
-            assert_eq!(topic.partition_of(Key(k)), p);
+            assert_eq!(topic.partition_of(Key(k)), from);
             assert_eq!(seq, next[k as usize], "key {k} in order");
             let i = seq * KEYS + k;
             assert_eq!(m, message(k, seq, length(i)), "message {i}'s bytes");
@@ -333,6 +350,83 @@ fn a_fixed_buffer_leaves_a_longer_message_queued() {
     let n = plain.recv_into_slice(0, &mut large, None).unwrap();
     assert_eq!(n, 200, "the default group gets it too");
     drop(audit);
+    assert_eq!(free(&region.pool_stats().unwrap()), initial);
+}
+
+/// Every chunk of the pool loaned out.
+fn loan_all(topic: &Topic, loans: &mut Vec<tachyon::bus::Loan>) {
+    loop {
+        match topic.loan(SLOT as usize, Some(Duration::ZERO)) {
+            Ok(l) => loans.push(l),
+            Err(Error::PoolExhausted { .. }) => return,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// A subscription's copy receives (`recv_into`, `recv_into_slice`) take
+/// inline messages straight out of their slots: they work with every chunk
+/// loaned out. They say which partition each came from; a message too long
+/// for a fixed buffer stays first in its partition and the next call looks
+/// there first. A named group's subscription copies its shared chunks out.
+#[test]
+fn a_subscription_copies_inline_messages_without_a_chunk() {
+    let name = unique("inline-sub");
+    let _rm = RemoveRegion(name.clone());
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(2 << 20).max_groups(2))
+            .unwrap();
+    let topic = topic(&region, 2, 16);
+    let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
+    let initial = free(&region.pool_stats().unwrap());
+    let key_of = |p: u32| (0u64..).map(Key).find(|&k| topic.partition_of(k) == p).unwrap();
+    let (k0, k1) = (key_of(0), key_of(1));
+    topic.send(&[1; 10], k0, None).unwrap();
+    topic.send(&[2; SLOT as usize + 44], k0, None).unwrap(); // a chunk
+    topic.send(&[3; 5], k0, None).unwrap();
+    topic.send(&[4; 20], k1, None).unwrap();
+    topic.send(&[5; 30], k1, None).unwrap();
+    let mut loans = Vec::new();
+    loan_all(&topic, &mut loans);
+    assert!(matches!(topic.try_receive(0), Err(Error::PoolExhausted { .. })), "receive needs a chunk");
+    let sub = topic.subscribe(Partitions::All).unwrap();
+    let (mut small, mut large) = ([0u8; 16], [0u8; 64]);
+    assert_eq!(sub.try_recv_into_slice(&mut small).unwrap(), Some((0, 10)));
+    assert_eq!(small[..10], [1; 10]);
+    // Partition 1's first is too long for 16 bytes: it stays, and the next
+    // look starts there.
+    let e = sub.recv_into_slice(&mut small, None).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { item: 20, buffer: 16 }), "{e:?}");
+    assert_eq!(topic.depth(1).unwrap(), 2);
+    assert_eq!(sub.recv_into_slice(&mut large, SHORT).unwrap(), (1, 20));
+    assert_eq!(large[..20], [4; 20]);
+    let mut buf = Vec::new();
+    // The chunk message, copied out of its chunk, which goes back.
+    assert_eq!(sub.try_recv_into(&mut buf).unwrap(), Some((0, SLOT as usize + 44)));
+    assert_eq!(buf, vec![2; SLOT as usize + 44]);
+    loan_all(&topic, &mut loans);
+    assert_eq!(sub.recv_into(&mut buf, SHORT).unwrap(), (1, 30));
+    assert_eq!(buf, [5; 30]);
+    assert_eq!(sub.recv_into(&mut buf, SHORT).unwrap(), (0, 5));
+    assert_eq!(buf, [3; 5]);
+    assert_eq!(sub.try_recv_into(&mut buf).unwrap(), None);
+    assert_eq!(sub.try_recv_into_slice(&mut large).unwrap(), None);
+    let e = sub.recv_into(&mut buf, Some(Duration::from_millis(20))).unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+    drop(loans);
+    let info = topic.info();
+    assert_eq!((info.published, info.received, info.corrupt), (5, 5, 0));
+    // A named group's subscription (its messages travel in shared chunks).
+    let audit = topic.join_group("audit").unwrap();
+    let audit_sub = audit.subscribe(Partitions::All).unwrap();
+    topic.send(&[6; 100], k1, None).unwrap();
+    let e = audit_sub.try_recv_into_slice(&mut large).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { item: 100, buffer: 64 }), "{e:?}");
+    assert_eq!(audit_sub.recv_into(&mut buf, SHORT).unwrap(), (1, 100));
+    assert_eq!(buf, [6; 100]);
+    assert_eq!(audit.try_recv_into(1, &mut buf).unwrap(), None);
+    assert_eq!(sub.try_recv_into(&mut buf).unwrap(), Some((1, 100)), "the default group gets it too");
+    drop((audit_sub, audit));
     assert_eq!(free(&region.pool_stats().unwrap()), initial);
 }
 

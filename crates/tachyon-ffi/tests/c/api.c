@@ -348,6 +348,25 @@ int main(void) {
         EXPECT_RC(TY_EINVAL, ty_recv(it, 0, out, sizeof out, NULL, 0));
         EXPECT_RC(TY_EINVAL, ty_recv(it, 0, NULL, 8, &got, 0));
         EXPECT_RC(TY_EINVAL, ty_recv(it, 9, out, sizeof out, &got, 0));
+
+        /* ty_subscription_recv: the same over a subscription, with the
+         * partition each message came from. */
+        ty_subscription_t* isub;
+        CHECK(ty_subscription_open(it, NULL, 0, &isub));
+        CHECK(ty_send(it, "sub", 3, 0, 0));
+        CHECK(ty_send(it, big, sizeof big, 0, 0));
+        uint32_t from = 99;
+        CHECK(ty_subscription_recv(isub, small, sizeof small, &got, &from, 0));
+        EXPECT(got == 3 && from == 0 && memcmp(small, "sub", 3) == 0);
+        EXPECT_RC(TY_ENOBUFS, ty_subscription_recv(isub, small, sizeof small, &got, &from, 0));
+        EXPECT(got == sizeof big && ty_topic_depth(it, 0) == 1);
+        CHECK(ty_subscription_recv(isub, out, sizeof out, &got, NULL, 1000000000));
+        EXPECT(got == sizeof big && memcmp(out, big, sizeof big) == 0);
+        EXPECT_RC(TY_ETIMEDOUT, ty_subscription_recv(isub, out, sizeof out, &got, &from, 1000000));
+        EXPECT_RC(TY_EINVAL, ty_subscription_recv(NULL, out, sizeof out, &got, &from, 0));
+        EXPECT_RC(TY_EINVAL, ty_subscription_recv(isub, out, sizeof out, NULL, &from, 0));
+        EXPECT_RC(TY_EINVAL, ty_subscription_recv(isub, NULL, 8, &got, &from, 0));
+        ty_subscription_close(isub);
         ty_topic_close(it);
     }
 

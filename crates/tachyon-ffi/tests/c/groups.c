@@ -160,6 +160,24 @@ static void errors(void) {
     EXPECT_RC(TY_EINVAL, ty_group_release(a, &ma)); /* twice */
     CHECK(ty_group_release(b, &mb));
 
+    /* ty_group_recv: copied into the caller's buffer and released at once;
+     * a message longer than the buffer stays queued, *len its length. */
+    char small[4], out[16];
+    size_t got = 0;
+    CHECK(ty_send(t, "copied", 6, 1, 0));
+    EXPECT_RC(TY_ENOBUFS, ty_group_recv(a, 0, small, sizeof small, &got, 0));
+    EXPECT(got == 6 && ty_group_depth(a, 0) == 1);
+    CHECK(ty_group_recv(a, 0, out, sizeof out, &got, WAIT_NS));
+    EXPECT(got == 6 && memcmp(out, "copied", 6) == 0);
+    EXPECT_RC(TY_ETIMEDOUT, ty_group_recv(a, 0, out, sizeof out, &got, 0));
+    EXPECT_RC(TY_EINVAL, ty_group_recv(NULL, 0, out, sizeof out, &got, 0));
+    EXPECT_RC(TY_EINVAL, ty_group_recv(a, 0, out, sizeof out, NULL, 0));
+    EXPECT_RC(TY_EINVAL, ty_group_recv(a, 1, out, sizeof out, &got, 0));
+    EXPECT_RC(TY_EINVAL, ty_group_recv(a, 0, NULL, 4, &got, 0));
+    CHECK(ty_group_recv(b, 0, out, sizeof out, &got, 0)); /* b's copy */
+    CHECK(ty_recv(t, 0, out, sizeof out, &got, 0));        /* the default group's */
+    EXPECT(got == 6);
+
     /* A message left held is released by ty_group_close. */
     CHECK(ty_send(t, "left", 4, 1, 0));
     CHECK(ty_group_try_receive(a, 0, &ma));

@@ -296,8 +296,87 @@ impl Subscription {
     }
 
     fn receive_inner(&self, timeout: Option<Duration>, stop: Option<&ReceiveStop>) -> Result<Message> {
+        self.receive_with(timeout, stop, |p| self.try_receive_from(p)).map(|(_, msg)| msg)
+    }
+
+    /// Receives the next message of any of the subscription's partitions
+    /// into `buf` (replacing its contents) and releases it at once (the
+    /// copy path); returns its partition and its length. Waits and looks
+    /// at the partitions as [`receive`](Self::receive) does. On a topic
+    /// with [inline slots](super::TopicConfig::inline_payload) an inline
+    /// message goes from its slot into `buf`: no chunk.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-sub-recv-into-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("ticks", TopicConfig::default().partitions(2).inline_payload(64))?;
+    /// let sub = topic.subscribe(Partitions::All)?;
+    /// topic.send(b"tick", Key(7), None)?;
+    /// let mut buf = Vec::new();
+    /// let (partition, len) = sub.recv_into(&mut buf, Some(Duration::from_secs(5)))?;
+    /// assert_eq!((partition, len, &buf[..]), (topic.partition_of(Key(7)), 4, &b"tick"[..]));
+    /// assert_eq!(sub.try_recv_into(&mut buf)?, None);
+    /// # drop((sub, topic, region)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn recv_into(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<(u32, usize)> {
+        self.receive_with(timeout, None, |p| self.try_recv_into_from(p, &mut *buf))
+    }
+
+    /// [`recv_into`](Self::recv_into) without waiting: `Ok(None)` if every
+    /// partition is empty now.
+    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<Option<(u32, usize)>> {
+        self.take_with(|p| self.try_recv_into_from(p, &mut *buf)).transpose()
+    }
+
+    /// Receives the next message of any of the subscription's partitions
+    /// into the start of `buf`, a buffer of fixed size, and releases it at
+    /// once; returns its partition and its length. A message longer than
+    /// `buf` stays queued, untouched, and the call fails with
+    /// [`Error::BufferTooSmall`], which names its length; the next call
+    /// looks at that partition first, so a call with a buffer that large
+    /// takes it (unless another consumer of the partition does). Inline
+    /// messages need no chunk (as [`Topic::recv_into_slice`]).
+    ///
+    /// ```
+    /// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+    /// use tachyon::Error;
+    /// # let name = format!("doc-sub-recv-slice-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("ticks", TopicConfig::default().partitions(2).inline_payload(64))?;
+    /// let sub = topic.subscribe(Partitions::All)?;
+    /// topic.send(&[1; 40], Key(3), None)?;
+    /// let mut small = [0u8; 16];
+    /// let e = sub.recv_into_slice(&mut small, None).unwrap_err();
+    /// assert!(matches!(e, Error::BufferTooSmall { item: 40, buffer: 16 }));
+    /// let mut buf = [0u8; 64];
+    /// assert_eq!(sub.recv_into_slice(&mut buf, None)?, (topic.partition_of(Key(3)), 40));
+    /// # drop((sub, topic, region)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn recv_into_slice(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<(u32, usize)> {
+        self.receive_with(timeout, None, |p| self.try_recv_into_slice_from(p, &mut *buf))
+    }
+
+    /// [`recv_into_slice`](Self::recv_into_slice) without waiting:
+    /// `Ok(None)` if every partition is empty now.
+    pub fn try_recv_into_slice(&self, buf: &mut [u8]) -> Result<Option<(u32, usize)>> {
+        self.take_with(|p| self.try_recv_into_slice_from(p, &mut *buf)).transpose()
+    }
+
+    /// A receive of what `once` takes from one partition (without
+    /// waiting), from whichever partition has something, waiting up to
+    /// `timeout` (ended early by `stop`); with the partition it came from.
+    fn receive_with<T>(
+        &self,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+        mut once: impl FnMut(u32) -> Result<Option<T>>,
+    ) -> Result<(u32, T)> {
         // The fast path: one look, no clock read, no system call.
-        if let Some(r) = self.take() {
+        if let Some(r) = self.take_with(&mut once) {
             return r;
         }
         // SYNC: pairs with the store in `ReceiveStop::stop` (topic.rs); see there.
@@ -321,7 +400,7 @@ impl Subscription {
             timeout,
             Some(RECOVERY_INTERVAL),
             || self.maintain(),
-            || match self.take() {
+            || match self.take_with(&mut once) {
                 Some(r) => Some(r),
                 None if stopped() => Some(Err(Error::Interrupted)),
                 None => None,
@@ -338,17 +417,28 @@ impl Subscription {
     /// One look at every partition, in turn from `next`: the first message
     /// (or error) found, `None` if all are empty.
     pub(super) fn take(&self) -> Option<Result<Message>> {
+        self.take_with(|p| self.try_receive_from(p)).map(|r| r.map(|(_, msg)| msg))
+    }
+
+    /// [`take`](Self::take) of what `once` takes from one partition, with
+    /// the partition. The next look starts after the partition it took
+    /// from or failed on, but at the same one after
+    /// [`Error::BufferTooSmall`] (the message stays first there, for a
+    /// larger buffer).
+    fn take_with<T>(&self, mut once: impl FnMut(u32) -> Result<Option<T>>) -> Option<Result<(u32, T)>> {
         let n = self.partitions.len();
         let start = self.next.load(Ordering::Relaxed) % n;
         for k in 0..n {
             let i = (start + k) % n;
-            match self.try_receive_from(self.partitions[i]) {
+            let p = self.partitions[i];
+            let r = match once(p) {
                 Ok(None) => continue,
-                r => {
-                    self.next.store((i + 1) % n, Ordering::Relaxed);
-                    return r.transpose();
-                }
-            }
+                Ok(Some(v)) => Ok((p, v)),
+                Err(e) => Err(e),
+            };
+            let next = if matches!(r, Err(Error::BufferTooSmall { .. })) { i } else { (i + 1) % n };
+            self.next.store(next, Ordering::Relaxed);
+            return Some(r);
         }
         None
     }
@@ -359,6 +449,23 @@ impl Subscription {
             return group.try_receive(partition);
         }
         self.topic.try_receive(partition)
+    }
+
+    /// One copying look at `partition` ([`recv_into`](Self::recv_into)).
+    fn try_recv_into_from(&self, partition: u32, buf: &mut Vec<u8>) -> Result<Option<usize>> {
+        if let Some(group) = &self.group {
+            return group.try_recv_into(partition, buf);
+        }
+        self.topic.try_recv_into(partition, buf)
+    }
+
+    /// One look at `partition` into a buffer of fixed size
+    /// ([`recv_into_slice`](Self::recv_into_slice)).
+    fn try_recv_into_slice_from(&self, partition: u32, buf: &mut [u8]) -> Result<Option<usize>> {
+        if let Some(group) = &self.group {
+            return group.try_recv_into_slice(partition, buf);
+        }
+        self.topic.try_recv_into_slice(partition, buf)
     }
 
     /// The "not empty" wait cells of the partitions (in the group's slot).

@@ -2136,6 +2136,12 @@ impl Group {
         self.topic.recv_into_in(self.slot, partition, buf, timeout)
     }
 
+    /// [`recv_into`](Self::recv_into) without waiting: `Ok(None)` if the
+    /// group has no message in `partition` now.
+    pub fn try_recv_into(&self, partition: u32, buf: &mut Vec<u8>) -> Result<Option<usize>> {
+        none_if_empty(self.recv_into(partition, buf, Some(Duration::ZERO)))
+    }
+
     /// Receives the group's next message of `partition` into the start of
     /// `buf` and releases it at once; returns its length. A message longer
     /// than `buf` stays queued: [`Error::BufferTooSmall`] (as
@@ -2156,6 +2162,12 @@ impl Group {
     /// ```
     pub fn recv_into_slice(&self, partition: u32, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
         self.topic.recv_into_slice_in(self.slot, partition, buf, timeout)
+    }
+
+    /// [`recv_into_slice`](Self::recv_into_slice) without waiting:
+    /// `Ok(None)` if the group has no message in `partition` now.
+    pub fn try_recv_into_slice(&self, partition: u32, buf: &mut [u8]) -> Result<Option<usize>> {
+        none_if_empty(self.recv_into_slice(partition, buf, Some(Duration::ZERO)))
     }
 
     /// The group's name.
