@@ -994,12 +994,18 @@ impl Topic {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        let (pos, idx) = match self.claim_publish(0, partition, &ring, &waits, timeout) {
-            Ok((pos, idx, _)) => (pos, idx),
+        let me = self.region().segment().token();
+        // The common case, the cell at the tail free, claimed at once; the
+        // general claim (waits, repairs, overrun) for anything else.
+        let claimed = match ring.claim_write_now(me) {
+            Some(got) => Ok(got),
+            None => self.claim_publish(0, partition, &ring, &waits, timeout).map(|(pos, idx, _)| (pos, idx)),
+        };
+        let (pos, idx) = match claimed {
+            Ok(got) => got,
             Err(Error::Timeout { .. }) => return Some(Err(Error::timeout("room in the topic's partition", timeout))),
             Err(e) => return Some(Err(e)),
         };
-        let me = self.region().segment().token();
         crate::platform::fault::point("inline-claimed");
         if grouped && self.second_look(&ring, idx) {
             ring.abandon_write(pos, idx, me);
@@ -1794,6 +1800,59 @@ impl Topic {
         Ok((out, len))
     }
 
+    /// The common case of a copy receive (`recv_into`, `recv_into_slice`)
+    /// on a topic with inline slots, without the general path's set-up:
+    /// the cell at the head of group slot `slot`'s ring of `partition`
+    /// holds a committed inline message of at most `max_len` bytes. It is
+    /// claimed, its bytes given to `copy`, the cell handed back and the
+    /// message counted, exactly as [`take_inline`](Self::take_inline) does
+    /// after the general claim. `None` for anything else (nothing there
+    /// yet, a chunk, a message too long, damage, a bad partition), with
+    /// nothing claimed: the general path ([`take_in`](Self::take_in))
+    /// looks again, waits, repairs or reports.
+    #[inline]
+    fn recv_inline_now(
+        &self,
+        slot: usize,
+        partition: u32,
+        max_len: usize,
+        copy: impl FnOnce(&[u8]),
+    ) -> Option<Result<usize>> {
+        let inline = self.core.inline;
+        if inline == 0 {
+            return None;
+        }
+        let ring = self.ring_of(slot, partition).ok()?;
+        let me = self.region().segment().token();
+        let most = max_len.min(inline) as u64;
+        let fits = |word: u64| Descriptor::is_inline(word) && word & Descriptor::LEN_MASK <= most;
+        let (pos, idx, word) = ring.claim_read_now(me, fits)?;
+        crate::platform::fault::point("receive-claimed");
+        let len = (word & Descriptor::LEN_MASK) as usize;
+        // SAFETY: as in `take_inline`: the cell is claimed for reading by
+        // this process, so no writer touches its slot until `finish_read`
+        // below; its writer copied the `len <= inline` bytes (checked by
+        // `fits`) before its commit (Release), which our claim read
+        // (Acquire). `inline_slot` points inside the mapping `self` keeps,
+        // `idx` is below the capacity.
+        copy(unsafe { std::slice::from_raw_parts(self.inline_slot(slot, partition, idx), len) });
+        crate::platform::fault::point("inline-read");
+        let released = ring.finish_read(pos, idx, me);
+        if let Ok(waits) = self.waits_of(slot, partition) {
+            topic_wake(&waits, waits.not_full);
+        }
+        if !released {
+            self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
+            return Some(Err(Error::corrupt(Corruption::BadField {
+                field: "ring claim (repaired by another process)",
+                value: 0,
+            })));
+        }
+        self.entry().received.fetch_add(1, Ordering::Relaxed);
+        self.region().beat_sometimes();
+        Some(Ok(len))
+    }
+
     /// Releases a received chunk: through its group if it was taken from a
     /// SHARED chunk (the last hold goes to the free list, never the
     /// cache), else as a single-group message.
@@ -1864,6 +1923,13 @@ impl Topic {
     /// [`recv_into`](Self::recv_into) from group slot `slot`'s ring: a
     /// message in an inline slot is copied straight into `buf`.
     fn recv_into_in(&self, slot: usize, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
+        let copy = |bytes: &[u8]| {
+            buf.clear();
+            buf.extend_from_slice(bytes);
+        };
+        if let Some(r) = self.recv_inline_now(slot, partition, usize::MAX, copy) {
+            return r;
+        }
         let (chunk, len) = self.take_in(slot, partition, timeout, None, true, Sink::Buf(buf))?;
         let Some(chunk) = chunk else { return Ok(len) };
         buf.clear();
@@ -1926,6 +1992,12 @@ impl Topic {
     /// [`recv_into_slice`](Self::recv_into_slice) from group slot `slot`'s
     /// ring.
     fn recv_into_slice_in(&self, slot: usize, partition: u32, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
+        let cap = buf.len();
+        // (The claim took only a message of at most `cap` bytes.)
+        let copy = |bytes: &[u8]| buf[..bytes.len()].copy_from_slice(bytes);
+        if let Some(r) = self.recv_inline_now(slot, partition, cap, copy) {
+            return r;
+        }
         let (chunk, len) = self.take_in(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?;
         let Some(chunk) = chunk else { return Ok(len) };
         // SAFETY: the chunk is HELD by this process (taken by `take_in`,

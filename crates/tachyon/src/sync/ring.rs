@@ -260,6 +260,18 @@ impl Ring<'_> {
     /// which starts over.
     #[inline]
     pub(crate) fn claim_write(&self, me: Token) -> Claim {
+        match self.claim_write_now(me) {
+            Some((pos, idx)) => Claim::Got { pos, idx, len: 0 },
+            None => self.claim_write_looking(me),
+        }
+    }
+
+    /// The common case of [`claim_write`](Self::claim_write) alone: the
+    /// cell at `tail` free for it, claimed; `(position, cell index)`.
+    /// `None` for anything else (full, behind, damaged: nothing is
+    /// repaired or waited for here; a full claim looks further).
+    #[inline]
+    pub(crate) fn claim_write_now(&self, me: Token) -> Option<(u64, usize)> {
         // SYNC: as in `claim_write_looking` (a hint; the Acquire CAS pairs with the Release
         // CAS of `finish_read` or a repair that freed the cell).
         let pos = self.cursors.tail.load(Ordering::Acquire);
@@ -272,9 +284,9 @@ impl Ring<'_> {
                 .is_ok()
         {
             self.advance(&self.cursors.tail, pos);
-            return Claim::Got { pos, idx, len: 0 };
+            return Some((pos, idx));
         }
-        self.claim_write_looking(me)
+        None
     }
 
     /// [`claim_write`](Self::claim_write) beyond its common case.
@@ -406,6 +418,23 @@ impl Ring<'_> {
         limit: u64,
         freed: &mut bool,
     ) -> Claim {
+        match self.claim_read_now(me, |len| len & mask <= max_len) {
+            Some((pos, idx, len)) => Claim::Got { pos, idx, len },
+            None => self.claim_read_looking(me, max_len, mask, limit, freed),
+        }
+    }
+
+    /// The common case of [`claim_read_within`](Self::claim_read_within)
+    /// alone: the cell at `head` committed with a length word that `fits`
+    /// accepts, claimed; `(position, cell index, length word)`. `None` for
+    /// anything else (empty, a word `fits` refuses, a tombstone, a stale
+    /// head, damage: nothing is repaired or waited for here).
+    #[inline]
+    pub(crate) fn claim_read_now(
+        &self,
+        me: Token,
+        fits: impl FnOnce(u64) -> bool,
+    ) -> Option<(u64, usize, u64)> {
         // SYNC: as in `claim_read_looking` (a hint; the Acquire load and CAS pair with the
         // Release CAS of `commit_write`: `len` is this lap's, and the item ours to read).
         let pos = self.cursors.head.load(Ordering::Acquire);
@@ -413,7 +442,7 @@ impl Ring<'_> {
         let full = join(pos.wrapping_add(1) as u32, 0);
         if cell.word.load(Ordering::Acquire) == full {
             let len = cell.len.load(Ordering::Relaxed);
-            if len & mask <= max_len
+            if fits(len)
                 && cell
                     .word
                     .compare_exchange(
@@ -425,10 +454,10 @@ impl Ring<'_> {
                     .is_ok()
             {
                 self.advance(&self.cursors.head, pos);
-                return Claim::Got { pos, idx, len };
+                return Some((pos, idx, len));
             }
         }
-        self.claim_read_looking(me, max_len, mask, limit, freed)
+        None
     }
 
     /// [`claim_read_within`](Self::claim_read_within) beyond its common case.
