@@ -466,6 +466,37 @@ fn a_publisher_killed_inside_its_slot_publishes_nothing() {
     }
 }
 
+/// A group joined from the oldest while a publisher lies dead in a cell it
+/// claimed (killed before its second look, the cell's length word still an
+/// earlier lap's inline descriptor) copies the backlog and misses nothing:
+/// the dead publisher's message was never published, to any group.
+#[test]
+#[cfg(debug_assertions)]
+fn a_join_from_the_oldest_counts_no_dead_inline_publisher_as_missed() {
+    let name = unique("inline-kill-join");
+    let _rm = RemoveRegion(name.clone());
+    let region =
+        Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(2 << 20).max_groups(2))
+            .unwrap();
+    let topic = topic(&region, 1, 4);
+    // A lap of inline messages: every cell's length word is an inline
+    // descriptor now.
+    let mut buf = Vec::new();
+    for i in 0..4 {
+        topic.send(&message(0, i, 40), Key(0), None).unwrap();
+        topic.recv_into(0, &mut buf, None).unwrap();
+    }
+    topic.send(b"queued", Key(0), None).unwrap();
+    die_at(&name, "send-one", "inline-claimed");
+    let late = topic.join_group_from("late", JoinFrom::Oldest).unwrap();
+    assert_eq!(late.missed(), 0, "the dead publisher's message was never published");
+    assert_eq!(late.recv_into(0, &mut buf, Some(LIMIT)).unwrap(), 6);
+    assert_eq!(buf, b"queued");
+    assert_eq!(late.try_recv_into(0, &mut buf).unwrap(), None);
+    assert_eq!(topic.recv_into(0, &mut buf, Some(LIMIT)).unwrap(), 6);
+    assert_eq!(topic.try_recv_into(0, &mut buf).unwrap(), None, "the dead cell is a tombstone");
+}
+
 /// A consumer killed while copying a message out of its slot loses that
 /// one message (counted lost: inline slots are at-most-once); the next
 /// receive takes its claim over and the stream goes on.

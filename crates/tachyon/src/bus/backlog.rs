@@ -83,7 +83,9 @@
 //! the copy reaches them); one for which the pool had no free chunk at that instant (the
 //! backlog is copied only from free chunks; it never waits for room); one
 //! whose marked cell's writer died or did not move for [`INTENT_WAIT`]
-//! (counted even if that writer then gave the cell up); and, should the
+//! (counted even if that writer then gave the cell up; but not for a dead
+//! writer whose cell holds an inline message's descriptor, which nobody
+//! will ever receive); and, should the
 //! kernel refuse the barrier after the support check, the whole backlog.
 //!
 //! # Crashes
@@ -314,13 +316,20 @@ fn queued(topic: &Topic, s: usize, p: u32, g: usize) -> Vec<(usize, u64, u64)> {
                 Look::Writing { len, .. } if len != INTENT && !names_queued(topic, s, len) => {}
                 // Marked, or committing (the commit wrote the descriptor
                 // over the mark; the word follows): a few instructions.
-                Look::Writing { by, .. } => {
+                Look::Writing { by, len } => {
                     let d = *deadline.get_or_insert_with(|| Instant::now() + INTENT_WAIT);
-                    if !region.is_dead(by) && Instant::now() < d {
+                    let dead = region.is_dead(by);
+                    if !dead && Instant::now() < d {
                         std::thread::yield_now();
                         continue;
                     }
-                    topic.count_missed(g);
+                    // A dead writer whose cell holds an inline descriptor
+                    // (an earlier lap's, or its own commit cut short)
+                    // published nothing, to no group: recovery makes the
+                    // cell a tombstone. Nothing to miss.
+                    if !(dead && Descriptor::is_inline(len)) {
+                        topic.count_missed(g);
+                    }
                 }
             }
             break;
