@@ -2210,6 +2210,24 @@ impl Group {
 
     /// [`recv_into`](Self::recv_into) without waiting: `Ok(None)` if the
     /// group has no message in `partition` now.
+    ///
+    /// ```
+    /// # use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-group-try-recv-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().max_groups(4))?;
+    /// let topic = region.create_topic("orders", TopicConfig::default())?;
+    /// let audit = topic.join_group("audit")?;
+    /// let mut buf = Vec::new();
+    /// assert_eq!(audit.try_recv_into(0, &mut buf)?, None);
+    /// topic.send(b"buy 100", Key(0), None)?;
+    /// assert_eq!(audit.try_recv_into(topic.partition_of(Key(0)), &mut buf)?, Some(7));
+    /// let mut fixed = [0u8; 4];
+    /// topic.send(b"sell 5", Key(0), None)?;
+    /// assert!(audit.try_recv_into_slice(0, &mut fixed).is_err(), "6 bytes: too long, left queued");
+    /// assert_eq!(audit.try_recv_into(0, &mut buf)?, Some(6));
+    /// # drop(audit); drop(topic); drop(region); tachyon::bus::Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
     pub fn try_recv_into(&self, partition: u32, buf: &mut Vec<u8>) -> Result<Option<usize>> {
         none_if_empty(self.recv_into(partition, buf, Some(Duration::ZERO)))
     }
