@@ -1810,6 +1810,12 @@ impl Topic {
     /// yet, a chunk, a message too long, damage, a bad partition), with
     /// nothing claimed: the general path ([`take_in`](Self::take_in))
     /// looks again, waits, repairs or reports.
+    ///
+    /// Its tail (release, wake, counts) repeats `take_inline`'s on purpose:
+    /// the same fast path routed through `take_in` and `take_inline`
+    /// measured slower than no fast path at all at 1 KiB (docs/BENCHMARK.md,
+    /// "the common path of an inline copy"). A change to one is a change
+    /// to both.
     #[inline]
     fn recv_inline_now(
         &self,
