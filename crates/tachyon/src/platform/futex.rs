@@ -12,14 +12,12 @@
 //! call the same functions either way.
 
 use super::atomic::AtomicU32;
-use std::time::Duration;
-#[cfg(not(tachyon_loom))]
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[cfg(tachyon_loom)]
 pub use model::time_passes;
 #[cfg(tachyon_loom)]
-pub(crate) use model::{sleep, wake};
+pub(crate) use model::{sleep, sleep_from, wake};
 // Under loom only the models of waiting on several words use these.
 #[cfg(all(tachyon_loom, test))]
 pub(crate) use model::{wait_any, wait_any_at};
@@ -201,25 +199,54 @@ pub(crate) fn sleep(
     timeout: Option<Duration>,
     _holder_gone: &dyn Fn() -> bool,
 ) -> Wake {
-    use super::alarm;
-    let Some(t) = timeout.filter(|t| *t >= alarm::MIN_ALARM) else {
-        return wait(word, expected, timeout);
-    };
-    let Some(deadline) = Instant::now().checked_add(t) else {
-        return wait(word, expected, None);
-    };
-    match alarm::arm(deadline, word) {
-        Some(armed) => {
-            wait(word, expected, None);
-            drop(armed);
-            if Instant::now() >= deadline {
-                Wake::TimedOut
-            } else {
-                Wake::Woken
-            }
-        }
+    match sleep_alarmed(word, expected, None, timeout) {
+        Some(Some(deadline)) if Instant::now() >= deadline => Wake::TimedOut,
+        Some(_) => Wake::Woken,
         None => wait(word, expected, timeout),
     }
+}
+
+/// [`sleep`] for a caller that read the clock a moment ago (`now`, from
+/// which `timeout` counts) and looks at its own condition, then at the
+/// clock only if it must, when this returns: it reads no clock itself
+/// (a clock read is about 30 ns on a VM, on the path of every wake-up)
+/// and does not say why it returned.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn sleep_from(
+    word: &AtomicU32,
+    expected: u32,
+    now: Instant,
+    timeout: Option<Duration>,
+    _holder_gone: &dyn Fn() -> bool,
+) {
+    if sleep_alarmed(word, expected, Some(now), timeout).is_none() {
+        wait(word, expected, timeout);
+    }
+}
+
+/// The sleep of [`sleep`] and [`sleep_from`] with its deadline given to
+/// the alarm thread, counted from `now` (or from a clock read here).
+/// `Some` once slept: of the deadline, or of `None` for a timeout too
+/// large to have one (slept without a limit). `None`, not slept, for no
+/// timeout, one shorter than an alarm is worth, or no alarm thread: the
+/// caller sleeps with the kernel's timer.
+#[cfg(not(tachyon_loom))]
+fn sleep_alarmed(
+    word: &AtomicU32,
+    expected: u32,
+    now: Option<Instant>,
+    timeout: Option<Duration>,
+) -> Option<Option<Instant>> {
+    use super::alarm;
+    let t = timeout.filter(|t| *t >= alarm::MIN_ALARM)?;
+    let Some(deadline) = now.unwrap_or_else(Instant::now).checked_add(t) else {
+        wait(word, expected, None);
+        return Some(None);
+    };
+    let armed = alarm::arm(deadline, word)?;
+    wait(word, expected, None);
+    drop(armed);
+    Some(Some(deadline))
 }
 
 /// A futex for loom: a wait queue under a loom mutex, so sleepers block
@@ -280,6 +307,17 @@ mod model {
                 None => return Wake::Woken,
             }
         }
+    }
+
+    /// The model of the real `sleep_from`: [`sleep`] (time does not exist).
+    pub(crate) fn sleep_from(
+        word: &AtomicU32,
+        expected: u32,
+        _now: Instant,
+        timeout: Option<Duration>,
+        holder_gone: &dyn Fn() -> bool,
+    ) {
+        sleep(word, expected, timeout, holder_gone);
     }
 
     /// [`sleep`] on several words at once: ends when any of them is woken

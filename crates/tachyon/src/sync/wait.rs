@@ -17,7 +17,7 @@
 //! it).
 
 use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
-pub(crate) use crate::platform::futex::{sleep, wake, wake_all};
+pub(crate) use crate::platform::futex::{sleep, sleep_from, wake, wake_all};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 
@@ -136,7 +136,8 @@ impl WaitCell {
     /// [`WaitPolicy::Spin`], about 30 spin hints with
     /// [`WaitPolicy::Hybrid`]: well under a few microseconds), and its
     /// timeout counts from there, so that a condition that comes true at
-    /// once is seen at once.
+    /// once is seen at once. A sleep reads the clock once, before it
+    /// sleeps; after a wake-up `ready` is looked at first.
     pub fn wait_until<T>(
         &self,
         policy: WaitPolicy,
@@ -172,10 +173,15 @@ impl WaitCell {
                 return Ok(v);
             }
         }
-        // A hybrid wait's timeout counts from when its spin read the clock.
-        let deadline = deadline.unwrap_or_else(|| Deadline::counted_from(spin.started(), timeout));
+        // One clock read per sleep: the deadline (for a futex wait, which
+        // has not read the clock yet), the time left and the sleep's own
+        // alarm all count from it. A hybrid wait's timeout counts from when
+        // its spin read the clock.
+        let mut now = Instant::now();
+        let deadline =
+            deadline.unwrap_or_else(|| Deadline::counted_from(Some(spin.started().unwrap_or(now)), timeout));
         loop {
-            let remaining = match deadline.remaining() {
+            let remaining = match deadline.remaining_at(now) {
                 Ok(r) => r,
                 Err(e) => return ready().ok_or(e),
             };
@@ -186,9 +192,15 @@ impl WaitCell {
             // (The loom model of the futex has no time: a sleep there ends
             // only when woken, and a lost wake-up is a deadlock it finds.)
             let remaining = Some(remaining.map_or(HEAL_SLICE, |r| r.min(HEAL_SLICE)));
-            if let Some(v) = self.park(remaining, &|| false, &mut ready) {
+            if let Some(v) = self.park_from(Some(now), remaining, &|| false, &mut ready) {
                 return Ok(v);
             }
+            // Woken (or the slice is over): the condition first, the clock
+            // only if it is still false.
+            if let Some(v) = ready() {
+                return Ok(v);
+            }
+            now = Instant::now();
         }
     }
 
@@ -202,6 +214,18 @@ impl WaitCell {
         holder_gone: &dyn Fn() -> bool,
         ready: impl FnOnce() -> Option<T>,
     ) -> Option<T> {
+        self.park_from(None, timeout, holder_gone, ready)
+    }
+
+    /// [`park`](Self::park) with its timeout counted from `now` (read by
+    /// the caller a moment ago), if given: then the sleep reads no clock.
+    fn park_from<T>(
+        &self,
+        now: Option<Instant>,
+        timeout: Option<Duration>,
+        holder_gone: &dyn Fn() -> bool,
+        ready: impl FnOnce() -> Option<T>,
+    ) -> Option<T> {
         self.sleepers.fetch_add(1, Relaxed);
         // SYNC: SeqCst: the registration in `sleepers`, then the loads below, against the fence
         // in `announce`.
@@ -211,7 +235,12 @@ impl WaitCell {
         let seq = self.seq.load(Acquire);
         let r = ready();
         if r.is_none() {
-            sleep(&self.seq, seq, timeout, holder_gone);
+            match now {
+                Some(now) => sleep_from(&self.seq, seq, now, timeout, holder_gone),
+                None => {
+                    sleep(&self.seq, seq, timeout, holder_gone);
+                }
+            }
         }
         // Never below zero: a count another process erased must not wrap
         // into "always sleepers" (every notify a system call for ever).
@@ -278,9 +307,14 @@ impl Deadline {
     /// Time left (`None`: no limit), or [`Error::Timeout`] once it passed
     /// (callers name what waited with `Error::waiting_for`).
     pub(crate) fn remaining(&self) -> Result<Option<Duration>> {
+        self.remaining_at(Instant::now())
+    }
+
+    /// [`remaining`](Self::remaining) at `now`.
+    fn remaining_at(&self, now: Instant) -> Result<Option<Duration>> {
         match self.0 {
             None => Ok(None),
-            Some(d) => match d.checked_duration_since(Instant::now()) {
+            Some(d) => match d.checked_duration_since(now) {
                 Some(r) if !r.is_zero() => Ok(Some(r)),
                 _ => Err(Error::timeout(self.2, self.1)),
             },
