@@ -250,6 +250,7 @@ fn what_a_join_from_the_oldest_cannot_copy_is_counted_missed() {
 /// back; a join from the oldest afterwards gets the whole backlog; the
 /// pool is full at the end.
 #[test]
+#[cfg(debug_assertions)] // fault-injection points exist in debug builds only
 fn a_joiner_killed_mid_backlog_leaves_nothing_recovery_cannot_repair() {
     for fault in ["groups-join-reserved", "groups-join-copied"] {
         let name = unique("backlog-kill");

@@ -336,6 +336,7 @@ fn a_group_with_live_members_is_never_dropped() {
 /// they left (no slot is lost, no chunk leaks, the control mutex is not
 /// stuck), and the groups work afterwards.
 #[test]
+#[cfg(debug_assertions)] // fault-injection points exist in debug builds only
 fn joiners_and_leavers_killed_mid_way_corrupt_nothing() {
     let name = unique("lease-churn");
     let _rm = RemoveRegion(name.clone());
