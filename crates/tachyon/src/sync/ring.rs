@@ -1106,7 +1106,11 @@ impl Ring<'_> {
         let mut wait_for = timeout.map_or(slice, |t| t.min(slice));
         let mut deadline = None;
         loop {
-            let got = own.wait_until(waits.policy, Some(wait_for), || {
+            // No look first: the first slice comes right after the attempt
+            // of `claim_blocking`, and after a slice's repairs the wait's own
+            // looks come at once (a spin after one hint, a futex wait once
+            // registered, before it sleeps).
+            let got = own.wait_after_look(waits.policy, Some(wait_for), || {
                 match attempt() {
                     // Closed: one more look, for what was written
                     // between the attempt and the look at the flag.

@@ -147,6 +147,19 @@ impl WaitCell {
         if let Some(v) = ready() {
             return Ok(v);
         }
+        self.wait_after_look(policy, timeout, ready)
+    }
+
+    /// [`wait_until`](Self::wait_until) for a caller that has just called
+    /// `ready` itself and found it `None`: without that first look (a
+    /// futex wait goes straight to registering, then looks once more
+    /// before it sleeps, as always).
+    pub(crate) fn wait_after_look<T>(
+        &self,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
         if timeout.is_some_and(|t| t.is_zero()) {
             // A zero timeout tries once and does not wait, not even by spinning.
             return Err(Error::timeout("a wake-up", timeout));
