@@ -161,7 +161,8 @@ impl WaitCell {
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
         if timeout.is_some_and(|t| t.is_zero()) {
-            // A zero timeout tries once and does not wait, not even by spinning.
+            // A zero timeout tries once (the look just made) and does not
+            // wait, not even by spinning.
             return Err(Error::timeout("a wake-up", timeout));
         }
         // Read the clock only once the spinning is not over at once.
