@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tachyon::primitives::RpcBuffer;
+use tachyon::sync::WaitPolicy;
 use tachyon::Error;
 
 const ENTRY: &str = "child_entry";
@@ -30,6 +31,8 @@ fn serve(
         match cmd {
             b"add:" => Ok(vec![rest[0].wrapping_add(rest[1])]),
             b"echo:" => Ok(rest.to_vec()),
+            // As many bytes as `rest` says (a u32), from a short request.
+            b"bytes:" => Ok((0..u32::from_le_bytes(rest.try_into().unwrap())).map(|i| i as u8).collect()),
             b"fail:" => Err("boom".to_owned()),
             b"panic:" => panic!("kaboom"),
             b"slow:" => {
@@ -83,12 +86,18 @@ fn channel(tag: &str) -> (RpcBuffer, Child) {
 /// [`channel`] with the child in `role` (`server`, or `inline-server`: its
 /// handler runs on its reader thread).
 fn channel_as(tag: &str, role: &str) -> (RpcBuffer, Child) {
+    channel_with(tag, role, WaitPolicy::default())
+}
+
+/// [`channel_as`] with this end waiting as `policy` says.
+fn channel_with(tag: &str, role: &str, policy: WaitPolicy) -> (RpcBuffer, Child) {
     let name = unique(tag);
     let greeted = Arc::new(AtomicU64::new(0));
     let hello = Arc::clone(&greeted);
     let rpc = RpcBuffer::builder(&name)
         .node_size(NODE)
         .node_count(8)
+        .wait_policy(policy)
         .handler(move |_id, msg: &[u8]| {
             if msg == b"hello" {
                 hello.fetch_add(1, Ordering::SeqCst);
@@ -243,6 +252,69 @@ fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
     assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the late response was counted");
     assert_eq!(rpc.request(b"echo:after", LONG).unwrap(), b"after");
     finish(rpc, child);
+}
+
+/// Spinning and hybrid callers read their own responses in the lane
+/// (`rpc/lane.rs`: the reader role held from before the request goes out,
+/// no slot, no pending map): responses of one packet and of several, into
+/// a buffer and in place, error responses, a timeout and its late
+/// response, and a peer SIGKILLed while a spinning caller waits end as on
+/// the usual path, and the statistics count them alike.
+#[test]
+fn callers_reading_in_the_lane_get_every_kind_of_answer_and_see_their_peer_die() {
+    for policy in [WaitPolicy::Spin, WaitPolicy::Hybrid] {
+        let (rpc, mut child) = channel_with("rpc-lane", "server", policy);
+        for i in 0..200u32 {
+            let msg = i.to_le_bytes();
+            assert_eq!(rpc.request(&[b"echo:", &msg[..]].concat(), LONG).unwrap(), msg, "{policy:?}");
+        }
+        // Several packets each way.
+        let big: Vec<u8> = (0..ROOM * 3 + 5).map(|i| i as u8).collect();
+        assert_eq!(rpc.request(&[b"echo:", &big[..]].concat(), LONG).unwrap(), big, "{policy:?}");
+        // A response of several packets to a request of one (the lane
+        // takes requests of one packet only).
+        let bytes = [&b"bytes:"[..], &(big.len() as u32).to_le_bytes()].concat();
+        assert_eq!(rpc.request(&bytes, LONG).unwrap(), big, "{policy:?}");
+        // Into the caller's buffer: one packet, then several.
+        let mut into = Vec::with_capacity(8);
+        rpc.request_into(b"echo:abc", &mut into, LONG).unwrap();
+        assert_eq!(into, b"abc", "{policy:?}");
+        rpc.request_into(&bytes, &mut into, LONG).unwrap();
+        assert_eq!(into, big, "{policy:?}");
+        // In place: one packet, then several (read from the reassembled bytes).
+        assert_eq!(rpc.request_with(b"add:\x02\x03", LONG, <[u8]>::to_vec).unwrap(), [5], "{policy:?}");
+        let sum = rpc.request_with(&bytes, LONG, |r| r.iter().map(|&b| u64::from(b)).sum::<u64>()).unwrap();
+        assert_eq!(sum, big.iter().map(|&b| u64::from(b)).sum::<u64>(), "{policy:?}");
+        // Errors, from the handler and from the ends' limits.
+        assert!(matches!(rpc.request(b"fail:", LONG), Err(Error::Remote(t)) if t == "boom"), "{policy:?}");
+        let before = rpc.stats();
+        // A timeout: the late response is discarded when it comes.
+        let late = rpc.request(b"slow:", Some(Duration::from_millis(100))).unwrap_err();
+        assert!(matches!(late, Error::Timeout { .. }), "{policy:?}: {late:?}");
+        assert!(
+            wait_for(LIMIT, || rpc.stats().discarded_responses == before.discarded_responses + 1),
+            "{policy:?}: the late response was counted"
+        );
+        let after = rpc.stats();
+        assert_eq!(after.timeouts, before.timeouts + 1, "{policy:?}");
+        assert_eq!(after.requests_sent, before.requests_sent + 1, "{policy:?}");
+        assert_eq!(after.responses_received, before.responses_received, "{policy:?}");
+        // This end's 207 calls that were answered (one with an error).
+        assert_eq!(after.responses_received, 207, "{policy:?}");
+        assert_eq!(after.latency.count, 207, "{policy:?}");
+        assert_eq!(after.errors, 1, "{policy:?}");
+        // The peer dies while this end waits (a spinning caller in the
+        // lane the whole time, a hybrid one asleep on its slot).
+        std::thread::scope(|s| {
+            let pending = s.spawn(|| rpc.request(b"hang:", LONG));
+            std::thread::sleep(Duration::from_millis(100));
+            kill(&mut child.0);
+            let r = pending.join().unwrap();
+            assert!(matches!(r, Err(Error::PeerDied)), "{policy:?}: {r:?}");
+        });
+        drop(rpc);
+        assert_no_files(&child.1);
+    }
 }
 
 #[test]

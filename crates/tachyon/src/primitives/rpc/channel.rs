@@ -5,6 +5,7 @@
 use super::cancel::CancelToken;
 use super::control::Control;
 use super::future::{RequestFuture, Slot};
+use super::lane::Lane;
 use super::handler::HandlerFn;
 use super::packet::{packet_count, Header, MsgType, HEADER};
 use super::pool::Pool;
@@ -416,7 +417,7 @@ impl Inner {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
         mut into: Option<&mut Vec<u8>>,
-        read: Option<InPlaceRead<'_>>,
+        mut read: Option<InPlaceRead<'_>>,
     ) -> Result<Vec<u8>> {
         if let Some(out) = into.as_deref_mut() {
             out.clear();
@@ -428,21 +429,23 @@ impl Inner {
         }
         let started = Instant::now();
         let deadline = timeout.map(|t| started + t);
-        let session = self.session();
-        if timeout.is_some_and(|t| t.is_zero()) {
-            // Sent (if there is room now), never waited for: not even
-            // registered, so that an answer quicker than this call's return
-            // is discarded (and counted) like any later one.
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            self.send(&session, MsgType::Request, id, 0, msg, Deadline::At(deadline), cancel)?;
-            Stats::add(&self.stats.c.requests_sent, 1);
-            Stats::add(&self.stats.c.timeouts, 1);
-            return Err(Error::timeout("the RPC response", timeout));
-        }
-        // The caller's buffer waits in the slot for the response.
-        let buffer = into.as_deref_mut().map(std::mem::take);
-        let (id, slot) = self.register(started, deadline, session.id, buffer);
-        let r = self.wait_for(&slot, id, &session, msg, timeout, deadline, cancel, read);
+        let zero = timeout.is_some_and(|t| t.is_zero());
+        // Spin and hybrid requesters without a cancel token try the lane
+        // first (see `super::lane`).
+        let lane = match self.policy {
+            WaitPolicy::Spin | WaitPolicy::Hybrid if cancel.is_none() && !zero => {
+                self.request_in_lane(msg, started, timeout, deadline, &mut into, &mut read)
+            }
+            _ => Lane::NotTaken,
+        };
+        let (slot, r) = match lane {
+            Lane::Done(r) => return r,
+            Lane::Registered { id, slot, first_look } => {
+                let r = self.wait_on_slot(&slot, id, timeout, deadline, first_look);
+                (slot, r)
+            }
+            Lane::NotTaken => self.request_registered(msg, started, timeout, deadline, cancel, &mut into, read)?,
+        };
         if let Some(out) = into {
             // The response, or the caller's buffer back (emptied).
             let back = slot.state.lock().unwrap_or_else(|p| p.into_inner()).into.take();
@@ -464,6 +467,39 @@ impl Inner {
         }
         Slot::recycle(slot);
         r
+    }
+
+    /// The usual path of [`request_reading`](Self::request_reading): the
+    /// request registered in the pending map, sent, and its response
+    /// delivered to its slot. `Err` only for a request never registered
+    /// (a zero timeout); else the slot and the result.
+    #[allow(clippy::too_many_arguments)]
+    fn request_registered(
+        self: &Arc<Self>,
+        msg: &[u8],
+        started: Instant,
+        timeout: Option<Duration>,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+        into: &mut Option<&mut Vec<u8>>,
+        read: Option<InPlaceRead<'_>>,
+    ) -> Result<(Arc<Slot>, Result<Vec<u8>>)> {
+        let session = self.session();
+        if timeout.is_some_and(|t| t.is_zero()) {
+            // Sent (if there is room now), never waited for: not even
+            // registered, so that an answer quicker than this call's return
+            // is discarded (and counted) like any later one.
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            self.send(&session, MsgType::Request, id, 0, msg, Deadline::At(deadline), cancel)?;
+            Stats::add(&self.stats.c.requests_sent, 1);
+            Stats::add(&self.stats.c.timeouts, 1);
+            return Err(Error::timeout("the RPC response", timeout));
+        }
+        // The caller's buffer waits in the slot for the response.
+        let buffer = into.as_deref_mut().map(std::mem::take);
+        let (id, slot) = self.register(started, deadline, session.id, buffer);
+        let r = self.wait_for(&slot, id, &session, msg, timeout, deadline, cancel, read);
+        Ok((slot, r))
     }
 
     /// Sends request `id` (registered with `slot`) and waits for its result.
@@ -496,6 +532,20 @@ impl Inner {
             WaitPolicy::Futex => None,
             _ => self.read_for_myself(slot, id, session, deadline, read),
         };
+        self.wait_on_slot(slot, id, timeout, deadline, first_look)
+    }
+
+    /// Waits until request `id`'s slot has its result (or `deadline`
+    /// passes), and takes it. `first_look`: when a hybrid requester began
+    /// to wait, for the moving average of response waits.
+    pub(super) fn wait_on_slot(
+        &self,
+        slot: &Slot,
+        id: u64,
+        timeout: Option<Duration>,
+        deadline: Option<Instant>,
+        first_look: Option<Instant>,
+    ) -> Result<Vec<u8>> {
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
@@ -675,7 +725,7 @@ impl Inner {
     /// computation) are read in place by their caller, without the sleep,
     /// the wake-up and the copy into a buffer that a fixed 50 µs would
     /// cost them; calls that take milliseconds spin 50 µs and sleep.
-    fn response_spin(&self) -> Duration {
+    pub(super) fn response_spin(&self) -> Duration {
         spin_for(self.response_wait.load(Ordering::Relaxed))
     }
 
@@ -683,7 +733,7 @@ impl Inner {
     /// average (weight 1/4; a wait counts as at most twice
     /// [`RESPONSE_SPIN_MAX`], so that one slow call is forgotten within a
     /// few). Threads that race here lose a sample, which is harmless.
-    fn record_response_wait(&self, waited: Duration) {
+    pub(super) fn record_response_wait(&self, waited: Duration) {
         let old = self.response_wait.load(Ordering::Relaxed);
         self.response_wait.store(averaged(old, waited), Ordering::Relaxed);
     }

@@ -40,6 +40,7 @@ mod channel;
 mod control;
 mod future;
 mod handler;
+mod lane;
 pub(crate) mod packet;
 mod pool;
 mod reader;

@@ -6,6 +6,7 @@
 use super::channel::{Deadline, InPlaceRead, Inner, RPC_TOO_LARGE, SELF_READERS};
 use super::control::Control;
 use super::handler::{InPlace, Payload};
+use super::lane::{Body, Own};
 use super::packet::{self, Assembled, Header, MsgType, Reassembler, HEADER};
 use super::session::{new_session, Session, CLOSED, OPEN, PEER_DIED};
 use super::stats::Stats;
@@ -170,6 +171,20 @@ impl Inner {
         next
     }
 
+    /// The tick, if one is due, for a requester that holds the role for
+    /// its whole call ([`super::lane`]): `Some(why)` if the session `rd`
+    /// read is over since (the server's client left, or the end closed).
+    pub(super) fn tick_if_due(self: &Arc<Self>, rd: &mut Reading) -> Option<u8> {
+        if coarse_now().saturating_sub(rd.last_tick) < TICK {
+            return None;
+        }
+        // Once a tick: the session may be replaced by the next one.
+        let read = Arc::clone(&rd.session);
+        self.tick_now(rd);
+        let why = read.over.load(Ordering::SeqCst);
+        (why != OPEN).then_some(why)
+    }
+
     /// The tick that [`reader_turn`](Self::reader_turn) found due.
     fn tick_now(self: &Arc<Self>, rd: &mut Reading) {
         rd.last_tick = coarse_now();
@@ -314,6 +329,20 @@ impl Inner {
         leader: bool,
         mine: Option<(u64, InPlaceRead<'_>)>,
     ) -> Next {
+        self.read_one_with(rd, leader, mine, None)
+    }
+
+    /// [`read_one`](Self::read_one), by a requester in the lane
+    /// ([`super::lane`]) if `own` is given: the response (or error
+    /// response, or refusal as too large) to `own.id` goes to `own`, not
+    /// to a slot.
+    pub(super) fn read_one_with(
+        self: &Arc<Self>,
+        rd: &mut Reading,
+        leader: bool,
+        mine: Option<(u64, InPlaceRead<'_>)>,
+        own: Option<&mut Own<'_, '_>>,
+    ) -> Next {
         let Reading { session, asm, .. } = rd;
         let claim = match session.rx.claim_read_now() {
             Ok(Some(c)) => c,
@@ -348,8 +377,12 @@ impl Inner {
                     self.dispatch(session, h, payload, leader)
                 }
                 MsgType::Response | MsgType::Error => {
-                    let next = match mine {
-                        Some((id, read)) if h.kind == MsgType::Response && h.response_to == id => {
+                    let next = match (mine, own) {
+                        (_, Some(own)) if h.response_to == own.id => {
+                            self.deliver_own(&h, Body::InRing(&packet[HEADER..]), own);
+                            Next::Woke
+                        }
+                        (Some((id, read)), _) if h.kind == MsgType::Response && h.response_to == id => {
                             self.deliver_in_place(h, &packet[HEADER..], read)
                         }
                         _ => {
@@ -364,7 +397,23 @@ impl Inner {
             },
             got => {
                 self.free(session, &mut claim);
-                match got {
+                let own = own.filter(|o| {
+                    matches!(&got, Assembled::Complete(h, _) | Assembled::TooLarge(h)
+                        if matches!(h.kind, MsgType::Response | MsgType::Error) && h.response_to == o.id)
+                });
+                match (got, own) {
+                    (Assembled::Complete(h, payload), Some(own)) => {
+                        self.deliver_own(&h, Body::Owned(payload), own);
+                        Next::Woke
+                    }
+                    (Assembled::TooLarge(h), Some(own)) => {
+                        // As `refuse` fails a slot's request.
+                        Stats::add(&self.stats.c.errors, 1);
+                        let size = h.total_len as usize;
+                        own.got = Some(Err(Error::MessageTooLarge { size, max: self.max_message, hint: RPC_TOO_LARGE }));
+                        Next::Woke
+                    }
+                    (got, _) => match got {
                     Assembled::Complete(h, payload) => self.dispatch(session, h, Payload::Owned(payload), leader),
                     Assembled::TooLarge(h) => {
                         self.refuse(session, h, self.max_message);
@@ -375,6 +424,7 @@ impl Inner {
                         Next::Nothing
                     }
                     Assembled::Incomplete | Assembled::Single(_) => Next::Nothing,
+                    },
                 }
             }
         };
