@@ -317,6 +317,33 @@ fn callers_reading_in_the_lane_get_every_kind_of_answer_and_see_their_peer_die()
     }
 }
 
+/// A caller that reads for itself outside the lane (spin waits with a
+/// `CancelToken`, futex waits) keeps the reader thread standing aside for
+/// as long as it waits; it ticks in its place, so a peer SIGKILLed
+/// meanwhile fails its call with `PeerDied` at the next tick, not at its
+/// deadline.
+#[test]
+fn a_caller_reading_for_itself_sees_its_peer_die_within_a_tick() {
+    for policy in [WaitPolicy::Spin, WaitPolicy::Futex] {
+        let (rpc, mut child) = channel_with("rpc-self-reader-kill", "server", policy);
+        assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up", "{policy:?}");
+        let cancel = tachyon::primitives::CancelToken::new();
+        std::thread::scope(|s| {
+            let pending = s.spawn(|| match policy {
+                WaitPolicy::Spin => rpc.request_with_cancel(b"hang:", LONG, &cancel),
+                _ => rpc.request(b"hang:", LONG),
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            kill(&mut child.0);
+            let started = std::time::Instant::now();
+            let r = pending.join().unwrap();
+            assert!(matches!(r, Err(Error::PeerDied)), "{policy:?}: {r:?} after {:?}", started.elapsed());
+        });
+        drop(rpc);
+        assert_no_files(&child.1);
+    }
+}
+
 #[test]
 fn a_sigkilled_client_fails_pending_requests_with_peer_died_and_the_server_stays_open() {
     let (rpc, mut child) = channel("rpc-kill");

@@ -637,6 +637,12 @@ impl Inner {
             }
             if every_64th || session.rx.readable_hint() {
                 if let Ok(mut rd) = self.reading.try_lock() {
+                    if every_64th {
+                        // The reader thread stands aside while this thread
+                        // reads for itself, its ticks too: they are this
+                        // thread's to do (a peer that died fails the slot).
+                        self.tick_if_due(&mut rd);
+                    }
                     let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
                     if let Next::Woke = self.read_one(&mut rd, false, mine) {
                         // A message handed on, likely this very response:
@@ -682,6 +688,8 @@ impl Inner {
             match self.reading.try_lock() {
                 Ok(mut rd) => {
                     busy = 0;
+                    // As in `read_for_myself`: the reader thread's ticks.
+                    self.tick_if_due(&mut rd);
                     let mine = read.as_mut().map(|f| (id, &mut **f as InPlaceRead<'_>));
                     self.read_one(&mut rd, false, mine);
                 }

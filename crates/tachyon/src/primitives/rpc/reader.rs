@@ -171,9 +171,11 @@ impl Inner {
         next
     }
 
-    /// The tick, if one is due, for a requester that holds the role for
-    /// its whole call ([`super::lane`]): `Some(why)` if the session `rd`
-    /// read is over since (the server's client left, or the end closed).
+    /// The tick, if one is due, for a requester that reads for itself (the
+    /// reader thread stands aside meanwhile, and ticks only once it is back;
+    /// in [`super::lane`] the requester holds the role for its whole call):
+    /// `Some(why)` if the session `rd` read is over since (the server's
+    /// client left, or the end closed).
     pub(super) fn tick_if_due(self: &Arc<Self>, rd: &mut Reading) -> Option<u8> {
         if coarse_now().saturating_sub(rd.last_tick) < TICK {
             return None;
