@@ -391,27 +391,47 @@ impl<'a> ResponseWriter<'a> {
     }
 
     /// Sends the answer to request `request`: the response written, or the
-    /// handler's error `result`.
-    fn finish(mut self, request: u64, result: std::result::Result<(), String>) {
+    /// handler's error `result`; and releases the request's `payload`. A
+    /// request's node read in place is freed once an answer that goes out
+    /// at once is out (one step fewer before the caller has it), but before
+    /// an answer that may wait for room in the ring (the peer may be
+    /// waiting for room in the ring this end reads).
+    fn finish(mut self, request: u64, result: std::result::Result<(), String>, payload: Payload) {
         let inner = self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let body = std::mem::replace(&mut self.body, Body::Vec(Vec::new()));
         match (result, body) {
-            (Ok(()), Body::Ring(c, len)) => self.publish(c, MsgType::Response, id, request, len),
+            (Ok(()), Body::Ring(c, len)) => {
+                self.publish(c, MsgType::Response, id, request, len);
+                payload.release(inner);
+            }
             (Err(text), Body::Ring(c, _)) if text.len() <= self.limit => {
                 // SAFETY: the claim is of `session.tx` and is published just below.
                 let node = unsafe { self.session.tx.claimed_node(&c) };
                 node[HEADER..HEADER + text.len()].copy_from_slice(text.as_bytes());
                 self.publish(c, MsgType::Error, id, request, text.len());
+                payload.release(inner);
             }
             (Err(text), Body::Ring(c, _)) => {
                 self.session.tx.abandon_claimed_write(c);
+                payload.release(inner);
                 inner.send_answer(self.session, MsgType::Error, id, request, text.into_bytes());
             }
             // The node could not be claimed: neither can room to send.
-            (_, Body::Vec(_)) if self.failed => {}
-            (Ok(()), Body::Vec(v)) => inner.send_answer(self.session, MsgType::Response, id, request, v),
+            (_, Body::Vec(_)) if self.failed => payload.release(inner),
+            (Ok(()), Body::Vec(v)) => match inner.send_one_now(self.session, MsgType::Response, id, request, &v) {
+                Ok(true) => {
+                    Stats::add(&inner.stats.c.responses_sent, 1);
+                    payload.release(inner);
+                }
+                Ok(false) => {
+                    payload.release(inner);
+                    inner.send_answer(self.session, MsgType::Response, id, request, v);
+                }
+                Err(_) => payload.release(inner),
+            },
             (Err(text), Body::Vec(_)) => {
+                payload.release(inner);
                 inner.send_answer(self.session, MsgType::Error, id, request, text.into_bytes())
             }
         }
@@ -520,7 +540,9 @@ impl Inner {
 
     /// Runs the handler (a panic becomes an error response) and sends what
     /// it wrote, unless the message is a notification. The request's node
-    /// (if it is read in place) is freed before the response goes out.
+    /// (if it is read in place) is freed once a response that went out at
+    /// once is out, else before the response goes out (see
+    /// `ResponseWriter::finish`).
     fn answer(&self, session: &Session, h: Header, payload: Payload) {
         let handler = self.handler.read().unwrap_or_else(|p| p.into_inner()).clone();
         let respond = h.kind == MsgType::Request;
@@ -530,17 +552,17 @@ impl Inner {
             Some(f) => catch_unwind(AssertUnwindSafe(|| f(h.msg_id, payload.bytes(), &mut out)))
                 .unwrap_or_else(|panic| Err(panicked(panic))),
         };
-        // For the next request read on this thread, or back to the ring.
-        payload.release(self);
         if result.is_err() {
             Stats::add(&self.stats.c.errors, 1);
         }
         if !respond {
+            // For the next request read on this thread, or back to the ring.
+            payload.release(self);
             Stats::add(&self.stats.c.notifications_received, 1);
             return;
         }
         Stats::add(&self.stats.c.requests_handled, 1);
-        out.finish(h.msg_id, result);
+        out.finish(h.msg_id, result, payload);
     }
 
     /// Sends an answer that is in a buffer; a response above the maximum

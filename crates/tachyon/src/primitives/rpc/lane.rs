@@ -117,7 +117,7 @@ impl Inner {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        match self.send_one_now(&rd.session, MsgType::Request, id, msg) {
+        match self.send_one_now(&rd.session, MsgType::Request, id, 0, msg) {
             Ok(true) => {}
             other => {
                 self.stop_reading_for_myself(&rd.session);
@@ -201,7 +201,14 @@ impl Inner {
     /// Writes `msg` as one packet if it fits one and the ring has room
     /// now: `Ok(false)` if not (nothing written; the usual path sends it,
     /// and reports what is wrong with it).
-    fn send_one_now(&self, session: &super::session::Session, kind: MsgType, id: u64, msg: &[u8]) -> Result<bool> {
+    pub(super) fn send_one_now(
+        &self,
+        session: &super::session::Session,
+        kind: MsgType,
+        id: u64,
+        response_to: u64,
+        msg: &[u8],
+    ) -> Result<bool> {
         self.check_open()?;
         session.check_open()?;
         let room = session.tx.node_size() - HEADER;
@@ -209,7 +216,7 @@ impl Inner {
             return Ok(false);
         }
         let header =
-            Header { kind, msg_id: id, response_to: 0, total_len: msg.len() as u32, index: 0, count: 1 };
+            Header { kind, msg_id: id, response_to, total_len: msg.len() as u32, index: 0, count: 1 };
         match session.tx.write_with(HEADER + msg.len(), Some(Duration::ZERO), |node| {
             header.encode(&mut node[..HEADER]);
             node[HEADER..].copy_from_slice(msg);
