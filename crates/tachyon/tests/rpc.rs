@@ -220,22 +220,27 @@ fn nested_calls_and_notifications() {
 
 #[test]
 fn eight_threads_with_requests_in_flight() {
-    let (rpc, child) = channel("rpc-threads");
-    std::thread::scope(|s| {
-        for t in 0..8u32 {
-            let rpc = &rpc;
-            s.spawn(move || {
-                for i in 0..100u32 {
-                    // Some single-packet, some multi-packet, interleaving.
-                    let body: Vec<u8> = format!("{t}-{i}-").into_bytes().repeat(1 + (i as usize % 3) * 40);
-                    let msg = [b"echo:".as_slice(), &body].concat();
-                    assert_eq!(rpc.request(&msg, LONG).unwrap(), body);
-                }
-            });
-        }
-    });
-    assert_eq!(rpc.stats().responses_received, 800);
-    finish(rpc, child);
+    // Spinning callers too: one at a time holds the reader role in the
+    // lane and reads the others' responses for them.
+    for policy in [WaitPolicy::Hybrid, WaitPolicy::Spin] {
+        let (rpc, child) = channel_with("rpc-threads", "server", policy);
+        std::thread::scope(|s| {
+            for t in 0..8u32 {
+                let rpc = &rpc;
+                s.spawn(move || {
+                    for i in 0..100u32 {
+                        // Some single-packet, some multi-packet, interleaving.
+                        let body: Vec<u8> =
+                            format!("{t}-{i}-").into_bytes().repeat(1 + (i as usize % 3) * 40);
+                        let msg = [b"echo:".as_slice(), &body].concat();
+                        assert_eq!(rpc.request(&msg, LONG).unwrap(), body, "{policy:?}");
+                    }
+                });
+            }
+        });
+        assert_eq!(rpc.stats().responses_received, 800, "{policy:?}");
+        finish(rpc, child);
+    }
 }
 
 #[test]
