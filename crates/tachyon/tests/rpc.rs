@@ -322,6 +322,33 @@ fn callers_reading_in_the_lane_get_every_kind_of_answer_and_see_their_peer_die()
     }
 }
 
+/// Closing an end while one of its callers waits in the lane (spin: for
+/// its whole wait; hybrid: during its spin budget, then on its slot)
+/// fails that call with `Closed` at once, not at its deadline, and the
+/// handle drops (its reader thread, blocked on the role the caller held,
+/// is joined).
+#[test]
+fn closing_an_end_fails_a_call_waiting_in_the_lane() {
+    for policy in [WaitPolicy::Spin, WaitPolicy::Hybrid] {
+        let (rpc, mut child) = channel_with("rpc-lane-close", "server", policy);
+        assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up", "{policy:?}");
+        let started = std::time::Instant::now();
+        std::thread::scope(|s| {
+            let pending = s.spawn(|| rpc.request(b"hang:", LONG));
+            std::thread::sleep(Duration::from_millis(100));
+            rpc.close();
+            let r = pending.join().unwrap();
+            assert!(matches!(r, Err(Error::Closed)), "{policy:?}: {r:?}");
+        });
+        assert!(started.elapsed() < LIMIT, "{policy:?}: the call ended at the close");
+        // The child's handler hangs: it goes, then the last live end
+        // removes the channel's files.
+        kill(&mut child.0);
+        drop(rpc);
+        assert_no_files(&child.1);
+    }
+}
+
 /// A caller that reads for itself outside the lane (spin waits with a
 /// `CancelToken`, futex waits) keeps the reader thread standing aside for
 /// as long as it waits; it ticks in its place, so a peer SIGKILLed
