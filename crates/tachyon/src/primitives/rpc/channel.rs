@@ -5,8 +5,8 @@
 use super::cancel::CancelToken;
 use super::control::Control;
 use super::future::{RequestFuture, Slot};
-use super::lane::Lane;
 use super::handler::HandlerFn;
+use super::lane::Lane;
 use super::packet::{packet_count, Header, MsgType, HEADER};
 use super::pool::Pool;
 use super::reader::{Next, Reading};

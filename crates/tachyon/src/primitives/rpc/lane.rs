@@ -8,7 +8,7 @@
 //! reader role once a packet is there, and delivers the response to the
 //! request's slot under the slot's lock, which the requester then takes
 //! again to collect it: about fifteen locked instructions a call on top
-//! of the ring's own, a precise clock read, and a session clone. A
+//! of the ring's own, and a session clone. A
 //! requester that holds the role from before its request goes out is the
 //! only thread that can read the response, so it can recognize it by its
 //! id as it reads it. Nothing else changes: packets for other requests
@@ -137,7 +137,8 @@ impl Inner {
             _ => None,
         };
         let mut first_look = None;
-        let mut own = Own { id, started, into: into.as_deref_mut(), read: read.as_mut().map(|f| &mut **f as InPlaceRead<'_>), got: None };
+        let read = read.as_mut().map(|f| &mut **f as InPlaceRead<'_>);
+        let mut own = Own { id, started, into: into.as_deref_mut(), read, got: None };
         let mut turns = 0u32;
         let got = loop {
             turns = turns.wrapping_add(1);

@@ -399,9 +399,12 @@ impl Inner {
             },
             got => {
                 self.free(session, &mut claim);
-                let own = own.filter(|o| {
-                    matches!(&got, Assembled::Complete(h, _) | Assembled::TooLarge(h)
-                        if matches!(h.kind, MsgType::Response | MsgType::Error) && h.response_to == o.id)
+                // The lane's own response, if this completes it.
+                let own = own.filter(|o| match &got {
+                    Assembled::Complete(h, _) | Assembled::TooLarge(h) => {
+                        matches!(h.kind, MsgType::Response | MsgType::Error) && h.response_to == o.id
+                    }
+                    _ => false,
                 });
                 match (got, own) {
                     (Assembled::Complete(h, payload), Some(own)) => {
@@ -411,22 +414,22 @@ impl Inner {
                     (Assembled::TooLarge(h), Some(own)) => {
                         // As `refuse` fails a slot's request.
                         Stats::add(&self.stats.c.errors, 1);
-                        let size = h.total_len as usize;
-                        own.got = Some(Err(Error::MessageTooLarge { size, max: self.max_message, hint: RPC_TOO_LARGE }));
+                        let (size, max) = (h.total_len as usize, self.max_message);
+                        own.got = Some(Err(Error::MessageTooLarge { size, max, hint: RPC_TOO_LARGE }));
                         Next::Woke
                     }
-                    (got, _) => match got {
-                    Assembled::Complete(h, payload) => self.dispatch(session, h, Payload::Owned(payload), leader),
-                    Assembled::TooLarge(h) => {
+                    (Assembled::Complete(h, payload), None) => {
+                        self.dispatch(session, h, Payload::Owned(payload), leader)
+                    }
+                    (Assembled::TooLarge(h), None) => {
                         self.refuse(session, h, self.max_message);
                         Next::Nothing
                     }
-                    Assembled::Dropped(_) => {
+                    (Assembled::Dropped(_), _) => {
                         Stats::add(&self.stats.c.corrupt_packets, 1);
                         Next::Nothing
                     }
-                    Assembled::Incomplete | Assembled::Single(_) => Next::Nothing,
-                    },
+                    (Assembled::Incomplete | Assembled::Single(_), _) => Next::Nothing,
                 }
             }
         };
