@@ -290,7 +290,7 @@ fn callers_reading_in_the_lane_get_every_kind_of_answer_and_see_their_peer_die()
         assert_eq!(rpc.request_with(b"add:\x02\x03", LONG, <[u8]>::to_vec).unwrap(), [5], "{policy:?}");
         let sum = rpc.request_with(&bytes, LONG, |r| r.iter().map(|&b| u64::from(b)).sum::<u64>()).unwrap();
         assert_eq!(sum, big.iter().map(|&b| u64::from(b)).sum::<u64>(), "{policy:?}");
-        // Errors, from the handler and from the ends' limits.
+        // An error response, from the handler.
         assert!(matches!(rpc.request(b"fail:", LONG), Err(Error::Remote(t)) if t == "boom"), "{policy:?}");
         let before = rpc.stats();
         // A timeout: the late response is discarded when it comes.
