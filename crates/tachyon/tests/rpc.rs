@@ -332,15 +332,15 @@ fn closing_an_end_fails_a_call_waiting_in_the_lane() {
     for policy in [WaitPolicy::Spin, WaitPolicy::Hybrid] {
         let (rpc, mut child) = channel_with("rpc-lane-close", "server", policy);
         assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up", "{policy:?}");
-        let started = std::time::Instant::now();
         std::thread::scope(|s| {
             let pending = s.spawn(|| rpc.request(b"hang:", LONG));
             std::thread::sleep(Duration::from_millis(100));
             rpc.close();
+            // A call that missed the close would end 20 s later with the
+            // hung handler's (empty) answer, not with `Closed`.
             let r = pending.join().unwrap();
             assert!(matches!(r, Err(Error::Closed)), "{policy:?}: {r:?}");
         });
-        assert!(started.elapsed() < LIMIT, "{policy:?}: the call ended at the close");
         // The child's handler hangs: it goes, then the last live end
         // removes the channel's files.
         kill(&mut child.0);

@@ -65,6 +65,40 @@ fn averaged(old_ns: u64, waited: Duration) -> u64 {
     new.max(1)
 }
 
+/// How long a requester reading for itself spins (`read_for_myself`, the
+/// lane): on a spin channel until its deadline; on a hybrid one until
+/// [`Inner::response_spin`] past its first look at the clock (64 turns
+/// in, so that a response that comes sooner costs no clock read), or its
+/// deadline if sooner.
+pub(super) struct SpinBudget {
+    /// The end (`None` inside: none), once known.
+    until: Option<Option<Instant>>,
+    /// When a hybrid requester first looked at the clock: the start of
+    /// the wait it records (`Inner::record_response_wait`).
+    pub(super) first_look: Option<Instant>,
+}
+
+impl SpinBudget {
+    pub(super) fn new(policy: WaitPolicy, deadline: Option<Instant>) -> SpinBudget {
+        let until = match policy {
+            WaitPolicy::Spin => Some(deadline),
+            _ => None,
+        };
+        SpinBudget { until, first_look: None }
+    }
+
+    /// Whether the spinning is over at `now`.
+    pub(super) fn over(&mut self, inner: &Inner, deadline: Option<Instant>, now: Instant) -> bool {
+        let first_look = &mut self.first_look;
+        let end = self.until.get_or_insert_with(|| {
+            *first_look = Some(now);
+            let budget = now + inner.response_spin();
+            Some(deadline.map_or(budget, |d| d.min(budget)))
+        });
+        end.is_some_and(|u| now >= u)
+    }
+}
+
 /// How long a send may wait for room in the ring: until an instant (`None`:
 /// for ever), or for a time counted from its first wait. The clock is read
 /// only if the send has to wait.
@@ -610,13 +644,7 @@ impl Inner {
         deadline: Option<Instant>,
         mut read: Option<InPlaceRead<'_>>,
     ) -> Option<Instant> {
-        // The end of the hybrid budget is set at the first look at the
-        // clock (64 turns in): a response that comes sooner costs none.
-        let mut until = match self.policy {
-            WaitPolicy::Spin => Some(deadline),
-            _ => None,
-        };
-        let mut first_look = None;
+        let mut budget = SpinBudget::new(self.policy, deadline);
         self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
         let mut turns = 0u32;
         // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
@@ -624,16 +652,8 @@ impl Inner {
             turns = turns.wrapping_add(1);
             // A clock read costs as much as many turns.
             let every_64th = turns % 64 == 0;
-            if every_64th {
-                let now = Instant::now();
-                let end = until.get_or_insert_with(|| {
-                    first_look = Some(now);
-                    let budget = now + self.response_spin();
-                    Some(deadline.map_or(budget, |d| d.min(budget)))
-                });
-                if end.is_some_and(|u| now >= u) {
-                    break;
-                }
+            if every_64th && budget.over(self, deadline, Instant::now()) {
+                break;
             }
             if every_64th || session.rx.readable_hint() {
                 if let Ok(mut rd) = self.reading.try_lock() {
@@ -655,7 +675,7 @@ impl Inner {
             std::hint::spin_loop();
         }
         self.stop_reading_for_myself(session);
-        first_look
+        budget.first_look
     }
 
     /// A requester's wait on a futex channel: as

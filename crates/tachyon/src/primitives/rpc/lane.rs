@@ -27,14 +27,13 @@
 //! holding the role, so the response cannot have been read by anyone
 //! else), gives the role up and sleeps on the slot as on the usual path.
 
-use super::channel::{InPlaceRead, Inner, SELF_READ_START};
+use super::channel::{InPlaceRead, Inner, SpinBudget, SELF_READ_START};
 use super::future::Slot;
 use super::packet::{packet_count, Header, MsgType, HEADER};
 use super::reader::Next;
 use super::session::error_of;
 use super::stats::Stats;
 use crate::error::{Error, Result};
-use crate::sync::WaitPolicy;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, TryLockError};
 use std::time::{Duration, Instant};
@@ -130,13 +129,7 @@ impl Inner {
         }
         Stats::add(&self.stats.c.requests_sent, 1);
         let session_id = rd.session.id;
-        // As `read_for_myself`: the hybrid budget's end is set at the first
-        // look at the clock, 64 turns in.
-        let mut until = match self.policy {
-            WaitPolicy::Spin => Some(deadline),
-            _ => None,
-        };
-        let mut first_look = None;
+        let mut budget = SpinBudget::new(self.policy, deadline);
         let read = read.as_mut().map(|f| &mut **f as InPlaceRead<'_>);
         let mut own = Own { id, started, into: into.as_deref_mut(), read, got: None };
         let mut turns = 0u32;
@@ -153,12 +146,7 @@ impl Inner {
                     break Some(Err(e));
                 }
                 let now = Instant::now();
-                let end = until.get_or_insert_with(|| {
-                    first_look = Some(now);
-                    let budget = now + self.response_spin();
-                    Some(deadline.map_or(budget, |d| d.min(budget)))
-                });
-                if end.is_some_and(|u| now >= u) {
+                if budget.over(self, deadline, now) {
                     if deadline.is_some_and(|d| now >= d) {
                         Stats::add(&self.stats.c.timeouts, 1);
                         break Some(Err(Error::timeout("the RPC response", timeout)));
@@ -178,6 +166,7 @@ impl Inner {
             std::hint::spin_loop();
         };
         drop(own);
+        let first_look = budget.first_look;
         let lane = match got {
             Some(r) => {
                 if let (Some(t), true) = (first_look, r.is_ok() || matches!(r, Err(Error::Remote(_)))) {
