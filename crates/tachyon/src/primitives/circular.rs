@@ -698,6 +698,18 @@ impl CircularBuffer {
         unsafe { std::slice::from_raw_parts(self.node_ptr(claim.idx), claim.len) }
     }
 
+    /// Starts to bring the first `len` bytes (up to 16 lines) of the node
+    /// that this handle's next write will claim into this core's cache,
+    /// for writing (a hint; see [`crate::sync::prefetch`]): a writer that
+    /// has other work to do before it writes calls it first, so that the
+    /// lines the reader's core read last come over meanwhile. Not the
+    /// node's cell: a reader waiting for the next item polls that line,
+    /// and would only take it back before the claim.
+    pub(crate) fn prefetch_next_write(&self, len: usize) {
+        let idx = self.ring().next_write();
+        crate::sync::prefetch(self.node_ptr(idx), len.min(self.node_size), 16, true);
+    }
+
     /// Frees the node of a read claim (see [`claim_read_now`](Self::claim_read_now)).
     pub(crate) fn finish_claimed_read(&self, claim: Claim) -> Result<()> {
         let me = crate::sync::Liveness::token(&self.seg);

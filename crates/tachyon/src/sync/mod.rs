@@ -120,3 +120,80 @@ pub(crate) mod testing {
         }
     }
 }
+
+/// Asks the CPU to start loading the first `max_lines` cache lines of the
+/// `len` bytes at `ptr` now, for reading or, if `write`, for writing: a
+/// hint, with no effect on what any load returns and none on memory, so
+/// `ptr` may be any address at all (a prefetch never faults).
+///
+/// What it is for: a line that another core wrote last takes a round trip
+/// between the cores to arrive (some 100 ns on a 2-vCPU guest). A reader
+/// that has just claimed an item written on another core calls it before
+/// its first look at the item, so that all of the item's lines come over
+/// at once rather than one after the other (the header, then, after what
+/// the header decides, the payload). A writer calls it for the node it is
+/// about to claim while it still has other work to do, so that the node's
+/// lines, which the reader's core read last, come over meanwhile instead
+/// of holding up the commit.
+#[inline]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) fn prefetch(ptr: *const u8, len: usize, max_lines: usize, write: bool) {
+    #[cfg(all(target_arch = "x86_64", not(tachyon_loom)))]
+    {
+        let write = write && has_prefetchw();
+        for i in 0..len.div_ceil(64).min(max_lines) {
+            let line = ptr.wrapping_add(i * 64);
+            if write {
+                // SAFETY: PREFETCHW is a hint: it never faults, whatever the
+                // address, writes no memory and changes no register or flag
+                // (`readonly`: it only names `line`); this processor has it
+                // (CPUID, `has_prefetchw`).
+                unsafe {
+                    std::arch::asm!("prefetchw [{0}]", in(reg) line, options(nostack, preserves_flags, readonly))
+                };
+            } else {
+                // SAFETY: PREFETCHT0 is a hint of SSE, which every x86-64
+                // processor has: it never faults and writes nothing.
+                unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast()) };
+            }
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(tachyon_loom))))]
+    let _ = (ptr, len, max_lines, write);
+}
+
+/// Whether this processor has PREFETCHW (CPUID 0x8000_0001, ECX bit 8;
+/// Intel's since Broadwell, AMD's), read once.
+#[cfg(all(target_arch = "x86_64", not(tachyon_loom)))]
+fn has_prefetchw() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static HAS: AtomicU8 = AtomicU8::new(0); // 0: not read yet, 1: no, 2: yes
+    match HAS.load(Relaxed) {
+        0 => {
+            let has = (std::arch::x86_64::__cpuid(0x8000_0001).ecx >> 8) & 1 == 1;
+            HAS.store(if has { 2 } else { 1 }, Relaxed);
+            has
+        }
+        v => v == 2,
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod prefetch_tests {
+    use super::prefetch;
+
+    #[test]
+    fn a_prefetch_never_faults_whatever_the_address() {
+        // Null, the last page of the address space, a kernel address, an
+        // unmapped page just freed: a hint that faulted would kill the test.
+        let freed = {
+            let v = vec![0u8; 1 << 20];
+            v.as_ptr() as usize
+        };
+        for addr in [0usize, usize::MAX - 63, 0xffff_8000_0000_0000, freed, 64] {
+            for write in [false, true] {
+                prefetch(addr as *const u8, 1 << 20, 16, write);
+            }
+        }
+    }
+}

@@ -1276,6 +1276,15 @@ impl Ring<'_> {
         seq != pos as u32
     }
 
+    /// The index of the cell a writer's next claim would take, as far as
+    /// the write cursor says now (a hint: another writer may take it
+    /// first).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn next_write(&self) -> usize {
+        // SYNC: a hint only; nothing is read through it.
+        self.cell(self.cursors.tail.load(Ordering::Relaxed)).0
+    }
+
     /// Items in the ring now (a snapshot; claimed cells count).
     #[cfg_attr(tachyon_loom, allow(dead_code))]
     pub(crate) fn len(&self) -> u64 {

@@ -115,6 +115,7 @@ impl Inner {
                 }
             }
         };
+        rd.session.tx.prefetch_next_write(HEADER + msg.len());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         match self.send_one_now(&rd.session, MsgType::Request, id, 0, msg) {
             Ok(true) => {}

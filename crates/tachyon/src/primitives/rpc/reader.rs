@@ -361,6 +361,7 @@ impl Inner {
         // is not used after the claim is moved on (handed to `InPlace`, or
         // freed at the end of this function).
         let packet = unsafe { session.rx.claimed_item(&claim) };
+        crate::sync::prefetch(packet.as_ptr(), packet.len(), 16, false);
         Stats::add_as_reader(&self.stats.c.packets_received, 1);
         Stats::add_as_reader(&self.stats.c.bytes_received, packet.len().saturating_sub(HEADER) as u64);
         let mut claim = Some(claim);
@@ -368,6 +369,9 @@ impl Inner {
             Assembled::Single(h) => match h.kind {
                 MsgType::Request | MsgType::Notify => {
                     let here = self.inline_handlers || (leader && !self.handler_waits.load(Ordering::Relaxed));
+                    if here && h.kind == MsgType::Request {
+                        session.tx.prefetch_next_write(packet.len());
+                    }
                     let payload = match claim.take() {
                         Some(c) if here => Payload::InPlace(InPlace::new(Arc::clone(session), c)),
                         other => {
