@@ -1888,6 +1888,7 @@ impl Topic {
         slot: usize,
     ) -> Result<(usize, u32, usize, Option<u8>)> {
         let (class, desc, meta) = self.region().resolve(word)?;
+        crate::sync::prefetch(self.region().chunk_ptr(class, desc.chunk), desc.len as usize, 16, false);
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
         let w = meta.word();
         if groups::is_shared(w) {
