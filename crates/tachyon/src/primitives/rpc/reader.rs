@@ -462,7 +462,7 @@ impl Inner {
             return None;
         };
         Stats::add_as_reader(&self.stats.c.responses_received, 1);
-        self.stats.record(slot.started.elapsed());
+        self.stats.record_as_reader(slot.started.elapsed());
         Some(slot)
     }
 
