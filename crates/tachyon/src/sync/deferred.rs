@@ -36,6 +36,13 @@ impl Deferred {
         self.0.store(value, Relaxed);
     }
 
+    /// Whether no value is left now (a hint: a look, no locked
+    /// instruction).
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.load(Relaxed) == 0
+    }
+
     /// The value left, if one is there (and the slot empty again). `None`
     /// also when a put replaced the value seen meanwhile (that put took
     /// it): the new one stays for the next taker.

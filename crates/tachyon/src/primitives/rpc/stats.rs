@@ -164,25 +164,39 @@ impl Stats {
     /// caller in the lane settles while it waits for its response), the
     /// next snapshot, or the next call of this. The histogram's lock and
     /// record, some 30 – 50 ns, so leave the round trip's critical path.
+    ///
     /// Each round trip is counted exactly once (see [`Deferred`]: the
-    /// role's lock orders the puts).
+    /// role's lock orders the puts), and a snapshot counts every call that
+    /// returned before it: a round trip is taken out of `late` only under
+    /// the histogram's lock and recorded before that lock is given back.
     pub(crate) fn record_as_reader(&self, rtt: Duration) {
+        // Empty `late` first (under the lock), so that `put` finds it empty
+        // (only role holders put, and this one holds the role).
+        self.settle();
         self.late.put(nanos(rtt), |old| self.record_ns(old));
     }
 
     /// Moves a round trip left by [`record_as_reader`](Self::record_as_reader)
     /// into the histogram, if one is there.
     pub(crate) fn settle(&self) {
-        if let Some(ns) = self.late.take() {
-            self.record_ns(ns);
+        if !self.late.is_empty() {
+            let mut h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+            Self::settle_into(&self.late, &mut h);
+        }
+    }
+
+    /// [`settle`](Self::settle) with the histogram's lock held.
+    fn settle_into(late: &Deferred, h: &mut Histogram<u64>) {
+        if let Some(ns) = late.take() {
+            let _ = h.record(ns);
         }
     }
 
     pub(crate) fn snapshot(&self) -> RpcStats {
-        self.settle();
         let mut s = RpcStats::default();
         self.c.snapshot(&self.base, &mut s);
-        let h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        let mut h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        Self::settle_into(&self.late, &mut h);
         if !h.is_empty() {
             s.latency = Latency {
                 count: h.len(),
@@ -198,8 +212,9 @@ impl Stats {
 
     pub(crate) fn reset(&self) {
         self.c.copy_to(&self.base);
+        let mut h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
         self.late.take();
-        self.latency.lock().unwrap_or_else(|p| p.into_inner()).reset();
+        h.reset();
     }
 }
 
