@@ -16,7 +16,7 @@ use crate::platform::coarse_now;
 use crate::primitives::circular::Claim;
 use crate::sync::{Liveness, Token, WaitPolicy};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, TryLockError};
 use std::time::{Duration, Instant};
 
 /// The reader role: whoever holds it (the lock around this) reads the
@@ -123,19 +123,29 @@ impl Inner {
     /// ticks if one is due. `leader`: requests read go to the caller
     /// ([`Next::Handle`]) instead of the handler pool.
     fn reader_turn(self: &Arc<Self>, leader: bool, back_from: Option<u64>) -> Next {
+        // Looked at before the role is taken: a requester in the lane holds
+        // the role for its whole call, and a reader queued for it would be
+        // woken by a system call at the end of every call, on the
+        // requester's own core as often as not, and would then wait for the
+        // next packet there while the requester could not run.
+        if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
+            self.stand_aside();
+            // The tick, unless the role is held: its holder ticks.
+            let held = match self.reading.try_lock() {
+                Ok(rd) => Some(rd),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut rd) = held {
+                let _ = self.tick_if_due(&mut rd);
+            }
+            return Next::Nothing;
+        }
         let mut rd = self.reading();
         // One coarse clock read a turn: whether a tick is due, and how long
         // to wait for a packet until it is (give or take the clock's
         // resolution, a few milliseconds of the 20 ms tick).
         let since_tick = coarse_now().saturating_sub(rd.last_tick);
-        if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
-            drop(rd);
-            self.stand_aside();
-            if since_tick >= TICK {
-                self.tick_now(&mut self.reading());
-            }
-            return Next::Nothing;
-        }
         let wait = TICK.saturating_sub(since_tick);
         let ready = |session: &Session| {
             let look = self.self_readers.load(Ordering::Relaxed) & SELF_READERS > 0
@@ -158,6 +168,11 @@ impl Inner {
             let session = Arc::clone(&rd.session);
             drop(rd);
             let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || ready(&session));
+            if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
+                // A requester reads for itself now: the next turn stands
+                // aside rather than queue for the role (see above).
+                return Next::Nothing;
+            }
             rd = self.reading();
         }
         let next = if self.self_readers.load(Ordering::SeqCst) & SELF_READERS == 0 {
