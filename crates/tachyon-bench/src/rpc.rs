@@ -546,6 +546,50 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         }
     }
     out.push('\n');
+    out.push_str(&bars(settings, &res));
+    out
+}
+
+/// The issue's bars for calls (calls/s ≥ 2 × the Unix socket's, 1 KiB in
+/// one packet and 512,000 bytes in one packet), each with the median of
+/// its per-repetition ratios; empty without the socket reference. This
+/// group has no steadiness probes: every repetition counts.
+fn bars(settings: &Settings, res: &Results<'_>) -> String {
+    const BAR: f64 = 2.0;
+    let mut rows = String::new();
+    for (shape, what) in [(SHAPES[0], "1 KiB calls"), (SHAPES[2], "512,000 B calls in one packet")] {
+        let unix = Case { via: Via::Unix(shape.msg) };
+        for &p in &settings.policies {
+            for (via, how) in
+                [(Via::Rpc(p, shape, false), "`request`"), (Via::RpcInPlace(p, shape), "in place")]
+            {
+                let Some(r) = res.paired(Case { via }, unix, Sample::rate) else { continue };
+                let met = if r.median >= BAR { "yes" } else { "**no**" };
+                let _ = writeln!(
+                    rows,
+                    "| RpcBuffer {} {what}, {how}: calls/s ÷ Unix socket | {:.2} | ({:.2} – {:.2}) | ≥ {BAR} | {met} |",
+                    p.name(),
+                    r.median,
+                    r.min,
+                    r.max
+                );
+            }
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "### Against the project's bars\n");
+    let _ = writeln!(
+        out,
+        "Judged on the median of the per-repetition ratios (this group does not probe the \
+         machine's steadiness: a slow phase counts).\n"
+    );
+    let _ = writeln!(out, "| measure | median ratio | (min – max) | bar | met |");
+    let _ = writeln!(out, "| --- | ---: | --- | ---: | --- |");
+    out.push_str(&rows);
+    out.push('\n');
     out
 }
 
@@ -654,6 +698,59 @@ mod tests {
         assert_eq!(label(512_000), "512,000 B");
         assert_eq!(label(512_064), "512,064 B");
         assert_eq!(label(999), "999 B");
+    }
+
+    /// A sample of `case` in repetition `rep` whose calls took `secs` in all.
+    fn sample(case: Case, rep: usize, calls: u64, secs: f64) -> Sample {
+        let rtt = Percentiles { count: calls, p50: 1.0, p99: 1.0, p999: 1.0, max: 1.0, mean: 1.0 };
+        Sample { case, rep, calls, elapsed: Duration::from_secs_f64(secs), rtt }
+    }
+
+    #[test]
+    fn the_call_bars_are_judged_on_the_per_repetition_ratios_to_the_socket() {
+        let settings = Settings {
+            calls: 1000,
+            large_calls: 100,
+            policies: vec![Policy::Spin],
+            transports: vec![Transport::Unix, Transport::Rpc, Transport::RpcInPlace],
+            common: Common {
+                reps: 2,
+                stall: Duration::from_secs(1),
+                placement: crate::pin::Placement::Free("test"),
+            },
+        };
+        let spin = Policy::Spin;
+        let (small, large) = (SHAPES[0], SHAPES[2]);
+        let mut samples = Vec::new();
+        for rep in 0..2 {
+            // 1 KiB: the socket 1,000 calls/s, RpcBuffer 3,000 and 5,000: ratios 3 and 5.
+            samples.push(sample(Case { via: Via::Unix(1024) }, rep, 1000, 1.0));
+            samples.push(sample(
+                Case { via: Via::Rpc(spin, small, false) },
+                rep,
+                1000,
+                1.0 / (3.0 + 2.0 * rep as f64),
+            ));
+            // 512,000 B: `request` 1.5 × the socket, in place 4 ×.
+            samples.push(sample(Case { via: Via::Unix(512_000) }, rep, 100, 1.0));
+            samples.push(sample(Case { via: Via::Rpc(spin, large, false) }, rep, 150, 1.0));
+            samples.push(sample(Case { via: Via::RpcInPlace(spin, large) }, rep, 400, 1.0));
+        }
+        let out = bars(&settings, &Results::new(&samples));
+        assert!(out.contains("| RpcBuffer spin 1 KiB calls, `request`: calls/s ÷ Unix socket | 4.00 | (3.00 – 5.00) | ≥ 2 | yes |"), "{out}");
+        assert!(out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | ≥ 2 | **no** |"), "{out}");
+        assert!(
+            out.contains(
+                "| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 |"
+            ),
+            "{out}"
+        );
+        // 1 KiB in place was not measured: no row.
+        assert!(!out.contains("1 KiB calls, in place"), "{out}");
+        // Without the socket there is nothing to judge.
+        let alone: Vec<Sample> =
+            samples.into_iter().filter(|s| !matches!(s.case.via, Via::Unix(_))).collect();
+        assert_eq!(bars(&settings, &Results::new(&alone)), "");
     }
 
     #[test]
