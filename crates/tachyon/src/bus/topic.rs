@@ -1419,7 +1419,14 @@ impl Topic {
         let route = ((self.core.index as u32 + 1) << 16) | partition;
         let desc = self.region().enqueue(chunk.index, route, len as u32, LOANED)?;
         crate::platform::fault::point("publish-queued");
-        match self.claim_publish(0, partition, &ring, &waits, timeout) {
+        // The common case, the cell at the tail free, claimed at once (as
+        // an inline copy's); the general claim (waits, repairs, overrun)
+        // for anything else.
+        let claimed = match ring.claim_write_now(self.region().segment().token()) {
+            Some((pos, idx)) => Ok((pos, idx, 0)),
+            None => self.claim_publish(0, partition, &ring, &waits, timeout),
+        };
+        match claimed {
             Ok((pos, idx, _)) => Ok((ring, waits, pos, idx, desc)),
             Err(e) => {
                 self.region().unqueue(chunk.index);
