@@ -578,23 +578,15 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
             }
         }
     }
-    if rows.is_empty() {
-        return rows;
-    }
-    let mut out = String::new();
-    let _ = writeln!(out, "### Against the project's bars\n");
-    let _ = writeln!(
-        out,
+    stats::table_section(
+        "Against the project's bars",
         "Judged on the median of the per-repetition ratios (this group does not probe the \
          machine's steadiness: a slow phase counts). The bar of 2 × the Unix socket is the \
          issue's, measured there with spinning waits; with futex waits every hop sleeps and is \
-         woken, as the socket's do, and the bar is the issue's futex bar, parity.\n"
-    );
-    let _ = writeln!(out, "| measure | median ratio | (min – max) | bar | met |");
-    let _ = writeln!(out, "| --- | ---: | --- | ---: | --- |");
-    out.push_str(&rows);
-    out.push('\n');
-    out
+         woken, as the socket's do, and the bar is the issue's futex bar, parity.",
+        ["| measure | median ratio | (min – max) | bar | met |", "| --- | ---: | --- | ---: | --- |"],
+        &rows,
+    )
 }
 
 /// One CSV line per sample.

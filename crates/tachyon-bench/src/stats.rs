@@ -25,6 +25,16 @@ impl Spread {
     }
 }
 
+/// A report section: `### title`, the paragraph `intro`, and a table of
+/// `rows` under its header row and alignment row (`columns`, without line
+/// ends); empty when there are no rows.
+pub fn table_section(title: &str, intro: &str, columns: [&str; 2], rows: &str) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!("### {title}\n\n{intro}\n\n{}\n{}\n{rows}\n", columns[0], columns[1])
+}
+
 /// `1 KiB`, `1 MiB`, `1.5 MiB`, `1000 B`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
@@ -72,6 +82,16 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_section_has_its_title_intro_header_and_rows_or_nothing() {
+        let columns = ["| a | b |", "| --- | ---: |"];
+        assert_eq!(
+            table_section("T", "Intro.", columns, "| 1 | 2 |\n"),
+            "### T\n\nIntro.\n\n| a | b |\n| --- | ---: |\n| 1 | 2 |\n\n"
+        );
+        assert_eq!(table_section("T", "Intro.", columns, ""), "");
+    }
 
     #[test]
     fn medians_and_ranges() {

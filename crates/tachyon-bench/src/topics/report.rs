@@ -281,13 +281,8 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             }
         }
     }
-    if rows.is_empty() {
-        return rows;
-    }
-    let mut out = String::new();
-    let _ = writeln!(out, "### Where the spin throughput goes, step by step\n");
-    let _ = writeln!(
-        out,
+    stats::table_section(
+        "Where the spin throughput goes, step by step",
         "Each step divides a transport's messages per second by the step before it (paired per \
          repetition). From the ring's floor two ways lead to the topic: through `CircularBuffer`, and \
          through the chunk-pool ring; the product of either way's steps is about the topic's ratio to \
@@ -297,13 +292,10 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
          overwrite a repair, and with the payload in pool chunks whose state words name their \
          holder, as a topic's do; the last, with a pool of 128 chunks, reuses each chunk while the \
          consumer's core still holds its lines, as a topic's caches and last-in-first-out free lists \
-         do.\n"
-    );
-    let _ = writeln!(out, "| size | step | what it adds | median ratio | (min – max) |");
-    let _ = writeln!(out, "| --- | --- | --- | ---: | --- |");
-    out.push_str(&rows);
-    out.push('\n');
-    out
+         do.",
+        ["| size | step | what it adds | median ratio | (min – max) |", "| --- | --- | --- | ---: | --- |"],
+        &rows,
+    )
 }
 
 /// A median ratio as a table cell.
