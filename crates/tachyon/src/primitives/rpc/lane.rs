@@ -35,7 +35,7 @@ use super::session::error_of;
 use super::stats::Stats;
 use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, TryLockError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How many times a requester looks for the reader role before it takes
@@ -102,14 +102,13 @@ impl Inner {
         self.self_readers.fetch_add(SELF_READ_START, Ordering::SeqCst);
         let mut looks = 0;
         let mut rd = loop {
-            match self.reading.try_lock() {
-                Ok(rd) => break rd,
-                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
-                Err(_) if looks < ROLE_LOOKS => {
+            match self.try_reading() {
+                Some(rd) => break rd,
+                None if looks < ROLE_LOOKS => {
                     looks += 1;
                     std::hint::spin_loop();
                 }
-                Err(_) => {
+                None => {
                     self.stop_reading_for_myself(&self.session());
                     return Lane::NotTaken;
                 }

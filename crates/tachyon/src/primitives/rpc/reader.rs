@@ -78,6 +78,16 @@ impl Inner {
         self.reading.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The reader role if nobody holds it now (as [`reading`](Self::reading),
+    /// a poisoned lock is taken as it is).
+    pub(super) fn try_reading(&self) -> Option<std::sync::MutexGuard<'_, Reading>> {
+        match self.reading.try_lock() {
+            Ok(rd) => Some(rd),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// The reader thread: packets in, messages dispatched; every tick, the
     /// peer is checked and overdue requests expire. While requesters read
     /// for themselves it stands aside (it neither reads nor spins).
@@ -131,12 +141,7 @@ impl Inner {
         if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
             self.stand_aside();
             // The tick, unless the role is held: its holder ticks.
-            let held = match self.reading.try_lock() {
-                Ok(rd) => Some(rd),
-                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(TryLockError::WouldBlock) => None,
-            };
-            if let Some(mut rd) = held {
+            if let Some(mut rd) = self.try_reading() {
                 let _ = self.tick_if_due(&mut rd);
             }
             return Next::Nothing;
