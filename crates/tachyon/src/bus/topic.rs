@@ -573,6 +573,18 @@ enum Sink<'b> {
     Drop,
 }
 
+impl Sink<'_> {
+    /// The longest message the sink takes: a fixed buffer's length (a
+    /// longer message is not claimed), else any.
+    #[inline(always)]
+    fn max_len(&self) -> u64 {
+        match self {
+            Sink::Slice(buf) => buf.len() as u64,
+            _ => u64::MAX,
+        }
+    }
+}
+
 /// The chunk a receive on a topic with inline slots takes before its
 /// claim (see `Topic::take_in`): given back when dropped unless an inline
 /// message was copied into it (`chunk` taken out).
@@ -1614,6 +1626,9 @@ impl Topic {
         received: bool,
         sink: Sink<'_>,
     ) -> Result<(Option<Chunk>, usize)> {
+        if let Some(taken) = self.take_chunk_now(slot, partition, sink.max_len(), received) {
+            return taken;
+        }
         // A chunk for a message in an inline slot is taken before the cell
         // is claimed: nothing can fail between the claim and the copy.
         let mut spare = Spare {
@@ -1672,10 +1687,7 @@ impl Topic {
         // held are handed back (at-least-once topics). The first slice
         // reads no clock here: a message that comes at once is taken at once.
         let first = timeout.map_or(RECOVERY_INTERVAL, |t| t.min(RECOVERY_INTERVAL));
-        let max_len = match &sink {
-            Sink::Slice(buf) => buf.len() as u64,
-            _ => u64::MAX,
-        };
+        let max_len = sink.max_len();
         let (pos, idx, word) = match self.claim_fitting(slot, &ring, &waits, false, max_len, Some(first)) {
             Err(Error::Timeout { .. }) if !first.is_zero() => {
                 // The first slice lasted `first` at least.
@@ -1702,10 +1714,55 @@ impl Topic {
             let len = Descriptor::decode(word).len as usize;
             return self.take_inline(slot, partition, (&ring, &waits), (pos, idx, len), received, sink, spare);
         }
+        self.take_claimed_chunk(slot, (&ring, &waits), (pos, idx, word), me, received)
+    }
+
+    /// The common case of [`take_in`](Self::take_in), without its set-up
+    /// (the spare chunk, the stop, the waits): the cell at the head of
+    /// group slot `slot`'s ring of `partition` holds a committed
+    /// descriptor of a chunk (not an inline message) of at most `max_len`
+    /// bytes. It is claimed at once and taken as `take_claimed` takes it
+    /// (the same tail, [`take_claimed_chunk`](Self::take_claimed_chunk)).
+    /// `None` for anything else, with nothing claimed: the general path
+    /// looks again, waits, repairs or reports.
+    #[inline(always)]
+    fn take_chunk_now(
+        &self,
+        slot: usize,
+        partition: u32,
+        max_len: u64,
+        received: bool,
+    ) -> Option<Result<(Option<Chunk>, usize)>> {
+        let p = self.slot_partition(slot, partition).ok()?;
+        // SAFETY: as in `ring_of` and `waits_of`: formed at attach from
+        // checked references into the mapping `self` keeps; atomics only.
+        let (ring, not_empty, not_full) =
+            unsafe { (Ring { cursors: p.cursors.as_ref(), cells: p.cells.as_ref() }, p.not_empty.as_ref(), p.not_full.as_ref()) };
+        let me = self.region().segment().token();
+        let fits = |word: u64| !Descriptor::is_inline(word) && word & Descriptor::LEN_MASK <= max_len;
+        let claimed = ring.claim_read_now(me, fits)?;
+        crate::platform::fault::point("receive-claimed");
+        let waits = Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None };
+        Some(self.take_claimed_chunk(slot, (&ring, &waits), claimed, me, received))
+    }
+
+    /// The rest of a receive that claimed cell `idx` (position `pos`) of
+    /// group slot `slot`'s ring and found `word`, a chunk's descriptor:
+    /// takes the chunk (QUEUED to HELD by `me`, or its group's hold),
+    /// hands the cell back, wakes a writer waiting for room, counts.
+    #[inline(always)]
+    fn take_claimed_chunk(
+        &self,
+        slot: usize,
+        (ring, waits): (&Ring<'_>, &Waits<'_>),
+        (pos, idx, word): (u64, usize, u64),
+        me: crate::sync::Token,
+        received: bool,
+    ) -> Result<(Option<Chunk>, usize)> {
         let checked = self.check_descriptor(word, me, slot);
         crate::platform::fault::point("receive-held");
         let released = ring.finish_read(pos, idx, me);
-        topic_wake(&waits, waits.not_full);
+        topic_wake(waits, waits.not_full);
         let (class, index, len, group) = match checked {
             Ok(c) => c,
             Err(e) => {
