@@ -12,6 +12,7 @@ use super::region::{Region, RegionCore, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::Ordering;
 use crate::segment::{Liveness, MAX_SLOTS};
+use crate::sync::hot::HotSlot;
 use crate::sync::{Mutex, WaitCell};
 use std::time::Duration;
 
@@ -34,7 +35,8 @@ const CACHE_MIN_CHUNKS: usize = 256;
 /// The most chunks of one class a process keeps.
 const CACHE_MAX: usize = 32;
 
-/// How many chunks of a class of `chunks` a process keeps: none below
+/// How many chunks of a class of `chunks` a process keeps in its cache's
+/// list (and one more in its slot, see [`ChunkCache`]): none below
 /// [`CACHE_MIN_CHUNKS`], then one in 64 of the class, at least 4 and at
 /// most [`CACHE_MAX`] (1.6 % of a class per process at most, so that the
 /// chunks idle processes keep cannot starve the others).
@@ -67,14 +69,21 @@ pub(crate) fn pop_batch(chunks: usize) -> usize {
 /// handle); every chunk in it is LOANED by this process with the route
 /// [`CACHED`], so that recovery reclaims it like any loan if the process
 /// dies.
+///
+/// A chunk released alone into an empty [`HotSlot`] is kept there, apart
+/// from the list: the next loan takes it with one atomic exchange, without
+/// the list's lock (a ping-pong or a pipeline stage releases one chunk and
+/// loans one at every message). The list holds up to `capacity` chunks,
+/// the slot one more, so that the list's halves stay a pop's batch.
 pub(crate) struct ChunkCache {
+    hot: HotSlot,
     kept: std::sync::Mutex<Vec<u32>>,
     capacity: usize,
 }
 
 impl ChunkCache {
     pub(crate) fn new(capacity: usize) -> ChunkCache {
-        ChunkCache { kept: std::sync::Mutex::new(Vec::with_capacity(capacity)), capacity }
+        ChunkCache { hot: HotSlot::new(), kept: std::sync::Mutex::new(Vec::with_capacity(capacity)), capacity }
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
@@ -82,12 +91,21 @@ impl ChunkCache {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The chunk kept last (the one most likely still in this core's cache).
+    /// The chunk in the slot, else the one the list kept last (the ones
+    /// most likely still in this core's cache).
+    #[inline]
     pub(crate) fn take(&self) -> Option<u32> {
         if self.capacity == 0 {
             return None;
         }
-        self.kept().pop()
+        self.hot.take().or_else(|| self.kept().pop())
+    }
+
+    /// Keeps one chunk in the slot if it is empty; false, keeping nothing,
+    /// if it is not.
+    #[inline]
+    fn put_hot(&self, chunk: u32) -> bool {
+        self.capacity > 0 && self.hot.put(chunk)
     }
 
     /// Keeps `chunks` if they all fit (the common case: no spill to
@@ -330,7 +348,9 @@ impl Region {
             return false;
         }
         meta.route.store(CACHED, Ordering::Relaxed);
-        self.put_kept(class, &[chunk]);
+        if !self.core.cache[class].put_hot(chunk) {
+            self.put_kept(class, &[chunk]);
+        }
         true
     }
 

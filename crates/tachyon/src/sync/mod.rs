@@ -45,6 +45,10 @@ pub(crate) mod deferred;
 mod event;
 #[cfg(not(tachyon_loom))]
 mod event_async;
+// The slot of the chunk a process released last (`bus/alloc.rs`); under
+// loom only its model uses it.
+#[cfg(any(not(tachyon_loom), test))]
+pub(crate) mod hot;
 mod mutex;
 // Under loom only their models use `reactor` and `waitv`.
 #[cfg(any(not(tachyon_loom), test))]
