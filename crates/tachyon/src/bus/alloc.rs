@@ -184,8 +184,11 @@ impl Region {
         Ok(())
     }
 
+    /// The chunks' metadata (checked at attach: never an error now; the
+    /// `Result` keeps the callers' shape).
+    #[inline]
     pub(crate) fn metas(&self) -> Result<&[ChunkMeta]> {
-        self.core.seg.get_slice(self.core.layout.metas, self.core.layout.total_chunks)
+        Ok(self.core.metas.get())
     }
 
     pub(crate) fn freed(&self) -> &WaitCell {
@@ -555,7 +558,7 @@ impl RegionCore {
     }
 
     fn pool(&self) -> Result<Pool<'_>> {
-        let metas = self.seg.get_slice(self.layout.metas, self.layout.total_chunks)?;
+        let metas = self.metas.get();
         Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)?, pop_batch })
     }
 

@@ -148,8 +148,36 @@ pub(crate) struct RegionCore {
     /// Free chunks this handle keeps for its next loans, per class (see
     /// `ChunkCache`).
     pub(super) cache: [ChunkCache; 8],
+    /// The chunks' metadata, found once at attach (`Region::metas`).
+    pub(super) metas: MetasAt,
     /// The configuration the region was created with.
     pub(super) config: RegionConfig,
+}
+
+/// Where a region's chunk metadata lies in its mapping: checked once at
+/// attach (`Segment::get_slice`), so that the loans and receives that read
+/// it at every message do not check it again.
+pub(crate) struct MetasAt(std::ptr::NonNull<[ChunkMeta]>);
+
+// SAFETY: the pointer is into the mapping of the `Segment` of the
+// `RegionCore` that holds this value, which keeps it mapped while the value
+// lives; `ChunkMeta` is atomics only, so shared references to it may be
+// used from any thread.
+unsafe impl Send for MetasAt {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for MetasAt {}
+
+impl MetasAt {
+    /// The chunks' metadata, borrowed for as long as the core that holds
+    /// this value (and so the mapping).
+    #[inline]
+    pub(crate) fn get(&self) -> &[ChunkMeta] {
+        // SAFETY: checked against the mapping at attach (in bounds,
+        // aligned); the mapping outlives `self` (see the `Send` impl);
+        // atomics only, so a shared reference is sound whatever other
+        // processes do.
+        unsafe { self.0.as_ref() }
+    }
 }
 
 impl Region {
@@ -206,7 +234,7 @@ impl Region {
     pub(crate) fn observe(name: &str) -> Result<Region> {
         let seg = Segment::builder(name).kind(Kind::REGION).observe()?;
         let (layout, config) = Region::check(&seg)?;
-        Ok(Region::with(seg, layout, config))
+        Region::with(seg, layout, config)
     }
 
     /// Records what recovery reclaimed when this handle attached.
@@ -273,8 +301,9 @@ impl Region {
         Ok((layout, config))
     }
 
-    fn with(seg: Segment, layout: Layout, config: RegionConfig) -> Region {
+    fn with(seg: Segment, layout: Layout, config: RegionConfig) -> Result<Region> {
         let cache = std::array::from_fn(|c| ChunkCache::new(cache_capacity(layout.class_count[c])));
+        let metas = MetasAt(std::ptr::NonNull::from(seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?));
         let core = RegionCore {
             seg,
             layout,
@@ -286,13 +315,14 @@ impl Region {
             on_open: std::sync::OnceLock::new(),
             quarantined_on_attach: std::sync::atomic::AtomicUsize::new(0),
             cache,
+            metas,
             config,
         };
-        Region { core: Arc::new(core) }
+        Ok(Region { core: Arc::new(core) })
     }
 
     fn new(seg: Segment, layout: Layout, config: RegionConfig) -> Result<Region> {
-        let region = Region::with(seg, layout, config);
+        let region = Region::with(seg, layout, config)?;
         // A free-list operation the previous, dead, occupant of this attach
         // slot announced is completed in its name before the slot's journal
         // entry names this process.
