@@ -198,12 +198,7 @@ impl Region {
     /// The class of global chunk index `chunk`, if it is one.
     #[inline]
     pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
-        let (chunk, l) = (chunk as usize, &self.core.layout);
-        // The classes' indices follow one another in class order (an empty
-        // class starts where the next one does): the last class starting
-        // at or before `chunk` is the only one it can be in.
-        let c = (0..8).rev().find(|&c| l.class_first[c] <= chunk)?;
-        (chunk - l.class_first[c] < l.class_count[c]).then_some(c)
+        self.core.layout.class_of(chunk)
     }
 
     pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {

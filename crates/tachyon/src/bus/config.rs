@@ -312,6 +312,20 @@ mod tests {
     }
 
     #[test]
+    fn every_chunk_index_finds_its_class_and_no_other_index_finds_one() {
+        for weights in [[1, 1, 1, 1, 1, 1, 1, 1], [1, 0, 0, 1, 0, 2, 0, 0], [0, 0, 0, 0, 0, 0, 0, 1], [3, 0, 0, 0, 0, 0, 0, 0]] {
+            let l = RegionConfig::default().size(64 << 20).class_weights(weights).layout().unwrap();
+            let plain = |chunk: usize| (0..8).find(|&c| (l.class_first[c]..l.class_first[c] + l.class_count[c]).contains(&chunk));
+            for chunk in (0..l.total_chunks + 70).chain([u32::MAX as usize]) {
+                assert_eq!(l.class_of(chunk as u32), plain(chunk), "{weights:?}, chunk {chunk}");
+            }
+            for c in 0..8 {
+                assert_eq!(l.class_count[c] > 0, weights[c] > 0, "{weights:?}");
+            }
+        }
+    }
+
+    #[test]
     fn group_words_lie_between_the_metadata_and_the_data() {
         let none = RegionConfig::default().layout().unwrap();
         let four = RegionConfig::default().max_groups(4).layout().unwrap();

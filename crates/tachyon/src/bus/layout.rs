@@ -178,6 +178,20 @@ pub(crate) struct Layout {
 pub(crate) const MEMBER_RECORD: usize = 128;
 
 impl Layout {
+    /// The class of global chunk index `chunk`, if it is one.
+    #[inline]
+    pub(crate) fn class_of(&self, chunk: u32) -> Option<usize> {
+        let chunk = chunk as usize;
+        // The classes' indices follow one another in class order (an empty
+        // class starts where the next one does): the last class starting
+        // at or before `chunk` is the only one it can be in, and, the starts
+        // being in order, its number is how many classes after the first
+        // start at or before `chunk` (counted without a branch).
+        let c = self.class_first[1..].iter().filter(|&&first| first <= chunk).count();
+        let off = chunk.checked_sub(self.class_first[c])?;
+        (off < self.class_count[c]).then_some(c)
+    }
+
     pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {
         let first = self.class_first[class] as u32;
         first..first + self.class_count[class] as u32
