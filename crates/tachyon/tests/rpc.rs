@@ -135,6 +135,7 @@ fn assert_no_files(name: &str) {
 #[test]
 fn requests_both_ways_with_every_size() {
     let (rpc, child) = channel("rpc-sizes");
+    let began = std::time::Instant::now();
     assert_eq!(rpc.request(b"add:\x7b\x0a", LONG).unwrap(), [133]);
     for len in [0, 1, ROOM - 5, ROOM, 2 * ROOM, 3 * ROOM - 5, 3 * ROOM + 1, 4 << 20] {
         let payload: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
@@ -149,6 +150,16 @@ fn requests_both_ways_with_every_size() {
     assert!(s.packets_sent > 4 << 20 >> 8, "4 MiB went as many packets: {s:?}");
     assert_eq!(s.latency.count, s.responses_received);
     assert!(s.latency.p50 <= s.latency.p99 && s.latency.min <= s.latency.max);
+    // The round trips are real durations (the calls' clock is the TSC,
+    // scaled by its calibration): none is zero, and together they took no
+    // longer than the calls did by the OS's clock (a histogram rounds up
+    // by well under 1 %).
+    let took = began.elapsed();
+    assert!(s.latency.min > Duration::ZERO, "{s:?}");
+    assert!(
+        s.latency.max <= took && s.latency.mean * s.latency.count as u32 <= took * 101 / 100,
+        "{s:?}, {took:?}"
+    );
     rpc.reset_stats();
     assert_eq!(rpc.stats().requests_sent, 0);
     finish(rpc, child);
@@ -256,6 +267,8 @@ fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
     assert_eq!(rpc.stats().timeouts, 1);
     assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "the late response was counted");
     assert_eq!(rpc.request(b"echo:after", LONG).unwrap(), b"after");
+    // A timeout too long to add to the call's start is no deadline.
+    assert_eq!(rpc.request(b"echo:ever", Some(Duration::MAX)).unwrap(), b"ever");
     finish(rpc, child);
 }
 

@@ -7,11 +7,14 @@
 //! * `fs`: files in the shared-memory directory, mappings and the OFD
 //!   byte-range locks that tell whether an attacher is alive;
 //! * `fault`: fault injection points for the crash tests (debug builds);
-//! * `trace`: `tracing` events behind the `tracing` feature.
+//! * `trace`: `tracing` events behind the `tracing` feature;
+//! * `clock`: the clock of RPC calls (the TSC where it can be trusted).
 
 #[cfg(not(tachyon_loom))]
 pub(crate) mod alarm;
 pub mod atomic;
+#[cfg(not(tachyon_loom))]
+pub(crate) mod clock;
 pub(crate) mod fault;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod fs;

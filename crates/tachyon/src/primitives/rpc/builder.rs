@@ -424,6 +424,9 @@ impl RpcBuilder {
     /// Starts an end on `ctl` and its first session: its state, its
     /// handler and its reader thread.
     fn start(self, ctl: Segment, session: Arc<Session>, owner: bool) -> Result<RpcBuffer> {
+        // The calls' clock calibrated here, once per process, not in the
+        // first call.
+        crate::platform::clock::calibrate();
         let inner = Arc::new(Inner {
             name: self.name.clone(),
             ctl,

@@ -22,7 +22,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use crate::platform::clock::Instant;
+use std::time::Duration;
 
 /// How long a requester of a hybrid channel reads for itself, spinning,
 /// before it leaves reading to the reader thread and sleeps until its
@@ -339,7 +340,7 @@ impl Inner {
 
     /// See [`RpcBuffer::wait_closed`](super::RpcBuffer::wait_closed).
     pub(super) fn wait_closed(&self, timeout: Option<Duration>) -> Result<()> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut guard = self.closed_lock.lock().unwrap_or_else(|p| p.into_inner());
         while self.state.load(Ordering::SeqCst) == OPEN {
             let wait = match deadline {
@@ -462,7 +463,8 @@ impl Inner {
             return Err(Error::Interrupted);
         }
         let started = Instant::now();
-        let deadline = timeout.map(|t| started + t);
+        // A timeout too long to add is none.
+        let deadline = timeout.and_then(|t| started.checked_add(t));
         let zero = timeout.is_some_and(|t| t.is_zero());
         // Spin and hybrid requesters without a cancel token try the lane
         // first (see `super::lane`).
@@ -769,7 +771,7 @@ impl Inner {
     /// See [`RpcBuffer::request_async`](super::RpcBuffer::request_async).
     pub(super) fn request_async(self: &Arc<Self>, msg: &[u8]) -> RequestFuture {
         let started = Instant::now();
-        let deadline = Some(started + self.default_timeout);
+        let deadline = started.checked_add(self.default_timeout);
         let session = self.session();
         let (id, slot) = self.register(started, deadline, session.id, None);
         let sent = self

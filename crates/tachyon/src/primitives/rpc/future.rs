@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use crate::platform::clock::Instant;
 
 thread_local! {
     /// The slot of this thread's last blocking request (see [`Slot::new`]).

@@ -36,7 +36,8 @@ use super::stats::Stats;
 use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::platform::clock::Instant;
+use std::time::Duration;
 
 /// How many times a requester looks for the reader role before it takes
 /// the usual path: a spinning reader thread gives it up within one turn of

@@ -17,7 +17,8 @@ use crate::primitives::circular::Claim;
 use crate::sync::{Liveness, Token, WaitPolicy};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, TryLockError};
-use std::time::{Duration, Instant};
+use crate::platform::clock::Instant;
+use std::time::Duration;
 
 /// The reader role: whoever holds it (the lock around this) reads the
 /// end's ring and hands on what it reads. The reader thread holds it while
