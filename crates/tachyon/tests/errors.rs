@@ -95,3 +95,85 @@ fn bus_errors_say_what_to_do() {
     let err = Region::open(&name).unwrap_err();
     assert!(err.to_string().contains("create it first (or use create_or_open)"), "{err}");
 }
+
+/// `Some(Duration::MAX)` is a common way to say "for ever": every timed
+/// wait takes it as no deadline, where adding it to the clock panicked
+/// (a topic's receive, send and loan, `CircularBuffer`,
+/// `BroadcastBuffer`, an RPC client's connect). Each wait here ends when
+/// another thread gives it what it waits for.
+#[test]
+fn a_timeout_too_long_to_add_is_a_wait_for_ever_not_a_panic() {
+    use tachyon::primitives::{BroadcastBuffer, CircularBuffer, Overflow, RpcBuffer};
+    const EVER: Option<Duration> = Some(Duration::MAX);
+    let later = || std::thread::sleep(Duration::from_millis(50));
+
+    let name = unique("err-ever");
+    let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+    let topic = region.create_topic("t", TopicConfig::default().capacity(2)).unwrap();
+    std::thread::scope(|s| {
+        // A receive from an empty partition.
+        s.spawn(|| {
+            later();
+            topic.send(b"m", Key(0), SHORT).unwrap();
+        });
+        assert_eq!(&*topic.receive(0, EVER).unwrap(), b"m");
+    });
+    std::thread::scope(|s| {
+        // A send into a full partition.
+        topic.send(b"1", Key(0), SHORT).unwrap();
+        topic.send(b"2", Key(0), SHORT).unwrap();
+        s.spawn(|| {
+            later();
+            drop(topic.receive(0, SHORT).unwrap());
+        });
+        topic.send(b"3", Key(0), EVER).unwrap();
+    });
+    while topic.try_receive(0).unwrap().is_some() {}
+    // A loan from a pool with no chunk of its class left.
+    let mut held = Vec::new();
+    while let Ok(l) = topic.try_loan(4096) {
+        held.push(l);
+    }
+    assert!(!held.is_empty());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            later();
+            held.pop();
+        });
+        drop(topic.loan(4096, EVER).unwrap());
+    });
+    drop(held);
+    drop(topic);
+    drop(region);
+    Region::remove(&name).unwrap();
+
+    let name = unique("err-ever-cb");
+    let cb = CircularBuffer::create(&name, 4, 64).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            later();
+            cb.write(b"item", SHORT).unwrap();
+        });
+        let mut buf = [0u8; 64];
+        assert_eq!(cb.read(&mut buf, EVER).unwrap(), 4);
+    });
+
+    let name = unique("err-ever-bc");
+    let bus = BroadcastBuffer::create(&name, 4, 64, Overflow::Block).unwrap();
+    let mut reader = bus.subscribe().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            later();
+            bus.write(b"item", SHORT).unwrap();
+        });
+        let mut buf = [0u8; 64];
+        assert_eq!(reader.read(&mut buf, EVER).unwrap().len, 4);
+    });
+
+    let name = unique("err-ever-rpc");
+    let server =
+        RpcBuffer::builder(&name).handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_vec())).create().unwrap();
+    let client = RpcBuffer::builder(&name).connect_timeout(EVER).open().unwrap();
+    assert_eq!(client.request(b"ever", EVER).unwrap(), b"ever");
+    drop((client, server));
+}

@@ -295,7 +295,7 @@ impl Region {
         self.heartbeat();
         // Wait in slices; between them, reclaim what dead processes held
         // (nobody else would free it for us).
-        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let deadline = timeout.and_then(crate::platform::deadline_after);
         loop {
             if self.recover_now_and_then() > 0 {
                 if let Some(r) = try_pop() {

@@ -1302,7 +1302,7 @@ impl Topic {
         let stamp = meta.version.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         // 1. A cell in every group's ring, or none.
         let mut cells = [(0u64, 0usize); super::config::MAX_GROUPS];
-        let deadline = timeout.filter(|t| !t.is_zero()).map(|t| Instant::now() + t);
+        let deadline = timeout.filter(|t| !t.is_zero()).and_then(crate::platform::deadline_after);
         let abandon = |upto: usize, cells: &[(u64, usize)]| {
             for (&(g, _), &(pos, idx)) in to[..upto].iter().zip(cells) {
                 if let Ok(ring) = self.ring_of(g, partition) {
@@ -1691,7 +1691,7 @@ impl Topic {
         let (pos, idx, word) = match self.claim_fitting(slot, &ring, &waits, false, max_len, Some(first)) {
             Err(Error::Timeout { .. }) if !first.is_zero() => {
                 // The first slice lasted `first` at least.
-                let deadline = timeout.map(|t| Instant::now() + t.saturating_sub(first));
+                let deadline = timeout.and_then(|t| crate::platform::deadline_after(t.saturating_sub(first)));
                 loop {
                     self.region().heartbeat();
                     self.region().recover_now_and_then();

@@ -44,6 +44,15 @@ pub(crate) fn coarse_now() -> std::time::Duration {
     }
 }
 
+/// The instant `t` from now, or `None` (no deadline: wait for ever) if
+/// `t` is too long to add to it, as `Duration::MAX` is: a caller's
+/// "for ever" spelled as a very long timeout waits for ever, where
+/// `Instant + Duration` would panic.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn deadline_after(t: std::time::Duration) -> Option<std::time::Instant> {
+    std::time::Instant::now().checked_add(t)
+}
+
 /// `clock_gettime(id)` through the C library (`None` if the kernel has no
 /// such clock). Not through rustix: its own vDSO lookup faults under
 /// valgrind (at this writing), where the C library's works, and a program

@@ -659,7 +659,7 @@ impl BroadcastBuffer {
                 hint: "create the buffer with larger nodes, or split the item",
             });
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(crate::platform::deadline_after);
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // A previous writer that died mid-item left `tail` where it was; we
         // simply write that position again.
@@ -863,7 +863,7 @@ impl BroadcastReader {
     pub fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Received> {
         let (bus, at) = (&self.bus, &mut self.at);
         let n = bus.inner.nodes as u64;
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(crate::platform::deadline_after);
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         // One repair of a `tail` found behind this reader per call: if the
         // node words cannot witness the real tail (damaged too), the reader

@@ -1132,8 +1132,9 @@ impl Ring<'_> {
                 Err(Error::Timeout { .. }) => {
                     let now = Instant::now();
                     // The first slice lasted `wait_for` at least.
-                    let deadline =
-                        *deadline.get_or_insert_with(|| timeout.map(|t| now + t.saturating_sub(wait_for)));
+                    let deadline = *deadline.get_or_insert_with(|| {
+                        timeout.and_then(|t| now.checked_add(t.saturating_sub(wait_for)))
+                    });
                     if deadline.is_some_and(|d| now >= d) {
                         return Err(Error::timeout(
                             if writer { "a free node in the ring" } else { "an item in the ring" },

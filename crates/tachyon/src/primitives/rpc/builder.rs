@@ -361,7 +361,7 @@ impl RpcBuilder {
         }
         let me = ctl.token().raw();
         let (opener, opener_closed) = (&c.opener, &c.opener_closed);
-        let deadline = self.connect_timeout.map(|t| Instant::now() + t);
+        let deadline = self.connect_timeout.and_then(crate::platform::deadline_after);
         loop {
             if c.owner_closed.load(Ordering::SeqCst) != 0 {
                 return Err(Error::Closed);
