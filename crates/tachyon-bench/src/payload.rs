@@ -5,6 +5,17 @@
 /// Smallest item the stamps fit in.
 pub const MIN_ITEM: usize = 16;
 
+/// Builds item `seq` where it will be read (a loan, `send_with`'s
+/// buffer): a copy of `template` (of the item's length), then its stamps.
+/// What building a message in place costs a producer.
+#[inline]
+pub fn build(template: &[u8], seq: u64) -> impl Fn(&mut [u8]) + Copy + '_ {
+    move |item: &mut [u8]| {
+        item.copy_from_slice(template);
+        stamp(item, seq);
+    }
+}
+
 /// Writes `seq` into the first and the last 8 bytes of `item`.
 #[inline]
 pub fn stamp(item: &mut [u8], seq: u64) {

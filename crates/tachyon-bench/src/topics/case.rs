@@ -52,6 +52,9 @@ pub enum Via {
     CopyInline,
     /// A topic, `loan` / `publish` / `receive`.
     Loan,
+    /// A topic, `send_with` / `receive_with`: built and read in place, as
+    /// with a loan, without a `Loan` or `Message` value.
+    InPlace,
     /// `CircularBuffer` `write` / `read` (a pair, one per direction, for
     /// latency).
     Cb,
@@ -82,6 +85,7 @@ impl Via {
             Via::Copy => "copy",
             Via::CopyInline => "copy-inline",
             Via::Loan => "loan",
+            Via::InPlace => "in-place",
             Via::Cb => "cb",
             Via::Rpc => "rpc",
             Via::RpcInline => "rpc-inline",
@@ -114,6 +118,7 @@ impl Via {
             Via::Copy => "topic, copy path: `send`/`recv_into`",
             Via::CopyInline => "topic with inline slots, copy path: `send`/`recv_into`, no chunks",
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
+            Via::InPlace => "topic, in place: `send_with`/`receive_with`",
             Via::Cb => "CircularBuffer `write`/`read`",
             Via::Rpc => "RpcBuffer `request` (echo handler)",
             Via::RpcInline => "RpcBuffer `request` (echo handler on the reader thread: `inline_handlers`)",
@@ -146,6 +151,7 @@ impl Via {
             Via::Copy => "topic copy",
             Via::CopyInline => "topic copy inline",
             Via::Loan => "topic loan",
+            Via::InPlace => "topic in place",
             Via::Cb => "CircularBuffer",
             Via::Rpc => "RpcBuffer",
             Via::RpcInline => "RpcBuffer inline",
@@ -156,11 +162,14 @@ impl Via {
 
     /// A tachyon transport, run with each wait policy.
     pub fn is_tachyon(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyInline | Via::Loan | Via::Cb | Via::Rpc | Via::RpcInline)
+        matches!(
+            self,
+            Via::Copy | Via::CopyInline | Via::Loan | Via::InPlace | Via::Cb | Via::Rpc | Via::RpcInline
+        )
     }
 
     pub(super) fn is_topic(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyInline | Via::Loan)
+        matches!(self, Via::Copy | Via::CopyInline | Via::Loan | Via::InPlace)
     }
 
     /// A topic's copy path (`send` / `recv_into`), with or without inline

@@ -369,12 +369,14 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         0.8,
         false,
     );
-    bar(
-        "topic loan spin 1 KiB throughput ÷ topic copy spin 1 KiB throughput".to_owned(),
-        (thr(Via::Loan, spin), thr(Via::Copy, spin), rate),
-        1.0,
-        false,
-    );
+    for via in [Via::Loan, Via::InPlace] {
+        bar(
+            format!("{} spin 1 KiB throughput ÷ topic copy spin 1 KiB throughput", via.short()),
+            (thr(via, spin), thr(Via::Copy, spin), rate),
+            1.0,
+            false,
+        );
+    }
     for (via, limit) in [(Via::Copy, 0.5), (Via::CopyInline, 0.5), (Via::Cb, 0.7)] {
         bar(
             format!("{} spin 64 B throughput ÷ raw ring", via.short()),
@@ -383,7 +385,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             false,
         );
     }
-    for via in [Via::Copy, Via::CopyInline, Via::Loan] {
+    for via in [Via::Copy, Via::CopyInline, Via::Loan, Via::InPlace] {
         bar(
             format!("{} spin 1 KiB throughput ÷ pipe (C library: 2)", via.short()),
             (thr(via, spin), thr(Via::Pipe, None), rate),

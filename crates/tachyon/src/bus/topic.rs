@@ -966,45 +966,143 @@ impl Topic {
     /// the key's partition.
     pub fn send(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Result<()> {
         if self.core.inline > 0 && data.len() <= self.core.inline {
-            if let Some(sent) = self.send_inline(data, key, timeout) {
+            let copy = |dst: &mut [u8]| {
+                debug_assert_eq!(dst.len(), data.len());
+                // SAFETY: `send_inline` lends exactly `data.len()` bytes of
+                // the slot of a cell this call claimed (never memory `data`
+                // can point into: a received message's bytes are in a chunk
+                // or a slot its receiver holds). A copy that cannot unwind
+                // lets the compiler drop `send_inline`'s unwind guard.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_mut_ptr(), data.len()) }
+            };
+            if let Ok(sent) = self.send_inline(data.len(), key, timeout, copy) {
                 return sent;
             }
         }
-        // The clock is read only if the loan has to wait: the timeout is a
-        // deadline for the whole call.
-        let (chunk, left) = match self.take_chunk(data.len(), Some(Duration::ZERO)) {
-            Ok(chunk) => (chunk, timeout),
-            Err(Error::PoolExhausted { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
-                let start = Instant::now();
-                let chunk = self.take_chunk(data.len(), timeout)?;
-                (chunk, timeout.map(|t| t.saturating_sub(start.elapsed())))
-            }
-            Err(e) => return Err(e),
-        };
+        let (chunk, left) = self.take_chunk_within(data.len(), timeout)?;
         // SAFETY: the chunk was just taken LOANED by this process and nobody
         // else writes it; `data.len()` fits its class (take_chunk chose it).
         unsafe { self.chunk_mut(chunk, data.len()) }.copy_from_slice(data);
         self.publish_chunk(chunk, data.len(), key, left)
     }
 
-    /// The copy path of a message that fits the topic's inline slots: the
-    /// bytes go into the slot of the cell claimed for them, between the
-    /// claim and the commit (see "Inline payloads" in `docs/bus.md`).
-    /// `None` when the message must travel in a chunk after all: a named
-    /// group is joined (groups share one chunk), or one joined between the
-    /// claim and the commit (the second look; the cell is given up).
-    fn send_inline(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Option<Result<()>> {
+    /// Builds a message of `len` bytes in place and publishes it with
+    /// `key`: `fill` writes the message's `len` bytes where receivers will
+    /// read them, and it is published when `fill` returns. Zero-copy, like
+    /// [`loan`](Self::loan) + [`publish`](Loan::publish), but without a
+    /// [`Loan`] value to carry: nothing to move, no reference count to
+    /// take, so a loop that publishes in place runs faster this way (see
+    /// `docs/BENCHMARK.md`). [`send`](Self::send) does the same with a
+    /// copy of a slice. Returns what `fill` returned.
+    ///
+    /// Waits up to `timeout` in all for a chunk (or, on a topic with
+    /// [inline slots](TopicConfig::inline_payload) that `len` fits, for a
+    /// cell) and for room in the key's partition; `fill` runs once they
+    /// were found. On a topic with inline slots a message that fits is
+    /// built in its cell's slot, and readers of the partition wait behind
+    /// it until `fill` returns: keep `fill` short there. If `fill` panics,
+    /// nothing is published (the chunk goes back to the pool, a cell is
+    /// skipped by readers) and the panic goes on. If the publish fails (the
+    /// partition stayed full), the message is dropped.
+    ///
+    /// ```
+    /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-send-with-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("frames", TopicConfig::default())?;
+    /// let p = topic.partition_of(Key(3));
+    ///
+    /// topic.send_with(16, Key(3), None, |frame| {
+    ///     frame[..8].copy_from_slice(&7u64.to_le_bytes());
+    ///     frame[8..].fill(0xff);
+    /// })?;
+    /// let sum: u32 = topic.receive_with(p, None, |frame| frame.iter().map(|&b| u32::from(b)).sum())?;
+    /// assert_eq!(sum, 7 + 8 * 0xff);
+    /// # drop(topic); drop(region);
+    /// # Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    #[inline]
+    pub fn send_with<R>(
+        &self,
+        len: usize,
+        key: Key,
+        timeout: Option<Duration>,
+        fill: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        let fill = if self.core.inline > 0 && len <= self.core.inline {
+            match self.send_inline(len, key, timeout, fill) {
+                Ok(sent) => return sent,
+                Err(fill) => fill,
+            }
+        } else {
+            fill
+        };
+        let (chunk, left) = self.take_chunk_within(len, timeout)?;
+        let unpublished = FreeOnUnwind { topic: self, chunk };
+        // SAFETY: the chunk was just taken LOANED by this process and nobody
+        // else reads or writes it until the publish below (or the guard
+        // frees it); `len` fits its class (take_chunk chose it). The slice
+        // dies with `fill`'s call.
+        let r = fill(unsafe { self.chunk_mut(chunk, len) });
+        std::mem::forget(unpublished);
+        self.publish_chunk(chunk, len, key, left)?;
+        Ok(r)
+    }
+
+    /// [`send_with`](Self::send_with) without waiting:
+    /// [`Error::PoolExhausted`] if no chunk is free, [`Error::Full`] if the
+    /// key's partition is full. `fill` is not called if no chunk or cell
+    /// was free; a message it built is dropped if the partition was full.
+    #[inline]
+    pub fn try_send_with<R>(&self, len: usize, key: Key, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        self.send_with(len, key, Some(Duration::ZERO), fill).map_err(full_if_timeout)
+    }
+
+    /// A chunk for a message of `len` bytes, waiting up to `timeout` for
+    /// one, and what is left of `timeout` for the publish: the timeout is a
+    /// deadline for the whole call. The clock is read only if the pool has
+    /// no chunk now.
+    #[inline]
+    fn take_chunk_within(&self, len: usize, timeout: Option<Duration>) -> Result<(Chunk, Option<Duration>)> {
+        match self.take_chunk(len, Some(Duration::ZERO)) {
+            Ok(chunk) => Ok((chunk, timeout)),
+            Err(Error::PoolExhausted { .. }) if timeout.is_none_or(|t| !t.is_zero()) => {
+                let start = Instant::now();
+                let chunk = self.take_chunk(len, timeout)?;
+                Ok((chunk, timeout.map(|t| t.saturating_sub(start.elapsed()))))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A message of `len` bytes that fits the topic's inline slots, built
+    /// by `fill` in the slot of the cell claimed for it, between the claim
+    /// and the commit (see "Inline payloads" in `docs/bus.md`). `Err(fill)`,
+    /// `fill` not called, when the message must travel in a chunk after
+    /// all: a named group is joined (groups share one chunk), or one joined
+    /// between the claim and the commit (the second look; the cell is given
+    /// up). If `fill` panics, the cell is given up (readers skip it) and
+    /// the panic goes on.
+    #[inline]
+    fn send_inline<R, F: FnOnce(&mut [u8]) -> R>(
+        &self,
+        len: usize,
+        key: Key,
+        timeout: Option<Duration>,
+        fill: F,
+    ) -> std::result::Result<Result<R>, F> {
         let grouped = self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group);
         if grouped
             && (!self.core.default_group || self.controls().iter().skip(1).any(|c| c.load().1 == groups::ACTIVE))
         {
-            return None;
+            return Err(fill);
         }
         let partition = self.partition_of(key);
         let rings = self.ring(partition).and_then(|ring| Ok((ring, self.waits(partition)?)));
         let (ring, waits) = match rings {
             Ok(r) => r,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Ok(Err(e)),
         };
         let me = self.region().segment().token();
         // The common case, the cell at the tail free, claimed at once; the
@@ -1015,38 +1113,40 @@ impl Topic {
         };
         let (pos, idx) = match claimed {
             Ok(got) => got,
-            Err(Error::Timeout { .. }) => return Some(Err(Error::timeout("room in the topic's partition", timeout))),
-            Err(e) => return Some(Err(e)),
+            Err(Error::Timeout { .. }) => return Ok(Err(Error::timeout("room in the topic's partition", timeout))),
+            Err(e) => return Ok(Err(e)),
         };
         crate::platform::fault::point("inline-claimed");
         if grouped && self.second_look(&ring, idx) {
             ring.abandon_write(pos, idx, me);
             topic_wake(&waits, waits.not_empty);
-            return None;
+            return Err(fill);
         }
         let dst = self.inline_slot(0, partition, idx);
-        // SAFETY: `dst` is the first of the `inline >= data.len()` bytes of
-        // cell `idx`'s slot, inside the mapping `self` keeps (checked at
-        // attach). The cell is claimed for writing by this process (its word
-        // carries our token): its last reader has finished with the slot
-        // (a cell is free for a writer only after `finish_read`, or after
-        // recovery took a dead reader's claim over), and no reader claims it
-        // before the commit below publishes it (Release). `data` is this
-        // process's own memory, so the two do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        let unfinished = AbandonOnUnwind { ring: &ring, waits: &waits, pos, idx, me };
+        // SAFETY: `dst` is the first of the `inline >= len` bytes of cell
+        // `idx`'s slot, inside the mapping `self` keeps (checked at attach).
+        // The cell is claimed for writing by this process (its word carries
+        // our token): its last reader has finished with the slot (a cell is
+        // free for a writer only after `finish_read`, or after recovery took
+        // a dead reader's claim over), and no reader claims it before the
+        // commit below publishes it (Release), or the guard gives it up. The
+        // slice dies with `fill`'s call.
+        let r = fill(unsafe { std::slice::from_raw_parts_mut(dst, len) });
+        std::mem::forget(unfinished);
         crate::platform::fault::point("inline-written");
-        let committed = ring.commit_write(pos, idx, Descriptor::inline(data.len() as u32).encode(), me);
+        let committed = ring.commit_write(pos, idx, Descriptor::inline(len as u32).encode(), me);
         topic_wake(&waits, waits.not_empty);
         if !committed {
             // Repaired by another process that judged us dead: a tombstone
             // now, never read.
-            return Some(Err(Error::corrupt(Corruption::BadField {
+            return Ok(Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             })));
         }
         self.entry().published.fetch_add(1, Ordering::Relaxed);
-        Some(Ok(()))
+        Ok(Ok(r))
     }
 
     /// The first byte of the inline slot of cell `idx` of `partition` in
@@ -1461,6 +1561,52 @@ impl Topic {
         Ok(Message { topic: self.clone(), chunk, len, partition, member: None })
     }
 
+    /// Lends the next message of `partition` to `f` in place (zero-copy),
+    /// then releases it: [`receive`](Self::receive) without a [`Message`]
+    /// value to carry (see [`send_with`](Self::send_with), its twin, for an
+    /// example). Waits and fails as `receive` does; returns what `f`
+    /// returned. The message is released also if `f` panics.
+    #[inline]
+    pub fn receive_with<R>(&self, partition: u32, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if !self.core.default_group {
+            return Err(self.no_default_group());
+        }
+        self.receive_with_in(0, partition, timeout, f)
+    }
+
+    /// [`receive_with`](Self::receive_with) without waiting: `Ok(None)` if
+    /// the partition is empty now (and `f` is not called).
+    #[inline]
+    pub fn try_receive_with<R>(&self, partition: u32, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        none_if_empty(self.receive_with(partition, Some(Duration::ZERO), f))
+    }
+
+    /// [`receive_with`](Self::receive_with) from group slot `slot`'s ring:
+    /// a message in an inline slot is lent from the slot itself.
+    #[inline]
+    fn receive_with_in<R>(
+        &self,
+        slot: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        if let Some((ring, at, me, bytes)) = self.claim_inline_now(slot, partition, usize::MAX) {
+            let reading = FinishOnUnwind { topic: self, ring: &ring, at, me };
+            let r = f(bytes);
+            std::mem::forget(reading);
+            crate::platform::fault::point("inline-read");
+            return self.finish_inline_read(&ring, at, me).map(|()| r);
+        }
+        let (chunk, len) = self.take_message_in(slot, partition, timeout, None)?;
+        let _release = ReleaseOnDrop { topic: self, chunk };
+        // SAFETY: the chunk is HELD by this process (taken by
+        // `take_message`, its descriptor validated: `len` within its class);
+        // its producer no longer writes it, and it is released only once `f`
+        // returned or unwound, when the slice is gone.
+        Ok(f(unsafe { self.chunk_ref(chunk, len) }))
+    }
+
     /// [`receive`](Self::receive) that another thread can end early with
     /// [`ReceiveStop::stop`]: it then returns [`Error::Interrupted`] (a
     /// message already in the partition is still received). For callers
@@ -1868,12 +2014,16 @@ impl Topic {
     /// on a topic with inline slots, without the general path's set-up:
     /// the cell at the head of group slot `slot`'s ring of `partition`
     /// holds a committed inline message of at most `max_len` bytes. It is
-    /// claimed, its bytes given to `copy`, the cell handed back and the
-    /// message counted, exactly as [`take_inline`](Self::take_inline) does
-    /// after the general claim. `None` for anything else (nothing there
-    /// yet, a chunk, a message too long, damage, a bad partition), with
-    /// nothing claimed: the general path ([`take_in`](Self::take_in))
-    /// looks again, waits, repairs or reports.
+    /// claimed ([`claim_inline_now`](Self::claim_inline_now)), its bytes
+    /// given to `copy`, the cell handed back and the message counted
+    /// ([`finish_inline_read`](Self::finish_inline_read)), exactly as
+    /// [`take_inline`](Self::take_inline) does after the general claim.
+    /// `None` for anything else (nothing there yet, a chunk, a message too
+    /// long, damage, a bad partition), with nothing claimed: the general
+    /// path ([`take_in`](Self::take_in)) looks again, waits, repairs or
+    /// reports. (`receive_with` lends through the same two steps, with a
+    /// guard for a lender that unwinds; `copy` does not unwind, and a guard
+    /// here cost the copy about 20 instructions a message.)
     ///
     /// Its tail (release, wake, counts) repeats `take_inline`'s on purpose:
     /// the same fast path routed through `take_in` and `take_inline`
@@ -1888,6 +2038,26 @@ impl Topic {
         max_len: usize,
         copy: impl FnOnce(&[u8]),
     ) -> Option<Result<usize>> {
+        let (ring, at, me, bytes) = self.claim_inline_now(slot, partition, max_len)?;
+        copy(bytes);
+        crate::platform::fault::point("inline-read");
+        Some(self.finish_inline_read(&ring, at, me).map(|()| bytes.len()))
+    }
+
+    /// The claim of [`recv_inline_now`](Self::recv_inline_now): the ring,
+    /// `(slot, partition, pos, idx)` of the cell claimed for reading, the
+    /// claimant's token and the message's bytes in the cell's slot, valid
+    /// until [`finish_inline_read`](Self::finish_inline_read) hands the
+    /// cell back; `None`, nothing claimed, unless the cell at the head holds
+    /// a committed inline message of at most `max_len` bytes.
+    #[inline(always)]
+    #[allow(clippy::type_complexity)]
+    fn claim_inline_now(
+        &self,
+        slot: usize,
+        partition: u32,
+        max_len: usize,
+    ) -> Option<(Ring<'_>, (usize, u32, u64, usize), crate::sync::Token, &[u8])> {
         let inline = self.core.inline;
         if inline == 0 {
             return None;
@@ -1900,27 +2070,39 @@ impl Topic {
         crate::platform::fault::point("receive-claimed");
         let len = (word & Descriptor::LEN_MASK) as usize;
         // SAFETY: as in `take_inline`: the cell is claimed for reading by
-        // this process, so no writer touches its slot until `finish_read`
-        // below; its writer copied the `len <= inline` bytes (checked by
-        // `fits`) before its commit (Release), which our claim read
-        // (Acquire). `inline_slot` points inside the mapping `self` keeps,
-        // `idx` is below the capacity.
-        copy(unsafe { std::slice::from_raw_parts(self.inline_slot(slot, partition, idx), len) });
-        crate::platform::fault::point("inline-read");
+        // this process, so no writer touches its slot until the caller's
+        // `finish_inline_read`, after its last use of the slice; its writer
+        // copied the `len <= inline` bytes (checked by `fits`) before its
+        // commit (Release), which our claim read (Acquire). `inline_slot`
+        // points inside the mapping `self` keeps, `idx` is below the
+        // capacity.
+        let bytes = unsafe { std::slice::from_raw_parts(self.inline_slot(slot, partition, idx), len) };
+        Some((ring, (slot, partition, pos, idx), me, bytes))
+    }
+
+    /// The tail of [`recv_inline_now`](Self::recv_inline_now) and of a
+    /// lend from an inline slot ([`receive_with`](Self::receive_with)): hands back
+    /// the cell at `(slot, partition, pos, idx)` that this process claimed
+    /// for reading, wakes writers waiting for room and counts the message.
+    /// Always inlined: out of line it cost the inline copy path about 50
+    /// instructions a message (callgrind).
+    #[inline(always)]
+    fn finish_inline_read(&self, ring: &Ring<'_>, at: (usize, u32, u64, usize), me: crate::sync::Token) -> Result<()> {
+        let (slot, partition, pos, idx) = at;
         let released = ring.finish_read(pos, idx, me);
         if let Ok(waits) = self.waits_of(slot, partition) {
             topic_wake(&waits, waits.not_full);
         }
         if !released {
             self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
-            return Some(Err(Error::corrupt(Corruption::BadField {
+            return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
-            })));
+            }));
         }
         self.entry().received.fetch_add(1, Ordering::Relaxed);
         self.region().beat_sometimes();
-        Some(Ok(len))
+        Ok(())
     }
 
     /// Releases a received chunk: through its group if it was taken from a
@@ -2272,6 +2454,36 @@ impl Group {
         Ok(Message { topic: self.topic.clone(), chunk, len, partition, member: Some(self.member.clone()) })
     }
 
+    /// Lends the group's next message of `partition` to `f` in place, then
+    /// releases the group's hold: [`receive`](Self::receive) without a
+    /// [`Message`] value (as [`Topic::receive_with`]). Returns what `f`
+    /// returned; the hold is released also if `f` panics.
+    ///
+    /// ```
+    /// # use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-group-receive-with-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().max_groups(4))?;
+    /// let topic = region.create_topic("orders", TopicConfig::default())?;
+    /// let audit = topic.join_group("audit")?;
+    /// topic.send(b"buy 100", Key(0), None)?;
+    /// let p = topic.partition_of(Key(0));
+    /// assert_eq!(audit.receive_with(p, None, |order| order.starts_with(b"buy"))?, true);
+    /// assert_eq!(audit.try_receive_with(p, |order| order.len())?, None);
+    /// # drop(audit); drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    #[inline]
+    pub fn receive_with<R>(&self, partition: u32, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.topic.receive_with_in(self.slot, partition, timeout, f)
+    }
+
+    /// [`receive_with`](Self::receive_with) without waiting: `Ok(None)` if
+    /// the group has no message in `partition` now (and `f` is not called).
+    #[inline]
+    pub fn try_receive_with<R>(&self, partition: u32, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        none_if_empty(self.receive_with(partition, Some(Duration::ZERO), f))
+    }
+
     /// Receives the group's next message of `partition` into `buf`
     /// (replacing its contents) and releases it at once; returns its
     /// length.
@@ -2524,6 +2736,69 @@ impl std::fmt::Debug for Topic {
 pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     if waits.policy != WaitPolicy::Spin {
         cell.notify_all();
+    }
+}
+
+/// Gives the chunk taken for [`Topic::send_with`] back to the pool if its
+/// `fill` unwinds (forgotten once `fill` returned).
+struct FreeOnUnwind<'a> {
+    topic: &'a Topic,
+    chunk: Chunk,
+}
+
+impl Drop for FreeOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.topic.region().free(self.chunk.class, self.chunk.index);
+    }
+}
+
+/// Gives up the cell claimed for an inline message if its `fill` unwinds
+/// (a tombstone that readers skip; forgotten once `fill` returned).
+struct AbandonOnUnwind<'a, 'r> {
+    ring: &'a Ring<'r>,
+    waits: &'a Waits<'r>,
+    pos: u64,
+    idx: usize,
+    me: crate::sync::Token,
+}
+
+impl Drop for AbandonOnUnwind<'_, '_> {
+    fn drop(&mut self) {
+        self.ring.abandon_write(self.pos, self.idx, self.me);
+        topic_wake(self.waits, self.waits.not_empty);
+    }
+}
+
+/// Hands back the cell of an inline message lent by
+/// [`Topic::receive_with`] if its `f` unwinds (the message counts as
+/// received, as a dropped [`Message`] would; forgotten once `f` returned).
+struct FinishOnUnwind<'a, 'r> {
+    topic: &'a Topic,
+    ring: &'a Ring<'r>,
+    /// Group slot, partition, position and cell index.
+    at: (usize, u32, u64, usize),
+    me: crate::sync::Token,
+}
+
+impl Drop for FinishOnUnwind<'_, '_> {
+    fn drop(&mut self) {
+        // A claim repaired meanwhile is counted corrupt there; the panic
+        // going on is the caller's news.
+        let _ = self.topic.finish_inline_read(self.ring, self.at, self.me);
+    }
+}
+
+/// Releases the message lent by [`Topic::receive_with`] once its `f`
+/// returned or unwound.
+struct ReleaseOnDrop<'a> {
+    topic: &'a Topic,
+    chunk: Chunk,
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.topic.release_chunk(self.chunk);
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::payload;
 use crate::peer::{retry, Fault};
 use crate::throughput;
-use crate::topics::case::Test;
+use crate::topics::case::{Test, Via};
 use crate::topics::loan::publish_loan;
 use crate::topics::protocol::PeerArgs;
 use crate::topics::shm::KEY;
@@ -41,6 +41,27 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
                                 "the pong partition stayed full",
                             )
                         })
+                } else if a.via == Via::InPlace {
+                    // The pong is built in place from the ping, read in
+                    // place, while the ping is held.
+                    let echo = |msg: &[u8]| {
+                        payload::check(msg, seq)?;
+                        let build = |loan: &mut [u8]| {
+                            loan.copy_from_slice(msg);
+                            if lose {
+                                payload::damage(loan);
+                            }
+                        };
+                        let mut check = || Ok(());
+                        retry(
+                            |t| pong.send_with(msg.len(), Key(KEY), t, build),
+                            stall,
+                            &mut check,
+                            "the pong partition stayed full",
+                        )
+                    };
+                    retry(|t| ping.receive_with(from, t, echo), stall, &mut check, "no ping came")
+                        .and_then(|r| r)
                 } else if a.stamps_only {
                     retry(|t| ping.receive(from, t), stall, &mut check, "no ping came").and_then(|msg| {
                         payload::check(&msg, seq)?;
@@ -76,6 +97,12 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
                 if a.via.copies() {
                     retry(|t| data.recv_into(from, &mut buf, t), stall, &mut check, "no message came")?;
                     payload::check(&buf, seq)
+                } else if a.via == Via::InPlace {
+                    let mut read = |msg: &[u8]| {
+                        sink ^= payload::fold(msg);
+                        payload::check(msg, seq)
+                    };
+                    retry(|t| data.receive_with(from, t, &mut read), stall, &mut check, "no message came")?
                 } else {
                     let msg = retry(|t| data.receive(from, t), stall, &mut check, "no message came")?;
                     if !a.stamps_only {

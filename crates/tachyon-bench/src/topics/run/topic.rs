@@ -83,16 +83,27 @@ pub(super) fn topic_run(
                         )?;
                         retry(|t| pong.recv_into(from, &mut got, t), stall, &mut check, "no pong came")?;
                         same(&got, &buf, seq)
+                    } else if case.via == Via::InPlace {
+                        let build = payload::build(&template, seq);
+                        retry(
+                            |t| ping.send_with(size, Key(KEY), t, build),
+                            stall,
+                            &mut check,
+                            "the ping partition stayed full",
+                        )?;
+                        retry(
+                            |t| pong.receive_with(from, t, |msg| same(msg, &buf, seq)),
+                            stall,
+                            &mut check,
+                            "no pong came",
+                        )?
                     } else if case.stamps_only {
                         publish_loan(&ping, size, |loan| payload::stamp(loan, seq), stall, &mut check)?;
                         let msg = retry(|t| pong.receive(from, t), stall, &mut check, "no pong came")?;
                         payload::check(&msg, seq)
                             .map_err(|e| format!("pong {seq} differs from its ping: {e}"))
                     } else {
-                        let fill = |loan: &mut [u8]| {
-                            loan.copy_from_slice(&template);
-                            payload::stamp(loan, seq);
-                        };
+                        let fill = payload::build(&template, seq);
                         publish_loan(&ping, size, fill, stall, &mut check)?;
                         let msg = retry(|t| pong.receive(from, t), stall, &mut check, "no pong came")?;
                         let r = same(&msg, &buf, seq);
@@ -121,6 +132,14 @@ pub(super) fn topic_run(
                             &mut check,
                             "the partition stayed full",
                         )
+                    } else if case.via == Via::InPlace {
+                        let build = payload::build(&template, seq);
+                        retry(
+                            |t| data.send_with(size, Key(key), t, build),
+                            stall,
+                            &mut check,
+                            "the partition stayed full",
+                        )
                     } else if case.stamps_only {
                         publish_loan_key(
                             &data,
@@ -131,10 +150,7 @@ pub(super) fn topic_run(
                             &mut check,
                         )
                     } else {
-                        let fill = |loan: &mut [u8]| {
-                            loan.copy_from_slice(&template);
-                            payload::stamp(loan, seq);
-                        };
+                        let fill = payload::build(&template, seq);
                         publish_loan_key(&data, size, key, fill, stall, &mut check)
                     }
                     .map_err(|e| format!("producer, message {seq}: {e}"))?;
