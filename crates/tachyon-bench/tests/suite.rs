@@ -246,6 +246,7 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "TCP loopback",
         "bare cache-line",
         "loan path",
+        "in place: `send_with`/`receive_with`",
         "CircularBuffer",
         "RpcBuffer",
         "on the reader thread",
@@ -285,12 +286,12 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     }
     // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
     // rings, flag, Unix socket, pipe, TCP, then copy, copy with inline
-    // slots, loan, CircularBuffer, RpcBuffer and RpcBuffer with inline
-    // handlers × 3 policies; throughput, for 64 B and 1 KiB: raw ring, the
-    // three MPMC rings, the two chunk-pool rings, Unix socket, pipe, TCP,
-    // then copy, copy with inline slots, loan and CircularBuffer × 3
-    // policies.
-    assert_eq!(csv.lines().count(), 1 + (10 + 18) + 2 * (9 + 12), "{csv}");
+    // slots, loan, in place, CircularBuffer, RpcBuffer and RpcBuffer with
+    // inline handlers × 3 policies; throughput, for 64 B and 1 KiB: raw
+    // ring, the three MPMC rings, the two chunk-pool rings, Unix socket,
+    // pipe, TCP, then copy, copy with inline slots, loan, in place and
+    // CircularBuffer × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (10 + 21) + 2 * (9 + 15), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

@@ -24,16 +24,17 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
          descriptors; a CircularBuffer has {} nodes of the message size (one ring per direction \
          for latency). Copy path: `send`/`recv_into`. Loan path: the message is written into a \
          `loan` and `publish`ed; the receiver reads every byte of it in place (`receive`) and \
-         drops it. Every message carries its sequence number, checked by the receiver; a pong \
-         is compared with its ping byte for byte. References, same bytes, same checks: a Unix \
-         domain socket pair, TCP over loopback with `TCP_NODELAY` and pipes, with one blocking \
-         `write` and one blocking `read` per message; a raw single-producer ring of memcpys \
-         that spins (for latency: a spinning flag and a memcpy each way, the floor of any \
-         shared-memory transport); a bare cache line bounced between the processes. Ratios \
-         are medians of per-repetition ratios to the reference run of the same repetition. \
-         With `spin` both processes spin while they wait. The C tachyon library reports about \
-         1.0 µs p50 for a spin round trip and 3.96 M msgs/s for 1 KiB messages (about 2 × a \
-         pipe), on its own machine.\n",
+         drops it. In place: the same work through closures (`send_with`/`receive_with`), \
+         with no `Loan` or `Message` value. Every message carries its sequence number, checked \
+         by the receiver; a pong is compared with its ping byte for byte. References, same \
+         bytes, same checks: a Unix domain socket pair, TCP over loopback with `TCP_NODELAY` \
+         and pipes, with one blocking `write` and one blocking `read` per message; a raw \
+         single-producer ring of memcpys that spins (for latency: a spinning flag and a memcpy \
+         each way, the floor of any shared-memory transport); a bare cache line bounced \
+         between the processes. Ratios are medians of per-repetition ratios to the reference \
+         run of the same repetition. With `spin` both processes spin while they wait. The C \
+         tachyon library reports about 1.0 µs p50 for a spin round trip and 3.96 M msgs/s for \
+         1 KiB messages (about 2 × a pipe), on its own machine.\n",
         settings.capacity, settings.capacity
     );
 
@@ -98,7 +99,7 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
             "Messages per second delivered to and checked by the receiving process, timed by it: \
              median of the repetitions, range in brackets; GB/s = 10^9 payload bytes per second. \
              The copy-path and CircularBuffer receivers copy each message out; the loan-path \
-             receiver reads every byte in place. For the ratios higher is better.\n"
+             and in-place receivers read every byte in place. For the ratios higher is better.\n"
         );
         let _ = writeln!(
             out,

@@ -1591,7 +1591,9 @@ impl Topic {
         timeout: Option<Duration>,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
-        if let Some((ring, at, me, bytes)) = self.claim_inline_now(slot, partition, usize::MAX) {
+        // SAFETY: `bytes` is used by `f` only, before the cell is handed
+        // back (below, or by the guard if `f` unwinds).
+        if let Some((ring, at, me, bytes)) = unsafe { self.claim_inline_now(slot, partition, usize::MAX) } {
             let reading = FinishOnUnwind { topic: self, ring: &ring, at, me };
             let r = f(bytes);
             std::mem::forget(reading);
@@ -2038,21 +2040,30 @@ impl Topic {
         max_len: usize,
         copy: impl FnOnce(&[u8]),
     ) -> Option<Result<usize>> {
-        let (ring, at, me, bytes) = self.claim_inline_now(slot, partition, max_len)?;
+        // SAFETY: `bytes` is used by `copy` only, before the cell is
+        // handed back below.
+        let (ring, at, me, bytes) = unsafe { self.claim_inline_now(slot, partition, max_len) }?;
+        let len = bytes.len();
         copy(bytes);
         crate::platform::fault::point("inline-read");
-        Some(self.finish_inline_read(&ring, at, me).map(|()| bytes.len()))
+        Some(self.finish_inline_read(&ring, at, me).map(|()| len))
     }
 
     /// The claim of [`recv_inline_now`](Self::recv_inline_now): the ring,
     /// `(slot, partition, pos, idx)` of the cell claimed for reading, the
-    /// claimant's token and the message's bytes in the cell's slot, valid
-    /// until [`finish_inline_read`](Self::finish_inline_read) hands the
-    /// cell back; `None`, nothing claimed, unless the cell at the head holds
-    /// a committed inline message of at most `max_len` bytes.
+    /// claimant's token and the message's bytes in the cell's slot; `None`,
+    /// nothing claimed, unless the cell at the head holds a committed
+    /// inline message of at most `max_len` bytes.
+    ///
+    /// # Safety
+    ///
+    /// The bytes are the slot's only while the cell is claimed: the caller
+    /// uses the slice only until it hands the cell back
+    /// ([`finish_inline_read`](Self::finish_inline_read)), after which a
+    /// writer may fill the slot again.
     #[inline(always)]
     #[allow(clippy::type_complexity)]
-    fn claim_inline_now(
+    unsafe fn claim_inline_now(
         &self,
         slot: usize,
         partition: u32,
@@ -2071,7 +2082,8 @@ impl Topic {
         let len = (word & Descriptor::LEN_MASK) as usize;
         // SAFETY: as in `take_inline`: the cell is claimed for reading by
         // this process, so no writer touches its slot until the caller's
-        // `finish_inline_read`, after its last use of the slice; its writer
+        // `finish_inline_read`, after its last use of the slice (this
+        // function's contract); its writer
         // copied the `len <= inline` bytes (checked by `fits`) before its
         // commit (Release), which our claim read (Acquire). `inline_slot`
         // points inside the mapping `self` keeps, `idx` is below the
