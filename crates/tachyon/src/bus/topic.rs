@@ -1000,7 +1000,10 @@ impl Topic {
     /// cell) and for room in the key's partition; `fill` runs once they
     /// were found. On a topic with inline slots a message that fits is
     /// built in its cell's slot, and readers of the partition wait behind
-    /// it until `fill` returns: keep `fill` short there. If `fill` panics,
+    /// it until `fill` returns: keep `fill` short there, and do not publish
+    /// to the same partition from inside it (with the partition full, that
+    /// publish would wait for readers who wait for this one, until its
+    /// timeout). If `fill` panics,
     /// nothing is published (the chunk goes back to the pool, a cell is
     /// skipped by readers) and the panic goes on. If the publish fails (the
     /// partition stayed full), the message is dropped.
