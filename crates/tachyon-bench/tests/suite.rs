@@ -280,7 +280,9 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
             "{stdout}"
         );
         assert!(
-            stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | met |"),
+            stdout.contains(
+                "| measure | median ratio | (min – max) | steady runs | bar | its design's reference | met |"
+            ),
             "{stdout}"
         );
     }
