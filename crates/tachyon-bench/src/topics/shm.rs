@@ -44,7 +44,10 @@ pub(crate) fn region_config_inline(
     let chunk = CLASS_SIZES[class] + 16;
     let in_flight = if ping_pong { 16 } else { capacity as usize + 16 };
     let chunks = (topics * in_flight).min((256 << 20) / chunk).max(8);
-    let block = (192 + 16 * capacity as usize).div_ceil(64) * 64 + capacity as usize * inline;
+    // A partition's header and cells, then its inline slots, each at most
+    // a cache line more than its size apart (`RegionMap::inline_slot_stride`).
+    let stride = if inline == 0 { 0 } else { inline + 64 };
+    let block = (192 + 16 * capacity as usize).div_ceil(64) * 64 + capacity as usize * stride;
     let ring_arena = topics * block + 4096;
     let size = (chunks * chunk + ring_arena + (2 << 20)).div_ceil(1 << 20) << 20;
     RegionConfig::default()

@@ -47,7 +47,7 @@ pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
 pub(crate) const TOO_LARGE: &str =
     "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
 
-pub(crate) const LAYOUT_VERSION: u64 = 5;
+pub(crate) const LAYOUT_VERSION: u64 = 6;
 /// The region's header, at the start of its data area (the table at the
 /// top of this file). Code reaches its words through the `OFF_*` offsets
 /// below, which are taken from this struct, and `Segment::get` (bounds
@@ -111,7 +111,7 @@ pub(crate) const OFF_JOURNAL: usize = offset_of!(Header, journal);
 /// The topic directory follows the header.
 pub(crate) const OFF_TOPICS: usize = size_of::<Header>();
 
-// The layout in shared memory is fixed (layout version 5: 3's header): the struct must
+// The layout in shared memory is fixed (layout version 6: 3's header): the struct must
 // not move a word.
 const _: () = {
     assert!(OFF_LEASE == 56 && OFF_CLASS_FIRST == 64 && OFF_CLASS_COUNT == 128);
@@ -135,14 +135,19 @@ pub(crate) const DIRECTORY_REPAIRS: usize = 72;
 pub(crate) const GROUP_LEASE_COPY: usize = 80;
 /// The seal's domain of the group lease word.
 pub(crate) const GROUP_LEASE_DOMAIN: u64 = 0x0067_6c65_6173_6534;
-/// The seal's domain: a region's configuration, layout 5 (a layout-4
+/// The seal's domain: a region's configuration, layout 6 (an older
 /// region's seals do not hold under it, so it is refused by its version:
-/// its free lists move one chunk per operation, and its processes would
-/// complete a chain announced by a layout-5 process wrongly).
-pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e35;
-/// The seal's domain of layout 4 (for the test that a v4 region is refused).
+/// a layout-4 region's free lists move one chunk per operation, and its
+/// processes would complete a chain announced by a later process wrongly;
+/// a layout-5 region's processes find a topic's inline slots of 512 bytes
+/// and more at other addresses, `partition::slot_stride`).
+pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e36;
+/// The seal's domains of layouts 4 and 5 (for the tests that such regions
+/// are refused).
 #[cfg(test)]
 pub(crate) const CFG_DOMAIN_V4: u64 = 0x0072_6567_696f_6e34;
+#[cfg(test)]
+pub(crate) const CFG_DOMAIN_V5: u64 = 0x0072_6567_696f_6e35;
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for FreeList {}

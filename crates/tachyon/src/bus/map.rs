@@ -108,15 +108,31 @@ impl RegionMap {
     /// Bytes one partition of `capacity` cells takes on a topic with inline
     /// slots of `inline` bytes ([`TopicConfig::inline_payload`](super::TopicConfig::inline_payload),
     /// as [`TopicInfo::inline_payload`](super::TopicInfo::inline_payload)
-    /// reports it): the cells' block, then one slot per cell.
+    /// reports it): the cells' block, then one slot per cell, each
+    /// [`inline_slot_stride`](Self::inline_slot_stride) bytes from the last.
     ///
     /// ```
     /// let map = tachyon::bus::RegionMap::new();
     /// assert_eq!(map.partition_block_inline(4, 128), 192 + 4 * 16 + 4 * 128);
+    /// assert_eq!(map.partition_block_inline(4, 1024), 192 + 4 * 16 + 4 * 1088);
     /// assert_eq!(map.partition_block_inline(4, 0), map.partition_block(4));
     /// ```
     pub fn partition_block_inline(&self, capacity: u32, inline: usize) -> usize {
         partition::block(capacity, inline)
+    }
+
+    /// Bytes from one inline slot of `inline` bytes to the next: `inline`,
+    /// and a cache line more when `inline` is a multiple of 256 above 256
+    /// (so that the slots spread over the page's offsets; layout 6).
+    ///
+    /// ```
+    /// let map = tachyon::bus::RegionMap::new();
+    /// assert_eq!(map.inline_slot_stride(256), 256);
+    /// assert_eq!(map.inline_slot_stride(320), 320);
+    /// assert_eq!(map.inline_slot_stride(1024), 1088);
+    /// ```
+    pub fn inline_slot_stride(&self, inline: usize) -> usize {
+        partition::slot_stride(inline)
     }
 
     /// Where a partition's inline slots start, from the partition.

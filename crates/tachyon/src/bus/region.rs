@@ -503,29 +503,34 @@ mod tests {
         at.map(|off| seg.get::<AtomicU64>(off).unwrap().load(Ordering::Relaxed))
     }
 
-    /// A region written by layout 4 (version word 4, both configuration
-    /// copies sealed under layout 4's domain) is refused with the version
-    /// error, not guessed at: its free lists move one chunk per operation.
+    /// A region written by layout 4 or 5 (its version word, both
+    /// configuration copies sealed under that layout's domain) is refused
+    /// with the version error, not guessed at: a layout-4 region's free
+    /// lists move one chunk per operation, a layout-5 region's inline
+    /// slots of 1 KiB lie 1,024 bytes apart, not 1,088.
     #[test]
-    fn a_layout_4_region_is_refused_by_its_version() {
-        let name = format!("t-region-v4-{}", std::process::id());
-        let _ = Region::remove(&name);
-        let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
-        let region = Region::create(&name, cfg.clone()).unwrap();
-        let seg = region.segment();
-        let w = OFF_CFG_WEIGHTS;
-        let first = [OFF_CFG_SIZE, OFF_MAX_TOPICS, OFF_CFG_RING_ARENA, OFF_LEASE, w, w + 8, w + 16, w + 24];
-        let copy = cfg_copy_at(cfg.max_topics);
-        let words = words_at(seg, first);
-        assert_eq!(words, words_at(seg, std::array::from_fn(|i| copy + 8 * i)));
-        let v4 = seal(CFG_DOMAIN_V4, words);
-        seg.get::<AtomicU64>(OFF_CFG_SEAL).unwrap().store(v4, Ordering::Relaxed);
-        seg.get::<AtomicU64>(copy + 64).unwrap().store(v4, Ordering::Relaxed);
-        seg.get::<AtomicU64>(OFF_VERSION).unwrap().store(4, Ordering::Relaxed);
-        let err = Region::open_attached(&name).map(|_| ()).unwrap_err();
-        assert!(err.to_string().contains("region layout version") && err.to_string().contains('4'), "{err}");
-        drop(region);
-        Region::remove(&name).unwrap();
+    fn a_layout_4_or_5_region_is_refused_by_its_version() {
+        for (version, domain) in [(4u64, CFG_DOMAIN_V4), (5, CFG_DOMAIN_V5)] {
+            let name = format!("t-region-v{version}-{}", std::process::id());
+            let _ = Region::remove(&name);
+            let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
+            let region = Region::create(&name, cfg.clone()).unwrap();
+            let seg = region.segment();
+            let w = OFF_CFG_WEIGHTS;
+            let first = [OFF_CFG_SIZE, OFF_MAX_TOPICS, OFF_CFG_RING_ARENA, OFF_LEASE, w, w + 8, w + 16, w + 24];
+            let copy = cfg_copy_at(cfg.max_topics);
+            let words = words_at(seg, first);
+            assert_eq!(words, words_at(seg, std::array::from_fn(|i| copy + 8 * i)));
+            let old = seal(domain, words);
+            seg.get::<AtomicU64>(OFF_CFG_SEAL).unwrap().store(old, Ordering::Relaxed);
+            seg.get::<AtomicU64>(copy + 64).unwrap().store(old, Ordering::Relaxed);
+            seg.get::<AtomicU64>(OFF_VERSION).unwrap().store(version, Ordering::Relaxed);
+            let err = Region::open_attached(&name).map(|_| ()).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains("region layout version") && text.contains(&version.to_string()), "{err}");
+            drop(region);
+            Region::remove(&name).unwrap();
+        }
     }
 
     /// `max_groups` is in both configuration copies (the lease word's top

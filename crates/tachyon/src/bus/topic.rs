@@ -535,6 +535,8 @@ struct TopicCore {
     overrun: bool,
     /// Bytes of each cell's inline slot (0: none).
     inline: usize,
+    /// Bytes from one inline slot to the next (`partition::slot_stride`).
+    stride: usize,
 }
 
 /// Where one partition's shared state lies inside the region's mapping
@@ -543,7 +545,7 @@ struct TopicCore {
 struct Partition {
     cursors: NonNull<Cursors>,
     cells: NonNull<[Cell]>,
-    /// The first of the cells' inline slots (`capacity * inline` bytes,
+    /// The first of the cells' inline slots (`capacity * stride` bytes,
     /// checked at attach; dangling-free but empty on a topic without them).
     slots: NonNull<u8>,
     not_empty: NonNull<crate::sync::WaitCell>,
@@ -651,7 +653,7 @@ impl Topic {
                 let (header, cells) = partition::at(seg, base, cfg.capacity)?;
                 let slots = seg.get_slice::<AtomicU8>(
                     base + partition::slots_off(cfg.capacity),
-                    cfg.capacity as usize * cfg.inline as usize,
+                    cfg.capacity as usize * partition::slot_stride(cfg.inline as usize),
                 )?;
                 Ok(Partition {
                     cursors: NonNull::from(&header.cursors),
@@ -681,6 +683,7 @@ impl Topic {
             default_group: cfg.default_group,
             overrun: cfg.overrun,
             inline: cfg.inline as usize,
+            stride: partition::slot_stride(cfg.inline as usize),
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
@@ -1159,9 +1162,9 @@ impl Topic {
     fn inline_slot(&self, slot: usize, partition: u32, idx: usize) -> *mut u8 {
         debug_assert!(self.core.inline > 0 && idx < self.core.capacity);
         let base = self.core.parts[slot * self.core.partitions as usize + partition as usize].slots;
-        // SAFETY: attach checked that `capacity * inline` bytes from `slots`
-        // lie inside the mapping, and `idx < capacity`.
-        unsafe { base.as_ptr().add(idx * self.core.inline) }
+        // SAFETY: attach checked that `capacity * stride` bytes from `slots`
+        // lie inside the mapping, `idx < capacity` and `inline <= stride`.
+        unsafe { base.as_ptr().add(idx * self.core.stride) }
     }
 
     /// The inline slot of position `pos` of group slot `slot`'s ring of
