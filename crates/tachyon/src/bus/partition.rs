@@ -82,18 +82,21 @@ pub(crate) fn block(capacity: u32, inline: usize) -> usize {
 /// next: `inline`, and one cache line more when `inline` is a multiple of
 /// 256 above 256 (layout 6).
 ///
-/// Why: a slot's bytes are copied to and from the processes' own buffers.
-/// A copy whose source and destination lie at nearly the same offset
-/// within their pages runs slowly (the core takes each load for one of the
-/// stores just made, "4K aliasing"), and slots a power of two apart sit at
-/// a few page offsets only: four for 1 KiB slots, one from 4 KiB on. If a
-/// process's buffer falls near one of them, a quarter of its messages (or
-/// all of them) pay it, for as long as the buffer lives. One line more
+/// Why: slots a power of two apart sit at a few offsets of a page only
+/// (four for 1 KiB slots, one from 4 KiB on), and how fast a slot's bytes
+/// are copied depends on where in its page it lies: the copy's loads and
+/// its stores, and the other lines a message touches (its cell, the
+/// cursors, the processes' own buffers), can meet at the same page
+/// offset, where the core takes a load for one of the stores just made
+/// ("4K aliasing") and waits. With four offsets, one unlucky offset slows
+/// a quarter of the messages for as long as the topic lives. One line more
 /// moves each slot 64 bytes further along the page than the last, over 64
-/// offsets, so that only about one message in 32 can meet a given buffer
-/// there. (Measured: 1 KiB streams 1.22 x as fast, paired median of 16
-/// rounds, `docs/BENCHMARK.md`.) Slots of 256 bytes and less are copied
-/// by loads that all come before the stores, and are left dense.
+/// offsets, so that no one coincidence holds for more than a few messages.
+/// (Measured: the 1 KiB stream of one layout 1.13 - 1.16 x as fast with
+/// the slots moved 320 bytes on, and 1.22 x with this stride, paired
+/// medians of 16 interleaved rounds, `docs/BENCHMARK.md`.) Slots of 256
+/// bytes and less are copied by loads that all come before the stores,
+/// and are left dense.
 pub(crate) const fn slot_stride(inline: usize) -> usize {
     if inline > 256 && inline % 256 == 0 {
         inline + 64
