@@ -269,7 +269,8 @@ type TopicConfig struct {
 	// chunk is taken from the pool, the copy path two to three times
 	// faster on a stream. Loans and larger messages still use chunks.
 	// Costs Capacity * InlinePayload bytes per partition of the region's
-	// ring arena. Not with AtLeastOnce (ErrInvalid).
+	// ring arena, and 64 more per cell when InlinePayload is a multiple of
+	// 256 above 256. Not with AtLeastOnce (ErrInvalid).
 	InlinePayload uint32
 }
 

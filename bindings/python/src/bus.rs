@@ -191,7 +191,9 @@ impl PyRegion {
     /// travels in its cell's slot, no chunk taken from the pool (the copy
     /// path two to three times faster on a stream); loans and larger
     /// messages still use chunks; costs capacity * inline_payload bytes
-    /// per partition of the region's ring arena; not with at_least_once.
+    /// per partition of the region's ring arena (64 more per cell when
+    /// inline_payload is a multiple of 256 above 256); not with
+    /// at_least_once.
     #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false, inline_payload=0))]
     #[allow(clippy::too_many_arguments)]
     fn create_topic(

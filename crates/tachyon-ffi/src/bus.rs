@@ -782,7 +782,8 @@ pub unsafe extern "C" fn ty_topic_create_flags(
 /// use chunks; `ty_subscribe` copies an inline message into a chunk of the
 /// receiver's own (so it needs a free chunk of the slot's size). The cost
 /// is `capacity * inline_payload` bytes per partition of the region's ring
-/// arena (`TY_ENOSPC` if they do not fit). Not with
+/// arena, and 64 more per cell when `inline_payload` is a multiple of 256
+/// above 256 (`TY_ENOSPC` if they do not fit). Not with
 /// `TY_DELIVERY_AT_LEAST_ONCE` (`TY_EINVAL`): a consumer killed while it
 /// copies a message out of its slot loses it. An existing topic must have
 /// the same slots (`TY_EINCOMPAT`). See docs/bus.md, "Inline payloads".
@@ -791,7 +792,7 @@ pub unsafe extern "C" fn ty_topic_create_flags(
 /// ty_topic_conf_t tc = ty_topic_conf_default;
 /// tc.capacity = 256;
 /// ty_topic_t* ticks;
-/// ty_topic_create_inline(reg, "ticks", &tc, 0, 1024, &ticks); /* 256 KiB of slots */
+/// ty_topic_create_inline(reg, "ticks", &tc, 0, 1024, &ticks); /* 272 KiB of slots */
 /// ty_send(ticks, "tick", 4, 0, -1);                          /* no chunk taken */
 /// ```
 ///

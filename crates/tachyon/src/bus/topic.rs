@@ -214,7 +214,10 @@ impl TopicConfig {
     /// (so a receive on such a topic needs a free chunk of the slot's
     /// size). The cost is memory: `capacity * bytes` per partition per
     /// group slot, out of the region's
-    /// [`ring_arena`](super::RegionConfig::ring_arena). Not with
+    /// [`ring_arena`](super::RegionConfig::ring_arena), and a cache line
+    /// more per cell when `bytes` is a multiple of 256 above 256 (such
+    /// slots lie a line further apart than their size, so that they do not
+    /// all sit at a few offsets of a page: see docs/bus.md). Not with
     /// [`Delivery::AtLeastOnce`] (a message in a slot has no chunk that
     /// recovery could deliver again; [`Error::InvalidArgument`] at
     /// creation).
@@ -223,7 +226,7 @@ impl TopicConfig {
     /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
     /// # let name = format!("doc-inline-{}", std::process::id());
     /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
-    /// let cfg = TopicConfig::default().capacity(256).inline_payload(1024); // 256 KiB of slots
+    /// let cfg = TopicConfig::default().capacity(256).inline_payload(1024); // 272 KiB of slots
     /// let topic = region.create_topic("frames", cfg)?;
     /// assert_eq!(topic.config().inline_payload_size(), 1024);
     ///
