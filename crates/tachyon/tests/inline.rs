@@ -25,7 +25,11 @@ fn region(name: &str) -> Region {
 }
 
 fn topic(region: &Region, partitions: u32, capacity: u32) -> Topic {
-    let cfg = TopicConfig::default().partitions(partitions).capacity(capacity).inline_payload(SLOT);
+    topic_with(region, partitions, capacity, SLOT)
+}
+
+fn topic_with(region: &Region, partitions: u32, capacity: u32, slot: u32) -> Topic {
+    let cfg = TopicConfig::default().partitions(partitions).capacity(capacity).inline_payload(slot);
     region.create_topic("t", cfg).unwrap()
 }
 
@@ -45,10 +49,16 @@ fn words(m: &[u8]) -> (u64, u64) {
     (u64::from_le_bytes(m[..8].try_into().unwrap()), u64::from_le_bytes(m[8..16].try_into().unwrap()))
 }
 
-/// The length of message `i` of a stream: every length from 16 to one
-/// past the slot (a chunk), in turn.
-fn length(i: u64) -> usize {
-    16 + (i as usize * 37) % (SLOT as usize - 16 + 2)
+/// The length of message `i` of a stream through slots of `slot` bytes:
+/// every length from 16 to the slot's in turn, and every seventh message
+/// one byte past the slot (a chunk; often enough that some of them meet
+/// the consumer's buffer of the slot's size, whatever the slot).
+fn length_in(i: u64, slot: u32) -> usize {
+    if i % 7 == 6 {
+        slot as usize + 1
+    } else {
+        16 + (i as usize * 37) % (slot as usize - 16 + 1)
+    }
 }
 
 #[test]
@@ -60,10 +70,11 @@ fn child_entry() {
         "producer" => {
             let n: u64 = args.get("n");
             let keys: u64 = args.get("keys");
+            let slot: u32 = args.get("slot");
             let mut seq = vec![0u64; keys as usize];
             for i in 0..n {
                 let k = i % keys;
-                let m = message(k, seq[k as usize], length(i));
+                let m = message(k, seq[k as usize], length_in(i, slot));
                 topic.send(&m, Key(k), Some(LIMIT)).unwrap();
                 seq[k as usize] += 1;
             }
@@ -221,14 +232,28 @@ fn groups_get_inline_messages_as_chunks() {
 /// key's in order and with its bytes; no chunk is lost.
 #[test]
 fn a_producer_process_streams_to_a_consumer_process() {
-    let name = unique("inline-stream");
+    stream_between_processes(SLOT);
+}
+
+/// The same through slots of 1 KiB, which lie a cache line further apart
+/// than their size (layout 6, `RegionMap::inline_slot_stride`): every
+/// slot of both rings, lap after lap, carries its message whole.
+#[test]
+fn slots_of_a_kibibyte_carry_every_length_between_processes() {
+    assert_eq!(tachyon::bus::RegionMap::new().inline_slot_stride(1024), 1088);
+    stream_between_processes(1024);
+}
+
+fn stream_between_processes(slot: u32) {
+    let name = unique(&format!("inline-stream-{slot}"));
     let _rm = RemoveRegion(name.clone());
     let region = region(&name);
-    let topic = topic(&region, 2, 64);
+    let topic = topic_with(&region, 2, 64, slot);
     let initial = region.pool_stats().unwrap();
     const N: u64 = 40_000;
     const KEYS: u64 = 4;
-    let mut child = spawn(ENTRY, "producer", common::Args::name(&name).with("n", N).with("keys", KEYS));
+    let args = common::Args::name(&name).with("n", N).with("keys", KEYS).with("slot", slot);
+    let mut child = spawn(ENTRY, "producer", args);
     // A quarter of the messages are taken through a subscription to both
     // partitions, copied out of their slots.
     let sub = topic.subscribe(Partitions::All).unwrap();
@@ -236,7 +261,7 @@ fn a_producer_process_streams_to_a_consumer_process() {
     let mut buf = Vec::new();
     // A buffer of the slot's size: the one message length in the stream
     // that is longer (a chunk) stays queued until a larger buffer comes.
-    let (mut small, mut large) = (vec![0u8; SLOT as usize], vec![0u8; SLOT as usize + 1]);
+    let (mut small, mut large) = (vec![0u8; slot as usize], vec![0u8; slot as usize + 1]);
     let mut too_long = 0u64;
     let deadline = Instant::now() + LIMIT;
     let mut got = 0u64;
@@ -266,7 +291,7 @@ fn a_producer_process_streams_to_a_consumer_process() {
                     Ok(Some(n)) => small[..n].to_vec(),
                     Ok(None) => continue,
                     Err(Error::BufferTooSmall { item, buffer }) => {
-                        assert_eq!((item, buffer), (SLOT as usize + 1, SLOT as usize));
+                        assert_eq!((item, buffer), (slot as usize + 1, slot as usize));
                         too_long += 1;
                         let n = topic.try_recv_into_slice(p, &mut large).unwrap().expect("still queued");
                         large[..n].to_vec()
@@ -283,7 +308,7 @@ fn a_producer_process_streams_to_a_consumer_process() {
             assert_eq!(topic.partition_of(Key(k)), from);
             assert_eq!(seq, next[k as usize], "key {k} in order");
             let i = seq * KEYS + k;
-            assert_eq!(m, message(k, seq, length(i)), "message {i}'s bytes");
+            assert_eq!(m, message(k, seq, length_in(i, slot)), "message {i}'s bytes");
             next[k as usize] += 1;
             got += 1;
         }
