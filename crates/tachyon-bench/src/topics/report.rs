@@ -357,13 +357,14 @@ fn verdict(judged: Option<f64>, limit: f64, lower_is_better: bool, reference: Op
     }
 }
 
-/// A bar's row: the measure, its ratio over every repetition and over the
-/// steady ones, the bar, its direction, and its transport's design
-/// reference (`design_refs`), judged as the bar is.
+/// A bar's row: the measure, its ratio over every repetition, over the
+/// steady ones, and as the bar is judged, the bar, its direction, and its
+/// transport's design reference (`design_refs`), judged the same way.
 struct Row {
     what: String,
     all: Option<Spread>,
     calm: Option<Spread>,
+    judged: Option<f64>,
     limit: f64,
     lower_is_better: bool,
     design: Option<f64>,
@@ -378,7 +379,8 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
     let rate: fn(&Sample) -> Option<f64> = |s| Some(s.rate());
     let spin = Some(Policy::Spin);
     // A ratio as a bar is judged: over the steady pairs where the runs
-    // were probed, else over every pair.
+    // were probed (a slow phase's ratio would pass or fail a bar for the
+    // wrong reason), else over every pair.
     let judge = |case: Case, reference: Case, f: fn(&Sample) -> Option<f64>| match steady.best {
         Some(_) => res.paired_in(case, reference, f, |s| !steady.slow(s)).map(|c| c.median),
         None => res.paired(case, reference, f).map(|c| c.median),
@@ -396,7 +398,8 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         } else {
             None
         };
-        rows.push(Row { what, all, calm, limit, lower_is_better, design });
+        let judged = judge(case, reference, f);
+        rows.push(Row { what, all, calm, judged, limit, lower_is_better, design });
     };
     for via in [Via::Copy, Via::Loan] {
         bar(
@@ -501,12 +504,6 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
     let cell = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |x| format!("{x:.2}"));
     for row in rows {
         let Some(r) = row.all else { continue };
-        // With probes, only a steady pair judges a bar: a slow phase's
-        // ratio would pass or fail it for the wrong reason.
-        let judged = match steady.best {
-            None => Some(r.median),
-            Some(_) => row.calm.map(|c| c.median),
-        };
         let _ = writeln!(
             out,
             "| {} | {:.2} | ({:.2} – {:.2}) | {} | {} {} | {} | {} |",
@@ -518,7 +515,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             if row.lower_is_better { "≤" } else { "≥" },
             row.limit,
             cell(row.design),
-            verdict(judged, row.limit, row.lower_is_better, row.design),
+            verdict(row.judged, row.limit, row.lower_is_better, row.design),
         );
     }
     out.push('\n');

@@ -650,13 +650,14 @@ impl Topic {
         }
         let seg = region.segment();
         let slots = max_groups.max(1);
+        let stride = partition::slot_stride(cfg.inline as usize);
         let parts = (0..cfg.partitions as usize * slots)
             .map(|p| -> Result<Partition> {
                 let base = ring_off + p * cfg.block();
                 let (header, cells) = partition::at(seg, base, cfg.capacity)?;
                 let slots = seg.get_slice::<AtomicU8>(
                     base + partition::slots_off(cfg.capacity),
-                    cfg.capacity as usize * partition::slot_stride(cfg.inline as usize),
+                    cfg.capacity as usize * stride,
                 )?;
                 Ok(Partition {
                     cursors: NonNull::from(&header.cursors),
@@ -686,7 +687,7 @@ impl Topic {
             default_group: cfg.default_group,
             overrun: cfg.overrun,
             inline: cfg.inline as usize,
-            stride: partition::slot_stride(cfg.inline as usize),
+            stride,
             region: region.clone(),
             entry: NonNull::from(entry),
             name: info.name,
