@@ -54,6 +54,28 @@
 //! that another process repaired (the word was scribbled on and fixed)
 //! then fails its hand-over rather than overwrite the repair.
 //!
+//! # The leased variants ([`Kind::Leased`], [`Kind::LeasedFenced`])
+//!
+//! The MPMC protocol's slot words without its claims: each end of the
+//! ring is *leased* to one process at a time, so a side finds its next
+//! slot by its own private position, waits for the slot's word to say
+//! it is its turn (a load), and hands the slot over by a release store;
+//! no locked instruction per message. What a lease costs its holder per
+//! message is modelled too: a busy word on a line of its own, set before
+//! the message and cleared after it, with a look at whether another
+//! process asks for the lease in between (the light half of an asymmetric
+//! fence, a compiler fence; the heavy half, a `membarrier`, would be run
+//! by the process asking, which then waits for the busy word to clear);
+//! a look, after each hand-over, at whether the other side sleeps (the
+//! light half again: a sleeper would run the heavy half before it
+//! sleeps); and the side's position stored to its record, a line nobody
+//! reads while the lease is held, from which a successor would go on.
+//! [`Kind::LeasedFenced`] puts a full fence before the look at the
+//! sleeper's word instead, as tachyon's wake-up checks do today. This is
+//! the floor of a design tachyon does not have (see
+//! `docs/leases-design.md`); no request for a lease and no sleeper ever
+//! happens in a run (a set request word fails it).
+//!
 //! # The chunk-pool variant ([`Kind::ChunkPool`])
 //!
 //! The floor of a zero-copy bus whose every chunk names its holder, as
@@ -88,6 +110,15 @@ use tachyon::Segment;
 
 const HEAD_OFF: usize = 0;
 const TAIL_OFF: usize = 128;
+/// A [`Kind::Leased`] side's lease words, from its cursor (which is its
+/// position record): the word it holds non-zero while inside a call, then
+/// the word a would-be holder sets to ask for the lease, on the next line
+/// of the cursor's pair, and beside it the word the side sets before it
+/// sleeps, which the other side looks at after each hand-over (neither is
+/// set in a benchmark run: what is measured is the looks).
+const LEASE_BUSY: usize = 8;
+const LEASE_WANTED: usize = 64;
+const LEASE_ASLEEP: usize = 72;
 /// The slots may not start before this.
 const MIN_DATA_OFF: usize = 256;
 
@@ -108,6 +139,22 @@ pub enum Kind {
     ChunkPool,
     /// [`Kind::ChunkPool`] with a small pool: chunks reused hot.
     ChunkPoolHot,
+    /// Per-slot words as [`Kind::Mpmc`]'s, each side holding a *lease*
+    /// (the writer's or the reader's end, for the whole run) instead of
+    /// claiming each slot: a load and a store of the slot's word per
+    /// message; around each message, the side's busy word set and cleared
+    /// and a look at whether the lease is wanted (the light half of an
+    /// asymmetric fence, whose heavy half a would-be holder runs); each
+    /// side's position stored to a line of its own (the record a successor
+    /// would take over from); after each hand-over, a look at whether the
+    /// other side sleeps (behind a compiler fence: the light half of an
+    /// asymmetric fence, the sleeper running the heavy half before it
+    /// sleeps). No locked instruction, no fence instruction per message.
+    Leased,
+    /// [`Kind::Leased`] with a full fence (`SeqCst`) before each look at
+    /// whether the other side sleeps, as tachyon's wake-up checks do today
+    /// (the sleeper's half is a plain store and a look).
+    LeasedFenced,
 }
 
 impl Kind {
@@ -120,6 +167,8 @@ impl Kind {
             Via::CellClaimCasRing => Kind::CellClaimCas,
             Via::ChunkPoolRing => Kind::ChunkPool,
             Via::ChunkPoolHotRing => Kind::ChunkPoolHot,
+            Via::LeasedRing => Kind::Leased,
+            Via::LeasedFencedRing => Kind::LeasedFenced,
             _ => Kind::Spsc,
         }
     }
@@ -128,6 +177,11 @@ impl Kind {
     /// [`Kind::ChunkPoolHot`]).
     fn is_pool(self) -> bool {
         matches!(self, Kind::ChunkPool | Kind::ChunkPoolHot)
+    }
+
+    /// Whether each end is leased ([`Kind::Leased`], [`Kind::LeasedFenced`]).
+    fn is_leased(self) -> bool {
+        matches!(self, Kind::Leased | Kind::LeasedFenced)
     }
 }
 
@@ -220,7 +274,9 @@ impl RawRing {
     pub fn data_off_for(kind: Kind, nodes: usize, data_off: usize) -> usize {
         let meta_end = match kind {
             Kind::Spsc => return data_off,
-            Kind::Mpmc | Kind::CellClaim | Kind::CellClaimCas => MIN_DATA_OFF + nodes * 8,
+            Kind::Mpmc | Kind::CellClaim | Kind::CellClaimCas | Kind::Leased | Kind::LeasedFenced => {
+                MIN_DATA_OFF + nodes * 8
+            }
             Kind::ChunkPool | Kind::ChunkPoolHot => PoolLayout::of(kind, nodes).end,
         };
         data_off + meta_end.div_ceil(4096) * 4096
@@ -440,6 +496,8 @@ pub struct Writer<'r> {
     cache: Vec<u64>,
     used: usize,
     returned: u64,
+    /// A leased ring's write lease.
+    lease: Option<Lease<'r>>,
 }
 
 impl<'r> Writer<'r> {
@@ -458,6 +516,7 @@ impl<'r> Writer<'r> {
             cache: vec![],
             used: 0,
             returned: 0,
+            lease: Lease::of(ring, TAIL_OFF)?,
         })
     }
 
@@ -468,6 +527,9 @@ impl<'r> Writer<'r> {
         assert_eq!(src.len(), ring.size, "writer buffer of the wrong size");
         if ring.kind.is_pool() {
             return self.push_chunk(src, wait);
+        }
+        if ring.kind.is_leased() {
+            return self.push_leased(src, wait);
         }
         if ring.kind != Kind::Spsc {
             return self.push_mpmc(src, wait);
@@ -509,6 +571,30 @@ impl<'r> Writer<'r> {
         // Bounds as in `push`; no reference to shared memory is made.
         unsafe { stamped_copy(src, ring.slot(pos), pos) };
         hand_over(ring, word, pos, pos + 1);
+        Ok(())
+    }
+
+    /// [`push`](Self::push) by the writer's lease: no claim, the slot's
+    /// word is the writer's to move once it says free for `next`.
+    fn push_leased(&mut self, src: &[u8], wait: &mut Patience<'_>) -> Result<(), String> {
+        let ring = self.ring;
+        self.lease.as_ref().ok_or("no lease")?.enter()?;
+        let pos = self.next;
+        let word = &self.seqs[ring.index(pos)];
+        if word.load(Ordering::Acquire) != pos {
+            wait.spin_until("the ring stayed full (is the reader stuck?)", || {
+                word.load(Ordering::Acquire) == pos
+            })?;
+        }
+        // SAFETY: the slot's word says free for `pos` (Acquire: the last
+        // lap's reader is done with it) and this writer holds the ring's
+        // only write lease: nobody touches the slot until our Release
+        // store below. Bounds as in `push`; no reference to shared memory
+        // is made.
+        unsafe { stamped_copy(src, ring.slot(pos), pos) };
+        word.store(pos + 1, Ordering::Release);
+        self.next += 1;
+        self.lease.as_ref().ok_or("no lease")?.leave(self.next);
         Ok(())
     }
 
@@ -589,6 +675,8 @@ pub struct Reader<'r> {
     pool: Option<Pool<'r>>,
     freed: Vec<u64>,
     returned: u64,
+    /// A leased ring's read lease.
+    lease: Option<Lease<'r>>,
 }
 
 impl<'r> Reader<'r> {
@@ -599,7 +687,8 @@ impl<'r> Reader<'r> {
         // The creator put every chunk in the return ring.
         let returned = pool.as_ref().map_or(0, |p| p.ret_slots.len() as u64);
         let freed = Vec::with_capacity(BATCH);
-        Ok(Reader { ring, shared_head, shared_tail, seqs, next: 0, tail: 0, pool, freed, returned })
+        let lease = Lease::of(ring, HEAD_OFF)?;
+        Ok(Reader { ring, shared_head, shared_tail, seqs, next: 0, tail: 0, pool, freed, returned, lease })
     }
 
     /// Copies the next item into `dst` (of the ring's item size); the
@@ -609,6 +698,9 @@ impl<'r> Reader<'r> {
         assert_eq!(dst.len(), ring.size, "reader buffer of the wrong size");
         if ring.kind.is_pool() {
             return self.pop_chunk(dst, wait);
+        }
+        if ring.kind.is_leased() {
+            return self.pop_leased(dst, wait);
         }
         if ring.kind != Kind::Spsc {
             return self.pop_mpmc(dst, wait);
@@ -651,6 +743,29 @@ impl<'r> Reader<'r> {
         Ok(())
     }
 
+    /// [`pop`](Self::pop) by the reader's lease: no claim, the slot's word
+    /// is the reader's to move once it says full for `next`.
+    fn pop_leased(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
+        let ring = self.ring;
+        self.lease.as_ref().ok_or("no lease")?.enter()?;
+        let pos = self.next;
+        let word = &self.seqs[ring.index(pos)];
+        if word.load(Ordering::Acquire) != pos + 1 {
+            wait.spin_until("no item arrived (is the writer stuck?)", || {
+                word.load(Ordering::Acquire) == pos + 1
+            })?;
+        }
+        // SAFETY: the slot's word says full for `pos` (Acquire: its writer
+        // is done) and this reader holds the ring's only read lease: the
+        // next lap's writer waits for our Release store below. Bounds as
+        // in `pop`; no reference to shared memory is made.
+        unsafe { std::ptr::copy_nonoverlapping(ring.slot(pos), dst.as_mut_ptr(), ring.size) };
+        word.store(pos + ring.nodes, Ordering::Release);
+        self.next += 1;
+        self.lease.as_ref().ok_or("no lease")?.leave(self.next);
+        Ok(())
+    }
+
     /// [`pop`](Self::pop) through a chunk of the pool.
     fn pop_chunk(&mut self, dst: &mut [u8], wait: &mut Patience<'_>) -> Result<(), String> {
         let ring = self.ring;
@@ -680,6 +795,66 @@ impl<'r> Reader<'r> {
             self.freed.clear();
         }
         Ok(())
+    }
+}
+
+/// A [`Kind::Leased`] side's lease words: its position record (its
+/// cursor), its busy word and the word that asks for its lease.
+struct Lease<'r> {
+    record: &'r AtomicU64,
+    busy: &'r AtomicU64,
+    wanted: &'r AtomicU64,
+    /// The other side's word that says it sleeps.
+    other_asleep: &'r AtomicU64,
+    /// A full fence before the look at `other_asleep`.
+    fenced: bool,
+}
+
+impl<'r> Lease<'r> {
+    /// The lease of the side whose cursor is at `cursor` (`None` for a
+    /// ring that is not leased).
+    fn of(ring: &'r RawRing, cursor: usize) -> Result<Option<Lease<'r>>, String> {
+        if !ring.kind.is_leased() {
+            return Ok(None);
+        }
+        let get = |off| ring.seg.get::<AtomicU64>(off).map_err(|e| format!("raw ring lease word: {e}"));
+        let other = if cursor == HEAD_OFF { TAIL_OFF } else { HEAD_OFF };
+        Ok(Some(Lease {
+            record: get(cursor)?,
+            busy: get(cursor + LEASE_BUSY)?,
+            wanted: get(cursor + LEASE_WANTED)?,
+            other_asleep: get(other + LEASE_ASLEEP)?,
+            fenced: ring.kind == Kind::LeasedFenced,
+        }))
+    }
+
+    /// Before a message: the busy word set, then (in program order, a
+    /// compiler fence: the light half of an asymmetric fence) a look at
+    /// whether the lease is wanted, which fails the run if it is.
+    #[inline]
+    fn enter(&self) -> Result<(), String> {
+        self.busy.store(1, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        if self.wanted.load(Ordering::Relaxed) != 0 {
+            self.busy.store(0, Ordering::Release);
+            return Err("another process asked for a lease of the leased ring".into());
+        }
+        Ok(())
+    }
+
+    /// After a message: a look at whether the other side sleeps (it is
+    /// never woken here: no benchmark side sleeps), the side's position
+    /// recorded, then the busy word cleared.
+    #[inline]
+    fn leave(&self, next: u64) {
+        if self.fenced {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        } else {
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
+        std::hint::black_box(self.other_asleep.load(Ordering::Relaxed));
+        self.record.store(next, Ordering::Relaxed);
+        self.busy.store(0, Ordering::Release);
     }
 }
 
@@ -738,5 +913,82 @@ fn hand_over(ring: &RawRing, word: &AtomicU64, ready: u64, next: u64) {
         let _ = word.compare_exchange(ready | CLAIMED, next, Ordering::Release, Ordering::Relaxed);
     } else {
         word.store(next, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload;
+
+    const KINDS: [Kind; 8] = [
+        Kind::Spsc,
+        Kind::Mpmc,
+        Kind::CellClaim,
+        Kind::CellClaimCas,
+        Kind::ChunkPool,
+        Kind::ChunkPoolHot,
+        Kind::Leased,
+        Kind::LeasedFenced,
+    ];
+
+    fn ring(kind: Kind, tag: &str) -> (RawRing, String) {
+        let name = format!("tachyon-bench-rawring-{tag}-{kind:?}-{}", std::process::id());
+        let _ = Segment::remove(&name);
+        let ring = RawRing::create_kind(kind, &name, 64, 64, MIN_DATA_OFF).expect("ring");
+        (ring, name)
+    }
+
+    #[test]
+    fn every_kind_carries_a_stream_whole_and_in_order() {
+        for kind in KINDS {
+            let (ring, name) = ring(kind, "stream");
+            let n = 20_000u64;
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut writer = Writer::new(&ring).expect("writer");
+                    let mut ok = || Ok(());
+                    let mut wait = Patience::new(Duration::from_secs(20), &mut ok);
+                    let buf = payload::buffer(64);
+                    for _ in 0..n {
+                        writer.push(&buf, &mut wait).expect("push");
+                    }
+                });
+                let mut reader = Reader::new(&ring).expect("reader");
+                let mut ok = || Ok(());
+                let mut wait = Patience::new(Duration::from_secs(20), &mut ok);
+                let mut got = vec![0; 64];
+                for seq in 0..n {
+                    reader.pop(&mut got, &mut wait).expect("pop");
+                    payload::check(&got, seq).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+                }
+            });
+            drop(ring);
+            let _ = Segment::remove(&name);
+        }
+    }
+
+    #[test]
+    fn a_leased_side_whose_lease_is_asked_for_stops() {
+        let (ring, name) = ring(Kind::Leased, "wanted");
+        let mut ok = || Ok(());
+        let mut wait = Patience::new(Duration::from_secs(5), &mut ok);
+        let (buf, mut got) = (payload::buffer(64), vec![0; 64]);
+        let mut writer = Writer::new(&ring).expect("writer");
+        let mut reader = Reader::new(&ring).expect("reader");
+        writer.push(&buf, &mut wait).expect("push");
+        let ask = |off| ring.seg.get::<AtomicU64>(off).expect("word").store(1, Ordering::Relaxed);
+        ask(TAIL_OFF + LEASE_WANTED);
+        let e = writer.push(&buf, &mut wait).expect_err("a wanted write lease");
+        assert!(e.contains("asked for a lease"), "{e}");
+        reader.pop(&mut got, &mut wait).expect("the first item");
+        payload::check(&got, 0).expect("the first item whole");
+        ask(HEAD_OFF + LEASE_WANTED);
+        let e = reader.pop(&mut got, &mut wait).expect_err("a wanted read lease");
+        assert!(e.contains("asked for a lease"), "{e}");
+        drop(writer);
+        drop(reader);
+        drop(ring);
+        let _ = Segment::remove(&name);
     }
 }

@@ -252,6 +252,9 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "on the reader thread",
         "Against the project's bars",
         "Where the spin throughput goes, step by step",
+        "| 64 B | leased ring ÷ raw shm |",
+        "| 1 KiB | raw MPMC ring ÷ leased ring |",
+        "| 64 B | leased ring, fenced wake-up checks ÷ leased ring |",
         "| 64 B | cell-claim ring ÷ raw MPMC ring |",
         "| 1 KiB | CircularBuffer ÷ cell-claim ring, CAS hand-overs |",
         "| 1 KiB | chunk-pool ring ÷ cell-claim ring, CAS hand-overs |",
@@ -287,13 +290,14 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         );
     }
     // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
-    // rings, flag, Unix socket, pipe, TCP, then copy, copy with inline
-    // slots, loan, in place, CircularBuffer, RpcBuffer and RpcBuffer with
-    // inline handlers × 3 policies; throughput, for 64 B and 1 KiB: raw
-    // ring, the three MPMC rings, the two chunk-pool rings, Unix socket,
-    // pipe, TCP, then copy, copy with inline slots, loan, in place and
+    // rings, the two leased rings, flag, Unix socket, pipe, TCP, then
+    // copy, copy with inline slots, loan, in place, CircularBuffer,
+    // RpcBuffer and RpcBuffer with inline handlers × 3 policies;
+    // throughput, for 64 B and 1 KiB: raw ring, the three MPMC rings, the
+    // two chunk-pool rings, the two leased rings, Unix socket, pipe, TCP,
+    // then copy, copy with inline slots, loan, in place and
     // CircularBuffer × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (10 + 21) + 2 * (9 + 15), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + (12 + 21) + 2 * (11 + 15), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

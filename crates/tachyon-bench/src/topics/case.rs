@@ -35,6 +35,18 @@ pub enum Via {
     /// consumer's cache (as a topic reuses chunks): the floor of a topic's
     /// ownership of chunks with the topic's reuse order.
     ChunkPoolHotRing,
+    /// Reference: the MPMC ring's slot words without claims, each side
+    /// holding a lease of its end for the whole run: per message a load
+    /// and a store of the slot's word, a busy word set and cleared around
+    /// it, a look at whether the lease is wanted and one at whether the
+    /// other side sleeps (each behind a compiler fence only: the light
+    /// halves of asymmetric fences), its position stored to a line of its
+    /// own. The floor of a ring whose writer and reader hold leases (not a
+    /// design tachyon has).
+    LeasedRing,
+    /// Reference: the leased ring with a full fence before each look at
+    /// whether the other side sleeps, as tachyon's wake-up checks have.
+    LeasedFencedRing,
     /// Reference, latency only: one cache line bounced between the two
     /// processes, no payload.
     Flag,
@@ -78,6 +90,8 @@ impl Via {
             Via::CellClaimCasRing => "cell-claim-cas-ring",
             Via::ChunkPoolRing => "chunk-pool-ring",
             Via::ChunkPoolHotRing => "chunk-pool-hot-ring",
+            Via::LeasedRing => "leased-ring",
+            Via::LeasedFencedRing => "leased-fenced-ring",
             Via::Flag => "flag",
             Via::Unix => "unix",
             Via::Pipe => "pipe",
@@ -111,6 +125,10 @@ impl Via {
                 "the same with a pool of 128 chunks: each reused while the consumer's core still holds its \
                  lines, as a topic reuses them (reference)"
             }
+            Via::LeasedRing => {
+                "the MPMC ring's slot words, no claims: each side leases its end (reference, not a tachyon design)"
+            }
+            Via::LeasedFencedRing => "the same, a full fence before each wake-up check (reference)",
             Via::Flag => "bare cache-line ping-pong, no payload (reference)",
             Via::Unix => "Unix socket, write/read (reference)",
             Via::Pipe => "pipe, write/read (reference)",
@@ -144,6 +162,8 @@ impl Via {
             Via::CellClaimCasRing => "cell-claim ring, CAS hand-overs",
             Via::ChunkPoolRing => "chunk-pool ring",
             Via::ChunkPoolHotRing => "chunk-pool ring, hot reuse",
+            Via::LeasedRing => "leased ring",
+            Via::LeasedFencedRing => "leased ring, fenced wake-up checks",
             Via::Flag => "cache line",
             Via::Unix => "unix socket",
             Via::Pipe => "pipe",

@@ -219,8 +219,22 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 10] = [
-        ((Via::MpmcRing, None), (Via::RawRing, None), "a CAS of the cursor per claim per side"),
+    let steps: [Step; 12] = [
+        (
+            (Via::LeasedRing, None),
+            (Via::RawRing, None),
+            "slot words, each side leasing its end: a load and a store of the slot's word, no locked instruction",
+        ),
+        (
+            (Via::LeasedFencedRing, None),
+            (Via::LeasedRing, None),
+            "a full fence before each wake-up check (as tachyon's), not the light half of an asymmetric one",
+        ),
+        (
+            (Via::MpmcRing, None),
+            (Via::LeasedRing, None),
+            "a claim per message instead of a lease: a CAS of the cursor per side",
+        ),
         (
             (Via::CellClaimRing, None),
             (Via::MpmcRing, None),
@@ -287,8 +301,10 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
         "Each step divides a transport's messages per second by the step before it (paired per \
          repetition). From the ring's floor two ways lead to the topic: through `CircularBuffer`, and \
          through the chunk-pool ring; the product of either way's steps is about the topic's ratio to \
-         the raw ring. The three MPMC rings and the chunk-pool ring are references written in the \
-         benchmark, without recovery: what a ring that several processes may write costs at least, \
+         the raw ring. The leased ring, the three MPMC rings and the chunk-pool ring are references \
+         written in the benchmark, without recovery: what a ring costs whose ends are each leased to \
+         one process at a time (per-slot words, no locked instruction per message; not a design \
+         tachyon has), what a ring that several processes may write costs at least, \
          what it costs at least when every claim names its claimant, with hand-overs that cannot \
          overwrite a repair, and with the payload in pool chunks whose state words name their \
          holder, as a topic's do; the last, with a pool of 128 chunks, reuses each chunk while the \

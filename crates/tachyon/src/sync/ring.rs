@@ -1634,6 +1634,273 @@ mod loom_models {
         });
     }
 
+    // The write lease of docs/leases-design.md, modelled before it is
+    // built. Nothing in the library takes a lease yet: the holder's path
+    // and the claimant's look after its claim are written here, over the
+    // real ring's words and claims, so that loom checks the design's two
+    // races (a claimant against a new holder, a holder against a process
+    // that asks for the lease). Where the design has the light half of an
+    // asymmetric fence (a compiler fence on the holder's side, whose heavy
+    // half, `membarrier`, the asking process runs), this model has a
+    // `SeqCst` fence on both sides: loom cannot run `membarrier`, and the
+    // model is stronger than the design there. A data race on a node (two
+    // writers of one cell's bytes) is loom's to find: the nodes are
+    // `UnsafeCell`s. The models corrected the design twice: the holder's
+    // looks at the request and the lease must be Acquire, and a claimant
+    // that backs off must put its cell back free, not give it up as a
+    // tombstone (see the tests' notes).
+
+    /// A ring and its write lease: the holder's token (0: none), the
+    /// holder's busy word, and the word a process sets to ask for the
+    /// lease.
+    struct LeaseModel {
+        m: Arc<Model>,
+        lease: AtomicU64,
+        busy: AtomicU64,
+        wanted: AtomicU64,
+    }
+
+    impl LeaseModel {
+        fn new(n: u64) -> Arc<Self> {
+            Arc::new(LeaseModel {
+                m: Model::new(n),
+                lease: AtomicU64::new(0),
+                busy: AtomicU64::new(0),
+                wanted: AtomicU64::new(0),
+            })
+        }
+
+        /// Takes the lease if nobody holds it; then a fence, before the
+        /// holder's first look at a cell (the design's `SeqCst` first load).
+        fn take(&self, me: Token) -> bool {
+            let got = self
+                .lease
+                .compare_exchange(0, u64::from(me.raw()), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok();
+            fence(Ordering::SeqCst);
+            got
+        }
+
+        /// The holder's path: writes `value` into the cell at the tail
+        /// with a load and a store of its word (no claim); false, writing
+        /// nothing, once the lease is asked for or gone.
+        fn holder_write(&self, me: Token, value: u64) -> bool {
+            let ring = self.m.ring();
+            loop {
+                self.busy.store(1, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                // Acquire: a request already served and withdrawn (its
+                // Release store of 0) brings the lease's clearing with it;
+                // with a Relaxed look the holder may see the request gone
+                // and its lease still there (loom found that).
+                if self.wanted.load(Ordering::Acquire) != 0
+                    || self.lease.load(Ordering::Acquire) != u64::from(me.raw())
+                {
+                    self.busy.store(0, Ordering::Release);
+                    return false;
+                }
+                let pos = self.m.cursors.tail.load(Ordering::Acquire);
+                let (idx, cell) = ring.cell(pos);
+                let w = cell.word.load(Ordering::Acquire);
+                let (seq, tag) = split(w);
+                let d = dist(seq, pos);
+                if d == 0 && tag == 0 {
+                    // SAFETY: the cell is free for `pos` and this process
+                    // holds the write lease: claimants back off (below);
+                    // loom checks that no access races.
+                    self.m.data[idx].with_mut(|p| unsafe { *p = value });
+                    fence(Ordering::Release);
+                    cell.len.store(8, Ordering::Relaxed);
+                    // A plain store in the design. Loom may place a plain
+                    // store before read-modify-writes it did not see (a
+                    // claimant's CAS between our load and this store), an
+                    // order C11 forbids (each RMW reads the value just
+                    // before it); a swap keeps loom to the orders C11
+                    // allows. The value read is not used.
+                    cell.word.swap(join(pos.wrapping_add(1) as u32, 0), Ordering::Release);
+                    ring.advance(&self.m.cursors.tail, pos);
+                    self.busy.store(0, Ordering::Release);
+                    return true;
+                }
+                self.busy.store(0, Ordering::Release);
+                if d > 0 || (d == 0 && tag == TOMBSTONE) {
+                    // Written already (a claimant that came first) or given
+                    // up: the tail is behind.
+                    ring.advance(&self.m.cursors.tail, pos);
+                } else {
+                    // Claimed by a claimant that has not seen the lease
+                    // yet, or the ring is full: wait.
+                    loom::thread::yield_now();
+                }
+            }
+        }
+
+        /// A writer without the lease: asks for it to be given up while
+        /// someone holds it, then claims as today, and looks at the lease
+        /// after each claim (a fence between): a claim that a new holder
+        /// may not have seen is put back unwritten, free for its position
+        /// (the cursor it moved on may leave it behind: readers step over
+        /// a free cell behind the tail, as they do today).
+        fn claimant_write(&self, me: Token, value: u64) {
+            let ring = self.m.ring();
+            loop {
+                if self.lease.load(Ordering::Acquire) != 0 {
+                    self.revoke(me);
+                    continue;
+                }
+                match ring.claim_write(me) {
+                    Claim::Got { pos, idx, .. } => {
+                        fence(Ordering::SeqCst);
+                        if self.lease.load(Ordering::Relaxed) != 0 {
+                            // Put the cell back as it was, free for `pos`:
+                            // the holder may be about to store over it.
+                            // Fails if the holder's store moved the word on
+                            // already; either way nothing was written.
+                            let _ = ring.cells[idx].word.compare_exchange(
+                                join(pos as u32, me.raw()),
+                                join(pos as u32, 0),
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            );
+                            continue;
+                        }
+                        // SAFETY: the claim makes the cell's bytes ours
+                        // and no holder can have seen the cell free after
+                        // it (the fences); loom checks it.
+                        self.m.data[idx].with_mut(|p| unsafe { *p = value });
+                        assert!(ring.commit_write(pos, idx, 8, me));
+                        return;
+                    }
+                    Claim::Wait { .. } => loom::thread::yield_now(),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+
+        /// Asks for the lease to be given up: the request, the heavy half
+        /// of the fence, a wait until the holder is out of its call, then
+        /// the lease cleared and the request withdrawn.
+        fn revoke(&self, me: Token) {
+            if self
+                .wanted
+                .compare_exchange(0, u64::from(me.raw()), Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                loom::thread::yield_now();
+                return;
+            }
+            fence(Ordering::SeqCst);
+            while self.busy.load(Ordering::Acquire) != 0 {
+                loom::thread::yield_now();
+            }
+            let holder = self.lease.load(Ordering::Acquire);
+            if holder != 0 {
+                let _ = self.lease.compare_exchange(holder, 0, Ordering::AcqRel, Ordering::Relaxed);
+            }
+            self.wanted.store(0, Ordering::Release);
+        }
+
+        /// Everything committed, in order, skipping tombstones.
+        fn drain(&self) -> Vec<u64> {
+            self.m.drain(Token::new(3, 1), &Dead(Token::new(9, 1)))
+        }
+    }
+
+    /// A writer that takes the lease races a writer that claims: whoever
+    /// comes first, both items are delivered once, and no node is written
+    /// by two writers (a race loom would report). Checked to fail without
+    /// the claimant's look after its claim (loom reports the two writes of
+    /// one node), and without the fence between the claim and that look.
+    #[test]
+    fn a_new_holder_and_a_claimant_write_each_item_once() {
+        model(|| {
+            let l = LeaseModel::new(4);
+            let c = {
+                let l = l.clone();
+                loom::thread::spawn(move || l.claimant_write(Token::new(2, 1), 2))
+            };
+            let holder = Token::new(1, 1);
+            if !(l.take(holder) && l.holder_write(holder, 1)) {
+                l.claimant_write(holder, 1);
+            }
+            c.join().unwrap();
+            let mut got = l.drain();
+            got.sort();
+            assert_eq!(got, [1, 2]);
+        });
+    }
+
+    /// The same race with a reader beside it, which looks once for an
+    /// item at any moment (the rest is drained after): a claimant's claim
+    /// that the holder stores over is put back free for its position,
+    /// never moved on, so that no reader can have taken the cell further
+    /// before the holder's store lands. Checked to fail with the claimant
+    /// giving its cell up as a tombstone instead: the reader frees the
+    /// tombstone for the next lap, the holder's store then drags the cell
+    /// back a lap, and its item is lost.
+    #[test]
+    fn a_new_holder_and_a_claimant_race_beside_a_reader() {
+        model(|| {
+            let l = LeaseModel::new(4);
+            let c = {
+                let l = l.clone();
+                loom::thread::spawn(move || l.claimant_write(Token::new(2, 1), 2))
+            };
+            let r = {
+                let l = l.clone();
+                loom::thread::spawn(move || {
+                    let (me, ring) = (Token::new(3, 1), l.m.ring());
+                    match ring.claim_read(me, 8, &mut false) {
+                        Claim::Got { pos, idx, .. } => {
+                            // SAFETY: as in `Model::read`.
+                            let v = l.m.data[idx].with(|p| unsafe { *p });
+                            ring.finish_read(pos, idx, me).then_some(v)
+                        }
+                        _ => None,
+                    }
+                })
+            };
+            let holder = Token::new(1, 1);
+            if !(l.take(holder) && l.holder_write(holder, 1)) {
+                l.claimant_write(holder, 1);
+            }
+            c.join().unwrap();
+            let mut got: Vec<u64> = r.join().unwrap().into_iter().collect();
+            got.extend(l.drain());
+            got.sort();
+            assert_eq!(got, [1, 2]);
+        });
+    }
+
+    /// A holder writes while another process asks for its lease and then
+    /// writes by claims: both items are delivered once, and the holder
+    /// never writes once the asker has seen it out of its call. Checked to
+    /// fail without the holder's look at the lease word after its look at
+    /// the request (a holder that sees the request already withdrawn then
+    /// writes beside the asker's claim).
+    #[test]
+    fn a_holder_gives_its_lease_up_to_a_writer_that_asks() {
+        model(|| {
+            let l = LeaseModel::new(4);
+            let holder = Token::new(1, 1);
+            assert!(l.take(holder));
+            let h = {
+                let l = l.clone();
+                loom::thread::spawn(move || {
+                    if !l.holder_write(holder, 1) {
+                        l.claimant_write(holder, 1);
+                    }
+                })
+            };
+            l.claimant_write(Token::new(2, 1), 2);
+            h.join().unwrap();
+            let mut got = l.drain();
+            got.sort();
+            assert_eq!(got, [1, 2]);
+            assert_eq!(l.lease.load(Ordering::Relaxed), 0, "the lease was given up");
+        });
+    }
+
     /// A liveness oracle in which exactly one token is dead.
     struct Dead(Token);
 

@@ -38,7 +38,9 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
         | Via::CellClaimRing
         | Via::CellClaimCasRing
         | Via::ChunkPoolRing
-        | Via::ChunkPoolHotRing => raw::serve(&a, stall, total, fault)?,
+        | Via::ChunkPoolHotRing
+        | Via::LeasedRing
+        | Via::LeasedFencedRing => raw::serve(&a, stall, total, fault)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel::serve(&a, total, fault)?,
     };
     println!("done {}", elapsed.as_nanos());

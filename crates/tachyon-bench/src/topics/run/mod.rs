@@ -59,7 +59,9 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
         | Via::CellClaimRing
         | Via::CellClaimCasRing
         | Via::ChunkPoolRing
-        | Via::ChunkPoolHotRing => raw_run(case, settings, count, warmup)?,
+        | Via::ChunkPoolHotRing
+        | Via::LeasedRing
+        | Via::LeasedFencedRing => raw_run(case, settings, count, warmup)?,
         Via::Flag => flag_run(case, settings, count, warmup)?,
         Via::Cb => cb_run(case, settings, count, warmup)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel_run(case, settings, count, warmup)?,
