@@ -195,4 +195,6 @@ doc_pages! {
     BridgeDoctests = "../../../docs/bridge.md";
     /// docs/groups-design.md
     GroupsDesignDoctests = "../../../docs/groups-design.md";
+    /// docs/leases-design.md
+    LeasesDesignDoctests = "../../../docs/leases-design.md";
 }

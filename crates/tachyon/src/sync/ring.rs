@@ -1645,10 +1645,17 @@ mod loom_models {
     // `SeqCst` fence on both sides: loom cannot run `membarrier`, and the
     // model is stronger than the design there. A data race on a node (two
     // writers of one cell's bytes) is loom's to find: the nodes are
-    // `UnsafeCell`s. The models corrected the design twice: the holder's
-    // looks at the request and the lease must be Acquire, and a claimant
-    // that backs off must put its cell back free, not give it up as a
-    // tombstone (see the tests' notes).
+    // `UnsafeCell`s. The models corrected the design five times (see
+    // docs/leases-design.md, "The loom models"): Acquire looks at the
+    // request and the lease; a claimant backs off by putting its cell back
+    // free, not as a tombstone, and goes back to it once the lease is
+    // gone; the holder keeps its own position and raises the tail to it;
+    // recovery puts a dead writer's claim back free while a lease is held.
+
+    /// The token of a process killed in the lease models.
+    fn dead() -> Token {
+        Token::new(7, 1)
+    }
 
     /// A ring and its write lease: the holder's token (0: none), the
     /// holder's busy word, and the word a process sets to ask for the
@@ -1671,20 +1678,37 @@ mod loom_models {
         }
 
         /// Takes the lease if nobody holds it; then a fence, before the
-        /// holder's first look at a cell (the design's `SeqCst` first load).
-        fn take(&self, me: Token) -> bool {
-            let got = self
-                .lease
-                .compare_exchange(0, u64::from(me.raw()), Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok();
+        /// holder's first look at a cell (the design's `SeqCst` first
+        /// load). Returns the position the holder writes first: the tail,
+        /// or before it a cell that a claimant put back free after moving
+        /// the tail on (claims made before the lease was seen sit just
+        /// behind the tail: each is waited for until it is committed or
+        /// put back).
+        fn take(&self, me: Token) -> Option<u64> {
+            self.lease.compare_exchange(0, u64::from(me.raw()), Ordering::AcqRel, Ordering::Relaxed).ok()?;
             fence(Ordering::SeqCst);
-            got
+            let ring = self.m.ring();
+            let mut pos = self.m.cursors.tail.load(Ordering::Acquire);
+            loop {
+                let prev = pos.wrapping_sub(1);
+                let (seq, tag) = split(ring.cell(prev).1.word.load(Ordering::Acquire));
+                if dist(seq, prev) != 0 {
+                    return Some(pos);
+                }
+                if tag == 0 {
+                    pos = prev;
+                } else {
+                    self.recover_dead_writer();
+                    loom::thread::yield_now();
+                }
+            }
         }
 
-        /// The holder's path: writes `value` into the cell at the tail
-        /// with a load and a store of its word (no claim); false, writing
-        /// nothing, once the lease is asked for or gone.
-        fn holder_write(&self, me: Token, value: u64) -> bool {
+        /// The holder's path: writes `value` into the cell at its own
+        /// position `pos` with a load and a store of its word (no claim),
+        /// stepping over cells that claims made before the lease filled;
+        /// false, writing nothing, once the lease is asked for or gone.
+        fn holder_write(&self, me: Token, value: u64, pos: &mut u64) -> bool {
             let ring = self.m.ring();
             loop {
                 self.busy.store(1, Ordering::Relaxed);
@@ -1699,16 +1723,16 @@ mod loom_models {
                     self.busy.store(0, Ordering::Release);
                     return false;
                 }
-                let pos = self.m.cursors.tail.load(Ordering::Acquire);
-                let (idx, cell) = ring.cell(pos);
+                let p = *pos;
+                let (idx, cell) = ring.cell(p);
                 let w = cell.word.load(Ordering::Acquire);
                 let (seq, tag) = split(w);
-                let d = dist(seq, pos);
+                let d = dist(seq, p);
                 if d == 0 && tag == 0 {
-                    // SAFETY: the cell is free for `pos` and this process
+                    // SAFETY: the cell is free for `p` and this process
                     // holds the write lease: claimants back off (below);
                     // loom checks that no access races.
-                    self.m.data[idx].with_mut(|p| unsafe { *p = value });
+                    self.m.data[idx].with_mut(|v| unsafe { *v = value });
                     fence(Ordering::Release);
                     cell.len.store(8, Ordering::Relaxed);
                     // A plain store in the design. Loom may place a plain
@@ -1717,63 +1741,102 @@ mod loom_models {
                     // order C11 forbids (each RMW reads the value just
                     // before it); a swap keeps loom to the orders C11
                     // allows. The value read is not used.
-                    cell.word.swap(join(pos.wrapping_add(1) as u32, 0), Ordering::Release);
-                    ring.advance(&self.m.cursors.tail, pos);
+                    cell.word.swap(join(p.wrapping_add(1) as u32, 0), Ordering::Release);
+                    // A hint, as today, but never left behind the holder:
+                    // raised to `p + 1` unless a claimant moved it further.
+                    let tail = &self.m.cursors.tail;
+                    let mut t = tail.load(Ordering::Acquire);
+                    while (p.wrapping_add(1).wrapping_sub(t) as i64) > 0 {
+                        match tail.compare_exchange(t, p.wrapping_add(1), Ordering::AcqRel, Ordering::Acquire)
+                        {
+                            Ok(_) => break,
+                            Err(now) => t = now,
+                        }
+                    }
+                    *pos = p.wrapping_add(1);
                     self.busy.store(0, Ordering::Release);
                     return true;
                 }
                 self.busy.store(0, Ordering::Release);
-                if d > 0 || (d == 0 && tag == TOMBSTONE) {
-                    // Written already (a claimant that came first) or given
-                    // up: the tail is behind.
-                    ring.advance(&self.m.cursors.tail, pos);
+                if d > 0 {
+                    // Written already, by a claim made before the lease.
+                    *pos = p.wrapping_add(1);
                 } else {
                     // Claimed by a claimant that has not seen the lease
-                    // yet, or the ring is full: wait.
+                    // yet (dead ones are put back free), or the ring is
+                    // full: wait.
+                    self.recover_dead_writer();
                     loom::thread::yield_now();
                 }
             }
         }
 
+        /// Takes the lease and writes `value` as its holder, or, if the
+        /// lease is held or asked for, by claims.
+        fn lease_and_write(&self, me: Token, value: u64) {
+            if let Some(mut pos) = self.take(me) {
+                if self.holder_write(me, value, &mut pos) {
+                    return;
+                }
+            }
+            self.claimant_write(me, value);
+        }
+
         /// A writer without the lease: asks for it to be given up while
         /// someone holds it, then claims as today, and looks at the lease
-        /// after each claim (a fence between): a claim that a new holder
-        /// may not have seen is put back unwritten, free for its position
-        /// (the cursor it moved on may leave it behind: readers step over
-        /// a free cell behind the tail, as they do today).
+        /// after each claim (a fence between). A claim that a new holder
+        /// may not have seen is put back unwritten, free for its position;
+        /// since the tail may have moved past it (this claim moved it, or
+        /// another claimant helped it on), the claimant goes back to that
+        /// cell first once the lease is gone, so that no free cell is left
+        /// behind the tail (the holder may fill it first: then it claims
+        /// as usual).
         fn claimant_write(&self, me: Token, value: u64) {
             let ring = self.m.ring();
+            let mut put_back: Option<u64> = None;
             loop {
                 if self.lease.load(Ordering::Acquire) != 0 {
                     self.revoke(me);
                     continue;
                 }
-                match ring.claim_write(me) {
-                    Claim::Got { pos, idx, .. } => {
-                        fence(Ordering::SeqCst);
-                        if self.lease.load(Ordering::Relaxed) != 0 {
-                            // Put the cell back as it was, free for `pos`:
-                            // the holder may be about to store over it.
-                            // Fails if the holder's store moved the word on
-                            // already; either way nothing was written.
-                            let _ = ring.cells[idx].word.compare_exchange(
-                                join(pos as u32, me.raw()),
-                                join(pos as u32, 0),
-                                Ordering::AcqRel,
-                                Ordering::Relaxed,
-                            );
+                let again = put_back.take().and_then(|pos| {
+                    let (idx, cell) = ring.cell(pos);
+                    let (free, mine) = (join(pos as u32, 0), join(pos as u32, me.raw()));
+                    let got = cell.word.compare_exchange(free, mine, Ordering::AcqRel, Ordering::Relaxed);
+                    got.is_ok().then_some((pos, idx))
+                });
+                let (pos, idx) = match again {
+                    Some(claim) => claim,
+                    None => match ring.claim_write(me) {
+                        Claim::Got { pos, idx, .. } => (pos, idx),
+                        Claim::Wait { .. } => {
+                            loom::thread::yield_now();
                             continue;
                         }
-                        // SAFETY: the claim makes the cell's bytes ours
-                        // and no holder can have seen the cell free after
-                        // it (the fences); loom checks it.
-                        self.m.data[idx].with_mut(|p| unsafe { *p = value });
-                        assert!(ring.commit_write(pos, idx, 8, me));
-                        return;
-                    }
-                    Claim::Wait { .. } => loom::thread::yield_now(),
-                    other => panic!("{other:?}"),
+                        other => panic!("{other:?}"),
+                    },
+                };
+                fence(Ordering::SeqCst);
+                if self.lease.load(Ordering::Relaxed) != 0 {
+                    // Put the cell back as it was, free for `pos`: the
+                    // holder may be about to store over it. Fails if the
+                    // holder's store moved the word on already; either way
+                    // nothing was written.
+                    let back = ring.cells[idx].word.compare_exchange(
+                        join(pos as u32, me.raw()),
+                        join(pos as u32, 0),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                    put_back = back.is_ok().then_some(pos);
+                    continue;
                 }
+                // SAFETY: the claim makes the cell's bytes ours and no
+                // holder can have seen the cell free after it (the
+                // fences); loom checks it.
+                self.m.data[idx].with_mut(|p| unsafe { *p = value });
+                assert!(ring.commit_write(pos, idx, 8, me));
+                return;
             }
         }
 
@@ -1800,6 +1863,29 @@ mod loom_models {
             self.wanted.store(0, Ordering::Release);
         }
 
+        /// Recovery of a dead writer's claim in a ring whose write end may
+        /// be leased, as the design asks: while a lease is held (a look
+        /// after a fence), the cell goes back free for its position, for
+        /// the holder to fill (it may have read the cell free before the
+        /// claim, and be about to store over it); with no lease, a
+        /// tombstone as today (no holder can be inside a call then). The
+        /// model's dead token ([`dead`]) only ever claims to write.
+        fn recover_dead_writer(&self) {
+            for cell in &self.m.cells {
+                let w = cell.word.load(Ordering::Acquire);
+                let (seq, tag) = split(w);
+                if tag == dead().raw() {
+                    fence(Ordering::SeqCst);
+                    let new = if self.lease.load(Ordering::Relaxed) != 0 {
+                        join(seq, 0)
+                    } else {
+                        join(seq.wrapping_add(1), TOMBSTONE)
+                    };
+                    let _ = cell.word.compare_exchange(w, new, Ordering::AcqRel, Ordering::Relaxed);
+                }
+            }
+        }
+
         /// Everything committed, in order, skipping tombstones.
         fn drain(&self) -> Vec<u64> {
             self.m.drain(Token::new(3, 1), &Dead(Token::new(9, 1)))
@@ -1807,10 +1893,14 @@ mod loom_models {
     }
 
     /// A writer that takes the lease races a writer that claims: whoever
-    /// comes first, both items are delivered once, and no node is written
-    /// by two writers (a race loom would report). Checked to fail without
-    /// the claimant's look after its claim (loom reports the two writes of
-    /// one node), and without the fence between the claim and that look.
+    /// comes first, both items are delivered once, no node is written by
+    /// two writers (a race loom would report), and nothing needs repair as
+    /// damage. Checked to fail without the claimant's look after its
+    /// claim, without the fence before that look, with Relaxed looks of
+    /// the holder's, without its look at the lease, without either fence
+    /// around the request, without the claimant going back to the cell it
+    /// put back (a free cell left behind the tail), and with the tail left
+    /// behind the holder.
     #[test]
     fn a_new_holder_and_a_claimant_write_each_item_once() {
         model(|| {
@@ -1819,14 +1909,12 @@ mod loom_models {
                 let l = l.clone();
                 loom::thread::spawn(move || l.claimant_write(Token::new(2, 1), 2))
             };
-            let holder = Token::new(1, 1);
-            if !(l.take(holder) && l.holder_write(holder, 1)) {
-                l.claimant_write(holder, 1);
-            }
+            l.lease_and_write(Token::new(1, 1), 1);
             c.join().unwrap();
             let mut got = l.drain();
             got.sort();
             assert_eq!(got, [1, 2]);
+            assert_eq!(l.m.repairs(), 0, "a cursor repaired: a store dragged a cell back a lap");
         });
     }
 
@@ -1835,9 +1923,9 @@ mod loom_models {
     /// that the holder stores over is put back free for its position,
     /// never moved on, so that no reader can have taken the cell further
     /// before the holder's store lands. Checked to fail with the claimant
-    /// giving its cell up as a tombstone instead: the reader frees the
-    /// tombstone for the next lap, the holder's store then drags the cell
-    /// back a lap, and its item is lost.
+    /// giving its cell up as a tombstone instead (the reader frees the
+    /// tombstone for the next lap, and the holder's store then drags the
+    /// cell back a lap), and without each of the checks of the test above.
     #[test]
     fn a_new_holder_and_a_claimant_race_beside_a_reader() {
         model(|| {
@@ -1860,15 +1948,64 @@ mod loom_models {
                     }
                 })
             };
-            let holder = Token::new(1, 1);
-            if !(l.take(holder) && l.holder_write(holder, 1)) {
-                l.claimant_write(holder, 1);
-            }
+            l.lease_and_write(Token::new(1, 1), 1);
             c.join().unwrap();
             let mut got: Vec<u64> = r.join().unwrap().into_iter().collect();
             got.extend(l.drain());
             got.sort();
             assert_eq!(got, [1, 2]);
+            assert_eq!(l.m.repairs(), 0, "a cursor repaired: a store dragged a cell back a lap");
+        });
+    }
+
+    /// A claimant dies right after its claim, which may land between the
+    /// holder's look at the cell and its store; a recovering process
+    /// repairs the dead claim while a reader looks once for an item: the
+    /// holder's items are delivered once each, and no cell or cursor
+    /// needs repair as damage. Checked to fail with today's recovery
+    /// (`Ring::recover`), and with a tombstone while the lease is held:
+    /// the reader can free the tombstone for the next lap before the
+    /// holder's store drags it back. Also with the tail left behind the
+    /// holder.
+    #[test]
+    fn a_dead_claimants_cell_goes_back_free_under_a_holder() {
+        model(|| {
+            let l = LeaseModel::new(4);
+            let w = {
+                let l = l.clone();
+                loom::thread::spawn(move || {
+                    // Claims, then is killed before its look at the lease.
+                    let _ = l.m.ring().claim_write(dead());
+                })
+            };
+            let r = {
+                let l = l.clone();
+                loom::thread::spawn(move || {
+                    l.recover_dead_writer();
+                    let (me, ring) = (Token::new(3, 1), l.m.ring());
+                    match ring.claim_read(me, 8, &mut false) {
+                        Claim::Got { pos, idx, .. } => {
+                            // SAFETY: as in `Model::read`.
+                            let v = l.m.data[idx].with(|p| unsafe { *p });
+                            ring.finish_read(pos, idx, me).then_some(v)
+                        }
+                        _ => None,
+                    }
+                })
+            };
+            let holder = Token::new(1, 1);
+            let mut pos = l.take(holder).expect("nobody else takes the lease");
+            assert!(l.holder_write(holder, 1, &mut pos), "nobody asks for the lease here");
+            w.join().unwrap();
+            let mut got: Vec<u64> = r.join().unwrap().into_iter().collect();
+            // The dead claim may have come after the holder's write, and
+            // been put back free behind the tail: the holder's next write
+            // fills it.
+            l.recover_dead_writer();
+            assert!(l.holder_write(holder, 3, &mut pos), "nobody asks for the lease here");
+            got.extend(l.drain());
+            assert_eq!(got, [1, 3]);
+            assert_eq!(l.m.repairs(), 0, "a cursor repaired: a store dragged a cell back a lap");
         });
     }
 
@@ -1877,17 +2014,18 @@ mod loom_models {
     /// never writes once the asker has seen it out of its call. Checked to
     /// fail without the holder's look at the lease word after its look at
     /// the request (a holder that sees the request already withdrawn then
-    /// writes beside the asker's claim).
+    /// writes beside the asker's claim), with those looks Relaxed, and
+    /// without either fence around the request.
     #[test]
     fn a_holder_gives_its_lease_up_to_a_writer_that_asks() {
         model(|| {
             let l = LeaseModel::new(4);
             let holder = Token::new(1, 1);
-            assert!(l.take(holder));
+            let mut pos = l.take(holder).expect("nobody else takes the lease");
             let h = {
                 let l = l.clone();
                 loom::thread::spawn(move || {
-                    if !l.holder_write(holder, 1) {
+                    if !l.holder_write(holder, 1, &mut pos) {
                         l.claimant_write(holder, 1);
                     }
                 })
@@ -1898,6 +2036,7 @@ mod loom_models {
             got.sort();
             assert_eq!(got, [1, 2]);
             assert_eq!(l.lease.load(Ordering::Relaxed), 0, "the lease was given up");
+            assert_eq!(l.m.repairs(), 0, "a cursor repaired: a store dragged a cell back a lap");
         });
     }
 
