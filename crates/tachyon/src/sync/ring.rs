@@ -1635,11 +1635,12 @@ mod loom_models {
     }
 
     // The write lease of docs/leases-design.md, modelled before it is
-    // built. Nothing in the library takes a lease yet: the holder's path
-    // and the claimant's look after its claim are written here, over the
-    // real ring's words and claims, so that loom checks the design's two
-    // races (a claimant against a new holder, a holder against a process
-    // that asks for the lease). Where the design has the light half of an
+    // built. Nothing in the library takes a lease yet: the holder's path,
+    // the claimant's look after its claim, the request and the recovery of
+    // a killed claimant are written here, over the real ring's words,
+    // claims and readers, so that loom checks the design's races (a
+    // claimant against a new holder, a claimant killed under a holder, a
+    // holder against a process that asks for the lease). Where the design has the light half of an
     // asymmetric fence (a compiler fence on the holder's side, whose heavy
     // half, `membarrier`, the asking process runs), this model has a
     // `SeqCst` fence on both sides: loom cannot run `membarrier`, and the
