@@ -1887,6 +1887,20 @@ mod loom_models {
             }
         }
 
+        /// One look for an item, by a reader that claims as today: the
+        /// item, if one was there and read.
+        fn read_once(&self) -> Option<u64> {
+            let (me, ring) = (Token::new(3, 1), self.m.ring());
+            match ring.claim_read(me, 8, &mut false) {
+                Claim::Got { pos, idx, .. } => {
+                    // SAFETY: as in `Model::read`.
+                    let v = self.m.data[idx].with(|p| unsafe { *p });
+                    ring.finish_read(pos, idx, me).then_some(v)
+                }
+                _ => None,
+            }
+        }
+
         /// Everything committed, in order, skipping tombstones.
         fn drain(&self) -> Vec<u64> {
             self.m.drain(Token::new(3, 1), &Dead(Token::new(9, 1)))
@@ -1937,17 +1951,7 @@ mod loom_models {
             };
             let r = {
                 let l = l.clone();
-                loom::thread::spawn(move || {
-                    let (me, ring) = (Token::new(3, 1), l.m.ring());
-                    match ring.claim_read(me, 8, &mut false) {
-                        Claim::Got { pos, idx, .. } => {
-                            // SAFETY: as in `Model::read`.
-                            let v = l.m.data[idx].with(|p| unsafe { *p });
-                            ring.finish_read(pos, idx, me).then_some(v)
-                        }
-                        _ => None,
-                    }
-                })
+                loom::thread::spawn(move || l.read_once())
             };
             l.lease_and_write(Token::new(1, 1), 1);
             c.join().unwrap();
@@ -1983,15 +1987,7 @@ mod loom_models {
                 let l = l.clone();
                 loom::thread::spawn(move || {
                     l.recover_dead_writer();
-                    let (me, ring) = (Token::new(3, 1), l.m.ring());
-                    match ring.claim_read(me, 8, &mut false) {
-                        Claim::Got { pos, idx, .. } => {
-                            // SAFETY: as in `Model::read`.
-                            let v = l.m.data[idx].with(|p| unsafe { *p });
-                            ring.finish_read(pos, idx, me).then_some(v)
-                        }
-                        _ => None,
-                    }
+                    l.read_once()
                 })
             };
             let holder = Token::new(1, 1);
