@@ -62,7 +62,8 @@
 //! it is its turn (a load), and hands the slot over by a release store;
 //! no locked instruction per message. What a lease costs its holder per
 //! message is modelled too: a busy word on a line of its own, set before
-//! the message and cleared after it, with a look at whether another
+//! the message and cleared after it (and while the side waits for its
+//! slot, as the design's holder does), with a look at whether another
 //! process asks for the lease in between (the light half of an asymmetric
 //! fence, a compiler fence; the heavy half, a `membarrier`, would be run
 //! by the process asking, which then waits for the busy word to clear);
@@ -582,9 +583,12 @@ impl<'r> Writer<'r> {
         let pos = self.next;
         let word = &self.seqs[ring.index(pos)];
         if word.load(Ordering::Acquire) != pos {
+            let lease = self.lease.as_ref().ok_or("no lease")?;
+            lease.pause();
             wait.spin_until("the ring stayed full (is the reader stuck?)", || {
                 word.load(Ordering::Acquire) == pos
             })?;
+            lease.enter()?;
         }
         // SAFETY: the slot's word says free for `pos` (Acquire: the last
         // lap's reader is done with it) and this writer holds the ring's
@@ -751,9 +755,12 @@ impl<'r> Reader<'r> {
         let pos = self.next;
         let word = &self.seqs[ring.index(pos)];
         if word.load(Ordering::Acquire) != pos + 1 {
+            let lease = self.lease.as_ref().ok_or("no lease")?;
+            lease.pause();
             wait.spin_until("no item arrived (is the writer stuck?)", || {
                 word.load(Ordering::Acquire) == pos + 1
             })?;
+            lease.enter()?;
         }
         // SAFETY: the slot's word says full for `pos` (Acquire: its writer
         // is done) and this reader holds the ring's only read lease: the
@@ -840,6 +847,14 @@ impl<'r> Lease<'r> {
             return Err("another process asked for a lease of the leased ring".into());
         }
         Ok(())
+    }
+
+    /// Before a wait inside a call: the busy word cleared, so that a
+    /// process asking for the lease need not wait for the wait to end
+    /// ([`enter`](Self::enter) again after it).
+    #[inline]
+    fn pause(&self) {
+        self.busy.store(0, Ordering::Release);
     }
 
     /// After a message: a look at whether the other side sleeps (it is
