@@ -291,13 +291,13 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     }
     // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
     // rings, the two leased rings, flag, Unix socket, pipe, TCP, then
-    // copy, copy with inline slots, loan, in place, CircularBuffer,
-    // RpcBuffer and RpcBuffer with inline handlers × 3 policies;
-    // throughput, for 64 B and 1 KiB: raw ring, the three MPMC rings, the
-    // two chunk-pool rings, the two leased rings, Unix socket, pipe, TCP,
-    // then copy, copy with inline slots, loan, in place and
-    // CircularBuffer × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (12 + 21) + 2 * (11 + 15), "{csv}");
+    // copy, copy with inline slots, loan, in place, CircularBuffer (with
+    // and without light hand-overs), RpcBuffer and RpcBuffer with inline
+    // handlers × 3 policies; throughput, for 64 B and 1 KiB: raw ring, the
+    // three MPMC rings, the two chunk-pool rings, the two leased rings,
+    // Unix socket, pipe, TCP, then copy, copy with inline slots, loan, in
+    // place and the two CircularBuffers × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (12 + 24) + 2 * (11 + 18), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));
@@ -330,7 +330,7 @@ fn a_wrong_response_fails_the_run() {
 
 #[test]
 fn a_damaged_pong_fails_the_run() {
-    for transport in ["copy", "loan", "raw-ring", "pipe", "tcp", "cb", "flag"] {
+    for transport in ["copy", "loan", "raw-ring", "pipe", "tcp", "cb", "cb-light", "flag"] {
         let args =
             [&TINY_TOPICS[..], &["--topic-tests", "latency", "--topic-transports", transport]].concat();
         let (o, _) = run_group("topics-lose", &args, Some("lose:50"));

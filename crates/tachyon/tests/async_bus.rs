@@ -415,9 +415,26 @@ fn subscription_over_four_partitions_under_each_policy() {
 /// An async ring reader in this process, a blocking writer in another.
 #[test]
 fn async_ring_reader_across_processes() {
+    async_ring_reader(false);
+}
+
+/// The same through a ring with light hand-overs: the writer notifies
+/// without a fence, the pending future runs the `membarrier` barrier
+/// after it registers.
+#[test]
+fn async_ring_reader_across_processes_light() {
+    async_ring_reader(true);
+}
+
+fn async_ring_reader(light: bool) {
     watchdog(120);
     let name = unique("async-ring");
-    let ring = tachyon::CircularBuffer::create(&name, 8, 16).unwrap();
+    let ring = tachyon::CircularBuffer::builder(&name)
+        .node_count(8)
+        .node_size(16)
+        .light_handovers(light)
+        .create()
+        .unwrap();
     let n = 5_000u64;
     let mut child = spawn(ENTRY, "ring-writer", Args::name(&name).with("n", n));
     let got = futures_executor::block_on(async {

@@ -1,5 +1,6 @@
 //! CircularBuffer across real processes: API edges, MPMC exactly-once with
-//! several writer and reader processes, and SIGKILLed claimants.
+//! several writer and reader processes, and SIGKILLed claimants; each of
+//! the last two also for a ring with light hand-overs.
 #![cfg(not(tachyon_loom))]
 
 mod common;
@@ -7,6 +8,7 @@ mod common;
 use common::{counter, kill, spawn, unique, wait_child, wait_for, Args, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tachyon::sync::WaitPolicy;
 use tachyon::{CircularBuffer, Error, Segment};
 
 const ENTRY: &str = "child_entry";
@@ -35,14 +37,14 @@ fn child_entry() {
     let name = args.str("name");
     match role.as_str() {
         "writer" => {
-            let ring = CircularBuffer::open(name).unwrap();
+            let ring = open_as_told(&args);
             let id: u64 = args.get("writer");
             for seq in 0..PER_WRITER {
                 ring.write_slice(&item(id, seq), LONG).unwrap();
             }
         }
         "reader" => {
-            let ring = CircularBuffer::open(name).unwrap();
+            let ring = open_as_told(&args);
             let res = Segment::open(args.str("side")).unwrap();
             let total = WRITERS * PER_WRITER;
             let mut last = vec![None::<u64>; WRITERS as usize];
@@ -102,6 +104,26 @@ fn child_entry() {
         other => panic!("unknown role {other}"),
     }
     std::process::exit(0);
+}
+
+/// The ring of a child, opened with the wait policy its `policy` argument
+/// names (`futex`: every wait sleeps at once, so that a light ring's
+/// sleepers run their barrier at every wait; else the default).
+fn open_as_told(args: &Args) -> CircularBuffer {
+    let policy = if args.str("policy") == "futex" { WaitPolicy::Futex } else { WaitPolicy::default() };
+    CircularBuffer::builder(args.str("name")).wait_policy(policy).open().unwrap()
+}
+
+/// A ring of `nodes` nodes of `size` bytes, with light hand-overs or not.
+fn ring(name: &str, nodes: usize, size: usize, light: bool) -> CircularBuffer {
+    let ring = CircularBuffer::builder(name)
+        .node_count(nodes)
+        .node_size(size)
+        .light_handovers(light)
+        .create()
+        .unwrap();
+    assert_eq!(ring.light_handovers(), light);
+    ring
 }
 
 #[test]
@@ -190,17 +212,29 @@ fn a_panicking_writer_or_reader_does_not_wedge_the_ring() {
 
 #[test]
 fn mpmc_exactly_once_across_processes() {
+    mpmc_exactly_once(false, "hybrid");
+}
+
+/// The same with light hand-overs, and every wait a sleep: writers and
+/// readers hand nodes over by plain stores and notify without fences,
+/// and each sleeper runs the `membarrier` barrier first.
+#[test]
+fn mpmc_exactly_once_across_processes_light() {
+    mpmc_exactly_once(true, "futex");
+}
+
+fn mpmc_exactly_once(light: bool, policy: &str) {
     let name = unique("ring-mpmc");
     let side = unique("ring-mpmc-results");
-    let ring = CircularBuffer::create(&name, 64, 24).unwrap();
+    let ring = ring(&name, 64, 24, light);
     let res = Segment::create(&side, results_size()).unwrap();
     let mut children = Vec::new();
-    let reader = Args::name(&name).with("side", &side);
+    let reader = Args::name(&name).with("side", &side).with("policy", policy);
     for _ in 0..READERS {
         children.push(spawn(ENTRY, "reader", &reader));
     }
     for w in 0..WRITERS {
-        children.push(spawn(ENTRY, "writer", Args::name(&name).with("writer", w)));
+        children.push(spawn(ENTRY, "writer", Args::name(&name).with("writer", w).with("policy", policy)));
     }
     for c in &mut children {
         assert_eq!(wait_child(c, Duration::from_secs(120)), Some(0));
@@ -219,9 +253,18 @@ fn mpmc_exactly_once_across_processes() {
 
 #[test]
 fn a_writer_killed_holding_a_node_does_not_wedge_the_ring() {
+    a_writer_killed_holding_a_node(false);
+}
+
+#[test]
+fn a_writer_killed_holding_a_node_does_not_wedge_a_light_ring() {
+    a_writer_killed_holding_a_node(true);
+}
+
+fn a_writer_killed_holding_a_node(light: bool) {
     let name = unique("ring-dead-writer");
     let side = unique("ring-dead-writer-flag");
-    let ring = CircularBuffer::create(&name, 4, 8).unwrap();
+    let ring = ring(&name, 4, 8, light);
     let flag = Segment::create(&side, 64).unwrap();
     ring.write(&1u64.to_le_bytes(), SHORT).unwrap();
     let mut child = spawn(ENTRY, "die-writing", Args::name(&name).with("side", &side));
@@ -243,9 +286,18 @@ fn a_writer_killed_holding_a_node_does_not_wedge_the_ring() {
 
 #[test]
 fn a_reader_killed_holding_a_node_does_not_wedge_the_ring() {
+    a_reader_killed_holding_a_node(false);
+}
+
+#[test]
+fn a_reader_killed_holding_a_node_does_not_wedge_a_light_ring() {
+    a_reader_killed_holding_a_node(true);
+}
+
+fn a_reader_killed_holding_a_node(light: bool) {
     let name = unique("ring-dead-reader");
     let side = unique("ring-dead-reader-flag");
-    let ring = CircularBuffer::create(&name, 4, 8).unwrap();
+    let ring = ring(&name, 4, 8, light);
     let flag = Segment::create(&side, 64).unwrap();
     ring.write_value(&1u64, SHORT).unwrap();
     let mut child = spawn(ENTRY, "die-reading", Args::name(&name).with("side", &side));

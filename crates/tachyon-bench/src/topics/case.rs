@@ -70,6 +70,9 @@ pub enum Via {
     /// `CircularBuffer` `write` / `read` (a pair, one per direction, for
     /// latency).
     Cb,
+    /// [`Via::Cb`] through rings with light hand-overs
+    /// (`CircularBufferBuilder::light_handovers`).
+    CbLight,
     /// `RpcBuffer` request/response (latency only).
     Rpc,
     /// `RpcBuffer` request/response, the handler on the peer's reader
@@ -101,6 +104,7 @@ impl Via {
             Via::Loan => "loan",
             Via::InPlace => "in-place",
             Via::Cb => "cb",
+            Via::CbLight => "cb-light",
             Via::Rpc => "rpc",
             Via::RpcInline => "rpc-inline",
             #[cfg(feature = "iceoryx2")]
@@ -138,6 +142,7 @@ impl Via {
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::InPlace => "topic, in place: `send_with`/`receive_with`",
             Via::Cb => "CircularBuffer `write`/`read`",
+            Via::CbLight => "CircularBuffer with light hand-overs `write`/`read`",
             Via::Rpc => "RpcBuffer `request` (echo handler)",
             Via::RpcInline => "RpcBuffer `request` (echo handler on the reader thread: `inline_handlers`)",
             #[cfg(feature = "iceoryx2")]
@@ -173,6 +178,7 @@ impl Via {
             Via::Loan => "topic loan",
             Via::InPlace => "topic in place",
             Via::Cb => "CircularBuffer",
+            Via::CbLight => "CircularBuffer light",
             Via::Rpc => "RpcBuffer",
             Via::RpcInline => "RpcBuffer inline",
             #[cfg(feature = "iceoryx2")]
@@ -184,7 +190,14 @@ impl Via {
     pub fn is_tachyon(self) -> bool {
         matches!(
             self,
-            Via::Copy | Via::CopyInline | Via::Loan | Via::InPlace | Via::Cb | Via::Rpc | Via::RpcInline
+            Via::Copy
+                | Via::CopyInline
+                | Via::Loan
+                | Via::InPlace
+                | Via::Cb
+                | Via::CbLight
+                | Via::Rpc
+                | Via::RpcInline
         )
     }
 

@@ -219,7 +219,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 12] = [
+    let steps: [Step; 13] = [
         (
             (Via::LeasedRing, None),
             (Via::RawRing, None),
@@ -249,6 +249,11 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             (Via::Cb, spin),
             (Via::CellClaimCasRing, None),
             "CircularBuffer: tokens, length words, wake-up checks, repair paths, its code",
+        ),
+        (
+            (Via::CbLight, spin),
+            (Via::Cb, spin),
+            "light hand-overs: plain stores, the wake-up check's fence moved to sleepers (membarrier)",
         ),
         ((Via::Copy, spin), (Via::Cb, spin), "topic copy path: the chunk pool, chunk hand-offs, partitions"),
         (
@@ -353,7 +358,7 @@ type Pair = (Case, Case, fn(&Sample) -> Option<f64>);
 fn design_refs(via: Via) -> &'static [Via] {
     match via {
         Via::Copy => &[Via::ChunkPoolRing, Via::ChunkPoolHotRing],
-        Via::CopyInline | Via::Cb => &[Via::MpmcRing],
+        Via::CopyInline | Via::Cb | Via::CbLight => &[Via::MpmcRing],
         _ => &[],
     }
 }
@@ -452,7 +457,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             false,
         );
     }
-    for (via, limit) in [(Via::Copy, 0.5), (Via::CopyInline, 0.5), (Via::Cb, 0.7)] {
+    for (via, limit) in [(Via::Copy, 0.5), (Via::CopyInline, 0.5), (Via::Cb, 0.7), (Via::CbLight, 0.7)] {
         bar(
             format!("{} spin 64 B throughput ÷ raw ring", via.short()),
             (thr64(via, spin), thr64(Via::RawRing, None), rate),

@@ -884,7 +884,7 @@ impl Topic {
         // SAFETY: as in `ring`: checked at attach, kept mapped by the
         // region; wait cells are atomics.
         let (not_empty, not_full) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref()) };
-        Ok(Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None })
+        Ok(Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: false })
     }
 
     /// Takes a chunk for `size` bytes, LOANED to this process.
@@ -1900,7 +1900,7 @@ impl Topic {
         let fits = |word: u64| !Descriptor::is_inline(word) && word & Descriptor::LEN_MASK <= max_len;
         let claimed = ring.claim_read_now(me, fits)?;
         crate::platform::fault::point("receive-claimed");
-        let waits = Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None };
+        let waits = Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: false };
         Some(self.take_claimed_chunk(slot, (&ring, &waits), claimed, me, received))
     }
 

@@ -8,7 +8,8 @@
 //!   byte-range locks that tell whether an attacher is alive;
 //! * `fault`: fault injection points for the crash tests (debug builds);
 //! * `trace`: `tracing` events behind the `tracing` feature;
-//! * `clock`: the clock of RPC calls (the TSC where it can be trusted).
+//! * `clock`: the clock of RPC calls (the TSC where it can be trusted);
+//! * `membarrier`: asymmetric fences across processes (light hand-overs).
 
 #[cfg(not(tachyon_loom))]
 pub(crate) mod alarm;
@@ -19,6 +20,7 @@ pub(crate) mod fault;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod fs;
 pub mod futex;
+pub(crate) mod membarrier;
 pub mod process;
 pub(crate) mod trace;
 

@@ -36,7 +36,7 @@ impl CircularBuffer {
                 self.repair_in_the_way(false);
             }
             let cell = self.wait_cell(false);
-            parked.poll(cx, &[cell.sleep_point()], || self.try_read(buf).transpose())
+            parked.poll(cx, &[cell.sleep_point_with(self.light_handovers())], || self.try_read(buf).transpose())
         })
     }
 
@@ -50,7 +50,7 @@ impl CircularBuffer {
                 self.repair_in_the_way(true);
             }
             let cell = self.wait_cell(true);
-            parked.poll(cx, &[cell.sleep_point()], || match self.try_write(item) {
+            parked.poll(cx, &[cell.sleep_point_with(self.light_handovers())], || match self.try_write(item) {
                 Err(Error::Full { .. }) => None,
                 r => Some(r),
             })

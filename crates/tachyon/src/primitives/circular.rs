@@ -16,6 +16,11 @@ const NODE_SIZE_OFF: usize = 8;
 const CLOSED_OFF: usize = 16;
 /// Cells of dead claimants repaired so far (u64).
 const REPAIRED_OFF: usize = 24;
+/// The ring's options, set at creation (u64, the third geometry word):
+/// [`LIGHT`] or 0. Rings made before it existed read 0.
+const FLAGS_OFF: usize = 32;
+/// [`CircularBufferBuilder::light_handovers`].
+const LIGHT: u64 = 1;
 const CURSORS_OFF: usize = 64;
 const NOT_EMPTY_OFF: usize = 192;
 const NOT_FULL_OFF: usize = 256;
@@ -95,6 +100,8 @@ pub struct CircularBuffer {
     cursors: NonNull<Cursors>,
     cells: NonNull<Cell>,
     policy: WaitPolicy,
+    /// [`CircularBufferBuilder::light_handovers`], read from the ring.
+    light: bool,
 }
 
 // SAFETY: the pointers point into `seg`'s mapping, which lives as long as
@@ -127,9 +134,10 @@ pub struct CircularBufferBuilder {
     name: String,
     nodes: usize,
     node_size: usize,
-    /// Which of (node_count, node_size) the caller set.
-    set: (bool, bool),
+    /// Which of (node_count, node_size, light hand-overs) the caller set.
+    set: (bool, bool, bool),
     policy: WaitPolicy,
+    light: bool,
 }
 
 impl CircularBufferBuilder {
@@ -153,14 +161,68 @@ impl CircularBufferBuilder {
         self
     }
 
+    /// Light hand-overs (default off): a ring option, chosen at creation
+    /// and used by every process that opens the ring.
+    ///
+    /// A writer hands its node over to the readers, and a reader the node
+    /// back to the writers, with a plain store, and looks for sleepers
+    /// without a fence: no locked instruction and no fence after the
+    /// hand-over. On x86 that instruction waits until the hand-over's
+    /// cache line, which the other side is reading, comes back, and costs
+    /// a stream of small items about a third of its rate (docs/rings.md,
+    /// "Light hand-overs", has the measurements). The price moves to
+    /// sleepers: a reader or writer that goes to sleep runs
+    /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` first (about 0.6 µs),
+    /// which interrupts every CPU that is running a process with a
+    /// light ring open at that moment. Choose it for streams whose waiters
+    /// spin, or sleep rarely; leave it off where a core must never be
+    /// interrupted (a busy-polling thread on an isolated core in a process
+    /// that opens such a ring would be, at each sleep of any waiter of any
+    /// light ring).
+    ///
+    /// Crash safety is unchanged: a process killed at any instruction
+    /// leaves what it leaves today, repaired the same way. What a light
+    /// ring gives up is narrower: when another process scribbles on a
+    /// node's control word, a repair that lands within the few
+    /// instructions between a claimant's last look and its store is
+    /// overwritten, where a compare-and-swap would have failed and
+    /// reported the loss (docs/CRASH-SAFETY.md). Where the kernel refuses
+    /// `membarrier` (before Linux 4.16, or under a seccomp filter), the
+    /// process keeps the full fences; a sleeper that cannot run the
+    /// barrier looks again within its wait's slice (at most 50 ms).
+    ///
+    /// On [`create_or_open`](Self::create_or_open) and [`open`](Self::open)
+    /// of an existing ring, a setting that differs from the ring's is
+    /// [`Error::Incompatible`]; left unset, the ring's is taken.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::{CircularBuffer, Error};
+    /// # let name = format!("doc-circular-light-{}", std::process::id());
+    /// let ring = CircularBuffer::builder(&name).node_count(64).node_size(64).light_handovers(true).create()?;
+    /// let peer = CircularBuffer::open(&name)?; // usually in another process
+    /// assert!(peer.light_handovers());
+    /// ring.write(b"hello", Some(Duration::from_millis(100)))?;
+    /// let mut buf = [0u8; 64];
+    /// assert_eq!(peer.read(&mut buf, Some(Duration::from_millis(100)))?, 5);
+    /// let err = CircularBuffer::builder(&name).light_handovers(false).open().unwrap_err();
+    /// assert!(matches!(err, Error::Incompatible { field: "light_handovers", .. }));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn light_handovers(mut self, light: bool) -> Self {
+        self.light = light;
+        self.set.2 = true;
+        self
+    }
+
     /// Creates the ring; [`Error::AlreadyExists`] if it exists.
     pub fn create(&self) -> Result<CircularBuffer> {
         let (data_off, stride, total) = self.geometry()?;
         let seg = Segment::builder(&self.name)
             .kind(Kind::CIRCULAR)
             .size(total)
-            .geometry([self.nodes as u64, self.node_size as u64, 0, 0])
-            .create_with(|seg| init(seg, self.nodes, self.node_size))?;
+            .geometry([self.nodes as u64, self.node_size as u64, self.flags(), 0])
+            .create_with(|seg| init(seg, self.nodes, self.node_size, self.flags()))?;
         CircularBuffer::from_segment(seg, self.policy, Some((data_off, stride)))
     }
 
@@ -179,8 +241,8 @@ impl CircularBufferBuilder {
         let seg = Segment::builder(&self.name)
             .kind(Kind::CIRCULAR)
             .size(total)
-            .geometry([self.nodes as u64, self.node_size as u64, 0, 0])
-            .create_or_open_with(|seg| init(seg, self.nodes, self.node_size))?;
+            .geometry([self.nodes as u64, self.node_size as u64, self.flags(), 0])
+            .create_or_open_with(|seg| init(seg, self.nodes, self.node_size, self.flags()))?;
         self.check(CircularBuffer::from_segment(seg, self.policy, None)?)
     }
 
@@ -198,7 +260,24 @@ impl CircularBufferBuilder {
         if self.set.1 && ring.node_size != self.node_size {
             return Err(differs("node_size", ring.node_size, self.node_size));
         }
+        if self.set.2 && ring.light != self.light {
+            return Err(Error::Incompatible {
+                name: self.name.clone(),
+                field: "light_handovers",
+                existing: ring.light.to_string(),
+                requested: self.light.to_string(),
+            });
+        }
         Ok(ring)
+    }
+
+    /// The ring's option word for its creation.
+    fn flags(&self) -> u64 {
+        if self.light {
+            LIGHT
+        } else {
+            0
+        }
     }
 
     fn geometry(&self) -> Result<(usize, usize, usize)> {
@@ -220,10 +299,11 @@ impl CircularBufferBuilder {
 
 /// Writes the geometry and the initial cell words; runs before the
 /// segment is visible to anyone.
-fn init(seg: &Segment, nodes: usize, node_size: usize) -> Result<()> {
+fn init(seg: &Segment, nodes: usize, node_size: usize, flags: u64) -> Result<()> {
     use crate::platform::atomic::{AtomicU64, Ordering};
     seg.get::<AtomicU64>(NODE_COUNT_OFF)?.store(nodes as u64, Ordering::Relaxed);
     seg.get::<AtomicU64>(NODE_SIZE_OFF)?.store(node_size as u64, Ordering::Relaxed);
+    seg.get::<AtomicU64>(FLAGS_OFF)?.store(flags, Ordering::Relaxed);
     for (i, cell) in seg.get_slice::<Cell>(CELLS_OFF, nodes)?.iter().enumerate() {
         // Free for the writer of position i (seq = i, tag = 0).
         cell.word.store((i as u64) << 32, Ordering::Relaxed);
@@ -238,8 +318,9 @@ impl CircularBuffer {
             name: name.to_owned(),
             nodes: 64,
             node_size: 4096,
-            set: (false, false),
+            set: (false, false, false),
             policy: WaitPolicy::default(),
+            light: false,
         }
     }
 
@@ -257,10 +338,20 @@ impl CircularBuffer {
         use crate::platform::atomic::{AtomicU64, Ordering};
         // Geometry words damaged since creation: restored from their
         // sealed copy in the segment header.
-        seg.restore_geometry(&[NODE_COUNT_OFF, NODE_SIZE_OFF])?;
+        seg.restore_geometry(&[NODE_COUNT_OFF, NODE_SIZE_OFF, FLAGS_OFF])?;
         let nodes = seg.get::<AtomicU64>(NODE_COUNT_OFF)?.load(Ordering::Relaxed);
         let node_size = seg.get::<AtomicU64>(NODE_SIZE_OFF)?.load(Ordering::Relaxed);
+        let flags = seg.get::<AtomicU64>(FLAGS_OFF)?.load(Ordering::Relaxed);
         let bad = |field, value| Error::corrupt(Corruption::BadField { field, value });
+        if flags & !LIGHT != 0 {
+            return Err(bad("ring options", flags));
+        }
+        let light = flags & LIGHT != 0;
+        if light {
+            // Before this process's first light notify (`WaitCell::announce`): refused, it
+            // keeps full fences (always correct).
+            crate::platform::membarrier::register();
+        }
         if nodes < 2 || nodes > MAX_NODES as u64 {
             return Err(bad("node_count", nodes));
         }
@@ -280,7 +371,21 @@ impl CircularBuffer {
         seg.get::<WaitCell>(NOT_FULL_OFF)?;
         seg.get::<crate::platform::atomic::AtomicU32>(CLOSED_OFF)?;
         seg.get::<crate::platform::atomic::AtomicU64>(REPAIRED_OFF)?;
-        Ok(CircularBuffer { seg, nodes, node_size, stride, data_off, cursors, cells, policy })
+        Ok(CircularBuffer { seg, nodes, node_size, stride, data_off, cursors, cells, policy, light })
+    }
+
+    /// Whether the ring's hand-overs are light (see
+    /// [`CircularBufferBuilder::light_handovers`]).
+    ///
+    /// ```
+    /// # use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-is-light-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 4, 16)?;
+    /// assert!(!ring.light_handovers()); // the default
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn light_handovers(&self) -> bool {
+        self.light
     }
 
     /// Number of nodes.
@@ -502,6 +607,7 @@ impl CircularBuffer {
             policy: self.policy,
             closed: Some(self.closed_flag()),
             repaired: Some(self.repaired()),
+            light: self.light,
         };
         let limit = self.node_size as u64;
         self.ring().claim_blocking(&self.seg, &waits, writer, (max_len, u64::MAX), limit, timeout, &|_, _| {})
@@ -584,8 +690,8 @@ impl CircularBuffer {
         let r = fill(node);
         std::mem::forget(guard);
         let me = crate::sync::Liveness::token(&self.seg);
-        let committed = self.ring().commit_write(pos, idx, len as u64, me);
-        self.wait_cell(false).notify_all();
+        let committed = self.ring().commit_write_with(pos, idx, len as u64, me, self.light);
+        self.wait_cell(false).notify_all_with(self.light);
         if !committed {
             return Err(claim_lost());
         }
@@ -658,8 +764,8 @@ impl CircularBuffer {
         let r = f(item);
         std::mem::forget(guard);
         let me = crate::sync::Liveness::token(&self.seg);
-        let freed = self.ring().finish_read(pos, idx, me);
-        self.wait_cell(true).notify_all();
+        let freed = self.ring().finish_read_with(pos, idx, me, self.light);
+        self.wait_cell(true).notify_all_with(self.light);
         if !freed {
             return Err(claim_lost());
         }
@@ -713,8 +819,8 @@ impl CircularBuffer {
     /// Frees the node of a read claim (see [`claim_read_now`](Self::claim_read_now)).
     pub(crate) fn finish_claimed_read(&self, claim: Claim) -> Result<()> {
         let me = crate::sync::Liveness::token(&self.seg);
-        let freed = self.ring().finish_read(claim.pos, claim.idx, me);
-        self.wait_cell(true).notify_all();
+        let freed = self.ring().finish_read_with(claim.pos, claim.idx, me, self.light);
+        self.wait_cell(true).notify_all_with(self.light);
         if freed {
             Ok(())
         } else {
@@ -755,8 +861,9 @@ impl CircularBuffer {
     pub(crate) fn commit_claimed_write(&self, claim: Claim, len: usize) -> Result<()> {
         debug_assert!(len <= self.node_size);
         let me = crate::sync::Liveness::token(&self.seg);
-        let committed = self.ring().commit_write(claim.pos, claim.idx, len.min(self.node_size) as u64, me);
-        self.wait_cell(false).notify_all();
+        let committed =
+            self.ring().commit_write_with(claim.pos, claim.idx, len.min(self.node_size) as u64, me, self.light);
+        self.wait_cell(false).notify_all_with(self.light);
         if committed {
             Ok(())
         } else {
@@ -928,6 +1035,43 @@ mod tests {
             drop(writer);
             let _ = crate::segment::Segment::remove(&name);
         }
+    }
+
+    /// The option word of a light ring, scribbled on, comes back from the
+    /// sealed copy of the geometry at the next open, and the ring works;
+    /// a ring with a plain option word opens as a ring without light
+    /// hand-overs, and an option no build knows is refused.
+    #[test]
+    fn a_damaged_option_word_is_restored_or_refused() {
+        use crate::platform::atomic::{AtomicU64, Ordering};
+        let name = format!("circular-options-{}", std::process::id());
+        let ring = CircularBuffer::builder(&name).node_count(4).node_size(16).light_handovers(true).create().unwrap();
+        let word = ring.segment().get::<AtomicU64>(super::FLAGS_OFF).unwrap();
+        word.store(0, Ordering::Relaxed);
+        let again = CircularBuffer::open(&name).unwrap();
+        assert!(again.light_handovers(), "restored from the sealed geometry");
+        assert_eq!(word.load(Ordering::Relaxed), super::LIGHT);
+        again.write(b"x", Some(Duration::ZERO)).unwrap();
+        assert_eq!(ring.try_read_with(|item| item.to_vec()).unwrap(), Some(b"x".to_vec()));
+        drop((ring, again));
+        let _ = crate::segment::Segment::remove(&name);
+
+        // Without a sealed copy (a raw segment laid out as a ring, as a
+        // ring made before the copy existed): the word is taken as it is.
+        let name = format!("circular-options-raw-{}", std::process::id());
+        let (_, _, total) = super::layout(4, 16).unwrap();
+        let seg = crate::segment::Segment::builder(&name)
+            .kind(crate::segment::Kind::CIRCULAR)
+            .size(total)
+            .create_with(|seg| super::init(seg, 4, 16, 0))
+            .unwrap();
+        assert!(!CircularBuffer::open(&name).unwrap().light_handovers());
+        seg.get::<AtomicU64>(super::FLAGS_OFF).unwrap().store(6, Ordering::Relaxed);
+        let err = CircularBuffer::open(&name).unwrap_err();
+        assert!(matches!(&err, Error::Corrupt { .. }), "{err:?}");
+        assert!(err.to_string().contains("ring options"), "{err}");
+        drop(seg);
+        let _ = crate::segment::Segment::remove(&name);
     }
 
     /// The reader's poll hint says "try a claim" exactly when a claim has

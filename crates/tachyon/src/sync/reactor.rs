@@ -288,8 +288,9 @@ impl Parked {
             self.entered.push(p.sleepers as *const AtomicU32 as usize);
         }
         // SYNC: SeqCst: the registrations above, then the loads below, against the notifier's
-        // fence, as in `waitv::park_any`.
+        // fence, as in `waitv::park_any` (and its heavy half for light points).
         fence(SeqCst);
+        super::waitv::heavy_if_light(points);
         // SYNC: pairs with the notifier's Release change of each word: a word a notifier moved
         // means the `attempt` below sees that notifier's condition.
         let words: Vec<(usize, u32)> =

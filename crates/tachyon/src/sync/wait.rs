@@ -98,7 +98,16 @@ impl WaitCell {
     /// Wakes every waiter. Call after making the condition true. Makes no
     /// system call when nobody sleeps.
     pub fn notify_all(&self) {
-        if self.announce() {
+        self.notify_all_with(false);
+    }
+
+    /// [`notify_all`](Self::notify_all), with the light half of an
+    /// asymmetric fence (`light`) where every waiter of this cell runs the
+    /// heavy half ([`wait_after_look_with`](Self::wait_after_look_with)
+    /// with `light`): see `platform/membarrier.rs`.
+    #[inline]
+    pub(crate) fn notify_all_with(&self, light: bool) {
+        if self.announce(light) {
             wake_all(&self.seq);
         }
     }
@@ -107,16 +116,25 @@ impl WaitCell {
     /// condition true for one waiter. Makes no system call when nobody
     /// sleeps.
     pub fn notify_one(&self) {
-        if self.announce() {
+        if self.announce(false) {
             wake(&self.seq, 1);
         }
     }
 
     /// The notifier's half of the protocol: true if a sleeper must be woken.
-    fn announce(&self) -> bool {
+    /// `light`: every waiter of this cell runs the heavy half of an
+    /// asymmetric fence after it registers.
+    #[inline]
+    fn announce(&self, light: bool) -> bool {
         // SYNC: SeqCst: the condition's store, then the load of `sleepers`, against the fence
-        // in `park` (the eventcount's store-load order, see the module's invariant).
-        fence(SeqCst);
+        // in `park` (the eventcount's store-load order, see the module's invariant). Light:
+        // a compiler fence once this process is registered for `membarrier`, against the
+        // sleeper's `membarrier::heavy` (the same order, asymmetric).
+        if light {
+            crate::platform::membarrier::light();
+        } else {
+            fence(SeqCst);
+        }
         if self.sleepers.load(Relaxed) == 0 {
             return false;
         }
@@ -156,6 +174,19 @@ impl WaitCell {
     /// before it sleeps, as always).
     pub(crate) fn wait_after_look<T>(
         &self,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+        ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        self.wait_after_look_with(false, policy, timeout, ready)
+    }
+
+    /// [`wait_after_look`](Self::wait_after_look) on a cell whose
+    /// notifiers may use the light half of an asymmetric fence (`light`):
+    /// each sleep then runs the heavy half after registering.
+    pub(crate) fn wait_after_look_with<T>(
+        &self,
+        light: bool,
         policy: WaitPolicy,
         timeout: Option<Duration>,
         mut ready: impl FnMut() -> Option<T>,
@@ -206,7 +237,7 @@ impl WaitCell {
             // (The loom model of the futex has no time: a sleep there ends
             // only when woken, and a lost wake-up is a deadlock it finds.)
             let remaining = Some(remaining.map_or(HEAL_SLICE, |r| r.min(HEAL_SLICE)));
-            if let Some(v) = self.park_from(Some(now), remaining, &|| false, &mut ready) {
+            if let Some(v) = self.park_from(light, Some(now), remaining, &|| false, &mut ready) {
                 return Ok(v);
             }
             // Woken (or the slice is over): the condition first, the clock
@@ -228,13 +259,16 @@ impl WaitCell {
         holder_gone: &dyn Fn() -> bool,
         ready: impl FnOnce() -> Option<T>,
     ) -> Option<T> {
-        self.park_from(None, timeout, holder_gone, ready)
+        self.park_from(false, None, timeout, holder_gone, ready)
     }
 
     /// [`park`](Self::park) with its timeout counted from `now` (read by
     /// the caller a moment ago), if given: then the sleep reads no clock.
+    /// `light`: run the heavy half of the asymmetric fence after the full
+    /// one, for notifiers that use the light half.
     fn park_from<T>(
         &self,
+        light: bool,
         now: Option<Instant>,
         timeout: Option<Duration>,
         holder_gone: &dyn Fn() -> bool,
@@ -244,6 +278,13 @@ impl WaitCell {
         // SYNC: SeqCst: the registration in `sleepers`, then the loads below, against the fence
         // in `announce`.
         fence(SeqCst);
+        if light {
+            // SYNC: the heavy half, against a light notifier's compiler fence: its condition's
+            // store, then its load of `sleepers`, are ordered against our registration above and
+            // our loads below as if it had fenced. Refused (never on a kernel that registered
+            // the notifier, unless a seccomp filter differs): the sleep's slice bounds a miss.
+            crate::platform::membarrier::heavy();
+        }
         // SYNC: pairs with the Release bump in `announce`: if this reads it, `ready` sees the
         // notifier's condition.
         let seq = self.seq.load(Acquire);
@@ -266,7 +307,14 @@ impl WaitCell {
     /// on several cells at once (`sync::waitv`).
     #[cfg(any(not(tachyon_loom), test))]
     pub(crate) fn sleep_point(&self) -> super::waitv::SleepPoint<'_> {
-        super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers }
+        self.sleep_point_with(false)
+    }
+
+    /// [`sleep_point`](Self::sleep_point) of a cell whose notifiers may
+    /// use the light half of an asymmetric fence (`light`).
+    #[cfg(any(not(tachyon_loom), test))]
+    pub(crate) fn sleep_point_with(&self, light: bool) -> super::waitv::SleepPoint<'_> {
+        super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers, light }
     }
 
     /// Forgets every registered sleeper. Only for a cell with a single
@@ -439,6 +487,71 @@ mod tests {
             assert!(matches!(r, Err(Error::Timeout { .. })), "{policy:?}: {r:?}");
         }
         assert_eq!(cell.sleepers.load(Relaxed), 0);
+    }
+
+    /// A sleeper on a light cell runs the heavy half of the asymmetric
+    /// fence each time it registers to sleep; one on a plain cell, or one
+    /// that spins, never does.
+    #[test]
+    fn a_light_cells_sleeper_runs_the_heavy_barrier() {
+        use crate::platform::membarrier::heavy_calls;
+        let cell = WaitCell::new();
+        let before = heavy_calls();
+        let r =
+            cell.wait_after_look_with(true, WaitPolicy::Futex, Some(Duration::from_millis(2)), || None::<()>);
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        assert!(heavy_calls() > before, "a light sleep ran no barrier");
+        for (light, policy) in [(false, WaitPolicy::Futex), (true, WaitPolicy::Spin)] {
+            let before = heavy_calls();
+            let r = cell.wait_after_look_with(light, policy, Some(Duration::from_millis(2)), || None::<()>);
+            assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+            assert_eq!(heavy_calls(), before, "light {light}, {policy:?}: a barrier where none is needed");
+        }
+        let before = heavy_calls();
+        let r = super::super::waitv::wait_any(
+            &[cell.sleep_point_with(false), cell.sleep_point_with(true)],
+            WaitPolicy::Futex,
+            Some(Duration::from_millis(2)),
+            None,
+            || {},
+            || None::<()>,
+        );
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        assert!(heavy_calls() > before, "a wait on several points, one light, ran no barrier");
+    }
+
+    /// Light notifies (a registered process: compiler fences) and light
+    /// sleepers hand tokens over between threads under every policy; none
+    /// is lost. (Within one process the barrier covers the notifier's CPU
+    /// as it would another process's.)
+    #[test]
+    fn no_lost_light_notify_under_contention() {
+        assert!(crate::platform::membarrier::register());
+        for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
+            let cell = Arc::new(WaitCell::new());
+            let tokens = Arc::new(StdU32::new(0));
+            const PER: u32 = 2000;
+            let consumer = {
+                let (cell, tokens) = (cell.clone(), tokens.clone());
+                thread::spawn(move || {
+                    for _ in 0..PER {
+                        cell.wait_after_look_with(true, policy, LONG, || {
+                            tokens.fetch_update(Acquire, Relaxed, |t| t.checked_sub(1)).ok()
+                        })
+                        .unwrap();
+                    }
+                })
+            };
+            for i in 0..PER {
+                tokens.fetch_add(1, Release);
+                cell.notify_all_with(true);
+                if i % 64 == 0 {
+                    thread::yield_now();
+                }
+            }
+            consumer.join().unwrap();
+            assert_eq!(tokens.load(Relaxed), 0);
+        }
     }
 
     #[test]

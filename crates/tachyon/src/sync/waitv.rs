@@ -40,6 +40,17 @@ use std::time::Duration;
 pub(crate) struct SleepPoint<'a> {
     pub(crate) word: &'a AtomicU32,
     pub(crate) sleepers: &'a AtomicU32,
+    /// Its notifiers may use the light half of an asymmetric fence
+    /// (`platform/membarrier.rs`): a sleeper runs the heavy half.
+    pub(crate) light: bool,
+}
+
+/// The heavy half of the asymmetric fence, if any of `points` needs it
+/// (see [`SleepPoint::light`]); after the sleeper's own full fence.
+pub(crate) fn heavy_if_light(points: &[SleepPoint<'_>]) {
+    if points.iter().any(|p| p.light) {
+        crate::platform::membarrier::heavy();
+    }
 }
 
 impl SleepPoint<'_> {
@@ -70,6 +81,7 @@ pub(crate) fn park_any<T>(
     // SYNC: SeqCst: every registration above, then the loads below, against the notifier's
     // fence (`WaitCell::announce`, `Event::set`), as in `WaitCell::park`.
     fence(SeqCst);
+    heavy_if_light(points);
     // SYNC: pairs with the notifier's Release change of each word (`WaitCell::announce`,
     // `Event::set`): a word a notifier moved means `ready` sees that notifier's condition.
     let mut words: Vec<(&AtomicU32, u32)> = points.iter().map(|p| (p.word, p.word.load(Acquire))).collect();

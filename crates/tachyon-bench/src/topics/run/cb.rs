@@ -4,13 +4,14 @@ use crate::latency;
 use crate::payload;
 use crate::peer::{retry, Peer, STARTUP};
 use crate::policy::Policy;
-use crate::topics::case::{Case, Measured, Settings, Test};
+use crate::topics::case::{Case, Measured, Settings, Test, Via};
 use crate::topics::protocol::{collect, peer_args, same};
 use crate::topics::shm::unique_name;
 use tachyon::CircularBuffer;
 
 /// `CircularBuffer` `write` / `read`: for latency a pair (ping, pong) of
-/// `capacity` nodes each, for throughput one ring of `capacity` nodes.
+/// `capacity` nodes each, for throughput one ring of `capacity` nodes;
+/// with light hand-overs for [`Via::CbLight`].
 pub(super) fn cb_run(case: Case, settings: &Settings, count: u64, warmup: u64) -> Result<Measured, String> {
     let stall = settings.common.stall;
     let total = warmup + count;
@@ -22,6 +23,7 @@ pub(super) fn cb_run(case: Case, settings: &Settings, count: u64, warmup: u64) -
             .node_count(settings.capacity as usize)
             .node_size(size)
             .wait_policy(policy)
+            .light_handovers(case.via == Via::CbLight)
             .create()
             .map_err(|e| format!("cannot create the CircularBuffer {n}: {e}"))
     };
