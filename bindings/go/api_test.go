@@ -745,6 +745,34 @@ func TestFinalizerClosesDroppedSubscription(t *testing.T) {
 	})
 }
 
+func TestRingWithLightHandovers(t *testing.T) {
+	name := uniqueName("ring-light")
+	ring := must(CreateRingWith(name, 8, 16, RingOptions{LightHandovers: true}))(t)
+	defer ring.Close()
+	other := must(OpenRing(name))(t)
+	defer other.Close()
+	if !ring.LightHandovers() || !other.LightHandovers() {
+		t.Fatalf("light: %v, opened %v", ring.LightHandovers(), other.LightHandovers())
+	}
+	buf := make([]byte, other.NodeSize())
+	for i := 0; i < 100; i++ {
+		check(t, ring.Write([]byte{byte(i)}, bound))
+		n := must(other.Read(buf, bound))(t)
+		if n != 1 || buf[0] != byte(i) {
+			t.Fatalf("item %d: %v", i, buf[:n])
+		}
+	}
+	plain := must(CreateRing(uniqueName("ring-plain"), 2, 8))(t)
+	defer plain.Close()
+	if plain.LightHandovers() {
+		t.Fatal("a ring created without options is light")
+	}
+	var none *Ring
+	if none.LightHandovers() {
+		t.Fatal("nil is light")
+	}
+}
+
 func TestRingAndBuffer(t *testing.T) {
 	name := uniqueName("ring")
 	ring := must(CreateRing(name, 4, 16))(t)

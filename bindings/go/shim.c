@@ -168,11 +168,12 @@ go_ty_res go_ty_group_leave(uintptr_t g) {
     ty_group_close((ty_group_t*)g);
     return r;
 }
-go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size) {
+go_ty_res go_ty_ring_create_with(const char* name, size_t count, size_t size, uint32_t flags) {
     ty_ring_t* out = NULL;
-    int rc = ty_ring_create(name, count, size, &out);
+    int rc = ty_ring_create_with(name, count, size, flags, &out);
     return res(rc, out);
 }
+int go_ty_ring_light_handovers(uintptr_t r) { return ty_ring_light_handovers(RING(r)); }
 go_ty_res go_ty_ring_open(const char* name) {
     ty_ring_t* out = NULL;
     int rc = ty_ring_open(name, &out);

@@ -103,8 +103,9 @@ void go_ty_group_close(uintptr_t g);
 go_ty_res go_ty_group_missed(uintptr_t g);
 /* ty_group_leave, then ty_group_close whatever it returned. */
 go_ty_res go_ty_group_leave(uintptr_t g);
-go_ty_res go_ty_ring_create(const char* name, size_t count, size_t size);
+go_ty_res go_ty_ring_create_with(const char* name, size_t count, size_t size, uint32_t flags);
 go_ty_res go_ty_ring_open(const char* name);
+int go_ty_ring_light_handovers(uintptr_t r);
 void go_ty_ring_close(uintptr_t r);
 size_t go_ty_ring_node_size(uintptr_t r);
 go_ty_res go_ty_ring_write(uintptr_t r, const void* data, size_t len, int64_t timeout_ns);

@@ -118,6 +118,14 @@ typedef struct ty_group_t ty_group_t;
 // NUL.
 #define TY_GROUP_NAME_LEN 65
 
+// `ty_ring_create_with`'s option: light hand-overs. Nodes are handed
+// over by plain stores and the wake-up check has no fence; a waiter that
+// goes to sleep runs `membarrier(2)` first, which interrupts the CPUs
+// running processes with such a ring open (docs/rings.md, "Light
+// hand-overs": about 1.5 × the items per second at 64 B, and what it
+// gives up).
+#define TY_RING_LIGHT_HANDOVERS 1
+
 // The result codes: `TY_OK` (0) or a negative error, one per kind of
 // failure a C caller can act on. Functions return them as `int`.
 typedef enum ty_status_t {
@@ -1273,6 +1281,27 @@ void ty_interrupt_clear(void);
 // # Safety
 // `name` is NULL or a NUL-terminated string; `out` NULL or writable.
 int ty_ring_create(const char *name, size_t node_count, size_t node_size, ty_ring_t **out);
+
+// Creates the ring `name` as `ty_ring_create` does, with options:
+// `flags` is 0 or `TY_RING_LIGHT_HANDOVERS`. The option is the ring's:
+// `ty_ring_open` in any process uses it.
+//
+// Errors: as `ty_ring_create`; `TY_EINVAL` for a flag it does not know.
+//
+// # Safety
+// As `ty_ring_create`.
+int ty_ring_create_with(const char *name,
+                        size_t node_count,
+                        size_t node_size,
+                        uint32_t flags,
+                        ty_ring_t **out);
+
+// 1 if the ring's hand-overs are light (`TY_RING_LIGHT_HANDOVERS`), 0 if
+// not or for an invalid handle. Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle.
+int ty_ring_light_handovers(const ty_ring_t *ring);
 
 // Opens the existing ring `name`.
 //

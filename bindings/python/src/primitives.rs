@@ -294,10 +294,14 @@ fn wait_policy(name: &str) -> PyResult<tachyon::sync::WaitPolicy> {
 /// in any processes, each item read once.
 ///
 /// CircularBuffer(name, node_count=64, node_size=4096, *, create=True,
-/// wait="hybrid")
+/// wait="hybrid", light_handovers=None)
 ///
 /// create=True opens the ring or creates it with this geometry;
 /// create=False opens an existing one (its geometry comes from it).
+/// light_handovers=True creates a ring with light hand-overs (plain
+/// stores, the wake-up check's fence moved to sleepers: docs/rings.md);
+/// True or False given for an existing ring must match it, None takes
+/// the ring's (and creates without).
 #[pyclass(module = "tachyon", name = "CircularBuffer", frozen)]
 pub struct PyCircularBuffer {
     ring: CircularBuffer,
@@ -306,7 +310,7 @@ pub struct PyCircularBuffer {
 #[pymethods]
 impl PyCircularBuffer {
     #[new]
-    #[pyo3(signature = (name, node_count=64, node_size=4096, *, create=true, wait="hybrid"))]
+    #[pyo3(signature = (name, node_count=64, node_size=4096, *, create=true, wait="hybrid", light_handovers=None))]
     fn new(
         py: Python<'_>,
         name: &str,
@@ -314,8 +318,12 @@ impl PyCircularBuffer {
         node_size: usize,
         create: bool,
         wait: &str,
+        light_handovers: Option<bool>,
     ) -> PyResult<Self> {
-        let b = CircularBuffer::builder(name).wait_policy(wait_policy(wait)?);
+        let mut b = CircularBuffer::builder(name).wait_policy(wait_policy(wait)?);
+        if let Some(light) = light_handovers {
+            b = b.light_handovers(light);
+        }
         // Opening takes the geometry from the ring (the defaults above are
         // for creating, and would be checked against it).
         let ring =
@@ -333,6 +341,12 @@ impl PyCircularBuffer {
     #[getter]
     fn node_size(&self) -> usize {
         self.ring.node_size()
+    }
+
+    /// Whether the ring's hand-overs are light (an option of the ring).
+    #[getter]
+    fn light_handovers(&self) -> bool {
+        self.ring.light_handovers()
     }
 
     /// Writes one item (any bytes-like object), waiting up to timeout_ns

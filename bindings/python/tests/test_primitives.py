@@ -105,6 +105,18 @@ def test_circular_buffer(name):
         ring.write(b"x", timeout_ns=10_000_000)
 
 
+def test_circular_buffer_with_light_handovers(name):
+    ring = tachyon.CircularBuffer(name, node_count=8, node_size=16, light_handovers=True)
+    peer = tachyon.CircularBuffer(name, create=False)
+    assert ring.light_handovers and peer.light_handovers
+    for i in range(100):
+        ring.write(b"%d" % i)
+        assert peer.read(timeout_ns=SECOND) == b"%d" % i
+    with pytest.raises(tachyon.Incompatible):
+        tachyon.CircularBuffer(name, node_count=8, node_size=16, light_handovers=False)
+    assert not tachyon.CircularBuffer(name + "-plain", node_count=2, node_size=8).light_handovers
+
+
 def test_circular_buffer_across_processes(name):
     ring = tachyon.CircularBuffer(name, node_count=8, node_size=64)
     child = run_python(

@@ -159,6 +159,63 @@ pub unsafe extern "C" fn ty_ring_create(
     unsafe { put(out, make) }
 }
 
+/// `ty_ring_create_with`'s option: light hand-overs. Nodes are handed
+/// over by plain stores and the wake-up check has no fence; a waiter that
+/// goes to sleep runs `membarrier(2)` first, which interrupts the CPUs
+/// running processes with such a ring open (docs/rings.md, "Light
+/// hand-overs": about 1.5 × the items per second at 64 B, and what it
+/// gives up).
+pub const TY_RING_LIGHT_HANDOVERS: u32 = 1;
+
+/// Creates the ring `name` as `ty_ring_create` does, with options:
+/// `flags` is 0 or `TY_RING_LIGHT_HANDOVERS`. The option is the ring's:
+/// `ty_ring_open` in any process uses it.
+///
+/// Errors: as `ty_ring_create`; `TY_EINVAL` for a flag it does not know.
+///
+/// # Safety
+/// As `ty_ring_create`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_create_with(
+    name: *const c_char,
+    node_count: usize,
+    node_size: usize,
+    flags: u32,
+    out: *mut *mut ty_ring_t,
+) -> c_int {
+    let make = || {
+        // SAFETY: per this function's contract.
+        let name = unsafe { arg_str(name, "name")? };
+        if flags & !TY_RING_LIGHT_HANDOVERS != 0 {
+            return Err(invalid(format!("unknown ring flags {flags:#x}")));
+        }
+        let ring = CircularBuffer::builder(name)
+            .node_count(node_count)
+            .node_size(node_size)
+            .light_handovers(flags & TY_RING_LIGHT_HANDOVERS != 0)
+            .create()?;
+        Ok(ty_ring_t { magic: RING_MAGIC, ring })
+    };
+    // SAFETY: `out` per this function's contract.
+    unsafe { put(out, make) }
+}
+
+/// 1 if the ring's hand-overs are light (`TY_RING_LIGHT_HANDOVERS`), 0 if
+/// not or for an invalid handle. Thread-safe.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_light_handovers(ring: *const ty_ring_t) -> c_int {
+    let mut light = 0;
+    guard(|| {
+        // SAFETY: per this function's contract.
+        light = c_int::from(unsafe { self::ring(ring)? }.ring.light_handovers());
+        Ok(TY_OK)
+    });
+    light
+}
+
 /// Opens the existing ring `name`.
 ///
 /// Errors: `TY_EINVAL`, `TY_ENOENT`, `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`.

@@ -90,6 +90,27 @@ int main(void) {
     ty_ring_close(other);
     ty_ring_close(ring);
 
+    /* A ring with light hand-overs: the option is the ring's, seen by an
+       opener; unknown flags are refused. */
+    char light_name[80];
+    snprintf(light_name, sizeof light_name, "%s-light", name);
+    EXPECT_RC(TY_EINVAL, ty_ring_create_with(light_name, 4, 8, 2, &ring));
+    EXPECT(ring == NULL);
+    EXPECT(ty_ring_light_handovers(NULL) == 0);
+    CHECK(ty_ring_create_with(light_name, 4, 8, TY_RING_LIGHT_HANDOVERS, &ring));
+    CHECK(ty_ring_open(light_name, &other));
+    EXPECT(ty_ring_light_handovers(ring) == 1 && ty_ring_light_handovers(other) == 1);
+    for (int i = 0; i < 10; i++) {
+        CHECK(ty_ring_write(ring, "lighter", 7, -1));
+        CHECK(ty_ring_read(other, bytes, sizeof bytes, &len, -1));
+        EXPECT(len == 7 && memcmp(bytes, "lighter", 7) == 0);
+    }
+    ty_ring_close(other);
+    ty_ring_close(ring);
+    CHECK(ty_ring_create_with(name, 4, 8, 0, &ring));
+    EXPECT(ty_ring_light_handovers(ring) == 0);
+    ty_ring_close(ring);
+
     /* Buffer. */
     CHECK(ty_buffer_create(name, 32, &buf));
     EXPECT(ty_buffer_size(buf) == 32);

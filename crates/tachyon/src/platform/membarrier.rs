@@ -23,8 +23,9 @@
 //! ([`register`], `MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED`, Linux 4.16);
 //! until then, or where the kernel or a seccomp filter refuses, it keeps
 //! the full fence. Registration belongs to the address space: `exec`
-//! clears it, and a forked child is not counted on to keep it (a
-//! `pthread_atfork` handler makes the child register again).
+//! clears it, and a forked child is not counted on to keep it: a
+//! `pthread_atfork` handler makes the child use full fences until it
+//! registers again (at its next open of a light ring).
 
 #[cfg(not(tachyon_loom))]
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -61,7 +62,7 @@ fn membarrier(cmd: libc::c_int) -> libc::c_long {
 
 #[cfg(not(tachyon_loom))]
 extern "C" fn forget_in_child() {
-    // A forked child registers again before it uses the light half: its
+    // A forked child uses full fences until it registers again: its
     // address space is a new one. Only an atomic store, as a child
     // handler must (async-signal-safe).
     STATE.store(UNKNOWN, Ordering::Relaxed);

@@ -183,10 +183,12 @@ impl CircularBufferBuilder {
     /// Crash safety is unchanged: a process killed at any instruction
     /// leaves what it leaves today, repaired the same way. What a light
     /// ring gives up is narrower: when another process scribbles on a
-    /// node's control word, a repair that lands within the few
-    /// instructions between a claimant's last look and its store is
-    /// overwritten, where a compare-and-swap would have failed and
-    /// reported the loss (docs/CRASH-SAFETY.md). Where the kernel refuses
+    /// node's control word (or judges a claimant dead that still runs: a
+    /// handle shared with a forked child whose parent died), a repair
+    /// that lands within the few instructions between the claimant's last
+    /// look and its store is overwritten, where a compare-and-swap would
+    /// have failed and reported the loss; an item can then be lost or
+    /// delivered twice (docs/CRASH-SAFETY.md). Where the kernel refuses
     /// `membarrier` (before Linux 4.16, or under a seccomp filter), the
     /// process keeps the full fences; a sleeper that cannot run the
     /// barrier looks again within its wait's slice (at most 50 ms).
@@ -582,6 +584,23 @@ impl CircularBuffer {
                 cells: std::slice::from_raw_parts(self.cells.as_ptr(), self.nodes),
             }
         }
+    }
+
+    /// Waits on the readers' wait cell until `ready` says so (or
+    /// `timeout`), as [`WaitCell::wait_until`] does, with the sleeper's
+    /// half of the asymmetric fence if the ring's hand-overs are light:
+    /// for a caller that waits for an item by its own condition (an
+    /// `RpcBuffer` reader or requester).
+    pub(crate) fn wait_for_items<T>(
+        &self,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+        mut ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        if let Some(v) = ready() {
+            return Ok(v);
+        }
+        self.wait_cell(false).wait_after_look_with(self.light, policy, timeout, ready)
     }
 
     pub(crate) fn wait_cell(&self, writer: bool) -> &WaitCell {

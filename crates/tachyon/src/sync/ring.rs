@@ -183,8 +183,9 @@ const fn split(w: u64) -> (u32, u32) {
 /// protocol). What it gives up: a repair (after damage to this very word,
 /// or a claimant wrongly judged dead) that lands between the look and the
 /// store is overwritten, where a CAS would fail and report the loss; the
-/// cell may then deliver an item twice or a torn one. A window of a few
-/// instructions, against a CAS's guarantee.
+/// cell may then lose an item, or deliver one twice or torn. A window of
+/// a few instructions, against a CAS's guarantee (the loom model
+/// `damage_over_a_live_claim_light_has_a_window` finds it).
 #[inline]
 fn hand_over(word: &AtomicU64, from: u64, to: u64, light: bool) -> bool {
     if light {

@@ -741,7 +741,7 @@ impl Inner {
             let slice = left.map_or(TICK, |l| l.min(TICK));
             // SYNC: the eventcount of the ring's wait cell orders this look at `ready` after
             // the registration as a sleeper, against the notify that follows a delivery.
-            let _ = session.rx.wait_cell(false).wait_until(WaitPolicy::Futex, Some(slice), || {
+            let _ = session.rx.wait_for_items(WaitPolicy::Futex, Some(slice), || {
                 (slot.ready.load(Ordering::Acquire) || session.rx.readable_hint()).then_some(())
             });
         }

@@ -166,14 +166,14 @@ impl Inner {
             // itself has the role within one (below); and a turn takes the
             // lock once, not twice.
             let session = &rd.session;
-            let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || ready(session));
+            let _ = session.rx.wait_for_items(self.policy, Some(wait), || ready(session));
         } else {
             // A wait that may sleep gives the role up meanwhile, so that a
             // requester reads its response with no wake-up of this thread on
             // its way.
             let session = Arc::clone(&rd.session);
             drop(rd);
-            let _ = session.rx.wait_cell(false).wait_until(self.policy, Some(wait), || ready(&session));
+            let _ = session.rx.wait_for_items(self.policy, Some(wait), || ready(&session));
             if self.self_readers.load(Ordering::SeqCst) & SELF_READERS > 0 {
                 // A requester reads for itself now: the next turn stands
                 // aside rather than queue for the role (see above).
