@@ -175,7 +175,9 @@ impl CircularBufferBuilder {
     /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` first (about 0.6 µs),
     /// which interrupts every CPU that is running a process with a
     /// light ring open at that moment. Choose it for streams whose waiters
-    /// spin, or sleep rarely; leave it off where a core must never be
+    /// spin, or sleep rarely (with `WaitPolicy::Futex` on a busy stream,
+    /// each sleep interrupts the writer, and some runs went at a third of
+    /// the plain ring's rate); leave it off where a core must never be
     /// interrupted (a busy-polling thread on an isolated core in a process
     /// that opens such a ring would be, at each sleep of any waiter of any
     /// light ring).
