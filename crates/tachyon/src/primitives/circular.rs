@@ -597,12 +597,9 @@ impl CircularBuffer {
         &self,
         policy: WaitPolicy,
         timeout: Option<Duration>,
-        mut ready: impl FnMut() -> Option<T>,
+        ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
-        if let Some(v) = ready() {
-            return Ok(v);
-        }
-        self.wait_cell(false).wait_after_look_with(self.light, policy, timeout, ready)
+        self.wait_cell(false).wait_until_with(self.light, policy, timeout, ready)
     }
 
     pub(crate) fn wait_cell(&self, writer: bool) -> &WaitCell {

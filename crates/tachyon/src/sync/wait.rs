@@ -160,30 +160,33 @@ impl WaitCell {
         &self,
         policy: WaitPolicy,
         timeout: Option<Duration>,
+        ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        self.wait_until_with(false, policy, timeout, ready)
+    }
+
+    /// [`wait_until`](Self::wait_until) on a cell whose notifiers may use
+    /// the light half of an asymmetric fence (`light`): see
+    /// [`wait_after_look_with`](Self::wait_after_look_with).
+    pub(crate) fn wait_until_with<T>(
+        &self,
+        light: bool,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
         if let Some(v) = ready() {
             return Ok(v);
         }
-        self.wait_after_look(policy, timeout, ready)
+        self.wait_after_look_with(light, policy, timeout, ready)
     }
 
-    /// [`wait_until`](Self::wait_until) for a caller that has just called
-    /// `ready` itself and found it `None`: without that first look (a
-    /// futex wait goes straight to registering, then looks once more
-    /// before it sleeps, as always).
-    pub(crate) fn wait_after_look<T>(
-        &self,
-        policy: WaitPolicy,
-        timeout: Option<Duration>,
-        ready: impl FnMut() -> Option<T>,
-    ) -> Result<T> {
-        self.wait_after_look_with(false, policy, timeout, ready)
-    }
-
-    /// [`wait_after_look`](Self::wait_after_look) on a cell whose
-    /// notifiers may use the light half of an asymmetric fence (`light`):
-    /// each sleep then runs the heavy half after registering.
+    /// [`wait_until_with`](Self::wait_until_with) for a caller that has
+    /// just called `ready` itself and found it `None`: without that first
+    /// look (a futex wait goes straight to registering, then looks once
+    /// more before it sleeps, as always). `light`: the cell's notifiers
+    /// may use the light half of an asymmetric fence, so each sleep runs
+    /// the heavy half after registering.
     pub(crate) fn wait_after_look_with<T>(
         &self,
         light: bool,
