@@ -192,6 +192,7 @@ fn hand_over(word: &AtomicU64, from: u64, to: u64, light: bool) -> bool {
         if word.load(Ordering::Relaxed) != from {
             return false;
         }
+        crate::platform::fault::point("light-handover-looked");
         word.store(to, Ordering::Release);
         true
     } else {
