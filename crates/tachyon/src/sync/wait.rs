@@ -524,11 +524,14 @@ mod tests {
     }
 
     /// Light notifies (a registered process: compiler fences) and light
-    /// sleepers hand tokens over between threads under every policy; none
-    /// is lost. (Within one process the barrier covers the notifier's CPU
-    /// as it would another process's.)
+    /// sleepers hand 2,000 tokens over between threads under every policy,
+    /// each wait ending with its token. What this cannot show: a lost
+    /// wake-up here costs one `HEAL_SLICE` (100 ms) and no failure, so the
+    /// no-lost-wake-up argument rests on `membarrier`'s guarantee
+    /// (`platform/membarrier.rs`), and loom checks the protocol with
+    /// symmetric fences.
     #[test]
-    fn no_lost_light_notify_under_contention() {
+    fn light_notifies_and_sleeps_hand_every_token_over() {
         assert!(crate::platform::membarrier::register());
         for policy in [WaitPolicy::Spin, WaitPolicy::Futex, WaitPolicy::Hybrid] {
             let cell = Arc::new(WaitCell::new());
