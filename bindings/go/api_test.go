@@ -951,6 +951,43 @@ func cancelWakes(t *testing.T, what string, wait func(context.Context) error) co
 	return ctx
 }
 
+// Light hand-overs: the topic's own setting, read back by every handle,
+// refused to an open that asks for the other; inline and chunk messages
+// flow through it, lap after lap.
+func TestTopicWithLightHandovers(t *testing.T) {
+	reg, _ := newRegion(t)
+	conf := &TopicConfig{Capacity: 8, InlinePayload: 64, LightHandovers: true}
+	topic := must(reg.CreateTopic("t", conf))(t)
+	defer topic.Close()
+	if !topic.LightHandovers() {
+		t.Fatal("created light, reads not light")
+	}
+	again := must(reg.Topic("t"))(t)
+	defer again.Close()
+	if !again.LightHandovers() {
+		t.Fatal("opened: not light")
+	}
+	_, err := reg.CreateTopic("t", &TopicConfig{Capacity: 8, InlinePayload: 64})
+	wantErr(t, err, ErrIncompatible)
+	plain := must(reg.CreateTopic("plain", nil))(t)
+	defer plain.Close()
+	if plain.LightHandovers() {
+		t.Fatal("a default topic reads light")
+	}
+	buf := make([]byte, 256)
+	for i := 0; i < 20; i++ {
+		small, big := bytes.Repeat([]byte{byte(i)}, 40), bytes.Repeat([]byte{byte(i)}, 100)
+		check(t, topic.Send(small, 1))
+		check(t, topic.Send(big, 1)) // past the slot: a chunk
+		for _, want := range [][]byte{small, big} {
+			n := must(again.ReceiveInto(0, buf, bound))(t)
+			if !bytes.Equal(buf[:n], want) {
+				t.Fatalf("lap %d: got %d bytes", i, n)
+			}
+		}
+	}
+}
+
 // Inline payloads: messages up to the slot travel in their ring cell
 // (no chunk), larger ones in chunks, in order; at-least-once is refused.
 func TestInlinePayload(t *testing.T) {

@@ -272,6 +272,15 @@ type TopicConfig struct {
 	// ring arena, and 64 more per cell when InlinePayload is a multiple of
 	// 256 above 256. Not with AtLeastOnce (ErrInvalid).
 	InlinePayload uint32
+	// LightHandovers makes the topic's ring cells handed over by a look
+	// and a plain store, the wake-up check's fence moved to sleepers: a
+	// waiter that goes to sleep runs membarrier(2) first, which
+	// interrupts the CPUs running processes that have a light ring or
+	// topic open. With InlinePayload, a stream of 64-byte messages about
+	// half again as fast. The topic's own setting (ErrIncompatible for an
+	// open asking the other); what it gives up is in docs/bus.md, "Light
+	// hand-overs".
+	LightHandovers bool
 }
 
 // Notify is how a topic's producers and consumers wait.
@@ -324,6 +333,9 @@ func (r *Region) CreateTopic(name string, conf *TopicConfig) (*Topic, error) {
 	if conf.Overrun {
 		flags |= C.TY_TOPIC_OVERRUN
 	}
+	if conf.LightHandovers {
+		flags |= C.TY_TOPIC_LIGHT_HANDOVERS
+	}
 	return r.topic(op, name, &tc, flags, C.uint32_t(conf.InlinePayload))
 }
 
@@ -353,7 +365,7 @@ func (r *Region) topic(op, name string, tc *C.ty_topic_conf_t, flags, inline C.u
 		return nil, fail(op, res)
 	}
 	p := handle(res.ptr)
-	t := &Topic{p: p, name: name, parts: int(C.go_ty_topic_partitions(p))}
+	t := &Topic{p: p, name: name, parts: int(C.go_ty_topic_partitions(p)), light: C.go_ty_topic_light_handovers(p) != 0}
 	runtime.SetFinalizer(t, (*Topic).Close)
 	return t, nil
 }

@@ -50,6 +50,7 @@ go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {
 }
 void go_ty_topic_close(uintptr_t t) { ty_topic_close((ty_topic_t*)t); }
 int go_ty_topic_partitions(uintptr_t t) { return ty_topic_partitions(TOPIC(t)); }
+int go_ty_topic_light_handovers(uintptr_t t) { return ty_topic_light_handovers(TOPIC(t)); }
 int go_ty_partition_of(uintptr_t t, uint64_t key) { return ty_partition_of(TOPIC(t), key); }
 go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out) { return res(ty_topic_stats(TOPIC(t), out), NULL); }
 go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition) {

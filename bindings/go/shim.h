@@ -57,6 +57,7 @@ go_ty_res go_ty_topic_create(uintptr_t reg, const char* name, const ty_topic_con
 go_ty_res go_ty_topic_open(uintptr_t reg, const char* name);
 void go_ty_topic_close(uintptr_t t);
 int go_ty_topic_partitions(uintptr_t t);
+int go_ty_topic_light_handovers(uintptr_t t);
 int go_ty_partition_of(uintptr_t t, uint64_t key);
 go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out);
 go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition);

@@ -28,6 +28,7 @@ type Topic struct {
 	p     C.uintptr_t // the ty_topic_t* (a group's: its ty_group_t*), C memory
 	name  string
 	parts int
+	light bool
 	// grp is set on the handle of a Group (group.go), which runs on this
 	// machinery (guard, waits, subscriptions, messages) with the group
 	// calls of the C library; never on a Topic handed to the caller.
@@ -71,6 +72,16 @@ func (t *Topic) Partitions() int {
 		return 0
 	}
 	return t.parts
+}
+
+// LightHandovers reports whether the topic was created with
+// TopicConfig.LightHandovers (in any process: the setting is the
+// topic's).
+func (t *Topic) LightHandovers() bool {
+	if t == nil {
+		return false
+	}
+	return t.light
 }
 
 // Close closes the handle: loans taken through it and not published go

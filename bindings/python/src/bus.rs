@@ -193,8 +193,12 @@ impl PyRegion {
     /// messages still use chunks; costs capacity * inline_payload bytes
     /// per partition of the region's ring arena (64 more per cell when
     /// inline_payload is a multiple of 256 above 256); not with
-    /// at_least_once.
-    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false, inline_payload=0))]
+    /// at_least_once. light_handovers: the ring cells are handed over by a
+    /// look and a plain store, the wake-up check's fence moved to sleepers
+    /// (a stream of small inline messages about half again as fast; each
+    /// sleep of a waiter interrupts every CPU running a process with a
+    /// light ring or topic open; see docs/bus.md, "Light hand-overs").
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false, inline_payload=0, light_handovers=false))]
     #[allow(clippy::too_many_arguments)]
     fn create_topic(
         &self,
@@ -207,18 +211,20 @@ impl PyRegion {
         default_group: bool,
         overrun: bool,
         inline_payload: u32,
+        light_handovers: bool,
     ) -> PyResult<PyTopic> {
         let config = topic_config(partitions, capacity, wait, at_least_once)?
             .default_group(default_group)
             .overrun(overrun)
-            .inline_payload(inline_payload);
+            .inline_payload(inline_payload)
+            .light_handovers(light_handovers);
         let topic = self.get()?.create_topic(name, config).py(py)?;
         Ok(PyTopic { topic })
     }
 
     /// Opens the topic, or creates it with this configuration; an existing
     /// topic must have the same (tachyon.Incompatible names what differs).
-    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false, inline_payload=0))]
+    #[pyo3(signature = (name, partitions=1, capacity=1024, *, wait="hybrid", at_least_once=false, default_group=true, overrun=false, inline_payload=0, light_handovers=false))]
     #[allow(clippy::too_many_arguments)]
     fn create_or_open_topic(
         &self,
@@ -231,11 +237,13 @@ impl PyRegion {
         default_group: bool,
         overrun: bool,
         inline_payload: u32,
+        light_handovers: bool,
     ) -> PyResult<PyTopic> {
         let config = topic_config(partitions, capacity, wait, at_least_once)?
             .default_group(default_group)
             .overrun(overrun)
-            .inline_payload(inline_payload);
+            .inline_payload(inline_payload)
+            .light_handovers(light_handovers);
         let topic = self.get()?.create_or_open_topic(name, config).py(py)?;
         Ok(PyTopic { topic })
     }
@@ -366,6 +374,13 @@ impl PyTopic {
     #[getter]
     fn inline_payload(&self) -> u32 {
         self.topic.config().inline_payload_size()
+    }
+
+    /// Whether the topic's hand-overs are light (create_topic's
+    /// light_handovers; the topic's own, in every process).
+    #[getter]
+    fn light_handovers(&self) -> bool {
+        self.topic.config().uses_light_handovers()
     }
 
     /// Messages of the default group dropped unread from its full

@@ -312,6 +312,24 @@ def test_inline_payload(region):
     assert topic.receive_bytes(0, timeout_ns=0) == b"x" * 300
 
 
+def test_light_handovers(region):
+    # The topic's own setting: read back in every handle, an open that asks
+    # for the other one is refused; messages inline and in chunks flow.
+    topic = region.create_topic("t", capacity=8, inline_payload=64, light_handovers=True)
+    assert topic.light_handovers and not region.create_topic("plain").light_handovers
+    assert region.topic("t").light_handovers
+    with pytest.raises(tachyon.Incompatible):
+        region.create_or_open_topic("t", capacity=8, inline_payload=64)
+    assert region.create_or_open_topic("t", capacity=8, inline_payload=64, light_handovers=True).light_handovers
+    for i in range(20):  # laps of the ring
+        topic.send(bytes([i]) * 40, i)
+        topic.send(bytes([i]) * 100, i)  # past the slot: a chunk
+        assert topic.receive_bytes(0, timeout_ns=0) == bytes([i]) * 40
+        assert topic.receive_bytes(0, timeout_ns=0) == bytes([i]) * 100
+    info = topic.info()
+    assert (info.published, info.received) == (40, 40)
+
+
 def loan_everything(topic):
     """Every chunk of the pool the topic can loan (at least one), loaned."""
     loans = []

@@ -261,6 +261,7 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "| 64 B | topic copy ÷ chunk-pool ring |",
         "| 1 KiB | chunk-pool ring, hot reuse ÷ chunk-pool ring |",
         "| 1 KiB | topic copy ÷ chunk-pool ring, hot reuse |",
+        "| 64 B | topic copy inline light ÷ topic copy inline |",
         "![latency](latency.svg)",
     ] {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
@@ -291,13 +292,14 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     }
     // Header; latency: raw ring, the three MPMC rings, the two chunk-pool
     // rings, the two leased rings, flag, Unix socket, pipe, TCP, then
-    // copy, copy with inline slots, loan, in place, CircularBuffer (with
-    // and without light hand-overs), RpcBuffer and RpcBuffer with inline
-    // handlers × 3 policies; throughput, for 64 B and 1 KiB: raw ring, the
-    // three MPMC rings, the two chunk-pool rings, the two leased rings,
-    // Unix socket, pipe, TCP, then copy, copy with inline slots, loan, in
-    // place and the two CircularBuffers × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (12 + 24) + 2 * (11 + 18), "{csv}");
+    // copy, copy with inline slots (with and without light hand-overs),
+    // loan, in place, CircularBuffer (with and without light hand-overs),
+    // RpcBuffer and RpcBuffer with inline handlers × 3 policies;
+    // throughput, for 64 B and 1 KiB: raw ring, the three MPMC rings, the
+    // two chunk-pool rings, the two leased rings, Unix socket, pipe, TCP,
+    // then copy, the two copies with inline slots, loan, in place and the
+    // two CircularBuffers × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (12 + 27) + 2 * (11 + 21), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));
@@ -330,7 +332,9 @@ fn a_wrong_response_fails_the_run() {
 
 #[test]
 fn a_damaged_pong_fails_the_run() {
-    for transport in ["copy", "loan", "raw-ring", "pipe", "tcp", "cb", "cb-light", "flag"] {
+    for transport in
+        ["copy", "copy-inline-light", "loan", "raw-ring", "pipe", "tcp", "cb", "cb-light", "flag"]
+    {
         let args =
             [&TINY_TOPICS[..], &["--topic-tests", "latency", "--topic-transports", transport]].concat();
         let (o, _) = run_group("topics-lose", &args, Some("lose:50"));

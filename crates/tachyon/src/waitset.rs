@@ -155,7 +155,8 @@ impl<'a> WaitSet<'a> {
         for s in &sources {
             match *s {
                 Source::Partition(t, p) => {
-                    points.push(t.waits(p)?.not_empty.sleep_point());
+                    let w = t.waits(p)?;
+                    points.push(w.not_empty.sleep_point_with(w.light));
                     if t.config().wait == WaitPolicy::Spin {
                         policy = WaitPolicy::Spin;
                     }
@@ -166,7 +167,9 @@ impl<'a> WaitSet<'a> {
                         policy = WaitPolicy::Spin;
                     }
                 }
-                Source::Ring(r) => points.push(r.wait_cell(false).sleep_point()),
+                // A light ring's notifiers leave the fence's heavy half to
+                // its sleepers.
+                Source::Ring(r) => points.push(r.wait_cell(false).sleep_point_with(r.light_handovers())),
                 Source::Event(e) => points.push(e.sleep_point()),
             }
         }
@@ -236,6 +239,46 @@ mod tests {
     use super::*;
     use crate::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
     use crate::sync::EventMode;
+
+    /// A set that sleeps on a light ring, or on a partition or a
+    /// subscription of a light topic, runs the heavy half of the
+    /// asymmetric fence (their notifiers skip theirs); on plain ones it
+    /// does not.
+    #[cfg(not(tachyon_loom))]
+    #[test]
+    fn a_set_sleeping_on_light_sources_runs_the_heavy_barrier() {
+        use crate::platform::membarrier::heavy_calls;
+        for light in [false, true] {
+            let name = format!("t-waitset-light-{light}-{}", std::process::id());
+            let _ = Region::remove(&name);
+            let ring_name = format!("{name}-ring");
+            let ring = CircularBuffer::builder(&ring_name)
+                .node_count(4)
+                .node_size(16)
+                .light_handovers(light)
+                .wait_policy(WaitPolicy::Futex)
+                .create()
+                .unwrap();
+            let region =
+                Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+            let cfg = TopicConfig::default().wait(WaitPolicy::Futex).light_handovers(light);
+            let topic = region.create_topic("t", cfg).unwrap();
+            let sub = topic.subscribe(Partitions::All).unwrap();
+            for source in 0..3 {
+                let mut set = WaitSet::new();
+                match source {
+                    0 => drop(set.add_ring(&ring)),
+                    1 => drop(set.add_partition(&topic, 0).unwrap()),
+                    _ => drop(set.add_subscription(&sub)),
+                }
+                let before = heavy_calls();
+                assert!(matches!(set.wait(Some(Duration::from_millis(2))), Err(Error::Timeout { .. })));
+                assert_eq!(heavy_calls() > before, light, "light {light}, source {source}");
+            }
+            drop((sub, topic, region, ring));
+            Region::remove(&name).unwrap();
+        }
+    }
 
     #[test]
     fn returns_the_ready_source() {

@@ -62,6 +62,9 @@ pub enum Via {
     /// (`TopicConfig::inline_payload`), `send` / `recv_into`: the copy path
     /// without chunks.
     CopyInline,
+    /// [`Via::CopyInline`] on a topic with light hand-overs
+    /// (`TopicConfig::light_handovers`).
+    CopyInlineLight,
     /// A topic, `loan` / `publish` / `receive`.
     Loan,
     /// A topic, `send_with` / `receive_with`: built and read in place, as
@@ -101,6 +104,7 @@ impl Via {
             Via::Tcp => "tcp",
             Via::Copy => "copy",
             Via::CopyInline => "copy-inline",
+            Via::CopyInlineLight => "copy-inline-light",
             Via::Loan => "loan",
             Via::InPlace => "in-place",
             Via::Cb => "cb",
@@ -139,6 +143,7 @@ impl Via {
             Via::Tcp => "TCP loopback, TCP_NODELAY, write/read (reference)",
             Via::Copy => "topic, copy path: `send`/`recv_into`",
             Via::CopyInline => "topic with inline slots, copy path: `send`/`recv_into`, no chunks",
+            Via::CopyInlineLight => "the same, light hand-overs (`TopicConfig::light_handovers`)",
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::InPlace => "topic, in place: `send_with`/`receive_with`",
             Via::Cb => "CircularBuffer `write`/`read`",
@@ -175,6 +180,7 @@ impl Via {
             Via::Tcp => "tcp",
             Via::Copy => "topic copy",
             Via::CopyInline => "topic copy inline",
+            Via::CopyInlineLight => "topic copy inline light",
             Via::Loan => "topic loan",
             Via::InPlace => "topic in place",
             Via::Cb => "CircularBuffer",
@@ -192,6 +198,7 @@ impl Via {
             self,
             Via::Copy
                 | Via::CopyInline
+                | Via::CopyInlineLight
                 | Via::Loan
                 | Via::InPlace
                 | Via::Cb
@@ -202,13 +209,13 @@ impl Via {
     }
 
     pub(super) fn is_topic(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyInline | Via::Loan | Via::InPlace)
+        matches!(self, Via::Copy | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace)
     }
 
     /// A topic's copy path (`send` / `recv_into`), with or without inline
     /// slots.
     pub(crate) fn copies(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyInline)
+        matches!(self, Via::Copy | Via::CopyInline | Via::CopyInlineLight)
     }
 
     pub(super) fn is_kernel(self) -> bool {

@@ -219,7 +219,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 13] = [
+    let steps: [Step; 14] = [
         (
             (Via::LeasedRing, None),
             (Via::RawRing, None),
@@ -260,6 +260,11 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             (Via::CopyInline, spin),
             (Via::Cb, spin),
             "topic copy path with inline slots: partitions, groups' checks, the topic's code (no chunks)",
+        ),
+        (
+            (Via::CopyInlineLight, spin),
+            (Via::CopyInline, spin),
+            "light hand-overs on the topic with inline slots",
         ),
         (
             (Via::ChunkPoolRing, None),
@@ -358,7 +363,7 @@ type Pair = (Case, Case, fn(&Sample) -> Option<f64>);
 fn design_refs(via: Via) -> &'static [Via] {
     match via {
         Via::Copy => &[Via::ChunkPoolRing, Via::ChunkPoolHotRing],
-        Via::CopyInline | Via::Cb | Via::CbLight => &[Via::MpmcRing],
+        Via::CopyInline | Via::CopyInlineLight | Via::Cb | Via::CbLight => &[Via::MpmcRing],
         _ => &[],
     }
 }
@@ -443,12 +448,14 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         0.8,
         false,
     );
-    bar(
-        "topic copy inline spin 1 KiB throughput ÷ raw ring".to_owned(),
-        (thr(Via::CopyInline, spin), thr(Via::RawRing, None), rate),
-        0.8,
-        false,
-    );
+    for via in [Via::CopyInline, Via::CopyInlineLight] {
+        bar(
+            format!("{} spin 1 KiB throughput ÷ raw ring", via.short()),
+            (thr(via, spin), thr(Via::RawRing, None), rate),
+            0.8,
+            false,
+        );
+    }
     for via in [Via::Loan, Via::InPlace] {
         bar(
             format!("{} spin 1 KiB throughput ÷ topic copy spin 1 KiB throughput", via.short()),
@@ -457,7 +464,13 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             false,
         );
     }
-    for (via, limit) in [(Via::Copy, 0.5), (Via::CopyInline, 0.5), (Via::Cb, 0.7), (Via::CbLight, 0.7)] {
+    for (via, limit) in [
+        (Via::Copy, 0.5),
+        (Via::CopyInline, 0.5),
+        (Via::CopyInlineLight, 0.5),
+        (Via::Cb, 0.7),
+        (Via::CbLight, 0.7),
+    ] {
         bar(
             format!("{} spin 64 B throughput ÷ raw ring", via.short()),
             (thr64(via, spin), thr64(Via::RawRing, None), rate),
@@ -465,7 +478,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             false,
         );
     }
-    for via in [Via::Copy, Via::CopyInline, Via::Loan, Via::InPlace] {
+    for via in [Via::Copy, Via::CopyInline, Via::CopyInlineLight, Via::Loan, Via::InPlace] {
         bar(
             format!("{} spin 1 KiB throughput ÷ pipe (C library: 2)", via.short()),
             (thr(via, spin), thr(Via::Pipe, None), rate),

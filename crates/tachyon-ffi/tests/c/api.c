@@ -349,6 +349,29 @@ int main(void) {
         EXPECT_RC(TY_EINVAL, ty_recv(it, 0, NULL, 8, &got, 0));
         EXPECT_RC(TY_EINVAL, ty_recv(it, 9, out, sizeof out, &got, 0));
 
+        /* Light hand-overs: the topic's own setting, read back by
+         * ty_topic_light_handovers; an open asking for the other one is
+         * TY_EINCOMPAT, an unknown flag TY_EINVAL. */
+        {
+            ty_topic_t *lt, *lt2;
+            EXPECT(ty_topic_light_handovers(it) == 0);
+            EXPECT(ty_topic_light_handovers(NULL) == 0);
+            EXPECT_RC(TY_EINVAL, ty_topic_create_inline(reg, "light", &ic, 64, 64, &lt));
+            CHECK(ty_topic_create_inline(reg, "light", &ic, TY_TOPIC_LIGHT_HANDOVERS, 64, &lt));
+            EXPECT(ty_topic_light_handovers(lt) == 1);
+            EXPECT_RC(TY_EINCOMPAT, ty_topic_create_inline(reg, "light", &ic, 0, 64, &lt2));
+            CHECK(ty_topic_open(reg, "light", &lt2));
+            EXPECT(ty_topic_light_handovers(lt2) == 1);
+            CHECK(ty_send(lt, "light", 5, 0, 0));
+            CHECK(ty_send(lt, big, sizeof big, 0, 0)); /* a chunk, handed over light too */
+            CHECK(ty_recv(lt2, 0, out, sizeof out, &got, 0));
+            EXPECT(got == 5 && memcmp(out, "light", 5) == 0);
+            CHECK(ty_recv(lt2, 0, out, sizeof out, &got, 0));
+            EXPECT(got == sizeof big && memcmp(out, big, sizeof big) == 0);
+            ty_topic_close(lt2);
+            ty_topic_close(lt);
+        }
+
         /* ty_subscription_recv: the same over a subscription, with the
          * partition each message came from. */
         ty_subscription_t* isub;

@@ -367,7 +367,7 @@ static void overrun(void) {
     EXPECT_RC(TY_EINVAL, ty_topic_create_flags(reg, "q", &tc, TY_TOPIC_OVERRUN, &t));
     EXPECT(t == NULL);
     tc.delivery = TY_DELIVERY_AT_MOST_ONCE;
-    EXPECT_RC(TY_EINVAL, ty_topic_create_flags(reg, "q", &tc, 4, &t));
+    EXPECT_RC(TY_EINVAL, ty_topic_create_flags(reg, "q", &tc, 8, &t));
     EXPECT_RC(TY_EINVAL, ty_topic_create_flags(NULL, "q", &tc, TY_TOPIC_OVERRUN, &t));
     EXPECT(ty_topic_missed(NULL) == TY_EINVAL);
     EXPECT(ty_group_missed(NULL) == TY_EINVAL);

@@ -87,7 +87,7 @@ impl Topic {
         let mut me = Owned { parked: Parked::default(), topic: self.clone(), extra: partition };
         poll_fn(move |cx| {
             let Owned { parked, topic, extra: p } = &mut me;
-            let points = topic.waits(*p).map(|w| vec![w.not_empty.sleep_point()]);
+            let points = topic.waits(*p).map(|w| vec![w.not_empty.sleep_point_with(w.light)]);
             let maintain = || {
                 topic.region().heartbeat();
                 topic.region().recover_now_and_then();
@@ -156,7 +156,7 @@ impl Loan {
         poll_fn(move |cx| {
             let Owned { parked, topic, extra: loan } = &mut me;
             let p = topic.partition_of(key);
-            let points = topic.waits(p).map(|w| vec![w.not_full.sleep_point()]);
+            let points = topic.waits(p).map(|w| vec![w.not_full.sleep_point_with(w.light)]);
             let maintain = || {
                 topic.region().heartbeat();
                 topic.repair_partition(p);

@@ -470,7 +470,11 @@ impl Subscription {
 
     /// The "not empty" wait cells of the partitions (in the group's slot).
     pub(crate) fn sleep_points(&self) -> Result<Vec<SleepPoint<'_>>> {
-        self.partitions.iter().map(|&p| Ok(self.topic.waits_of(self.slot, p)?.not_empty.sleep_point())).collect()
+        let point = |p| -> Result<SleepPoint<'_>> {
+            let w = self.topic.waits_of(self.slot, p)?;
+            Ok(w.not_empty.sleep_point_with(w.light))
+        };
+        self.partitions.iter().map(|&p| point(p)).collect()
     }
 
     /// What a waiting receive does between its sleeps: beat, recover what

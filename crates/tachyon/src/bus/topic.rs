@@ -96,6 +96,9 @@ pub struct TopicConfig {
     /// Bytes of each cell's inline slot, a multiple of 64 (0: none; see
     /// [`inline_payload`](Self::inline_payload)).
     pub(crate) inline: u32,
+    /// Whether the rings' hand-overs are light (see
+    /// [`light_handovers`](Self::light_handovers)).
+    pub(crate) light: bool,
 }
 
 impl Default for TopicConfig {
@@ -108,6 +111,7 @@ impl Default for TopicConfig {
             default_group: true,
             overrun: false,
             inline: 0,
+            light: false,
         }
     }
 }
@@ -248,6 +252,71 @@ impl TopicConfig {
         self.inline
     }
 
+    /// Makes the hand-overs of the topic's ring cells light (default
+    /// `false`), as [`CircularBufferBuilder::light_handovers`] does for a
+    /// ring (docs/rings.md, "Light hand-overs"; docs/bus.md, "Light
+    /// hand-overs"): a publisher's commit and a consumer's hand-back are a
+    /// look and a plain store instead of a compare-and-swap, and a wake-up
+    /// check after them has no fence; a process that sleeps on the topic
+    /// runs the fence's other half (`membarrier`) instead. With
+    /// [`inline_payload`](Self::inline_payload) this takes a stream of small
+    /// messages from about 0.4 to about 0.6 of the raw ring's speed, and
+    /// 1 KiB messages to about the raw ring's (docs/BENCHMARK.md).
+    ///
+    /// It is a property of the topic: every process that opens it uses it,
+    /// and an open that asks for the other setting fails with
+    /// [`Error::Incompatible`] (`field: "light_handovers"`). What it costs,
+    /// as for a ring:
+    ///
+    /// * each sleep of a waiter on the topic (futex waits, hybrid waits
+    ///   past their spin, a wait set, an async task) interrupts every CPU
+    ///   that runs a process with a light ring or topic open. A consumer
+    ///   that sleeps at every message interrupts its producer at every
+    ///   message; spinning waiters never sleep. For spin and hybrid topics;
+    /// * a repair of a live claim's damaged word (a stray write into the
+    ///   ring) that lands between a hand-over's look and its store is
+    ///   overwritten where a compare-and-swap would have failed: that cell
+    ///   may lose a message or deliver one twice. Crashes are not
+    ///   affected: a process killed at any instruction leaves what it
+    ///   leaves on any topic, repaired the same way (docs/CRASH-SAFETY.md);
+    /// * the counters [`TopicInfo::published`] and [`TopicInfo::received`]
+    ///   count a message before its hand-over, not after (a locked
+    ///   instruction after a light hand-over would cost what it saves): a
+    ///   publisher killed between its claim and its commit is counted as
+    ///   having published its message, which nobody receives, and a
+    ///   consumer killed between its copy and its hand-back as having
+    ///   received the message it is also counted as losing.
+    ///
+    /// ```
+    /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
+    /// use tachyon::{sync::WaitPolicy, Error};
+    /// # let name = format!("doc-topic-light-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let cfg = TopicConfig::default().wait(WaitPolicy::Spin).inline_payload(64).light_handovers(true);
+    /// let topic = region.create_or_open_topic("ticks", cfg)?;
+    /// assert!(topic.config().uses_light_handovers());
+    /// topic.send(b"tick", Key(0), None)?;
+    /// let mut buf = Vec::new();
+    /// topic.recv_into(0, &mut buf, None)?;
+    /// assert_eq!(buf, b"tick");
+    /// let err = region.create_or_open_topic("ticks", cfg.light_handovers(false)).unwrap_err();
+    /// assert!(matches!(err, Error::Incompatible { field: "light_handovers", .. }));
+    /// # drop(topic); drop(region); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    ///
+    /// [`CircularBufferBuilder::light_handovers`]: crate::CircularBufferBuilder::light_handovers
+    pub fn light_handovers(mut self, on: bool) -> Self {
+        self.light = on;
+        self
+    }
+
+    /// Whether the topic's hand-overs are light (see
+    /// [`light_handovers`](Self::light_handovers)).
+    pub fn uses_light_handovers(&self) -> bool {
+        self.light
+    }
+
     /// [`Error::Incompatible`] naming the first field of `want` that this
     /// (an existing topic's) configuration does not have.
     pub(crate) fn check_same(&self, want: &TopicConfig, what: &str) -> Result<()> {
@@ -261,6 +330,7 @@ impl TopicConfig {
                 ("default_group", self.default_group.to_string(), want.default_group.to_string()),
                 ("overrun", self.overrun.to_string(), want.overrun.to_string()),
                 ("inline_payload", self.inline.to_string(), want.inline.to_string()),
+                ("light_handovers", self.light.to_string(), want.light.to_string()),
             ],
         )
     }
@@ -353,6 +423,9 @@ pub struct TopicInfo {
     /// Bytes of each ring cell's inline slot (0: none; see
     /// [`TopicConfig::inline_payload`]).
     pub inline_payload: u32,
+    /// Whether its hand-overs are light (see
+    /// [`TopicConfig::light_handovers`]).
+    pub light_handovers: bool,
 }
 
 fn policy_of(code: u32) -> Option<WaitPolicy> {
@@ -365,16 +438,20 @@ fn policy_of(code: u32) -> Option<WaitPolicy> {
 }
 
 /// The bits of the sealed delivery word: bit 0 the delivery, bit 1 the
-/// overrun option, bit 2 set for a topic without its default group, bits
-/// 8 to 19 the inline slot's size in 64-byte units ([`INLINE_BITS`]). A
-/// word with other bits is unknown (damage).
-const DELIVERY_BITS: u32 = 0b111;
+/// overrun option, bit 2 set for a topic without its default group, bit 3
+/// set for light hand-overs, bits 8 to 19 the inline slot's size in
+/// 64-byte units ([`INLINE_BITS`]). A word with other bits is unknown
+/// (damage).
+const DELIVERY_BITS: u32 = 0b1111;
 /// Bits 8 to 19 of the delivery word: the inline slot's bytes / 64.
 const INLINE_BITS: u32 = 0xFFF << 8;
 /// Bit 1 of the delivery word: the topic overruns (`TopicConfig::overrun`).
 const OVERRUN: u32 = 0b010;
 /// Bit 2 of the delivery word: the topic has no default group.
 const NO_DEFAULT_GROUP: u32 = 0b100;
+/// Bit 3 of the delivery word: the topic's hand-overs are light
+/// (`TopicConfig::light_handovers`).
+const LIGHT: u32 = 0b1000;
 
 fn delivery_of(code: u32) -> Option<Delivery> {
     if code & !(DELIVERY_BITS | INLINE_BITS) != 0 {
@@ -401,6 +478,7 @@ pub(crate) fn record_of(name: &str, cfg: &TopicConfig, ring_off: u64) -> Record 
     let delivery = u32::from(cfg.delivery == Delivery::AtLeastOnce)
         | if cfg.default_group { 0 } else { NO_DEFAULT_GROUP }
         | if cfg.overrun { OVERRUN } else { 0 }
+        | if cfg.light { LIGHT } else { 0 }
         | ((cfg.inline / 64) << 8 & INLINE_BITS);
     Record::new(name, cfg.partitions, cfg.capacity, policy_code(cfg.wait), delivery, ring_off)
 }
@@ -422,6 +500,7 @@ pub(crate) fn info_of(entry: &TopicEntry) -> Option<TopicInfo> {
         undelivered: entry.undelivered.load(Ordering::Relaxed),
         missed: entry.missed.load(Ordering::Relaxed),
         inline_payload: inline_of(r.delivery),
+        light_handovers: r.delivery & LIGHT != 0,
     })
 }
 
@@ -538,6 +617,9 @@ struct TopicCore {
     overrun: bool,
     /// Bytes of each cell's inline slot (0: none).
     inline: usize,
+    /// Whether the rings' hand-overs are light
+    /// (`TopicConfig::light_handovers`).
+    light: bool,
     /// Bytes from one inline slot to the next (`partition::slot_stride`).
     stride: usize,
 }
@@ -636,6 +718,7 @@ impl Topic {
             default_group: record.delivery & NO_DEFAULT_GROUP == 0,
             overrun: record.delivery & OVERRUN != 0,
             inline: inline_of(record.delivery),
+            light: record.delivery & LIGHT != 0,
         };
         cfg.validate().map_err(|_| bad("topic geometry", u64::from(info.partitions)))?;
         let raw_off = record.ring_off;
@@ -647,6 +730,12 @@ impl Topic {
             || ring_off.checked_add(cfg.ring_bytes(max_groups)).is_none_or(|end| end > arena.end)
         {
             return Err(bad("topic ring offset", raw_off));
+        }
+        if cfg.light {
+            // Before this process's first light notify on the topic
+            // (`WaitCell::notify_all_with`): refused, it keeps full fences
+            // (always correct).
+            crate::platform::membarrier::register();
         }
         let seg = region.segment();
         let slots = max_groups.max(1);
@@ -687,6 +776,7 @@ impl Topic {
             default_group: cfg.default_group,
             overrun: cfg.overrun,
             inline: cfg.inline as usize,
+            light: cfg.light,
             stride,
             region: region.clone(),
             entry: NonNull::from(entry),
@@ -721,6 +811,7 @@ impl Topic {
             default_group: self.core.default_group,
             overrun: self.core.overrun,
             inline: self.core.inline as u32,
+            light: self.core.light,
         }
     }
 
@@ -770,6 +861,7 @@ impl Topic {
             undelivered: 0,
             missed: 0,
             inline_payload: self.core.inline as u32,
+            light_handovers: self.core.light,
         });
         info.corrupt = info.corrupt.wrapping_add(self.ring_repairs());
         info
@@ -884,7 +976,7 @@ impl Topic {
         // SAFETY: as in `ring`: checked at attach, kept mapped by the
         // region; wait cells are atomics.
         let (not_empty, not_full) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref()) };
-        Ok(Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: false })
+        Ok(Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: self.core.light })
     }
 
     /// Takes a chunk for `size` bytes, LOANED to this process.
@@ -1126,14 +1218,29 @@ impl Topic {
             Err(Error::Timeout { .. }) => return Ok(Err(Error::timeout("room in the topic's partition", timeout))),
             Err(e) => return Ok(Err(e)),
         };
+        // On a light topic the message is counted here, and the count taken
+        // back if it is not published: right after the claim's
+        // compare-and-swap this process's store buffer is empty, where
+        // after the slot's stores and the light hand-over a locked
+        // instruction would wait for their lines to come back from the
+        // reader's core (docs/bus.md, "Light hand-overs"). Elsewhere after
+        // the commit, so that a publisher killed before it is not counted.
+        let light = self.core.light;
+        let published = &self.entry().published;
+        if light {
+            published.fetch_add(1, Ordering::Relaxed);
+        }
         crate::platform::fault::point("inline-claimed");
         if grouped && self.second_look(&ring, idx) {
+            if light {
+                published.fetch_sub(1, Ordering::Relaxed);
+            }
             ring.abandon_write(pos, idx, me);
             topic_wake(&waits, waits.not_empty);
             return Err(fill);
         }
         let dst = self.inline_slot(0, partition, idx);
-        let unfinished = AbandonOnUnwind { ring: &ring, waits: &waits, pos, idx, me };
+        let unfinished = AbandonOnUnwind { ring: &ring, waits: &waits, pos, idx, me, counted: light.then_some(published) };
         // SAFETY: `dst` is the first of the `inline >= len` bytes of cell
         // `idx`'s slot, inside the mapping `self` keeps (checked at attach).
         // The cell is claimed for writing by this process (its word carries
@@ -1145,17 +1252,22 @@ impl Topic {
         let r = fill(unsafe { std::slice::from_raw_parts_mut(dst, len) });
         std::mem::forget(unfinished);
         crate::platform::fault::point("inline-written");
-        let committed = ring.commit_write(pos, idx, Descriptor::inline(len as u32).encode(), me);
+        let committed = ring.commit_write_with(pos, idx, Descriptor::inline(len as u32).encode(), me, light);
         topic_wake(&waits, waits.not_empty);
         if !committed {
             // Repaired by another process that judged us dead: a tombstone
             // now, never read.
+            if light {
+                published.fetch_sub(1, Ordering::Relaxed);
+            }
             return Ok(Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             })));
         }
-        self.entry().published.fetch_add(1, Ordering::Relaxed);
+        if !light {
+            published.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(Ok(r))
     }
 
@@ -1283,17 +1395,29 @@ impl Topic {
             self.region().unqueue(chunk.index);
             return self.publish_chunk_or_keep(chunk, len, key, timeout, keep_on_timeout);
         }
-        let committed = ring.commit_write(pos, idx, desc.encode(), self.region().segment().token());
+        // Counted before a light commit, taken back if it fails: no locked
+        // instruction after a light hand-over (as in `send_inline`).
+        let light = self.core.light;
+        let published = &self.entry().published;
+        if light {
+            published.fetch_add(1, Ordering::Relaxed);
+        }
+        let committed = ring.commit_write_with(pos, idx, desc.encode(), self.region().segment().token(), light);
         topic_wake(&waits, waits.not_empty);
         if !committed {
             // The claim was repaired by another process that judged us dead:
             // the chunk is no longer ours to free.
+            if light {
+                published.fetch_sub(1, Ordering::Relaxed);
+            }
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             }));
         }
-        self.entry().published.fetch_add(1, Ordering::Relaxed);
+        if !light {
+            published.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -1489,7 +1613,7 @@ impl Topic {
             let rings = self.ring_of(g, partition).and_then(|r| Ok((r, self.waits_of(g, partition)?)));
             let kept = keep & (1 << i) != 0;
             let done = match &rings {
-                Ok((ring, _)) if kept => ring.commit_write(pos, idx, desc, me),
+                Ok((ring, _)) if kept => ring.commit_write_with(pos, idx, desc, me, self.core.light),
                 Ok((ring, _)) => {
                     ring.abandon_write(pos, idx, me);
                     true
@@ -1900,7 +2024,7 @@ impl Topic {
         let fits = |word: u64| !Descriptor::is_inline(word) && word & Descriptor::LEN_MASK <= max_len;
         let claimed = ring.claim_read_now(me, fits)?;
         crate::platform::fault::point("receive-claimed");
-        let waits = Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: false };
+        let waits = Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: self.core.light };
         Some(self.take_claimed_chunk(slot, (&ring, &waits), claimed, me, received))
     }
 
@@ -1919,7 +2043,15 @@ impl Topic {
     ) -> Result<(Option<Chunk>, usize)> {
         let checked = self.check_descriptor(word, me, slot);
         crate::platform::fault::point("receive-held");
-        let released = ring.finish_read(pos, idx, me);
+        // On a light topic counted before the hand-back, taken back if it
+        // fails: no locked instruction after a light hand-over (docs/bus.md,
+        // "Light hand-overs"). Elsewhere after it.
+        let light = self.core.light;
+        let counted = received && light && checked.is_ok();
+        if counted {
+            self.entry().received.fetch_add(1, Ordering::Relaxed);
+        }
+        let released = ring.finish_read_with(pos, idx, me, light);
         topic_wake(waits, waits.not_full);
         let (class, index, len, group) = match checked {
             Ok(c) => c,
@@ -1930,13 +2062,16 @@ impl Topic {
         };
         let chunk = Chunk { group, ..self.chunk(class, index) };
         if !released {
+            if counted {
+                self.entry().received.fetch_sub(1, Ordering::Relaxed);
+            }
             self.release_chunk(chunk);
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             }));
         }
-        if received {
+        if received && !light {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
         }
         self.region().beat_sometimes();
@@ -2005,17 +2140,27 @@ impl Topic {
             }
         };
         crate::platform::fault::point("inline-read");
-        let released = ring.finish_read(pos, idx, me);
+        // On a light topic counted before the hand-back, taken back if it
+        // fails (as in `take_claimed_chunk`).
+        let light = self.core.light;
+        let counted = received && light && bad.is_none();
+        if counted {
+            self.entry().received.fetch_add(1, Ordering::Relaxed);
+        }
+        let released = ring.finish_read_with(pos, idx, me, light);
         topic_wake(waits, waits.not_full);
         let failed = bad.or_else(|| (!released).then(|| corrupt("ring claim (repaired by another process)", 0)));
         if let Some(e) = failed {
+            if counted {
+                self.entry().received.fetch_sub(1, Ordering::Relaxed);
+            }
             if let Some(chunk) = out {
                 self.region().free(chunk.class, chunk.index);
             }
             self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
             return Err(e);
         }
-        if received {
+        if received && !light {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
         }
         self.region().beat_sometimes();
@@ -2111,18 +2256,29 @@ impl Topic {
     #[inline(always)]
     fn finish_inline_read(&self, ring: &Ring<'_>, at: (usize, u32, u64, usize), me: crate::sync::Token) -> Result<()> {
         let (slot, partition, pos, idx) = at;
-        let released = ring.finish_read(pos, idx, me);
+        // On a light topic counted before the hand-back, taken back if it
+        // fails (as in `take_claimed_chunk`).
+        let light = self.core.light;
+        if light {
+            self.entry().received.fetch_add(1, Ordering::Relaxed);
+        }
+        let released = ring.finish_read_with(pos, idx, me, light);
         if let Ok(waits) = self.waits_of(slot, partition) {
             topic_wake(&waits, waits.not_full);
         }
         if !released {
+            if light {
+                self.entry().received.fetch_sub(1, Ordering::Relaxed);
+            }
             self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
             return Err(Error::corrupt(Corruption::BadField {
                 field: "ring claim (repaired by another process)",
                 value: 0,
             }));
         }
-        self.entry().received.fetch_add(1, Ordering::Relaxed);
+        if !light {
+            self.entry().received.fetch_add(1, Ordering::Relaxed);
+        }
         self.region().beat_sometimes();
         Ok(())
     }
@@ -2754,10 +2910,12 @@ impl std::fmt::Debug for Topic {
 /// Wakes the sleepers of `cell`, one of a topic's wait cells. A topic's
 /// wait policy is recorded in the region and every handle waits with it,
 /// so on a `Spin` topic nobody ever sleeps on these cells and the wake-up
-/// (a full fence and a load) is skipped.
+/// (a fence and a load) is skipped. On a topic with light hand-overs the
+/// fence is the light half of an asymmetric one: its sleepers run the
+/// other (`Waits::light`).
 pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     if waits.policy != WaitPolicy::Spin {
-        cell.notify_all();
+        cell.notify_all_with(waits.light);
     }
 }
 
@@ -2782,10 +2940,16 @@ struct AbandonOnUnwind<'a, 'r> {
     pos: u64,
     idx: usize,
     me: crate::sync::Token,
+    /// The topic's count of published messages if it counted this one at
+    /// its claim (a light topic).
+    counted: Option<&'a AtomicU64>,
 }
 
 impl Drop for AbandonOnUnwind<'_, '_> {
     fn drop(&mut self) {
+        if let Some(published) = self.counted {
+            published.fetch_sub(1, Ordering::Relaxed);
+        }
         self.ring.abandon_write(self.pos, self.idx, self.me);
         topic_wake(self.waits, self.waits.not_empty);
     }
@@ -3223,10 +3387,61 @@ mod tests {
         // the delivery unknown; unknown bits do.
         assert_eq!(delivery_of(0b111), Some(Delivery::AtLeastOnce));
         assert_eq!(delivery_of(0b110), Some(Delivery::AtMostOnce));
-        assert_eq!(delivery_of(8), None);
+        // The light bit (3) neither.
+        assert_eq!(delivery_of(LIGHT), Some(Delivery::AtMostOnce));
+        assert_eq!(delivery_of(16), None);
         let cfg = TopicConfig { default_group: false, ..TopicConfig::default() };
         let r = record_of("t", &cfg.delivery(Delivery::AtLeastOnce), 64);
         assert_eq!(r.delivery, 0b101);
+        assert_eq!(record_of("t", &cfg.light_handovers(true), 64).delivery, 0b1100);
+    }
+
+    /// Every way of sleeping on a light topic runs the heavy half of the
+    /// asymmetric fence (its notifiers skip theirs), and none on a plain
+    /// topic does: a ring's blocking claim (a receive, a send into a full
+    /// partition), a subscription's wait, an async task's (a wait set's:
+    /// `waitset.rs`).
+    #[cfg(not(tachyon_loom))]
+    #[test]
+    fn a_light_topics_sleepers_run_the_heavy_barrier() {
+        use crate::platform::membarrier::heavy_calls;
+        use crate::sync::WaitPolicy;
+        let short = Some(Duration::from_millis(2));
+        for light in [false, true] {
+            let name = format!("t-light-sleepers-{light}-{}", std::process::id());
+            let _ = Region::remove(&name);
+            let region =
+                Region::create(&name, super::super::RegionConfig::default().size(8 << 20).ring_arena(1 << 20))
+                    .unwrap();
+            let cfg = TopicConfig::default().capacity(2).wait(WaitPolicy::Futex).inline_payload(64);
+            let topic = region.create_topic("t", cfg.light_handovers(light)).unwrap();
+            assert_eq!(topic.info().light_handovers, light);
+            let slept = |what: &str, f: &mut dyn FnMut() -> Result<()>| {
+                let before = heavy_calls();
+                assert!(matches!(f(), Err(Error::Timeout { .. })), "{what}");
+                assert_eq!(heavy_calls() > before, light, "{what}, light {light}");
+            };
+            let mut buf = Vec::new();
+            slept("receive", &mut || topic.recv_into(0, &mut Vec::new(), short).map(drop));
+            let sub = topic.subscribe(super::super::Partitions::All).unwrap();
+            slept("subscription", &mut || sub.recv_into(&mut Vec::new(), short).map(drop));
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+            slept("async receive", &mut || {
+                rt.block_on(async {
+                    match tokio::time::timeout(Duration::from_millis(5), topic.receive_async(0)).await {
+                        Ok(got) => got.map(drop),
+                        Err(_) => Err(Error::timeout("a message", short)),
+                    }
+                })
+            });
+            topic.send(b"one", Key(0), None).unwrap();
+            topic.send(b"two", Key(0), None).unwrap();
+            slept("send into a full partition", &mut || topic.send(b"three", Key(0), short));
+            topic.recv_into(0, &mut buf, None).unwrap();
+            assert_eq!(buf, b"one");
+            drop((sub, topic, region));
+            Region::remove(&name).unwrap();
+        }
     }
 
     #[test]

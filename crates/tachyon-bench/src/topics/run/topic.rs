@@ -38,12 +38,13 @@ pub(super) fn topic_run(
     let total = warmup + count;
     let size = case.size;
     let policy = case.policy.unwrap_or(Policy::Hybrid);
-    let inline = if case.via == Via::CopyInline { size } else { 0 };
+    let inline = if matches!(case.via, Via::CopyInline | Via::CopyInlineLight) { size } else { 0 };
     let cfg = TopicConfig::default()
         .partitions(case.partitions)
         .capacity(settings.capacity)
         .wait(policy.wait_policy())
-        .inline_payload(inline as u32);
+        .inline_payload(inline as u32)
+        .light_handovers(case.via == Via::CopyInlineLight);
     let name = unique_name();
     let topics = if case.test == Test::Latency { 2 } else { 1 };
     let region = Region::create(
