@@ -32,8 +32,13 @@ fn watchdog(secs: u64) {
 }
 
 fn region(name: &str, policy: WaitPolicy) -> Region {
+    region_with(name, TopicConfig::default().wait(policy))
+}
+
+/// A region with topic "t" of `cfg`, with 4 partitions of 64.
+fn region_with(name: &str, cfg: TopicConfig) -> Region {
     let r = Region::create(name, RegionConfig::default().size(16 << 20).ring_arena(1 << 20)).unwrap();
-    r.create_topic("t", TopicConfig::default().partitions(4).capacity(64).wait(policy)).unwrap();
+    r.create_topic("t", cfg.partitions(4).capacity(64)).unwrap();
     r
 }
 
@@ -113,6 +118,30 @@ fn async_consumer_under_tokio_current_thread() {
     let name = unique("async-cur");
     let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
+    let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
+    let mut child = producer(&name, MESSAGES);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let order = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(120), consume_stream(sub, MESSAGES))
+            .await
+            .expect("timed out")
+    });
+    assert_eq!(order.total, MESSAGES);
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+}
+
+/// A subscription's stream of a topic with light hand-overs
+/// (`TopicConfig::light_handovers`), futex waits, the producer in another
+/// process: the producer notifies without a fence, and the pending
+/// future's poll runs the `membarrier` barrier after it registers; every
+/// message arrives, in order per key.
+#[test]
+fn async_consumer_of_a_light_topic() {
+    watchdog(240);
+    let name = unique("async-light");
+    let _c = RemoveRegion(name.clone());
+    let cfg = TopicConfig::default().wait(WaitPolicy::Futex).inline_payload(64).light_handovers(true);
+    let region = region_with(&name, cfg);
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
     let mut child = producer(&name, MESSAGES);
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
