@@ -5,14 +5,15 @@
 //! alike, exactly once and in order per key; and a publisher and a
 //! consumer SIGKILLed inside a light hand-over (debug builds: the fault
 //! point `light-handover-looked`, between the look at the claim and the
-//! plain store), after which the partition goes on and the pool is whole.
+//! plain store), after which the partition goes on and the pool is whole
+//! (an at-least-once consumer's message delivered again).
 #![cfg(not(tachyon_loom))]
 
 mod common;
 
 use common::{child_command, spawn, unique, wait_child, RemoveRegion, LIMIT};
 use std::time::{Duration, Instant};
-use tachyon::bus::{Key, Partitions, Region, RegionConfig, Topic, TopicConfig};
+use tachyon::bus::{Delivery, Key, Partitions, Region, RegionConfig, Topic, TopicConfig};
 use tachyon::sync::WaitPolicy;
 use tachyon::Error;
 
@@ -251,4 +252,32 @@ fn a_consumer_killed_inside_a_light_hand_back_loses_one_message() {
         }
         assert_eq!(region.pool_stats().unwrap(), initial, "{len}");
     }
+}
+
+/// On an at-least-once topic with light hand-overs (chunks only: no inline
+/// slots there), a consumer killed inside its hand-back loses nothing:
+/// recovery delivers its message again, and the pool is whole.
+#[test]
+#[cfg(debug_assertions)]
+fn an_at_least_once_consumer_killed_inside_a_light_hand_back_loses_nothing() {
+    let name = unique("light-kill-alo");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let cfg = TopicConfig::default().capacity(4).delivery(Delivery::AtLeastOnce).light_handovers(true);
+    let topic = region.create_topic("t", cfg).unwrap();
+    let initial = region.pool_stats().unwrap();
+    topic.send(&message(0, 0), Key(0), None).unwrap();
+    die_at(common::Args::name(&name), "receive-one", "light-handover-looked");
+    let recovered = region.recover().unwrap();
+    assert_eq!(recovered.redelivered, 1, "{recovered:?}");
+    let mut buf = Vec::new();
+    topic.recv_into(0, &mut buf, Some(LIMIT)).unwrap();
+    assert_eq!(buf, message(0, 0), "delivered again");
+    for i in 1..10u64 {
+        topic.send(&message(0, i), Key(0), Some(Duration::ZERO)).unwrap();
+        topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap();
+        assert_eq!(words(&buf), (0, i));
+    }
+    assert!(topic.try_recv_into(0, &mut buf).unwrap().is_none());
+    assert_eq!(region.pool_stats().unwrap(), initial);
 }

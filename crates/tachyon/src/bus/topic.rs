@@ -287,7 +287,8 @@ impl TopicConfig {
     ///   publisher killed between its claim and its commit is counted as
     ///   having published its message, which nobody receives, and a
     ///   consumer killed between its copy and its hand-back as having
-    ///   received the message it is also counted as losing.
+    ///   received a message that recovery then counts lost (or, on an
+    ///   at-least-once topic, delivers again).
     ///
     /// ```
     /// use tachyon::bus::{Key, Region, RegionConfig, TopicConfig};
