@@ -114,20 +114,7 @@ async fn consume_stream(mut sub: Subscription, n: u64) -> Order {
 
 #[test]
 fn async_consumer_under_tokio_current_thread() {
-    watchdog(240);
-    let name = unique("async-cur");
-    let _c = RemoveRegion(name.clone());
-    let region = region(&name, WaitPolicy::Hybrid);
-    let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
-    let mut child = producer(&name, MESSAGES);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    let order = rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(120), consume_stream(sub, MESSAGES))
-            .await
-            .expect("timed out")
-    });
-    assert_eq!(order.total, MESSAGES);
-    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    current_thread_consumer("async-cur", TopicConfig::default().wait(WaitPolicy::Hybrid));
 }
 
 /// A subscription's stream of a topic with light hand-overs
@@ -137,10 +124,16 @@ fn async_consumer_under_tokio_current_thread() {
 /// message arrives, in order per key.
 #[test]
 fn async_consumer_of_a_light_topic() {
-    watchdog(240);
-    let name = unique("async-light");
-    let _c = RemoveRegion(name.clone());
     let cfg = TopicConfig::default().wait(WaitPolicy::Futex).inline_payload(64).light_handovers(true);
+    current_thread_consumer("async-light", cfg);
+}
+
+/// A producer process streams to a subscription consumed by an async task
+/// on a current-thread tokio runtime, through topic "t" of `cfg`.
+fn current_thread_consumer(tag: &str, cfg: TopicConfig) {
+    watchdog(240);
+    let name = unique(tag);
+    let _c = RemoveRegion(name.clone());
     let region = region_with(&name, cfg);
     let sub = region.topic("t").unwrap().subscribe(Partitions::All).unwrap();
     let mut child = producer(&name, MESSAGES);
