@@ -261,7 +261,8 @@ impl TopicConfig {
     /// runs the fence's other half (`membarrier`) instead. With
     /// [`inline_payload`](Self::inline_payload) this takes a stream of small
     /// messages from about 0.4 to about 0.6 of the raw ring's speed, and
-    /// 1 KiB messages to about the raw ring's (docs/BENCHMARK.md).
+    /// one of 1 KiB messages from about 0.7 – 0.8 to 0.8 – 1.0 of it
+    /// (docs/BENCHMARK.md).
     ///
     /// It is a property of the topic: every process that opens it uses it,
     /// and an open that asks for the other setting fails with
