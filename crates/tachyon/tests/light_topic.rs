@@ -90,12 +90,13 @@ fn child_entry() {
 /// Two producer processes, two keys each, into a light topic of one small
 /// partition; this process takes every message, through `recv_into`,
 /// `receive` and a subscription in turn (each sleeps its own way: the
-/// ring's blocking claim, or one wait on the subscription's cells). With futex waits every wait for
-/// room or for a message sleeps, and the light notifiers' wake-ups reach
-/// the sleepers only through the barrier those run: a lost one would stall
-/// the stream for a heal slice each time, and the run would not finish in
-/// time. Every message arrives once, in order per key, with its bytes;
-/// the counters agree and the pool is whole.
+/// ring's blocking claim, or one wait on the subscription's cells). With
+/// futex waits every wait for room or for a message sleeps, so the light
+/// notifiers and the sleepers' barriers meet at every wait. Every message
+/// arrives once, in order per key, with its bytes; the counters agree and
+/// the pool is whole. What this cannot show is a lost wake-up: one costs
+/// the sleeper a heal slice, not a failure (the no-lost-wake-up argument
+/// rests on `membarrier`'s guarantee; `sync/wait.rs`, `docs/sync.md`).
 #[test]
 fn producers_stream_to_a_consumer_through_a_light_topic() {
     for wait in [WaitPolicy::Futex, WaitPolicy::Hybrid] {
