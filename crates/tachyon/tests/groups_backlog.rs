@@ -146,11 +146,26 @@ fn child_entry() {
 /// message the producer was waiting to publish falls between the two.)
 #[test]
 fn a_group_joined_from_the_oldest_gets_the_backlog_then_the_live_stream() {
+    backlog_then_live_stream(false);
+}
+
+/// The same on a topic with light hand-overs, where `send` claims its
+/// cell before it copies the message into its chunk: a producer waiting
+/// for room claims after the join, and its second look sends the message
+/// through the groups instead.
+#[test]
+fn a_group_joined_from_the_oldest_of_a_light_topic_gets_the_backlog_then_the_live_stream() {
+    backlog_then_live_stream(true);
+}
+
+fn backlog_then_live_stream(light: bool) {
     const MESSAGES: u64 = 20_000;
-    let name = unique("backlog-live");
+    let name = unique(if light { "backlog-live-light" } else { "backlog-live" });
     let _rm = RemoveRegion(name.clone());
     let r = region(&name, Duration::from_secs(30));
-    let t = r.create_topic("t", TopicConfig::default().partitions(2).capacity(64)).unwrap();
+    let t = r
+        .create_topic("t", TopicConfig::default().partitions(2).capacity(64).light_handovers(light))
+        .unwrap();
     let initial = free(&r);
     let (side_name, side) = side();
     let args = Args::name(&name).with("side", &side_name).with("messages", MESSAGES);

@@ -191,7 +191,8 @@ fn die_at(args: common::Args, role: &str, point: &str) {
 }
 
 /// A publisher killed inside its light commit, between the look at its
-/// claim and the store, inline or through a chunk: its message is never
+/// claim and the store, inline or through a chunk, or (a chunk) after
+/// its copy into the chunk, before the commit: its message is never
 /// delivered (the next consumer repairs the cell), the messages after it
 /// flow, the pool is whole after recovery. The light topic counted the
 /// message at its claim (`TopicConfig::light_handovers`): `published` is
@@ -199,27 +200,33 @@ fn die_at(args: common::Args, role: &str, point: &str) {
 #[test]
 #[cfg(debug_assertions)]
 fn a_publisher_killed_inside_a_light_hand_over_publishes_nothing() {
-    for len in [40usize, 100] {
+    // 40 bytes travel inline, 100 in a chunk, whose cell a light topic
+    // claims before the copy (`chunk-copied-claimed`: copied, not yet
+    // committed).
+    let cases =
+        [(40usize, "light-handover-looked"), (100, "light-handover-looked"), (100, "chunk-copied-claimed")];
+    for (len, point) in cases {
+        let what = format!("{len} bytes, killed at {point}");
         let name = unique(&format!("light-kill-pub-{len}"));
         let _rm = RemoveRegion(name.clone());
         let region = region(&name);
         let topic = light_topic(&region, 1, 4, WaitPolicy::Hybrid);
         let initial = region.pool_stats().unwrap();
-        die_at(common::Args::name(&name).with("len", len), "send-one", "light-handover-looked");
+        die_at(common::Args::name(&name).with("len", len), "send-one", point);
         topic.send(b"after", Key(0), None).unwrap();
         let mut buf = Vec::new();
-        assert_eq!(topic.recv_into(0, &mut buf, Some(LIMIT)).unwrap(), 5, "{len}");
+        assert_eq!(topic.recv_into(0, &mut buf, Some(LIMIT)).unwrap(), 5, "{what}");
         assert_eq!(buf, b"after");
-        assert!(topic.try_recv_into(0, &mut buf).unwrap().is_none(), "{len}: nothing else");
+        assert!(topic.try_recv_into(0, &mut buf).unwrap().is_none(), "{what}: nothing else");
         for i in 0..10u64 {
             topic.send(&message(0, i), Key(0), Some(Duration::ZERO)).unwrap();
             topic.recv_into(0, &mut buf, Some(Duration::ZERO)).unwrap();
-            assert_eq!(words(&buf), (0, i), "{len}");
+            assert_eq!(words(&buf), (0, i), "{what}");
         }
         region.recover().unwrap();
         let info = topic.info();
-        assert_eq!((info.published, info.received), (12, 11), "{len}");
-        assert_eq!(region.pool_stats().unwrap(), initial, "{len}");
+        assert_eq!((info.published, info.received), (12, 11), "{what}");
+        assert_eq!(region.pool_stats().unwrap(), initial, "{what}");
     }
 }
 

@@ -58,6 +58,10 @@ pub enum Via {
     Tcp,
     /// A topic, `send` / `recv_into`.
     Copy,
+    /// [`Via::Copy`] on a topic with light hand-overs
+    /// (`TopicConfig::light_handovers`): chunks, `send` claiming its cell
+    /// before its copy.
+    CopyLight,
     /// A topic with inline slots of the message's size
     /// (`TopicConfig::inline_payload`), `send` / `recv_into`: the copy path
     /// without chunks.
@@ -103,6 +107,7 @@ impl Via {
             Via::Pipe => "pipe",
             Via::Tcp => "tcp",
             Via::Copy => "copy",
+            Via::CopyLight => "copy-light",
             Via::CopyInline => "copy-inline",
             Via::CopyInlineLight => "copy-inline-light",
             Via::Loan => "loan",
@@ -142,6 +147,7 @@ impl Via {
             Via::Pipe => "pipe, write/read (reference)",
             Via::Tcp => "TCP loopback, TCP_NODELAY, write/read (reference)",
             Via::Copy => "topic, copy path: `send`/`recv_into`",
+            Via::CopyLight => "the same, light hand-overs (`TopicConfig::light_handovers`)",
             Via::CopyInline => "topic with inline slots, copy path: `send`/`recv_into`, no chunks",
             Via::CopyInlineLight => "the same, light hand-overs (`TopicConfig::light_handovers`)",
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
@@ -179,6 +185,7 @@ impl Via {
             Via::Pipe => "pipe",
             Via::Tcp => "tcp",
             Via::Copy => "topic copy",
+            Via::CopyLight => "topic copy light",
             Via::CopyInline => "topic copy inline",
             Via::CopyInlineLight => "topic copy inline light",
             Via::Loan => "topic loan",
@@ -197,6 +204,7 @@ impl Via {
         matches!(
             self,
             Via::Copy
+                | Via::CopyLight
                 | Via::CopyInline
                 | Via::CopyInlineLight
                 | Via::Loan
@@ -209,13 +217,16 @@ impl Via {
     }
 
     pub(super) fn is_topic(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace)
+        matches!(
+            self,
+            Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace
+        )
     }
 
     /// A topic's copy path (`send` / `recv_into`), with or without inline
-    /// slots.
+    /// slots or light hand-overs.
     pub(crate) fn copies(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyInline | Via::CopyInlineLight)
+        matches!(self, Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight)
     }
 
     pub(super) fn is_kernel(self) -> bool {

@@ -219,7 +219,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 14] = [
+    let steps: [Step; 15] = [
         (
             (Via::LeasedRing, None),
             (Via::RawRing, None),
@@ -256,6 +256,11 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             "light hand-overs: plain stores, the wake-up check's fence moved to sleepers (membarrier)",
         ),
         ((Via::Copy, spin), (Via::Cb, spin), "topic copy path: the chunk pool, chunk hand-offs, partitions"),
+        (
+            (Via::CopyLight, spin),
+            (Via::Copy, spin),
+            "light hand-overs on the topic's chunk path (`send` claims its cell before its copy)",
+        ),
         (
             (Via::CopyInline, spin),
             (Via::Cb, spin),
@@ -362,7 +367,7 @@ type Pair = (Case, Case, fn(&Sample) -> Option<f64>);
 /// two reuse orders counts). `&[]` for transports without one.
 fn design_refs(via: Via) -> &'static [Via] {
     match via {
-        Via::Copy => &[Via::ChunkPoolRing, Via::ChunkPoolHotRing],
+        Via::Copy | Via::CopyLight => &[Via::ChunkPoolRing, Via::ChunkPoolHotRing],
         Via::CopyInline | Via::CopyInlineLight | Via::Cb | Via::CbLight => &[Via::MpmcRing],
         _ => &[],
     }
@@ -442,13 +447,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         );
     }
     let thr64 = |via: Via, policy: Option<Policy>| Case::new(Test::Throughput, via, policy, 64);
-    bar(
-        "topic copy spin 1 KiB throughput ÷ raw ring".to_owned(),
-        (thr(Via::Copy, spin), thr(Via::RawRing, None), rate),
-        0.8,
-        false,
-    );
-    for via in [Via::CopyInline, Via::CopyInlineLight] {
+    for via in [Via::Copy, Via::CopyLight, Via::CopyInline, Via::CopyInlineLight] {
         bar(
             format!("{} spin 1 KiB throughput ÷ raw ring", via.short()),
             (thr(via, spin), thr(Via::RawRing, None), rate),
@@ -466,6 +465,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
     }
     for (via, limit) in [
         (Via::Copy, 0.5),
+        (Via::CopyLight, 0.5),
         (Via::CopyInline, 0.5),
         (Via::CopyInlineLight, 0.5),
         (Via::Cb, 0.7),
@@ -478,7 +478,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             false,
         );
     }
-    for via in [Via::Copy, Via::CopyInline, Via::CopyInlineLight, Via::Loan, Via::InPlace] {
+    for via in [Via::Copy, Via::CopyLight, Via::CopyInline, Via::CopyInlineLight, Via::Loan, Via::InPlace] {
         bar(
             format!("{} spin 1 KiB throughput ÷ pipe (C library: 2)", via.short()),
             (thr(via, spin), thr(Via::Pipe, None), rate),

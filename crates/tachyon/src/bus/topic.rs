@@ -262,7 +262,10 @@ impl TopicConfig {
     /// [`inline_payload`](Self::inline_payload) this takes a stream of small
     /// messages from about 0.4 to about 0.6 of the raw ring's speed, and
     /// one of 1 KiB messages from about 0.7 – 0.8 to 0.8 – 1.0 of it
-    /// (docs/BENCHMARK.md).
+    /// (docs/BENCHMARK.md). Through chunks, [`Topic::send`] then claims
+    /// its cell before it copies the message into the chunk (1 KiB: about
+    /// 0.75 to 0.85 of the raw ring; readers of the partition wait behind
+    /// the cell while the bytes are copied).
     ///
     /// It is a property of the topic: every process that opens it uses it,
     /// and an open that asks for the other setting fails with
@@ -1066,7 +1069,13 @@ impl Topic {
 
     /// Copies `data` into a chunk and publishes it with `key` (the copy
     /// path), waiting up to `timeout` in all for a chunk and for room in
-    /// the key's partition.
+    /// the key's partition. On a topic with [inline
+    /// slots](TopicConfig::inline_payload) that `data` fits, it is copied
+    /// into its cell's slot instead. On a topic with [light
+    /// hand-overs](TopicConfig::light_handovers) a chunk's cell is claimed
+    /// before the copy (a timeout copies nothing), and readers of the
+    /// partition wait behind it while the bytes are copied; elsewhere the
+    /// copy comes first.
     pub fn send(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Result<()> {
         if self.core.inline > 0 && data.len() <= self.core.inline {
             let copy = |dst: &mut [u8]| {
@@ -1083,10 +1092,89 @@ impl Topic {
             }
         }
         let (chunk, left) = self.take_chunk_within(data.len(), timeout)?;
-        // SAFETY: the chunk was just taken LOANED by this process and nobody
-        // else writes it; `data.len()` fits its class (take_chunk chose it).
-        unsafe { self.chunk_mut(chunk, data.len()) }.copy_from_slice(data);
+        if self.core.light {
+            return self.send_chunk_claimed(chunk, data, key, left);
+        }
+        self.copy_into(chunk, data);
         self.publish_chunk(chunk, data.len(), key, left)
+    }
+
+    /// Copies `data` into the start of `chunk`, a chunk this process holds
+    /// LOANED (or QUEUED with its cell claimed and not yet committed) for
+    /// a message of `data.len()` bytes.
+    #[inline]
+    fn copy_into(&self, chunk: Chunk, data: &[u8]) {
+        // SAFETY: the chunk is this process's (LOANED, or QUEUED with its
+        // descriptor not yet committed): nobody else reads or writes its
+        // bytes; `data.len()` fits its class (`take_chunk` chose it), and
+        // `data` cannot point into it (a received message's bytes are in
+        // a chunk or a slot its receiver holds).
+        unsafe { self.chunk_mut(chunk, data.len()) }.copy_from_slice(data);
+    }
+
+    /// [`send`](Self::send)'s chunk path on a light topic: the cell is
+    /// claimed before the bytes are copied into the chunk, as an inline
+    /// message is built in its slot between its claim and its commit. No
+    /// locked instruction then follows the copy's stores (it would wait
+    /// for the chunk's lines to come back from the reader's core;
+    /// docs/bus.md, "Light hand-overs"). Only the copy runs between the
+    /// claim and the commit: no caller code, nothing that unwinds. Readers
+    /// of the partition wait behind the cell for that long. On a topic
+    /// with a named group joined the message goes through the groups, as
+    /// any chunk does.
+    fn send_chunk_claimed(&self, chunk: Chunk, data: &[u8], key: Key, timeout: Option<Duration>) -> Result<()> {
+        let (grouped, to_groups) = self.publish_route();
+        if to_groups {
+            self.copy_into(chunk, data);
+            return self.publish_chunk(chunk, data.len(), key, timeout);
+        }
+        let partition = self.partition_of(key);
+        let (ring, waits, pos, idx, desc) = match self.queue_and_claim(chunk, data.len(), partition, timeout) {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                self.region().free(chunk.class, chunk.index);
+                return Err(e);
+            }
+        };
+        let me = self.region().segment().token();
+        // Counted right after the claim, as `send_inline` counts.
+        let published = &self.entry().published;
+        published.fetch_add(1, Ordering::Relaxed);
+        if grouped && self.second_look(&ring, idx) {
+            // A named group joined since the first look: give the cell up
+            // and publish through the groups (the chunk is LOANED again).
+            published.fetch_sub(1, Ordering::Relaxed);
+            ring.abandon_write(pos, idx, me);
+            topic_wake(&waits, waits.not_empty);
+            self.region().unqueue(chunk.index);
+            self.copy_into(chunk, data);
+            return self.publish_chunk(chunk, data.len(), key, timeout);
+        }
+        self.copy_into(chunk, data);
+        crate::platform::fault::point("chunk-copied-claimed");
+        let committed = ring.commit_write_with(pos, idx, desc.encode(), me, true);
+        topic_wake(&waits, waits.not_empty);
+        if !committed {
+            // Repaired by another process that judged us dead: a tombstone
+            // now, and the chunk (QUEUED, named by no committed
+            // descriptor) is recovery's to reclaim, no longer ours.
+            published.fetch_sub(1, Ordering::Relaxed);
+            return Err(claim_repaired());
+        }
+        Ok(())
+    }
+
+    /// How a publish goes: `(grouped, to_groups)`. `grouped`: the topic
+    /// has named group slots (a publish on the single-group path must take
+    /// its second look, `second_look`); `to_groups`: a named group is
+    /// joined, or the topic has no default group, so the message goes
+    /// through the groups protocol in a chunk.
+    #[inline]
+    fn publish_route(&self) -> (bool, bool) {
+        let grouped = self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group);
+        let to_groups = grouped
+            && (!self.core.default_group || self.controls().iter().skip(1).any(|c| c.load().1 == groups::ACTIVE));
+        (grouped, to_groups)
     }
 
     /// Builds a message of `len` bytes in place and publishes it with
@@ -1198,10 +1286,8 @@ impl Topic {
         timeout: Option<Duration>,
         fill: F,
     ) -> std::result::Result<Result<R>, F> {
-        let grouped = self.core.controls.is_some() && (self.controls().len() > 1 || !self.core.default_group);
-        if grouped
-            && (!self.core.default_group || self.controls().iter().skip(1).any(|c| c.load().1 == groups::ACTIVE))
-        {
+        let (grouped, to_groups) = self.publish_route();
+        if to_groups {
             return Err(fill);
         }
         let partition = self.partition_of(key);
@@ -1264,10 +1350,7 @@ impl Topic {
             if light {
                 published.fetch_sub(1, Ordering::Relaxed);
             }
-            return Ok(Err(Error::corrupt(Corruption::BadField {
-                field: "ring claim (repaired by another process)",
-                value: 0,
-            })));
+            return Ok(Err(claim_repaired()));
         }
         if !light {
             published.fetch_add(1, Ordering::Relaxed);
@@ -1414,10 +1497,7 @@ impl Topic {
             if light {
                 published.fetch_sub(1, Ordering::Relaxed);
             }
-            return Err(Error::corrupt(Corruption::BadField {
-                field: "ring claim (repaired by another process)",
-                value: 0,
-            }));
+            return Err(claim_repaired());
         }
         if !light {
             published.fetch_add(1, Ordering::Relaxed);
@@ -2070,10 +2150,7 @@ impl Topic {
                 self.entry().received.fetch_sub(1, Ordering::Relaxed);
             }
             self.release_chunk(chunk);
-            return Err(Error::corrupt(Corruption::BadField {
-                field: "ring claim (repaired by another process)",
-                value: 0,
-            }));
+            return Err(claim_repaired());
         }
         if received && !light {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
@@ -2153,7 +2230,7 @@ impl Topic {
         }
         let released = ring.finish_read_with(pos, idx, me, light);
         topic_wake(waits, waits.not_full);
-        let failed = bad.or_else(|| (!released).then(|| corrupt("ring claim (repaired by another process)", 0)));
+        let failed = bad.or_else(|| (!released).then(claim_repaired));
         if let Some(e) = failed {
             if counted {
                 self.entry().received.fetch_sub(1, Ordering::Relaxed);
@@ -2275,10 +2352,7 @@ impl Topic {
                 self.entry().received.fetch_sub(1, Ordering::Relaxed);
             }
             self.entry().corrupt.fetch_add(1, Ordering::Relaxed);
-            return Err(Error::corrupt(Corruption::BadField {
-                field: "ring claim (repaired by another process)",
-                value: 0,
-            }));
+            return Err(claim_repaired());
         }
         if !light {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
@@ -2917,6 +2991,13 @@ impl std::fmt::Debug for Topic {
 /// (a fence and a load) is skipped. On a topic with light hand-overs the
 /// fence is the light half of an asymmetric one: its sleepers run the
 /// other (`Waits::light`).
+/// A hand-over or commit that found its claim repaired by another process
+/// (which judged this one dead, or its claim's word damaged): nothing was
+/// published or handed back by this call.
+fn claim_repaired() -> Error {
+    Error::corrupt(Corruption::BadField { field: "ring claim (repaired by another process)", value: 0 })
+}
+
 pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     if waits.policy != WaitPolicy::Spin {
         cell.notify_all_with(waits.light);

@@ -38,9 +38,11 @@
 //! (the slot written, the cell not committed), `inline-read` (a consumer
 //! copied a message out of its slot, the cell not yet handed back).
 //!
-//! Light hand-overs (`CircularBufferBuilder::light_handovers`):
-//! `light-handover-looked` (a writer's or reader's look found its claim,
-//! its plain store not yet made).
+//! Light hand-overs (`CircularBufferBuilder::light_handovers`,
+//! `TopicConfig::light_handovers`): `light-handover-looked` (a writer's or
+//! reader's look found its claim, its plain store not yet made),
+//! `chunk-copied-claimed` (a light topic's `send` copied its message into
+//! a chunk after claiming the cell, and has not committed).
 //!
 //! One more name makes a call fail instead: `liveness-unknown` (the kernel
 //! cannot answer whether an attach slot's OFD lock is held, as on a file

@@ -27,7 +27,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
     let total = a.warmup + a.count;
     let fault = Fault::from_env();
     let elapsed = match a.via {
-        Via::Copy | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace => {
+        Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace => {
             topic::serve(&a, stall, total, fault)?
         }
         Via::Flag => flag::serve(&a, stall, total, fault)?,

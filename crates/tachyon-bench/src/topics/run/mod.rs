@@ -53,7 +53,7 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
         return Err("only the loan path can leave the payload untouched".into());
     }
     let (elapsed, rtt) = match case.via {
-        Via::Copy | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace => {
+        Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace => {
             topic_run(case, settings, count, warmup)?
         }
         Via::RawRing

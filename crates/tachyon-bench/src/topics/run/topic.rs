@@ -44,7 +44,7 @@ pub(super) fn topic_run(
         .capacity(settings.capacity)
         .wait(policy.wait_policy())
         .inline_payload(inline as u32)
-        .light_handovers(case.via == Via::CopyInlineLight);
+        .light_handovers(matches!(case.via, Via::CopyLight | Via::CopyInlineLight));
     let name = unique_name();
     let topics = if case.test == Test::Latency { 2 } else { 1 };
     let region = Region::create(
