@@ -41,16 +41,18 @@ fn child_role() {
             }
         }
         // A region with a topic "orders" of 2 partitions (its default
-        // group and the consumer groups "billing" and "audit") and a plain
-        // topic "quotes"; 4 messages to "orders", of which "billing" took
-        // one and the default group two.
+        // group and the consumer groups "billing" and "audit") and a topic
+        // "quotes" with inline slots of 64 bytes and light hand-overs; 4
+        // messages to "orders", of which "billing" took one and the
+        // default group two.
         "make-groups-region" => {
             let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(3);
             let region = Region::create(&arg, config).expect("create region");
             let orders = region
                 .create_topic("orders", TopicConfig::default().partitions(2).capacity(16))
                 .expect("create topic");
-            region.create_topic("quotes", TopicConfig::default()).expect("create topic");
+            let quotes = TopicConfig::default().inline_payload(64).light_handovers(true);
+            region.create_topic("quotes", quotes).expect("create topic");
             let billing = orders.join_group("billing").expect("join billing");
             orders.join_group("audit").expect("join audit");
             for key in 1..=4u64 {
@@ -726,6 +728,18 @@ fn info_shows_each_topics_consumer_groups_and_their_lag() {
     assert_eq!((audit[2], audit[5], audit.len()), ("2", "4", 11), "{table}");
     assert_eq!(audit[9..].iter().map(|d| d.parse::<u64>().unwrap()).sum::<u64>(), 4, "{table}");
     assert_eq!(table.lines().filter(|l| l.contains("(default)")).count(), 2, "orders and quotes:\n{table}");
+
+    // TOPICS names each topic's options: TOPIC PARTITIONS CAPACITY WAIT
+    // DELIVERY OPTIONS ...
+    let topics = text.split("\nTOPICS\n").nth(1).expect("a TOPICS table").split("\n\n").next().unwrap_or("");
+    let options = |topic: &str| {
+        let row = topics.lines().find(|l| l.split_whitespace().next() == Some(topic));
+        row.and_then(|l| l.split_whitespace().nth(5)).unwrap_or_else(|| panic!("no {topic} in:\n{topics}"))
+    };
+    assert_eq!(options("TOPIC"), "OPTIONS", "{topics}");
+    assert_eq!((options("orders"), options("quotes")), ("-", "inline=64,light"), "{topics}");
+    let quotes = info.topics.iter().find(|t| t.info.name == "quotes").expect("quotes");
+    assert_eq!((quotes.info.inline_payload, quotes.info.light_handovers), (64, true));
 
     // A region without groups has no GROUPS table.
     sb.run_role("make-region", "plain");

@@ -385,6 +385,7 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
             ("CAPACITY", Align::Right),
             ("WAIT", Align::Left),
             ("DELIVERY", Align::Left),
+            ("OPTIONS", Align::Left),
             ("PUBLISHED", Align::Right),
             ("RECEIVED", Align::Right),
             ("LOST", Align::Right),
@@ -403,6 +404,7 @@ fn report_text(name: &str, report: &RegionReport, rates: Option<Option<&HashMap<
                 t.info.capacity.to_string(),
                 wait_name(t.info.wait).to_owned(),
                 delivery_name(t.info.delivery).to_owned(),
+                options(&t.info),
                 t.info.published.to_string(),
                 t.info.received.to_string(),
                 t.info.lost.to_string(),
@@ -582,6 +584,24 @@ fn wait_name(wait: Option<WaitPolicy>) -> &'static str {
         Some(WaitPolicy::Futex) => "futex",
         Some(WaitPolicy::Hybrid) => "hybrid",
         None => "?",
+    }
+}
+
+/// A topic's options in one word of the TOPICS table: `inline=BYTES` for
+/// inline slots, `light` for light hand-overs, comma-separated; `-` for
+/// none.
+fn options(info: &tachyon::bus::TopicInfo) -> String {
+    let mut parts = Vec::new();
+    if info.inline_payload > 0 {
+        parts.push(format!("inline={}", info.inline_payload));
+    }
+    if info.light_handovers {
+        parts.push("light".to_owned());
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(",")
     }
 }
 
