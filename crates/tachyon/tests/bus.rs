@@ -9,7 +9,7 @@ mod common;
 use common::{counter, kill, spawn, unique, wait_child, wait_for, Args, RemoveRegion, LIMIT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tachyon::bus::{Delivery, Key, Region, RegionConfig, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
+use tachyon::bus::{Delivery, Key, Region, RegionConfig, Topic, TopicConfig, CLASS_SIZES, MAX_MESSAGE};
 use tachyon::sync::WaitPolicy;
 use tachyon::{Error, Segment};
 
@@ -568,6 +568,51 @@ fn chunks_a_process_keeps_for_its_next_loans_count_as_free_and_come_back_when_it
     drop(region); // gives back what this handle kept
     let again = Region::open(&name).unwrap();
     assert_eq!(again.recovered_on_open().total(), 0);
+    assert_eq!(again.pool_stats().unwrap(), initial);
+}
+
+/// The chunks a process keeps are kept per thread: the first thread to
+/// use a handle's cache keeps its own without a lock, the other threads
+/// share the rest. Each thread reuses what it released; every kept chunk
+/// counts as free; and the last handle gives all of them back, whichever
+/// thread drops it (nothing left for recovery to find).
+#[test]
+fn chunks_kept_by_several_threads_all_come_back_when_another_thread_drops_the_region() {
+    let name = unique("bus-cache-threads");
+    let _cleanup = RemoveRegion(name.clone());
+    let region = small_region(&name);
+    let topic = region.create_topic("t", TopicConfig::default()).unwrap();
+    let initial = region.pool_stats().unwrap();
+    // Loans dropped at once: one goes to the cache's one-chunk slot, the
+    // rest to the dropping thread's half of its list.
+    let keep_some = |topic: &Topic| {
+        let loans: Vec<_> = (0..8).map(|_| topic.loan(100, SHORT).unwrap()).collect();
+        let mut ptrs: Vec<_> = loans.iter().map(|l| l.as_ptr() as usize).collect();
+        drop(loans);
+        ptrs.sort_unstable();
+        ptrs
+    };
+    // This thread uses the cache first: it owns a half.
+    let mine = keep_some(&topic);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let theirs = keep_some(&topic);
+            // The owner's half is its own; the slot is any thread's.
+            let shared = theirs.iter().filter(|p| mine.binary_search(p).is_ok()).count();
+            assert!(shared <= 1, "{shared} of the owner's chunks loaned by another thread");
+            // This thread's next loans reuse what it kept (the slot's chunk,
+            // then its half's).
+            let again: Vec<_> = (0..8).map(|_| topic.loan(100, SHORT).unwrap()).collect();
+            let reused =
+                again.iter().filter(|l| theirs.binary_search(&(l.as_ptr() as usize)).is_ok()).count();
+            assert!(reused >= 7, "{reused} of 8 reused");
+        });
+    });
+    assert_eq!(region.pool_stats().unwrap(), initial, "kept chunks count as free");
+    // Another thread drops the last handles: both halves come back.
+    std::thread::spawn(move || drop((topic, region))).join().unwrap();
+    let again = Region::open(&name).unwrap();
+    assert_eq!(again.recovered_on_open().total(), 0, "nothing kept was left for recovery");
     assert_eq!(again.pool_stats().unwrap(), initial);
 }
 

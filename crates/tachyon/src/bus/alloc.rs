@@ -13,6 +13,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::platform::atomic::Ordering;
 use crate::segment::{Liveness, MAX_SLOTS};
 use crate::sync::hot::HotSlot;
+use crate::sync::owned::OwnedList;
 use crate::sync::{Mutex, WaitCell};
 use std::time::Duration;
 
@@ -32,14 +33,16 @@ pub(crate) const CACHED: u32 = u32::MAX;
 /// Classes with fewer chunks than this are never cached (a small class
 /// cannot spare them).
 const CACHE_MIN_CHUNKS: usize = 256;
-/// The most chunks of one class a process keeps.
+/// The most chunks of one class a process keeps in each half of its
+/// cache's list.
 const CACHE_MAX: usize = 32;
 
-/// How many chunks of a class of `chunks` a process keeps in its cache's
-/// list (and one more in its slot, see [`ChunkCache`]): none below
-/// [`CACHE_MIN_CHUNKS`], then one in 64 of the class, at least 4 and at
-/// most [`CACHE_MAX`] (1.6 % of a class per process at most, so that the
-/// chunks idle processes keep cannot starve the others).
+/// How many chunks of a class of `chunks` a process keeps in each half of
+/// its cache's list (the first thread's and the other threads', and one
+/// more in its slot, see [`ChunkCache`]): none below [`CACHE_MIN_CHUNKS`],
+/// then one in 64 of the class, at least 4 and at most [`CACHE_MAX`] (3.2 %
+/// of a class per process at most, both halves full, so that the chunks
+/// idle processes keep cannot starve the others).
 pub(crate) fn cache_capacity(chunks: usize) -> usize {
     if chunks < CACHE_MIN_CHUNKS {
         0
@@ -71,34 +74,44 @@ pub(crate) fn pop_batch(chunks: usize) -> usize {
 /// dies.
 ///
 /// A chunk released alone into an empty [`HotSlot`] is kept there, apart
-/// from the list: the next loan takes it with one atomic exchange, without
-/// the list's lock (a ping-pong or a pipeline stage releases one chunk and
-/// loans one at every message). The list holds up to `capacity` chunks,
-/// the slot one more, so that the list's halves stay a pop's batch.
+/// from the list: the next loan takes it with one atomic exchange (a
+/// ping-pong or a pipeline stage releases one chunk and loans one at every
+/// message). The list holds up to `capacity` chunks, the slot one more, so
+/// that the list's halves stay a pop's batch.
+///
+/// The list is an [`OwnedList`]: the first thread that uses the cache
+/// keeps its chunks in a half of its own, without a lock (a stream's
+/// producer loans, and its consumer releases, at every message: a lock
+/// and an unlock each time cost a 1 KiB stream about a tenth of its
+/// speed); the process's other threads share the other half behind a
+/// mutex. Each half holds up to `capacity` chunks.
 pub(crate) struct ChunkCache {
     hot: HotSlot,
-    kept: std::sync::Mutex<Vec<u32>>,
+    kept: OwnedList,
     capacity: usize,
 }
 
 impl ChunkCache {
     pub(crate) fn new(capacity: usize) -> ChunkCache {
-        ChunkCache { hot: HotSlot::new(), kept: std::sync::Mutex::new(Vec::with_capacity(capacity)), capacity }
+        ChunkCache { hot: HotSlot::new(), kept: OwnedList::new(capacity), capacity }
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
-        // A thread that panicked holding the lock left a valid list.
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The chunk in the slot, else the one the list kept last (the ones
-    /// most likely still in this core's cache).
+    /// The chunk in the slot, else the one the caller's half of the list
+    /// kept last (the ones most likely still in this core's cache).
     #[inline]
     pub(crate) fn take(&self) -> Option<u32> {
         if self.capacity == 0 {
             return None;
         }
-        self.hot.take().or_else(|| self.kept().pop())
+        self.hot.take().or_else(|| self.kept.with(|kept| kept.pop()))
+    }
+
+    /// Every chunk the cache keeps, taken out (its region's last handle is
+    /// going: nobody uses the cache any more).
+    fn drain(&mut self) -> Vec<u32> {
+        let mut all = self.kept.drain();
+        all.extend(self.hot.take());
+        all
     }
 
     /// Keeps one chunk in the slot if it is empty; false, keeping nothing,
@@ -112,12 +125,13 @@ impl ChunkCache {
     /// prepare); false, keeping none, if they do not.
     #[inline]
     fn put_if_room(&self, chunks: &[u32]) -> bool {
-        let mut kept = self.kept();
-        if kept.len() + chunks.len() > self.capacity {
-            return false;
-        }
-        kept.extend_from_slice(chunks);
-        true
+        self.kept.with(|kept| {
+            if kept.len() + chunks.len() > self.capacity {
+                return false;
+            }
+            kept.extend_from_slice(chunks);
+            true
+        })
     }
 
     /// Keeps `chunks`. Whenever the cache is full, first moves its older
@@ -125,20 +139,21 @@ impl ChunkCache {
     /// moved in all (the caller frees them).
     #[inline]
     fn put(&self, chunks: &[u32], spill: &mut [u32; MAX_CHAIN]) -> usize {
-        let mut kept = self.kept();
-        let mut spilled = 0;
-        for &chunk in chunks {
-            if kept.len() >= self.capacity {
-                let n = (kept.len() / 2).min(MAX_CHAIN - spilled);
-                spill[spilled..spilled + n].copy_from_slice(&kept[..n]);
-                kept.drain(..n);
-                spilled += n;
+        self.kept.with(|kept| {
+            let mut spilled = 0;
+            for &chunk in chunks {
+                if kept.len() >= self.capacity {
+                    let n = (kept.len() / 2).min(MAX_CHAIN - spilled);
+                    spill[spilled..spilled + n].copy_from_slice(&kept[..n]);
+                    kept.drain(..n);
+                    spilled += n;
+                }
+                // Over capacity only if `spill` is full, which the callers'
+                // counts never make it (a pop's batch is half the capacity).
+                kept.push(chunk);
             }
-            // Over capacity only if `spill` is full, which the callers'
-            // counts never make it (a pop's batch is half the capacity).
-            kept.push(chunk);
-        }
-        spilled
+            spilled
+        })
     }
 }
 
@@ -462,7 +477,8 @@ impl Region {
 impl Drop for RegionCore {
     fn drop(&mut self) {
         for class in 0..8 {
-            while let Some(chunk) = self.cache[class].take() {
+            // Both halves of the list, whichever thread owned one.
+            for chunk in self.cache[class].drain() {
                 self.free_shared(class, chunk);
             }
         }

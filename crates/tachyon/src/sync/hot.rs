@@ -74,7 +74,7 @@ mod tests {
 }
 
 #[cfg(all(test, tachyon_loom))]
-mod loom_tests {
+mod loom_models {
     use super::HotSlot;
     use loom::sync::Arc;
 

@@ -50,6 +50,10 @@ mod event_async;
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod hot;
 mod mutex;
+// The list of free chunks a process keeps (`bus/alloc.rs`); under loom
+// only its model uses it.
+#[cfg(any(not(tachyon_loom), test))]
+pub(crate) mod owned;
 // Under loom only their models use `reactor` and `waitv`.
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod reactor;
