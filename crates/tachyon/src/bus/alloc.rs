@@ -82,9 +82,10 @@ pub(crate) fn pop_batch(chunks: usize) -> usize {
 /// The list is an [`OwnedList`]: the first thread that uses the cache
 /// keeps its chunks in a half of its own, without a lock (a stream's
 /// producer loans, and its consumer releases, at every message: a lock
-/// and an unlock each time cost a 1 KiB stream about a tenth of its
-/// speed); the process's other threads share the other half behind a
-/// mutex. Each half holds up to `capacity` chunks.
+/// and an unlock each time cost a 64 B stream through chunks 5 – 8 % of
+/// its speed; docs/BENCHMARK.md, "The chunk cache without a lock"); the
+/// process's other threads share the other half behind a mutex. Each
+/// half holds up to `capacity` chunks.
 pub(crate) struct ChunkCache {
     hot: HotSlot,
     kept: OwnedList,

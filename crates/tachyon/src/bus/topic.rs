@@ -2985,12 +2985,6 @@ impl std::fmt::Debug for Topic {
     }
 }
 
-/// Wakes the sleepers of `cell`, one of a topic's wait cells. A topic's
-/// wait policy is recorded in the region and every handle waits with it,
-/// so on a `Spin` topic nobody ever sleeps on these cells and the wake-up
-/// (a fence and a load) is skipped. On a topic with light hand-overs the
-/// fence is the light half of an asymmetric one: its sleepers run the
-/// other (`Waits::light`).
 /// A hand-over or commit that found its claim repaired by another process
 /// (which judged this one dead, or its claim's word damaged): nothing was
 /// published or handed back by this call.
@@ -2998,6 +2992,12 @@ fn claim_repaired() -> Error {
     Error::corrupt(Corruption::BadField { field: "ring claim (repaired by another process)", value: 0 })
 }
 
+/// Wakes the sleepers of `cell`, one of a topic's wait cells. A topic's
+/// wait policy is recorded in the region and every handle waits with it,
+/// so on a `Spin` topic nobody ever sleeps on these cells and the wake-up
+/// (a fence and a load) is skipped. On a topic with light hand-overs the
+/// fence is the light half of an asymmetric one: its sleepers run the
+/// other (`Waits::light`).
 pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     if waits.policy != WaitPolicy::Spin {
         cell.notify_all_with(waits.light);
