@@ -77,7 +77,7 @@ pub(crate) fn pop_batch(chunks: usize) -> usize {
 /// from the list: the next loan takes it with one atomic exchange (a
 /// ping-pong or a pipeline stage releases one chunk and loans one at every
 /// message). The list holds up to `capacity` chunks, the slot one more, so
-/// that the list's halves stay a pop's batch.
+/// that half a full list is a pop's batch (what a full list spills).
 ///
 /// The list is an [`OwnedList`]: the first thread that uses the cache
 /// keeps its chunks in a half of its own, without a lock (a stream's
