@@ -30,6 +30,46 @@ fn damaged_list(class: usize) -> Error {
 /// A chunk kept by a process for its next loan is LOANED by it (so that it
 /// is attributed like any loan if the process dies) with this route.
 pub(crate) const CACHED: u32 = u32::MAX;
+/// The hint a process writes into the first chunk of a chain it pushes
+/// onto a free list: the indices of the chain's other chunks, in the
+/// chunk's first bytes (a free chunk's bytes are nobody's). A pop that
+/// takes the chain reads them and asks for all the chunks' metadata lines
+/// at once (`Region::prefetch_chain`), instead of meeting them one by one
+/// as it walks the links: each is a line the pushing process's core wrote
+/// last. Only prefetches follow from a hint, so a stale or damaged one
+/// costs time, never a chunk: the pop still walks and checks the links.
+///
+/// Words: `MAGIC ^ k << 24 ^ first`, then `k` indices (`first` below
+/// 2^24, `k` at most 31).
+struct ChainHint;
+
+impl ChainHint {
+    const MAGIC: u32 = 0x5A00_0000;
+    /// Chunks this small (one line) have their bytes prefetched for
+    /// writing too: the next loan of such a chunk writes all of them.
+    const BYTES_FETCHED: usize = 64;
+
+    /// How many chunks after the first a hint in a chunk of `size` bytes
+    /// names at most.
+    fn room(size: usize) -> usize {
+        (size / 4 - 1).min(MAX_CHAIN - 1)
+    }
+
+    /// The first word of the hint of a chain from `first` naming `k`
+    /// more chunks.
+    fn head(first: u32, k: usize) -> u32 {
+        Self::MAGIC ^ ((k as u32) << 24) ^ first
+    }
+
+    /// How many chunks the hint whose first word is `word` names, if it is
+    /// a hint of a chain from `first` in a chunk of `size` bytes.
+    fn len(word: u32, first: u32, size: usize) -> Option<usize> {
+        let v = word ^ Self::MAGIC;
+        let k = (v >> 24) as usize;
+        (v & 0xFF_FFFF == first && (1..=Self::room(size)).contains(&k)).then_some(k)
+    }
+}
+
 /// Classes with fewer chunks than this are never cached (a small class
 /// cannot spare them).
 const CACHE_MIN_CHUNKS: usize = 256;
@@ -226,14 +266,46 @@ impl Region {
     pub(crate) fn chunk_ptr(&self, class: usize, chunk: u32) -> *mut u8 {
         // The callers pass indices the pool handed out or `class_of`
         // checked; a wrong one is a bug here, stopped before any access.
-        let i = (chunk as usize)
-            .checked_sub(self.core.layout.class_first[class])
-            .filter(|&i| i < self.core.layout.class_count[class])
-            .expect("chunk index inside its class");
-        // SAFETY: `i < class_count[class]` (just checked) and
-        // `class_data[class] + class_count[class] * size <= seg.size()`
-        // (checked at create/open), so the chunk lies inside the data area.
-        unsafe { self.core.seg.as_ptr().add(self.core.layout.class_data[class] + i * CLASS_SIZES[class]) }
+        self.core.chunk_at(class, chunk).expect("chunk index inside its class")
+    }
+
+    /// Asks, for writing, for the lines a pop that announced the chain
+    /// from `first` (of `class`, whose chunks are `range`) is about to
+    /// move: each chunk's metadata, and the bytes of a chunk of one line
+    /// (its next loan writes all of them). The chain's hint (see
+    /// [`ChainHint`]) names the chunks, so that their lines are asked for
+    /// at once, not one after the other as the links are walked. A hint
+    /// that does not check out is ignored; whatever it says, nothing but
+    /// prefetches follows from it.
+    fn prefetch_chain(&self, class: usize, first: u32, pool: &Pool<'_>, range: &std::ops::Range<u32>) {
+        let meta = |c: u32| std::ptr::from_ref(&pool.metas[c as usize]).cast::<u8>();
+        crate::sync::prefetch(meta(first), 1, 1, true);
+        // Read only from a FREE chunk: the announced chain is this
+        // process's, and a chunk whose word says FREE is lent by no `Loan`
+        // of it (the pool hands a chunk out only through its word).
+        if pool.metas[first as usize].word().state() != FREE {
+            return;
+        }
+        let size = CLASS_SIZES[class];
+        let p = self.chunk_ptr(class, first).cast::<u32>();
+        // SAFETY: `first` is in the class (`pop_chain_then` checked it) and
+        // FREE in a chain this process's pop announced: nobody writes its
+        // bytes until this process loans it. Their last writer (a loan, or
+        // the pusher's hint) wrote them before the chunk went onto the
+        // list, which this pop's Acquire CAS of the head follows. The first
+        // word of a 64-byte aligned chunk of at least 64 bytes; any bits
+        // are a `u32`.
+        let Some(k) = ChainHint::len(unsafe { p.read_volatile() }, first, size) else { return };
+        for j in 1..=k.min(pool.batch(range) - 1) {
+            // SAFETY: as above; `j <= k < size / 4` (`ChainHint::len`).
+            let c = unsafe { p.add(j).read_volatile() };
+            if range.contains(&c) {
+                crate::sync::prefetch(meta(c), 1, 1, true);
+                if size <= ChainHint::BYTES_FETCHED {
+                    crate::sync::prefetch(self.chunk_ptr(class, c), size, 1, true);
+                }
+            }
+        }
     }
 
     /// How many chunks the pool has (global indices are below this).
@@ -275,7 +347,8 @@ impl Region {
             let mut got = [0; MAX_CHAIN];
             for (c, list) in lists.iter().enumerate().skip(want) {
                 let range = self.class_range(c);
-                let popped = match list.pop_chain(&pool, &range, me, &mut got) {
+                let prefetch = |first| self.prefetch_chain(c, first, &pool, &range);
+                let popped = match list.pop_chain_then(&pool, &range, me, &mut got, prefetch) {
                     // A damaged list: rebuilt from the chunks' words, then
                     // once more (a pop cut short by the damage left its
                     // chunks as they were).
@@ -603,11 +676,160 @@ impl RegionCore {
         // The chunks stay attributed to the caller until the push's
         // announcement, which turns them FREE in the same instant.
         let range = self.layout.class_range(class);
+        self.write_chain_hint(class, chunks);
         let mut pushed = lists[class].push_chain(&pool, &range, chunks).is_ok();
         if !pushed && self.rebuild_free_lists_of(Some(class)).is_ok() {
             // A damaged list, rebuilt (the chunks, still ours, are not on it).
             pushed = lists[class].push_chain(&pool, &range, chunks).is_ok();
         }
         pushed
+    }
+
+    /// Pointer to the data of chunk `chunk` of class `class`; `None` if
+    /// the index is not one of the class's.
+    pub(super) fn chunk_at(&self, class: usize, chunk: u32) -> Option<*mut u8> {
+        let i = (chunk as usize)
+            .checked_sub(self.layout.class_first[class])
+            .filter(|&i| i < self.layout.class_count[class])?;
+        // SAFETY: `i < class_count[class]` (just checked) and
+        // `class_data[class] + class_count[class] * size <= seg.size()`
+        // (checked at create/open), so the chunk lies inside the data area.
+        Some(unsafe { self.seg.as_ptr().add(self.layout.class_data[class] + i * CLASS_SIZES[class]) })
+    }
+
+    /// Writes the chain hint of `chunks` (see [`ChainHint`]) into the
+    /// first one's bytes, before they are pushed in this order.
+    fn write_chain_hint(&self, class: usize, chunks: &[u32]) {
+        let Some((&first, rest)) = chunks.split_first() else { return };
+        let k = rest.len().min(ChainHint::room(CLASS_SIZES[class]));
+        let Some(p) = self.chunk_at(class, first).filter(|_| k > 0) else { return };
+        let p = p.cast::<u32>();
+        for (j, word) in std::iter::once(ChainHint::head(first, k)).chain(rest[..k].iter().copied()).enumerate() {
+            // SAFETY: the caller holds `first` (LOANED by this process, in
+            // its cache: no `Loan` or `Message` of it exists), so nobody
+            // reads or writes its bytes meanwhile; `j <= k < size / 4`
+            // words from its start lie inside it, and its start is 64-byte
+            // aligned (a `u32` store is aligned).
+            unsafe { p.add(j).write_volatile(word) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::RegionConfig;
+
+    #[test]
+    fn chain_hints_read_back_and_other_words_are_no_hint() {
+        for (size, room) in [(64, 15), (256, 31), (1 << 20, 31)] {
+            assert_eq!(ChainHint::room(size), room);
+            for k in 1..=room {
+                for first in [0, 1, 77, (1 << 24) - 3] {
+                    let word = ChainHint::head(first, k);
+                    assert_eq!(ChainHint::len(word, first, size), Some(k), "size {size}, k {k}, first {first}");
+                    assert_eq!(ChainHint::len(word, first ^ 1, size), None, "another chunk's hint");
+                }
+            }
+            assert_eq!(ChainHint::len(ChainHint::head(5, 0), 5, size), None, "names no chunk");
+            assert_eq!(ChainHint::len(ChainHint::head(5, room + 1), 5, size), None, "more than fit");
+            for word in [0, u32::MAX, 5, 0x5A00_0005] {
+                assert_eq!(ChainHint::len(word, 5, size), None, "{word:#x}");
+            }
+        }
+    }
+
+    /// Runs `f` on a region of its own, removed afterwards.
+    fn with_region(tag: &str, f: impl FnOnce(&Region)) {
+        let name = format!("t-chain-hint-{tag}-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+        f(&region);
+        drop(region);
+        Region::remove(&name).unwrap();
+    }
+
+    /// At least `n` chunks of 64 bytes (whole pops), LOANED by this
+    /// process (taken past its cache, straight from the free list).
+    fn take(region: &Region, n: usize) -> Vec<u32> {
+        let (pool, range) = (region.pool().unwrap(), region.class_range(0));
+        let me = region.core.seg.token();
+        let mut taken = Vec::new();
+        while taken.len() < n {
+            let mut got = [0; MAX_CHAIN];
+            let popped = region.free_lists().unwrap()[0].pop_chain(&pool, &range, me, &mut got).unwrap();
+            assert!(popped > 0, "class 0 ran out");
+            taken.extend_from_slice(&got[..popped]);
+        }
+        taken
+    }
+
+    fn words(region: &Region, chunk: u32) -> [u32; 16] {
+        let p = region.chunk_ptr(0, chunk).cast::<u32>();
+        // SAFETY: a chunk of 64 bytes (16 words) this test holds, 64-byte
+        // aligned; nobody else writes it.
+        std::array::from_fn(|j| unsafe { p.add(j).read_volatile() })
+    }
+
+    /// A pushed chain names its other chunks in its first one's bytes; a
+    /// push of one chunk leaves its bytes as they were.
+    #[test]
+    fn a_pushed_chain_names_its_chunks_in_its_first() {
+        with_region("names", |region| {
+            let chunks = take(region, 6);
+            let p = region.chunk_ptr(0, chunks[5]);
+            // SAFETY: the chunk is this test's (LOANED by it), 64 bytes.
+            unsafe { p.write_bytes(0xEE, 64) };
+            assert!(region.core.push_shared_chain(0, &chunks[..5]));
+            let w = words(region, chunks[0]);
+            assert_eq!(ChainHint::len(w[0], chunks[0], 64), Some(4));
+            assert_eq!(&w[1..5], &chunks[1..5]);
+            assert!(region.core.push_shared_chain(0, &chunks[5..6]));
+            assert_eq!(words(region, chunks[5]), [0xEEEE_EEEE; 16], "one chunk: no hint written");
+            assert!(region.core.push_shared_chain(0, &chunks[6..]));
+        });
+    }
+
+    /// A hint that checks out but lies (indices out of the class, of
+    /// chunks in use, the chain's own first) changes nothing a pop does:
+    /// it takes the chain the links say, each chunk once, LOANED by the
+    /// popper, and leaves the chunks in use alone.
+    #[test]
+    fn a_lying_chain_hint_costs_nothing() {
+        with_region("lies", |region| {
+            let (pool, range) = (region.pool().unwrap(), region.class_range(0));
+            let me = region.core.seg.token();
+            let batch = pool.batch(&range);
+            assert!(batch > 1, "a class whose pops take several chunks");
+            let chunks = take(region, batch + 8);
+            let (chain, held) = chunks.split_at(batch);
+            assert!(region.core.push_shared_chain(0, chain));
+            let lies = [u32::MAX, range.end, range.start.wrapping_sub(1), held[0], held[1], chain[0], 1 << 23];
+            let p = region.chunk_ptr(0, chain[0]).cast::<u32>();
+            for (j, word) in std::iter::once(ChainHint::head(chain[0], 15)).chain((0..15).map(|j| lies[j % lies.len()])).enumerate() {
+                // SAFETY: `chain[0]` is FREE on the list and this test is
+                // the only user of the region; 16 words of a 64-byte chunk.
+                unsafe { p.add(j).write_volatile(word) };
+            }
+            assert_eq!(ChainHint::len(words(region, chain[0])[0], chain[0], 64), Some(15), "a hint that checks out");
+            let mut got = [0; MAX_CHAIN];
+            let mut prefetched = false;
+            let n = region.free_lists().unwrap()[0]
+                .pop_chain_then(&pool, &range, me, &mut got, |first| {
+                    prefetched = true;
+                    region.prefetch_chain(0, first, &pool, &range);
+                })
+                .unwrap();
+            assert!(prefetched);
+            assert_eq!(&got[..n], chain, "the chain the links say");
+            for &c in chain {
+                let w = pool.metas[c as usize].word();
+                assert_eq!((w.state(), w.holder()), (LOANED, me.raw()), "chunk {c}");
+            }
+            for &c in held {
+                assert_eq!(pool.metas[c as usize].word().state(), LOANED, "held chunk {c} untouched");
+            }
+            assert!(region.core.push_shared_chain(0, &chunks));
+        });
     }
 }

@@ -328,7 +328,8 @@ pub(crate) struct Pool<'a> {
 }
 
 impl Pool<'_> {
-    fn batch(&self, range: &Range<u32>) -> usize {
+    /// How many chunks one pop of the class whose chunks are `range` takes.
+    pub(crate) fn batch(&self, range: &Range<u32>) -> usize {
         (self.pop_batch)(range.len()).clamp(1, MAX_CHAIN)
     }
 }
@@ -369,6 +370,23 @@ impl FreeList {
         me: Token,
         got: &mut [u32; MAX_CHAIN],
     ) -> Result<usize, ()> {
+        self.pop_chain_then(pool, range, me, got, |_| {})
+    }
+
+    /// [`pop_chain`](Self::pop_chain) that calls `won` with the first
+    /// chunk's index (checked against `range`) once the pop is announced:
+    /// from then on the chain is the popper's, and `won` runs before its
+    /// chunks' words are walked and moved (the allocator prefetches them
+    /// there, `Region::prefetch_chain`). Called at most once.
+    pub(crate) fn pop_chain_then(
+        &self,
+        pool: &Pool<'_>,
+        range: &Range<u32>,
+        me: Token,
+        got: &mut [u32; MAX_CHAIN],
+        won: impl FnOnce(u32),
+    ) -> Result<usize, ()> {
+        let mut won = Some(won);
         loop {
             // SYNC: pairs with the AcqRel head CASes: a push's links (`next`) and the word CASes
             // of every completed operation are seen (here and in `push_chain`).
@@ -386,6 +404,9 @@ impl FreeList {
             {
                 // From here the chain is ours whatever happens to us.
                 crate::platform::fault::point("pool-pop-announced");
+                if let Some(won) = won.take() {
+                    won(first);
+                }
                 self.complete(pool, range, announced)?;
                 let mine = Word::new(announced.tag(), LOANED, me.raw());
                 return match self.claim_chain(pool, range, first, mine, got) {
