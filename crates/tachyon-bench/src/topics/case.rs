@@ -147,9 +147,11 @@ impl Via {
             Via::Pipe => "pipe, write/read (reference)",
             Via::Tcp => "TCP loopback, TCP_NODELAY, write/read (reference)",
             Via::Copy => "topic, copy path: `send`/`recv_into`",
-            Via::CopyLight => "the same, light hand-overs (`TopicConfig::light_handovers`)",
+            Via::CopyLight => "topic, copy path, light hand-overs (`TopicConfig::light_handovers`)",
             Via::CopyInline => "topic with inline slots, copy path: `send`/`recv_into`, no chunks",
-            Via::CopyInlineLight => "the same, light hand-overs (`TopicConfig::light_handovers`)",
+            Via::CopyInlineLight => {
+                "topic with inline slots, copy path, light hand-overs (`TopicConfig::light_handovers`)"
+            }
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::InPlace => "topic, in place: `send_with`/`receive_with`",
             Via::Cb => "CircularBuffer `write`/`read`",
@@ -405,5 +407,20 @@ impl Sample {
     /// Payload bytes per nanosecond = GB/s.
     pub fn gbps(&self) -> f64 {
         (self.count * self.case.size as u64) as f64 / self.elapsed.as_nanos().max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transport has a label of its own: a report's rows, and the
+    /// scripts that read them, tell them apart by it.
+    #[test]
+    fn every_transport_has_its_own_label() {
+        let mut seen = std::collections::HashSet::new();
+        for via in Via::value_variants() {
+            assert!(seen.insert(via.describe()), "{via:?} shares its label: {}", via.describe());
+        }
     }
 }
