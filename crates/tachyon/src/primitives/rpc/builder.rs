@@ -94,7 +94,12 @@ impl RpcBuilder {
         self
     }
 
-    /// How this end's threads wait on the rings (default hybrid).
+    /// How this end's threads wait on the rings (default hybrid). With
+    /// hybrid waits a requester spins for about twice the channel's recent
+    /// wait for a response, and the reader thread for about twice its
+    /// recent wait for a packet, while those are at most 250 µs (then the
+    /// policy's few microseconds), before they sleep: a peer that calls
+    /// every 100 µs finds this end awake (see `docs/rpc.md`, "Threads").
     pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
         self.policy = policy;
         self
@@ -434,6 +439,7 @@ impl RpcBuilder {
             reading: Mutex::new(Reading::new(session, self.max_message)),
             self_readers: AtomicU64::new(0),
             response_wait: AtomicU64::new(0),
+            packet_wait: AtomicU64::new(0),
             aside: Mutex::new(Aside::default()),
             aside_cond: Condvar::new(),
             leading: AtomicU64::new(0),

@@ -40,27 +40,29 @@ const RESPONSE_SPIN: Duration = Duration::from_micros(50);
 /// to standing aside, for a handler's whole run by an inline handler.
 const ROLE_BUSY_LOOKS: u32 = 16;
 
-/// The longest a hybrid requester spins for its response: twice the recent
-/// wait, while that is at most this. Waits longer than half of it are
-/// waited for asleep after [`RESPONSE_SPIN`]: next to them a sleep and
-/// wake-up (25 – 45 µs on a VM) is cheap, and spinning through them would
-/// burn the CPU hybrid waits are meant to give back.
+/// The longest a hybrid requester spins for its response (and a hybrid
+/// reader thread for the next packet): twice the recent wait, while that
+/// is at most this. Waits longer than half of it are waited for asleep
+/// after the floor ([`RESPONSE_SPIN`]; a reader thread's: the policy's own
+/// spin): next to them a sleep and wake-up (25 – 45 µs on a VM) is cheap,
+/// and spinning through them would burn the CPU hybrid waits are meant to
+/// give back.
 const RESPONSE_SPIN_MAX: Duration = Duration::from_micros(500);
 
-/// A hybrid requester's spin budget, given the recent wait (ns, 0: none
-/// measured): see [`Inner::response_spin`].
-fn spin_for(recent_ns: u64) -> Duration {
+/// A hybrid spin budget, given the recent wait (ns, 0: none measured) and
+/// the floor: see [`Inner::response_spin`] and [`Inner::packet_spin`].
+pub(super) fn spin_for(recent_ns: u64, floor: Duration) -> Duration {
     let twice = Duration::from_nanos(recent_ns).saturating_mul(2);
     if twice <= RESPONSE_SPIN_MAX {
-        twice.max(RESPONSE_SPIN)
+        twice.max(floor)
     } else {
-        RESPONSE_SPIN
+        floor
     }
 }
 
 /// The moving average of waits (ns) after one more: see
 /// [`Inner::record_response_wait`]. Never 0 once measured.
-fn averaged(old_ns: u64, waited: Duration) -> u64 {
+pub(super) fn averaged(old_ns: u64, waited: Duration) -> u64 {
     let sample = waited.min(RESPONSE_SPIN_MAX * 2).as_nanos() as u64;
     let new = if old_ns == 0 { sample } else { old_ns - old_ns / 4 + sample / 4 };
     new.max(1)
@@ -235,6 +237,10 @@ pub(super) struct Inner {
     /// nanoseconds from their first look at the clock (a moving average;
     /// 0: not measured yet). See [`Inner::response_spin`].
     pub(super) response_wait: AtomicU64,
+    /// How long the hybrid reader thread recently waited for a packet when
+    /// it had to wait, in nanoseconds (a moving average; 0: not measured
+    /// yet). See [`Inner::packet_spin`].
+    pub(super) packet_wait: AtomicU64,
     /// The readers standing aside (see [`Aside`]).
     pub(super) aside: Mutex<Aside>,
     pub(super) aside_cond: Condvar,
@@ -756,7 +762,7 @@ impl Inner {
     /// the wake-up and the copy into a buffer that a fixed 50 µs would
     /// cost them; calls that take milliseconds spin 50 µs and sleep.
     pub(super) fn response_spin(&self) -> Duration {
-        spin_for(self.response_wait.load(Ordering::Relaxed))
+        spin_for(self.response_wait.load(Ordering::Relaxed), RESPONSE_SPIN)
     }
 
     /// Adds one hybrid requester's wait for its response to the moving
@@ -960,14 +966,14 @@ mod tests {
     #[test]
     fn a_hybrid_requester_spins_twice_its_recent_wait_within_bounds() {
         // Nothing measured yet, or quick responses: the floor.
-        assert_eq!(spin_for(0), RESPONSE_SPIN);
-        assert_eq!(spin_for(10 * US), RESPONSE_SPIN);
+        assert_eq!(spin_for(0, RESPONSE_SPIN), RESPONSE_SPIN);
+        assert_eq!(spin_for(10 * US, RESPONSE_SPIN), RESPONSE_SPIN);
         // Responses of 60 µs and 250 µs: twice that, read in place.
-        assert_eq!(spin_for(60 * US), Duration::from_micros(120));
-        assert_eq!(spin_for(250 * US), RESPONSE_SPIN_MAX);
+        assert_eq!(spin_for(60 * US, RESPONSE_SPIN), Duration::from_micros(120));
+        assert_eq!(spin_for(250 * US, RESPONSE_SPIN), RESPONSE_SPIN_MAX);
         // Longer: not worth spinning through, back to the floor.
-        assert_eq!(spin_for(251 * US), RESPONSE_SPIN);
-        assert_eq!(spin_for(u64::MAX), RESPONSE_SPIN);
+        assert_eq!(spin_for(251 * US, RESPONSE_SPIN), RESPONSE_SPIN);
+        assert_eq!(spin_for(u64::MAX, RESPONSE_SPIN), RESPONSE_SPIN);
     }
 
     #[test]
@@ -977,14 +983,14 @@ mod tests {
         for _ in 0..20 {
             avg = averaged(avg, Duration::from_micros(100));
         }
-        assert_eq!(spin_for(avg), Duration::from_micros(200));
+        assert_eq!(spin_for(avg, RESPONSE_SPIN), Duration::from_micros(200));
         // A call that waited seconds (a stalled peer) counts as 1 ms ...
         avg = averaged(avg, Duration::from_secs(5));
         assert_eq!(avg, 100 * US * 3 / 4 + 1_000 * US / 4);
-        assert_eq!(spin_for(avg), RESPONSE_SPIN, "so the next calls sleep after 50 µs");
+        assert_eq!(spin_for(avg, RESPONSE_SPIN), RESPONSE_SPIN, "so the next calls sleep after 50 µs");
         // ... and is forgotten after a handful of ordinary calls.
         let mut calls = 0;
-        while spin_for(avg) == RESPONSE_SPIN {
+        while spin_for(avg, RESPONSE_SPIN) == RESPONSE_SPIN {
             avg = averaged(avg, Duration::from_micros(100));
             calls += 1;
         }
