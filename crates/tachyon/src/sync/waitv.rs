@@ -153,7 +153,7 @@ pub(crate) fn wait_any<T>(
         return Err(Error::timeout("a wake-up", timeout));
     }
     let deadline = Deadline::after(timeout);
-    let mut spin = SpinWait::new();
+    let mut spin = SpinWait::polling();
     let mut turns = 0u32;
     loop {
         match policy {
