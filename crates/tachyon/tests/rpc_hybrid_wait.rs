@@ -51,27 +51,48 @@ fn thread_named(pid: u32, comm: &str) -> Option<(i32, u64)> {
     None
 }
 
-/// Keeps thread `tid` (0: the calling one) to CPU `cpu` and, where this
-/// process may (root), runs it at real-time priority, so that other
-/// processes on a busy machine (the CI's compiles) do not stretch the gaps
-/// a test means to measure; `undo` puts it back as it was. Whether it
-/// could is returned; a test goes on either way.
-fn set_quiet(tid: i32, cpu: Option<usize>, undo: bool) -> bool {
-    // SAFETY: `cpu_set_t` is plain data, all zeros an empty set; the
-    // `CPU_*` helpers write inside it; `sched_setaffinity` and
-    // `sched_setscheduler` read the structures passed, which live until
-    // they return, and change only the scheduling of thread `tid`.
+/// How a thread is scheduled: the CPUs it may run on, its policy and its
+/// priority.
+struct Scheduling(libc::cpu_set_t, libc::c_int, libc::sched_param);
+
+/// The scheduling of thread `tid` (0: the calling one).
+fn scheduling_of(tid: i32) -> Option<Scheduling> {
+    // SAFETY: `cpu_set_t` and `sched_param` are plain data (all zeros
+    // valid); the calls write only into the structures passed, which live
+    // until they return.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        match cpu {
-            Some(c) => libc::CPU_SET(c, &mut set),
-            None => (0..libc::CPU_SETSIZE as usize).for_each(|c| libc::CPU_SET(c, &mut set)),
-        }
-        let pinned = libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) == 0;
-        let (policy, priority) = if undo { (libc::SCHED_OTHER, 0) } else { (libc::SCHED_FIFO, 1) };
-        let param = libc::sched_param { sched_priority: priority };
-        pinned && libc::sched_setscheduler(tid, policy, &param) == 0
+        let mut param: libc::sched_param = std::mem::zeroed();
+        let policy = libc::sched_getscheduler(tid);
+        let ok = libc::sched_getaffinity(tid, std::mem::size_of_val(&set), &mut set) == 0
+            && policy >= 0
+            && libc::sched_getparam(tid, &mut param) == 0;
+        ok.then_some(Scheduling(set, policy, param))
     }
+}
+
+/// Schedules thread `tid` (0: the calling one) as `how` says; whether the
+/// kernel allowed it (real-time priority needs root).
+fn schedule(tid: i32, how: &Scheduling) -> bool {
+    // SAFETY: the calls read the structures passed, which live until they
+    // return, and change only the scheduling of thread `tid`.
+    unsafe {
+        libc::sched_setaffinity(tid, std::mem::size_of_val(&how.0), &how.0) == 0
+            && libc::sched_setscheduler(tid, how.1, &how.2) == 0
+    }
+}
+
+/// On CPU `cpu` alone, at real-time priority 1 (`SCHED_FIFO`): ahead of
+/// every ordinary process on that CPU.
+fn quiet_on(cpu: usize) -> Scheduling {
+    // SAFETY: all zeros is an empty CPU set; `CPU_SET` writes inside it
+    // (it ignores a CPU beyond the set's size).
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        set
+    };
+    Scheduling(set, libc::SCHED_FIFO, libc::sched_param { sched_priority: 1 })
 }
 
 /// A hybrid reader thread spins for about twice its recent wait for a
@@ -92,23 +113,23 @@ fn a_hybrid_reader_thread_stays_awake_for_requests_that_come_100_us_apart() {
     assert!(wait_for(LIMIT, || thread_named(pid, reader).is_some()), "the child's reader thread");
     let sleeps = || thread_named(pid, reader).unwrap().1;
     // The caller here and the child's reader thread each on a CPU of their
-    // own (with two or more), ahead of everything else where allowed:
-    // a CPU shared with other work makes the gaps milliseconds long, and
-    // the thread then rightly sleeps through them.
-    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    let quiet = two_cpus
-        && set_quiet(0, Some(0), false)
-        && set_quiet(thread_named(pid, reader).unwrap().0, Some(1), false);
-    // This thread as it was when the test ends, passed or not.
-    struct Undo(bool);
-    impl Drop for Undo {
+    // own (with two or more), ahead of everything else where allowed (as
+    // root): a CPU shared with other work makes the gaps milliseconds long,
+    // and the thread then rightly sleeps through them. This thread is
+    // scheduled as it was when the test ends, passed or not.
+    struct Restore(Option<Scheduling>);
+    impl Drop for Restore {
         fn drop(&mut self) {
-            if self.0 {
-                set_quiet(0, None, true);
+            if let Some(was) = &self.0 {
+                schedule(0, was);
             }
         }
     }
-    let undo = Undo(two_cpus);
+    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let restore = Restore(scheduling_of(0).filter(|_| two_cpus));
+    let quiet = restore.0.is_some()
+        && schedule(0, &quiet_on(0))
+        && schedule(thread_named(pid, reader).unwrap().0, &quiet_on(1));
     let pause = || {
         let start = std::time::Instant::now();
         while start.elapsed() < Duration::from_micros(100) {
@@ -132,7 +153,7 @@ fn a_hybrid_reader_thread_stays_awake_for_requests_that_come_100_us_apart() {
             break;
         }
     }
-    drop(undo);
+    drop(restore);
     assert!(
         slept.last() < Some(&(calls / 2)),
         "the reader thread slept {slept:?} times in {calls} calls (real-time priority: {quiet})"

@@ -453,7 +453,7 @@ impl SpinWait {
     /// Its look reads a line that stays in this core's cache until the
     /// other side writes it, so looking often costs that side nothing,
     /// while a look that comes late delays the whole wait: with bursts
-    /// that grow to 32 hints a hybrid round trip took 0.43 – 0.59 µs where
+    /// that grow to 32 hints a hybrid round trip took 0.43 – 0.60 µs where
     /// a spinning one took 0.33 (`docs/BENCHMARK.md`, "a hybrid wait that
     /// looks after every spin hint").
     pub(crate) fn polling() -> SpinWait {
