@@ -1055,6 +1055,40 @@ mod tests {
         }
     }
 
+    /// A spinning or hybrid reader's first looks at an empty ring (the
+    /// quick looks of a waiting claim) make one full attempt, not one a
+    /// look: they make another only once the read cursor or the cell
+    /// there has moved. An item too long for the reader's buffer that
+    /// comes right after that attempt is such a move: the next look makes
+    /// the second full attempt, which reports it. (Checked to fail with
+    /// the cell looked at after the attempt rather than before it: the
+    /// item's arrival is then taken for what the attempt saw; and with a
+    /// full attempt at every look.)
+    #[test]
+    fn a_waiting_claims_quick_looks_attempt_again_only_after_a_move() {
+        use crate::sync::WaitPolicy;
+        for policy in [WaitPolicy::Spin, WaitPolicy::Hybrid] {
+            let name = format!("circular-quick-{}-{policy:?}", std::process::id());
+            let writer = std::rc::Rc::new(
+                CircularBuffer::builder(&name).node_count(4).node_size(16).wait_policy(policy).create().unwrap(),
+            );
+            let reader = CircularBuffer::builder(&name).wait_policy(policy).open().unwrap();
+            let mut small = [0u8; 4];
+            hooks::quick_attempts();
+            let got = reader.read(&mut small, Some(Duration::from_millis(1)));
+            assert!(matches!(got, Err(Error::Timeout { .. })), "{policy:?}: {got:?}");
+            assert_eq!(hooks::quick_attempts(), 1, "{policy:?}: an empty ring that never moved");
+
+            let w = writer.clone();
+            hooks::at_quick_wait(move || w.write(b"too long", Some(Duration::ZERO)).unwrap());
+            let got = reader.read(&mut small, Some(Duration::from_secs(5)));
+            assert!(matches!(got, Err(Error::BufferTooSmall { item: 8, buffer: 4 })), "{policy:?}: {got:?}");
+            assert_eq!(hooks::quick_attempts(), 2, "{policy:?}: the item's arrival is a move");
+            drop((reader, writer));
+            let _ = crate::segment::Segment::remove(&name);
+        }
+    }
+
     /// The option word of a light ring, scribbled on, comes back from the
     /// sealed copy of the geometry at the next open, and the ring works;
     /// a ring with a plain option word opens as a ring without light
