@@ -619,6 +619,23 @@ impl CircularBuffer {
     /// Claims a node, waiting up to `timeout`, and repairing what a dead
     /// claimant left in the way.
     fn claim(&self, writer: bool, max_len: u64, timeout: Option<Duration>) -> Result<(u64, usize, u64)> {
+        // The common case first, inlined, without the general claim's
+        // set-up: the node at the cursor free for a writer, or holding an
+        // item that fits for a reader (and fits a node: a longer length is
+        // damage, which the general claim repairs). Everything else
+        // (waits, repairs, an item too long) is the general claim's, which
+        // looks again. An `RpcBuffer` round trip went from 0.37 – 0.385 to
+        // 0.35 µs (docs/BENCHMARK.md, "a waiting claim's quick looks").
+        let me = crate::sync::Liveness::token(&self.seg);
+        let most = max_len.min(self.node_size as u64);
+        let common = if writer {
+            self.ring().claim_write_now(me).map(|(pos, idx)| (pos, idx, 0))
+        } else {
+            self.ring().claim_read_now(me, |len| len <= most)
+        };
+        if let Some(got) = common {
+            return Ok(got);
+        }
         let waits = Waits {
             not_empty: self.wait_cell(false),
             not_full: self.wait_cell(true),
