@@ -1413,7 +1413,6 @@ impl Topic {
     /// lives while the slice does (nobody else reads or writes it), and
     /// `len` is at most its class's size.
     #[allow(clippy::mut_from_ref)]
-    #[inline]
     pub(super) unsafe fn chunk_mut(&self, chunk: Chunk, len: usize) -> &mut [u8] {
         assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
         // SAFETY: the caller's contract; `chunk.data` points at the chunk's
@@ -1426,7 +1425,6 @@ impl Topic {
     /// # Safety
     /// The caller holds `chunk` (LOANED or HELD) and nobody writes it while
     /// the slice lives; `len` is at most its class's size.
-    #[inline]
     unsafe fn chunk_ref(&self, chunk: Chunk, len: usize) -> &[u8] {
         assert!(len <= CLASS_SIZES[chunk.class], "chunk view past its class");
         // SAFETY: the caller's contract; as in `chunk_mut`.
@@ -1886,20 +1884,6 @@ impl Topic {
 
     /// [`take_message_until`](Self::take_message_until) from group slot
     /// `slot`'s ring of `partition` (slot 0: the default group's).
-    ///
-    /// `#[inline]`, as are [`chunk_ref`](Self::chunk_ref) and
-    /// [`chunk_mut`](Self::chunk_mut): the generic `receive_with` and
-    /// `send_with` are compiled in the caller's crate, and there a call to
-    /// this wrapper returned its result through memory and read it back
-    /// wider than it was written (a store that cannot be forwarded to the
-    /// load). Inlined, the in-place round trip went from 0.34 to 0.31 µs
-    /// (`docs/BENCHMARK.md`, "the in-place receive inlined"). Only
-    /// functions whose callees the crate exports already are marked:
-    /// inlining `take_chunk` or `publish_chunk` into the caller's crate as
-    /// well exported `alloc`, `chunk` and `publish_chunk_or_keep`, which
-    /// changed how they were inlined inside this crate and cost the copy
-    /// path's streams 5 – 9 %.
-    #[inline]
     pub(super) fn take_message_in(
         &self,
         slot: usize,
