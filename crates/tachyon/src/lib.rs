@@ -181,6 +181,8 @@ doc_pages! {
     ToolsDoctests = "../../../docs/tools.md";
     /// docs/BENCHMARK.md
     BenchmarkDoctests = "../../../docs/BENCHMARK.md";
+    /// docs/benchmark-history.md
+    BenchmarkHistoryDoctests = "../../../docs/benchmark-history.md";
     /// docs/operations.md
     OperationsDoctests = "../../../docs/operations.md";
     /// docs/c-api.md

@@ -123,7 +123,7 @@ pub(crate) fn pop_batch(chunks: usize) -> usize {
 /// keeps its chunks in a half of its own, without a lock (a stream's
 /// producer loans, and its consumer releases, at every message: a lock
 /// and an unlock each time cost a 64 B stream through chunks 5 – 8 % of
-/// its speed; docs/BENCHMARK.md, "The chunk cache without a lock"); the
+/// its speed; docs/benchmark-history.md, "The chunk cache without a lock"); the
 /// process's other threads share the other half behind a mutex. Each
 /// half holds up to `capacity` chunks.
 pub(crate) struct ChunkCache {

@@ -94,7 +94,7 @@ pub(crate) fn block(capacity: u32, inline: usize) -> usize {
 /// offsets, so that no one coincidence holds for more than a few messages.
 /// (Measured: the 1 KiB stream of one layout 1.13 - 1.16 x as fast with
 /// the slots moved 320 bytes on, and 1.22 x with this stride, paired
-/// medians of 16 interleaved rounds, `docs/BENCHMARK.md`.) Slots of 256
+/// medians of 16 interleaved rounds, `docs/benchmark-history.md`.) Slots of 256
 /// bytes and less are left dense: glibc's `memcpy` loads up to 256 bytes
 /// (eight AVX2 registers) before it stores any of them, so such a copy
 /// has no earlier store of its own to mistake a load for.

@@ -262,7 +262,7 @@ impl TopicConfig {
     /// [`inline_payload`](Self::inline_payload) this takes a stream of small
     /// messages from about 0.4 to about 0.6 of the raw ring's speed, and
     /// one of 1 KiB messages from about 0.7 – 0.8 to 0.8 – 1.0 of it
-    /// (docs/BENCHMARK.md). Through chunks, [`Topic::send`] then claims
+    /// (docs/benchmark-history.md). Through chunks, [`Topic::send`] then claims
     /// its cell before it copies the message into the chunk (1 KiB: about
     /// 0.75 to 0.85 of the raw ring; readers of the partition wait behind
     /// the cell while the bytes are copied).
@@ -1183,7 +1183,7 @@ impl Topic {
     /// [`loan`](Self::loan) + [`publish`](Loan::publish), but without a
     /// [`Loan`] value to carry: nothing to move, no reference count to
     /// take, so a loop that publishes in place runs faster this way (see
-    /// `docs/BENCHMARK.md`). [`send`](Self::send) does the same with a
+    /// `docs/benchmark-history.md`). [`send`](Self::send) does the same with a
     /// copy of a slice. Returns what `fill` returned.
     ///
     /// Waits up to `timeout` in all for a chunk (or, on a topic with
@@ -2265,7 +2265,7 @@ impl Topic {
     ///
     /// Its tail (release, wake, counts) repeats `take_inline`'s on purpose:
     /// the same fast path routed through `take_in` and `take_inline`
-    /// measured slower than no fast path at all at 1 KiB (docs/BENCHMARK.md,
+    /// measured slower than no fast path at all at 1 KiB (docs/benchmark-history.md,
     /// "the common path of an inline copy"). A change to one is a change
     /// to both.
     #[inline]

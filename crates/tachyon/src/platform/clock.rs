@@ -8,7 +8,7 @@
 //! ordered (`RDTSCP`, or `LFENCE; RDTSC`): about 30 ns on the virtual
 //! machines this is measured on, and it waits for every load before it.
 //! On a spinning round trip of 0.4 – 0.5 µs the two reads cost 85 ns
-//! (measured: see `docs/BENCHMARK.md`, 2026-12-04).
+//! (measured: see `docs/benchmark-history.md`, 2026-12-04).
 //!
 //! [`quanta`] reads the TSC itself where the processor says that it ticks
 //! at a constant rate in every power state (CPUID's invariant TSC), scaled

@@ -625,7 +625,7 @@ impl CircularBuffer {
         // damage, which the general claim repairs). Everything else
         // (waits, repairs, an item too long) is the general claim's, which
         // looks again. An `RpcBuffer` round trip went from 0.37 – 0.385 to
-        // 0.35 µs (docs/BENCHMARK.md, "a waiting claim's quick looks").
+        // 0.35 µs (docs/benchmark-history.md, "a waiting claim's quick looks").
         let me = crate::sync::Liveness::token(&self.seg);
         let most = max_len.min(self.node_size as u64);
         let common = if writer {

@@ -5,7 +5,7 @@
 //! producer thread, which loans a chunk at every message, and its consumer
 //! thread, which releases one at every message, each keep theirs with no
 //! locked instruction, where a mutex took two at every message (a lock and
-//! an unlock; `docs/BENCHMARK.md`, "The chunk cache without a lock").
+//! an unlock; `docs/benchmark-history.md`, "The chunk cache without a lock").
 //!
 //! Process-local memory (never in a segment). Why the owner's half needs
 //! no lock: `owner` is 0 until one compare-and-swap sets it to a thread's

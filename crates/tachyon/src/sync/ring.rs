@@ -1103,7 +1103,7 @@ impl Ring<'_> {
     /// trip's hop, which waits a few hundred nanoseconds, ends within the
     /// quick looks: on the AMD EPYC guest the topic's spinning round trip
     /// went from 0.33 to 0.29 µs and `CircularBuffer`'s from 0.39 – 0.41 to
-    /// 0.32 (docs/BENCHMARK.md, "a waiting claim's quick looks").
+    /// 0.32 (docs/benchmark-history.md, "a waiting claim's quick looks").
     #[cfg(not(tachyon_loom))]
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]

@@ -454,7 +454,7 @@ impl SpinWait {
     /// other side writes it, so looking often costs that side nothing,
     /// while a look that comes late delays the whole wait: with bursts
     /// that grow to 32 hints a hybrid round trip took 0.43 – 0.60 µs where
-    /// a spinning one took 0.33 (`docs/BENCHMARK.md`, "a hybrid wait that
+    /// a spinning one took 0.33 (`docs/benchmark-history.md`, "a hybrid wait that
     /// looks after every spin hint").
     pub(crate) fn polling() -> SpinWait {
         SpinWait { grow: false, ..SpinWait::new() }
