@@ -6,6 +6,7 @@
 //! cargo run --release -p tachyon-bench                # every group
 //! cargo run --release -p tachyon-bench -- --group rpc # one group
 //! cargo run --release -p tachyon-bench -- --help      # sizes, counts, reps, ...
+//! tachyon-bench compare --control BASE NEW -- --group topics ...  # two builds, A/B
 //! ```
 //!
 //! Groups:
@@ -38,6 +39,7 @@ mod asynch;
 mod bandwidth;
 mod bridge;
 mod charts;
+mod compare;
 mod fanout;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
@@ -77,6 +79,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Runs several builds of this benchmark on the same topics runs,
+    /// interleaved, and pairs each build's ratios with the first's.
+    Compare(compare::CompareArgs),
     /// Internal: the peer process started by the suite.
     #[command(hide = true)]
     Peer {
@@ -437,6 +442,7 @@ fn main() {
         Some(Command::Peer { role: PeerRole::Fanout(args) }) => {
             ("tachyon-bench fanout peer", fanout::peer(args))
         }
+        Some(Command::Compare(args)) => ("tachyon-bench compare", compare::compare(args)),
         None => ("tachyon-bench", suite(cli.suite)),
     };
     if let Err(e) = result {

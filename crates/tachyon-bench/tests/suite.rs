@@ -615,3 +615,97 @@ fn a_fanout_run_fails_cleanly_on_a_lost_or_duplicated_message_a_dead_or_a_stalle
     let e = stderr(&o);
     assert!(e.contains("consumer") && e.contains("no message came"), "{e}");
 }
+
+/// `compare` on a tiny topics run: the binary against itself and a copy of
+/// itself, two rounds; every run's report kept, the table written.
+#[test]
+fn compare_runs_builds_in_rounds_and_writes_the_paired_table() {
+    let out = out_dir("compare");
+    let tiny = [
+        "--group",
+        "topics",
+        "--reps",
+        "1",
+        "--stall-secs",
+        "5",
+        "--messages",
+        "2000",
+        "--round-trips",
+        "100",
+        "--topic-tests",
+        "throughput,latency",
+        "--topic-policies",
+        "spin",
+        "--topic-transports",
+        "raw-ring,cb",
+        "--throughput-sizes",
+        "64",
+    ];
+    let o = Command::new(BIN)
+        .args(["compare", "--rounds", "2", "--control", "--out"])
+        .arg(&out)
+        .args([BIN, "--"])
+        .args(tiny)
+        .output()
+        .expect("run tachyon-bench compare");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("## Builds compared"), "{table}");
+    assert!(table.contains(", 2 rounds, "), "{table}");
+    assert!(table.contains("| case | tachyon-bench | tachyon-bench-copy |"), "{table}");
+    for case in ["throughput cb/spin 64 B", "throughput raw-ring 64 B", "latency cb/spin 256 B"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {case} |")))
+            .unwrap_or_else(|| panic!("{case}:\n{table}"));
+        // The copy's cell pairs it with the base: "figure · ratio (won of rounds)".
+        assert!(row.contains(" · ") && row.contains(" of "), "{row}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("compare.md")).expect("compare.md"), table);
+    for round in 1..=2 {
+        for build in ["tachyon-bench", "tachyon-bench-copy"] {
+            let run = out.join(format!("round-{round}-{build}"));
+            assert!(run.join("topics.csv").is_file(), "{}", run.display());
+            assert!(run.join("run.log").is_file(), "{}", run.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `compare` refuses what it cannot do, and names a build whose run fails.
+#[test]
+fn compare_refuses_bad_arguments_and_names_a_failed_run() {
+    let out = out_dir("compare-bad");
+    let cmp = |args: &[&str]| {
+        let o =
+            Command::new(BIN).arg("compare").arg("--out").arg(&out).args(args).output().expect("run compare");
+        assert!(!o.status.success(), "{args:?} accepted");
+        stderr(&o)
+    };
+    assert!(cmp(&[BIN, "--", "--group", "topics"]).contains("nothing to compare"));
+    assert!(cmp(&["/no/such/tachyon-bench", BIN]).contains("no such binary"));
+    assert!(cmp(&["--control", BIN, "--", "--out", "x"]).contains("chooses each run's folder"));
+    assert!(cmp(&["--rounds", "0", "--control", BIN]).contains("at least 1"));
+    // A run that fails (a capacity that is no power of two): its build and
+    // its log are named.
+    let e = cmp(&["--control", BIN, "--", "--group", "topics", "--capacity", "100"]);
+    assert!(e.contains("tachyon-bench: the run failed") && e.contains("run.log"), "{e}");
+    // A run of another group writes no topics.csv.
+    let e = cmp(&[
+        "--control",
+        BIN,
+        "--",
+        "--group",
+        "rpc",
+        "--reps",
+        "1",
+        "--rpc-calls",
+        "10",
+        "--rpc-large-calls",
+        "1",
+        "--rpc-policies",
+        "spin",
+    ]);
+    assert!(e.contains("run it with --group topics"), "{e}");
+    let _ = std::fs::remove_dir_all(&out);
+}
