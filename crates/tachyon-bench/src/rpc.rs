@@ -20,6 +20,7 @@ use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{self, Fault, Peer, Watchdog, STARTUP};
 use crate::policy::Policy;
+use crate::probe::Steadiness;
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
 use std::collections::HashMap;
@@ -158,6 +159,27 @@ pub struct Sample {
     pub elapsed: Duration,
     /// Their round trips.
     pub rtt: Percentiles,
+    /// The slower of the cache-line probes taken just before and just
+    /// after the run, mean ns per round trip (see `probe.rs`); `None`
+    /// unpinned or when a probe gave up.
+    pub probe: Option<f64>,
+    /// How many earlier runs of this case and repetition were discarded
+    /// because their probes said the machine was slow.
+    pub retried: u32,
+}
+
+impl crate::probe::ProbedSample for Sample {
+    fn rep(&self) -> usize {
+        self.rep
+    }
+
+    fn probe(&self) -> Option<f64> {
+        self.probe
+    }
+
+    fn retried(&self) -> u32 {
+        self.retried
+    }
 }
 
 impl Sample {
@@ -204,8 +226,17 @@ fn peer_args(settings: &Settings, via: &str) -> Vec<String> {
     args
 }
 
-/// Runs one repetition of one case.
+/// Runs one repetition of one case between two probes of the machine's
+/// cache-line round trip, again while they say it was slow
+/// ([`crate::probe::run_probed`]), the socket's runs as well.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
+    let probed =
+        crate::probe::run_probed(settings.common.placement.reader(), || run_only(case, settings, rep))?;
+    Ok(Sample { probe: probed.probe, retried: probed.retried, ..probed.sample })
+}
+
+/// One run of one repetition of one case.
+fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
     let (calls, warmup) = settings.calls(case.msg());
     let total = warmup + calls;
     let stall = settings.common.stall;
@@ -303,7 +334,7 @@ pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String
             r
         }
     };
-    Ok(Sample { case, rep, calls, elapsed, rtt })
+    Ok(Sample { case, rep, calls, elapsed, rtt, probe: None, retried: 0 })
 }
 
 /// Checks that a response equals its request.
@@ -449,11 +480,26 @@ impl<'a> Results<'a> {
 
     /// `f(case) ÷ f(reference)` within each repetition, over the repetitions.
     fn paired(&self, case: Case, reference: Case, f: impl Fn(&Sample) -> f64) -> Option<Spread> {
+        self.paired_in(case, reference, f, |_| true)
+    }
+
+    /// [`paired`](Self::paired) over the pairs whose two samples `keep`
+    /// keeps.
+    fn paired_in(
+        &self,
+        case: Case,
+        reference: Case,
+        f: impl Fn(&Sample) -> f64,
+        keep: impl Fn(&Sample) -> bool,
+    ) -> Option<Spread> {
         let v: Vec<f64> = self
             .by
             .iter()
-            .filter(|((c, _), _)| *c == case)
-            .filter_map(|((_, rep), s)| Some(f(s) / f(self.by.get(&(reference, *rep))?)))
+            .filter(|((c, _), s)| *c == case && keep(s))
+            .filter_map(|((_, rep), s)| {
+                let r = self.by.get(&(reference, *rep)).filter(|r| keep(r))?;
+                Some(f(s) / f(r))
+            })
             .collect();
         Spread::of(&v)
     }
@@ -546,7 +592,10 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         }
     }
     out.push('\n');
-    out.push_str(&bars(settings, &res));
+    let steady = Steadiness::of(samples);
+    out.push_str(&bars(settings, &res, &steady));
+    let probed: Vec<&Sample> = samples.iter().collect();
+    out.push_str(&steady.render(&probed, "`--rpc-calls`, `--rpc-large-calls`"));
     out
 }
 
@@ -554,9 +603,10 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
 /// one packet ≥ 2 × the Unix socket's, a figure the issue measured with
 /// spinning waits; with futex waits, where every hop sleeps and is woken as
 /// a socket's does, the issue's futex bar: parity with the socket), each
-/// with the median of its per-repetition ratios; empty without the socket
-/// reference. This group has no steadiness probes: every repetition counts.
-fn bars(settings: &Settings, res: &Results<'_>) -> String {
+/// with the median of its per-repetition ratios, over every repetition and
+/// over the pairs of steady runs, on which it is judged when the runs were
+/// probed (see [`Steadiness`]); empty without the socket reference.
+fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
     let mut rows = String::new();
     for (shape, what) in [(SHAPES[0], "1 KiB calls"), (SHAPES[2], "512,000 B calls in one packet")] {
         let unix = Case { via: Via::Unix(shape.msg) };
@@ -565,26 +615,50 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
             for (via, how) in
                 [(Via::Rpc(p, shape, false), "`request`"), (Via::RpcInPlace(p, shape), "in place")]
             {
-                let Some(r) = res.paired(Case { via }, unix, Sample::rate) else { continue };
-                let met = if r.median >= bar { "yes" } else { "**no**" };
+                let case = Case { via };
+                let Some(r) = res.paired(case, unix, Sample::rate) else { continue };
+                // A slow phase's ratio would pass or fail a bar for the
+                // wrong reason: judged on the steady pairs where the runs
+                // were probed, else on every pair.
+                let calm =
+                    steady.best.and_then(|_| res.paired_in(case, unix, Sample::rate, |s| !steady.slow(s)));
+                let judged = if steady.best.is_some() { calm.map(|c| c.median) } else { Some(r.median) };
+                let met = match judged {
+                    None => "not judged (no steady pair)",
+                    Some(j) if j >= bar => "yes",
+                    Some(_) => "**no**",
+                };
                 let _ = writeln!(
                     rows,
-                    "| RpcBuffer {} {what}, {how}: calls/s ÷ Unix socket | {:.2} | ({:.2} – {:.2}) | ≥ {bar} | {met} |",
+                    "| RpcBuffer {} {what}, {how}: calls/s ÷ Unix socket | {:.2} | ({:.2} – {:.2}) | {} | ≥ {bar} | {met} |",
                     p.name(),
                     r.median,
                     r.min,
-                    r.max
+                    r.max,
+                    calm.map_or_else(|| "–".to_owned(), |c| format!("{:.2}", c.median)),
                 );
             }
         }
     }
+    let judged = if steady.best.is_some() {
+        "Each bar is judged on the median of its ratios over the pairs of runs that were both \
+         steady (\"How steady the machine was\", below), and not at all where no pair was; the \
+         median over every repetition is given beside it."
+    } else {
+        "Each bar is judged on the median of the per-repetition ratios (the runs were not \
+         probed: a slow phase counts)."
+    };
     stats::table_section(
         "Against the project's bars",
-        "Judged on the median of the per-repetition ratios (this group does not probe the \
-         machine's steadiness: a slow phase counts). The bar of 2 × the Unix socket is the \
-         issue's, measured there with spinning waits; with futex waits every hop sleeps and is \
-         woken, as the socket's do, and the bar is the issue's futex bar, parity.",
-        ["| measure | median ratio | (min – max) | bar | met |", "| --- | ---: | --- | ---: | --- |"],
+        &format!(
+            "{judged} The bar of 2 × the Unix socket is the issue's, measured there with spinning \
+             waits; with futex waits every hop sleeps and is woken, as the socket's do, and the \
+             bar is the issue's futex bar, parity."
+        ),
+        [
+            "| measure | median ratio | (min – max) | steady runs | bar | met |",
+            "| --- | ---: | --- | ---: | ---: | --- |",
+        ],
         &rows,
     )
 }
@@ -592,7 +666,7 @@ fn bars(settings: &Settings, res: &Results<'_>) -> String {
 /// One CSV line per sample.
 pub fn csv(samples: &[Sample]) -> String {
     let mut out = "case,transport,policy,msg_size,node_size,nodes,rep,calls,elapsed_ns,calls_per_sec,\
-                   p50_ns,p99_ns,p999_ns,max_ns,mean_ns\n"
+                   p50_ns,p99_ns,p999_ns,max_ns,mean_ns,probe_ns,retried\n"
         .to_owned();
     for s in samples {
         let (transport, policy, node, nodes) = match s.case.via {
@@ -603,7 +677,7 @@ pub fn csv(samples: &[Sample]) -> String {
         };
         let _ = writeln!(
             out,
-            "{},{transport},{policy},{},{node},{nodes},{},{},{},{:.1},{},{},{},{},{:.1}",
+            "{},{transport},{policy},{},{node},{nodes},{},{},{},{:.1},{},{},{},{},{:.1},{},{}",
             s.case,
             s.case.msg(),
             s.rep,
@@ -614,7 +688,9 @@ pub fn csv(samples: &[Sample]) -> String {
             s.rtt.p99,
             s.rtt.p999,
             s.rtt.max,
-            s.rtt.mean
+            s.rtt.mean,
+            s.probe.map_or_else(String::new, |p| format!("{p:.1}")),
+            s.retried
         );
     }
     out
@@ -699,12 +775,11 @@ mod tests {
     /// A sample of `case` in repetition `rep` whose calls took `secs` in all.
     fn sample(case: Case, rep: usize, calls: u64, secs: f64) -> Sample {
         let rtt = Percentiles { count: calls, p50: 1.0, p99: 1.0, p999: 1.0, max: 1.0, mean: 1.0 };
-        Sample { case, rep, calls, elapsed: Duration::from_secs_f64(secs), rtt }
+        Sample { case, rep, calls, elapsed: Duration::from_secs_f64(secs), rtt, probe: None, retried: 0 }
     }
 
-    #[test]
-    fn the_call_bars_are_judged_on_the_per_repetition_ratios_to_the_socket() {
-        let settings = Settings {
+    fn settings() -> Settings {
+        Settings {
             calls: 1000,
             large_calls: 100,
             policies: vec![Policy::Spin, Policy::Futex],
@@ -714,7 +789,12 @@ mod tests {
                 stall: Duration::from_secs(1),
                 placement: crate::pin::Placement::Free("test"),
             },
-        };
+        }
+    }
+
+    #[test]
+    fn the_call_bars_are_judged_on_the_per_repetition_ratios_to_the_socket() {
+        let settings = settings();
         let spin = Policy::Spin;
         let (small, large) = (SHAPES[0], SHAPES[2]);
         let mut samples = Vec::new();
@@ -734,22 +814,85 @@ mod tests {
             // Futex, 1 KiB: 1.5 × the socket, judged against parity.
             samples.push(sample(Case { via: Via::Rpc(Policy::Futex, small, false) }, rep, 1500, 1.0));
         }
-        let out = bars(&settings, &Results::new(&samples));
-        assert!(out.contains("| RpcBuffer spin 1 KiB calls, `request`: calls/s ÷ Unix socket | 4.00 | (3.00 – 5.00) | ≥ 2 | yes |"), "{out}");
-        assert!(out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | ≥ 2 | **no** |"), "{out}");
+        // Not probed (no steady column): judged on every repetition.
+        let steady = Steadiness::of(&samples);
+        assert!(steady.best.is_none());
+        let out = bars(&settings, &Results::new(&samples), &steady);
+        assert!(out.contains("a slow phase counts"), "{out}");
+        assert!(out.contains("| RpcBuffer spin 1 KiB calls, `request`: calls/s ÷ Unix socket | 4.00 | (3.00 – 5.00) | – | ≥ 2 | yes |"), "{out}");
+        assert!(out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 2 | **no** |"), "{out}");
         assert!(
             out.contains(
                 "| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 |"
             ),
             "{out}"
         );
-        assert!(out.contains("| RpcBuffer futex 1 KiB calls, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | ≥ 1 | yes |"), "{out}");
+        assert!(out.contains("| RpcBuffer futex 1 KiB calls, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 1 | yes |"), "{out}");
         // 1 KiB in place was not measured: no row.
         assert!(!out.contains("1 KiB calls, in place"), "{out}");
         // Without the socket there is nothing to judge.
         let alone: Vec<Sample> =
             samples.into_iter().filter(|s| !matches!(s.case.via, Via::Unix(_))).collect();
-        assert_eq!(bars(&settings, &Results::new(&alone)), "");
+        assert_eq!(bars(&settings, &Results::new(&alone), &steady), "");
+    }
+
+    /// Probed runs: a bar is judged on the pairs whose two runs were both
+    /// steady, and not at all where no pair was; the median over every
+    /// repetition stays beside it. The report then says how steady the
+    /// machine was.
+    #[test]
+    fn the_call_bars_are_judged_on_the_steady_pairs_when_probed() {
+        let settings = settings();
+        let (spin, large) = (Policy::Spin, SHAPES[2]);
+        let probed = |case: Case, rep: usize, calls: u64, probe: f64| Sample {
+            probe: Some(probe),
+            ..sample(case, rep, calls, 1.0)
+        };
+        let unix = Case { via: Via::Unix(512_000) };
+        let request = Case { via: Via::Rpc(spin, large, false) };
+        let in_place = Case { via: Via::RpcInPlace(spin, large) };
+        let mut samples = Vec::new();
+        // `request`: 2.5 × the socket in repetitions 0 and 1, 0.4 × in
+        // repetition 2, whose RpcBuffer run was slow (probe 500 ns against
+        // 60). In repetition 1 the socket's run was slow: repetition 0 is
+        // the one steady pair. In place: 4 × throughout, the same pair.
+        for (rep, socket_probe, request_calls, request_probe, in_place_probe) in
+            [(0, 60.0, 250, 62.0, 61.0), (1, 400.0, 250, 63.0, 65.0), (2, 61.0, 40, 500.0, 480.0)]
+        {
+            samples.push(probed(unix, rep, 100, socket_probe));
+            samples.push(probed(request, rep, request_calls, request_probe));
+            samples.push(probed(in_place, rep, 400, in_place_probe));
+        }
+        let steady = Steadiness::of(&samples);
+        assert_eq!(steady.best, Some(60.0));
+        let out = bars(&settings, &Results::new(&samples), &steady);
+        assert!(out.contains("pairs of runs that were both steady"), "{out}");
+        assert!(
+            out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 2.50 | (0.40 – 2.50) | 2.50 | ≥ 2 | yes |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | 4.00 | ≥ 2 | yes |"),
+            "{out}"
+        );
+        // Only slow pairs: not judged, whatever the ratio.
+        let slow: Vec<Sample> = samples
+            .iter()
+            .map(|s| if s.rep == 0 { Sample { probe: Some(490.0), ..*s } } else { *s })
+            .collect();
+        let steady_slow = Steadiness::of(&slow);
+        let out = bars(&settings, &Results::new(&slow), &steady_slow);
+        assert!(
+            out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | – | ≥ 2 | not judged (no steady pair) |"),
+            "{out}"
+        );
+        // The steadiness section: a row per repetition, its slow runs named.
+        let all: Vec<&Sample> = samples.iter().collect();
+        let section = steady.render(&all, "`--rpc-calls`");
+        assert!(section.contains("| 1 | 3 | 0 | 0.06 – 0.06 | 0 |"), "{section}");
+        assert!(section.contains("| 2 | 3 | 0 | 0.06 – 0.40 | **1** |"), "{section}");
+        assert!(section.contains("| 3 | 3 | 0 | 0.06 – 0.50 | **2** |"), "{section}");
+        assert!(section.contains("3 of 9 runs ran while the machine was slow."), "{section}");
     }
 
     #[test]

@@ -229,6 +229,20 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
     // handlers with each policy, and the three shapes in place with each.
     assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3 + 3 + 3 * 3, "{csv}");
     assert_eq!(csv.lines().filter(|l| l.contains(",rpc-in-place,")).count(), 3 * 3, "{csv}");
+    // As in the topics group: each run's probe and how often it was run
+    // again; where there are probes, the bars are judged on steady pairs
+    // and the report says how steady the machine was.
+    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns,retried")), "{csv}");
+    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').nth(1)?.parse().ok()).collect();
+    assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
+    let retried: Vec<u32> =
+        csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(retried.iter().all(|&r| r <= 2), "{retried:?}");
+    assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
+    assert!(
+        stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | met |"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

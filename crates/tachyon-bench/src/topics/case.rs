@@ -398,6 +398,20 @@ pub struct Sample {
 /// (latency only).
 pub(super) type Measured = (Duration, Option<Percentiles>);
 
+impl crate::probe::ProbedSample for Sample {
+    fn rep(&self) -> usize {
+        self.rep
+    }
+
+    fn probe(&self) -> Option<f64> {
+        self.probe
+    }
+
+    fn retried(&self) -> u32 {
+        self.retried
+    }
+}
+
 impl Sample {
     /// Messages (or round trips) per second.
     pub fn rate(&self) -> f64 {

@@ -5,7 +5,7 @@ use super::case::{Case, Sample, Settings, Test, Via};
 use super::results::{p50, Results};
 use crate::latency::{self, Percentiles};
 use crate::policy::Policy;
-use crate::probe::SLOW;
+use crate::probe::Steadiness;
 use crate::stats::{self, Spread};
 use std::fmt::Write as _;
 
@@ -127,89 +127,12 @@ pub(super) fn render(settings: &Settings, samples: &[Sample]) -> String {
         }
         out.push('\n');
     }
-    let steady = Steadiness::of(&res);
+    let steady = Steadiness::of(res.samples());
     out.push_str(&bars(settings, &res, &steady));
     out.push_str(&floors(settings, &res));
-    out.push_str(&steady.render(&res));
+    let probed: Vec<&Sample> = res.samples().collect();
+    out.push_str(&steady.render(&probed, "`--messages`, `--round-trips`"));
     out
-}
-
-/// How steady the machine was while each run ran: its cache-line probes
-/// (`probe.rs`). A virtual machine's two vCPUs are sometimes placed far
-/// apart, for a tenth of a second to seconds at a time, and such a phase
-/// does not slow every transport alike, so a ratio with a run of a slow
-/// phase in it says little about a quiet machine.
-struct Steadiness {
-    /// The quickest probe of the group (ns), if any was taken.
-    best: Option<f64>,
-}
-
-impl Steadiness {
-    fn of(res: &Results<'_>) -> Steadiness {
-        let best = res.samples().filter_map(|s| s.probe).fold(f64::NAN, f64::min);
-        Steadiness { best: (best > 0.0).then_some(best) }
-    }
-
-    /// Whether `s` ran in a slow phase (unknown: no).
-    fn slow(&self, s: &Sample) -> bool {
-        self.best.zip(s.probe).is_some_and(|(best, p)| p > best * SLOW)
-    }
-
-    fn render(&self, res: &Results<'_>) -> String {
-        let Some(best) = self.best else { return String::new() };
-        let reps = res.reps();
-        let mut out = String::new();
-        let _ = writeln!(out, "### How steady the machine was\n");
-        let _ = writeln!(
-            out,
-            "Before and after each run both processes' CPUs bounce a cache line {} times (mean \
-             round trip, the slower of the two probes). A run is slow when that took more than \
-             {SLOW} × the quickest probe of the group ({} µs): on a virtual machine, the host \
-             placing the two vCPUs far apart for a while (a tenth of a second to seconds), not \
-             the code. Such a phase slows transports unequally (those that move more lines \
-             across per message most), so the bars above are judged on the pairs of runs that \
-             were both steady. A run found slow is run again, up to twice, and the last run \
-             counts. A phase can also begin and end within a run, which the probes do not see: \
-             short runs (`--messages`, `--round-trips`) and more `--reps` make the steady \
-             figures cleaner.\n",
-            crate::probe::ROUND_TRIPS,
-            latency::us(best)
-        );
-        let _ = writeln!(out, "| repetition | runs | run again | probe µs (min – max) | slow runs |");
-        let _ = writeln!(out, "| ---: | ---: | ---: | --- | ---: |");
-        let mut slow_runs = 0;
-        let mut runs = 0;
-        for rep in 0..reps {
-            let probes: Vec<(f64, bool)> = res
-                .samples()
-                .filter(|s| s.rep == rep)
-                .filter_map(|s| Some((s.probe?, self.slow(s))))
-                .collect();
-            let (lo, hi) = probes.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &(p, _)| (lo.min(p), hi.max(p)));
-            let slow = probes.iter().filter(|p| p.1).count();
-            let again: u32 = res.samples().filter(|s| s.rep == rep).map(|s| s.retried).sum();
-            runs += probes.len();
-            slow_runs += slow;
-            if probes.is_empty() {
-                continue;
-            }
-            let _ = writeln!(
-                out,
-                "| {} | {} | {again} | {} – {} | {} |",
-                rep + 1,
-                probes.len(),
-                latency::us(lo),
-                latency::us(hi),
-                if slow > 0 { format!("**{slow}**") } else { "0".to_owned() }
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\n{slow_runs} of {runs} runs ran while the machine was slow{}\n",
-            if slow_runs * 2 > runs { ": run again on a quieter machine." } else { "." }
-        );
-        out
-    }
 }
 
 /// Where the spin throughput goes, step by step from the raw SPSC ring:

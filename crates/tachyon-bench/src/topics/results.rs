@@ -20,11 +20,6 @@ impl<'a> Results<'a> {
         Spread::of(&v)
     }
 
-    /// How many repetitions ran (the highest repetition + 1).
-    pub(super) fn reps(&self) -> usize {
-        self.by.keys().map(|(_, rep)| rep + 1).max().unwrap_or(0)
-    }
-
     /// `f(case) ÷ f(reference)` within each repetition, over the repetitions.
     pub(super) fn paired(
         &self,

@@ -20,28 +20,14 @@ use rpc::rpc_run;
 pub(crate) use topic::partition_keys;
 use topic::topic_run;
 
-/// How many times a run whose probes say the machine was slow is run
-/// again (the last run counts whatever its probes say).
-const RETRIES: u32 = 2;
-
-/// Runs one repetition of one case, between two probes of the machine's
-/// cache-line round trip; again, up to [`RETRIES`] times, while the
-/// probes say the host had placed the two vCPUs far apart (see
-/// `probe.rs`): the same for every transport, references included.
+/// Runs one repetition of one case between two probes of the machine's
+/// cache-line round trip, again while they say it was slow
+/// ([`crate::probe::run_probed`]): the same for every transport,
+/// references included.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
-    let other = settings.common.placement.reader();
-    let mut retried = 0;
-    loop {
-        let before = crate::probe::line_round_trip(other);
-        let mut sample = run_only(case, settings, rep)?;
-        let after = crate::probe::line_round_trip(other);
-        sample.probe = before.zip(after).map(|(b, a)| b.max(a));
-        sample.retried = retried;
-        if retried == RETRIES || !sample.probe.is_some_and(crate::probe::slow) {
-            return Ok(sample);
-        }
-        retried += 1;
-    }
+    let probed =
+        crate::probe::run_probed(settings.common.placement.reader(), || run_only(case, settings, rep))?;
+    Ok(Sample { probe: probed.probe, retried: probed.retried, ..probed.sample })
 }
 
 fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
