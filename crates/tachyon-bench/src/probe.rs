@@ -81,12 +81,19 @@ pub fn run_probed<S>(
 
 /// A sample taken between two probes (see [`run_probed`]).
 pub trait ProbedSample {
-    /// Its repetition (0-based).
-    fn rep(&self) -> usize;
-    /// The slower of its probes, ns; `None` if not probed.
-    fn probe(&self) -> Option<f64>;
-    /// Runs discarded before it as slow.
-    fn retried(&self) -> u32;
+    /// Its repetition (0-based), the slower of its probes (ns; `None` if
+    /// not probed), and how many runs were discarded before it as slow.
+    fn probed(&self) -> (usize, Option<f64>, u32);
+
+    /// Its repetition.
+    fn rep(&self) -> usize {
+        self.probed().0
+    }
+
+    /// The slower of its probes.
+    fn probe(&self) -> Option<f64> {
+        self.probed().1
+    }
 }
 
 /// How steady the machine was while a group's runs ran: their probes. A
@@ -144,7 +151,7 @@ impl Steadiness {
                 of_rep().filter_map(|s| Some((s.probe()?, self.slow(*s)))).collect();
             let (lo, hi) = probes.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &(p, _)| (lo.min(p), hi.max(p)));
             let slow = probes.iter().filter(|p| p.1).count();
-            let again: u32 = of_rep().map(|s| s.retried()).sum();
+            let again: u32 = of_rep().map(|s| s.probed().2).sum();
             runs += probes.len();
             slow_runs += slow;
             if probes.is_empty() {

@@ -169,16 +169,8 @@ pub struct Sample {
 }
 
 impl crate::probe::ProbedSample for Sample {
-    fn rep(&self) -> usize {
-        self.rep
-    }
-
-    fn probe(&self) -> Option<f64> {
-        self.probe
-    }
-
-    fn retried(&self) -> u32 {
-        self.retried
+    fn probed(&self) -> (usize, Option<f64>, u32) {
+        (self.rep, self.probe, self.retried)
     }
 }
 

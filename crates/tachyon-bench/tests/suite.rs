@@ -206,6 +206,28 @@ fn bad_arguments_are_refused() {
     }
 }
 
+/// Checks a group's CSV columns of probes: last, each run's cache-line
+/// probe (empty where a probe gave up, or unpinned) and how many times the
+/// run was repeated because its probe was slow (at most twice); where
+/// there are probes, the report says how steady the machine was. Whether
+/// there were.
+fn probed_runs(csv: &str, stdout: &str) -> bool {
+    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns,retried")), "{csv}");
+    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').nth(1)?.parse().ok()).collect();
+    assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
+    let retried: Vec<u32> =
+        csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(retried.iter().all(|&r| r <= 2), "{retried:?}");
+    assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
+    if !probes.is_empty() {
+        assert!(
+            stdout.contains("| repetition | runs | run again | probe µs (min – max) | slow runs |"),
+            "{stdout}"
+        );
+    }
+    !probes.is_empty()
+}
+
 #[test]
 fn a_tiny_rpc_group_runs_and_writes_its_report() {
     let (o, dir) = run_group("rpc-ok", &TINY_RPC, None);
@@ -230,15 +252,9 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
     assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3 + 3 + 3 * 3, "{csv}");
     assert_eq!(csv.lines().filter(|l| l.contains(",rpc-in-place,")).count(), 3 * 3, "{csv}");
     // As in the topics group: each run's probe and how often it was run
-    // again; where there are probes, the bars are judged on steady pairs
-    // and the report says how steady the machine was.
-    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns,retried")), "{csv}");
-    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').nth(1)?.parse().ok()).collect();
-    assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
-    let retried: Vec<u32> =
-        csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
-    assert!(retried.iter().all(|&r| r <= 2), "{retried:?}");
-    assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
+    // again; the bars table has a column of the steady pairs' ratio
+    // ("–" where nothing was probed).
+    probed_runs(&csv, &stdout);
     assert!(
         stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | met |"),
         "{stdout}"
@@ -281,22 +297,7 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("topics.csv")).expect("topics.csv");
-    // Last, each run's cache-line probe (empty where a probe gave up, or
-    // unpinned) and how many times the run was repeated because its probe
-    // was slow (at most twice); where there are probes, the report says
-    // how steady the machine was.
-    assert!(csv.lines().next().is_some_and(|h| h.ends_with(",mean_ns,probe_ns,retried")), "{csv}");
-    let probes: Vec<f64> = csv.lines().skip(1).filter_map(|l| l.rsplit(',').nth(1)?.parse().ok()).collect();
-    assert!(probes.iter().all(|&p| p > 0.0), "{probes:?}");
-    let retried: Vec<u32> =
-        csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
-    assert!(retried.iter().all(|&r| r <= 2), "{retried:?}");
-    assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
-    if !probes.is_empty() {
-        assert!(
-            stdout.contains("| repetition | runs | run again | probe µs (min – max) | slow runs |"),
-            "{stdout}"
-        );
+    if probed_runs(&csv, &stdout) {
         assert!(
             stdout.contains(
                 "| measure | median ratio | (min – max) | steady runs | bar | its design's reference | met |"

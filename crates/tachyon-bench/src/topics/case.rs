@@ -399,16 +399,8 @@ pub struct Sample {
 pub(super) type Measured = (Duration, Option<Percentiles>);
 
 impl crate::probe::ProbedSample for Sample {
-    fn rep(&self) -> usize {
-        self.rep
-    }
-
-    fn probe(&self) -> Option<f64> {
-        self.probe
-    }
-
-    fn retried(&self) -> u32 {
-        self.retried
+    fn probed(&self) -> (usize, Option<f64>, u32) {
+        (self.rep, self.probe, self.retried)
     }
 }
 
