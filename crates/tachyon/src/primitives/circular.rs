@@ -1106,6 +1106,45 @@ mod tests {
         }
     }
 
+    /// A writer that finds the ring full waits for its reader to free a
+    /// gap of cells before it claims (looks only, counted by the hooks),
+    /// and that wait is bounded: a reader that frees one node and stops
+    /// does not keep the writer from that node. A ring too small for a
+    /// gap has the writer wait at the tail's node at once. (Checked to
+    /// fail with the wait for the gap unbounded: the write never returns.)
+    #[test]
+    fn a_full_rings_writer_waits_for_a_gap_but_not_for_ever() {
+        use crate::sync::WaitPolicy;
+        for (nodes, policy, looks) in
+            [(64, WaitPolicy::Spin, 256), (64, WaitPolicy::Hybrid, 256), (8, WaitPolicy::Spin, 0)]
+        {
+            let name = format!("circular-gap-{}-{nodes}-{policy:?}", std::process::id());
+            let writer =
+                CircularBuffer::builder(&name).node_count(nodes).node_size(16).wait_policy(policy).create().unwrap();
+            for i in 0..nodes {
+                writer.write(&[i as u8], Some(Duration::ZERO)).unwrap();
+            }
+            assert!(matches!(writer.try_write(b"full"), Err(Error::Full { .. })));
+            let reading = {
+                let name = name.clone();
+                // Frees the oldest node only, once the writer waits.
+                std::thread::spawn(move || {
+                    let reader = CircularBuffer::builder(&name).wait_policy(policy).open().unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                    let mut buf = [0u8; 16];
+                    assert_eq!(reader.read(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+                    buf[0]
+                })
+            };
+            hooks::gap_looks();
+            writer.write(b"next", Some(Duration::from_secs(10))).unwrap();
+            assert_eq!(hooks::gap_looks(), looks, "{nodes} nodes, {policy:?}");
+            assert_eq!(reading.join().unwrap(), 0, "the oldest item was read");
+            drop(writer);
+            let _ = crate::segment::Segment::remove(&name);
+        }
+    }
+
     /// The option word of a light ring, scribbled on, comes back from the
     /// sealed copy of the geometry at the next open, and the ring works;
     /// a ring with a plain option word opens as a ring without light
