@@ -1248,9 +1248,10 @@ impl Ring<'_> {
     /// "a full ring's writer waits for a gap"). Only looks: the claim that
     /// follows is the claim as before, whatever they saw, and a reader
     /// that never frees the gap's cell (dead, or stopped) costs the writer
-    /// [`GAP_LOOKS`] looks, once per wait. Out of line and cold: a round
-    /// trip's claims wait as readers, and their quick looks keep the code
-    /// they had (inlined, it made `RpcBuffer` round trips 3 – 6 % longer).
+    /// [`GAP_LOOKS`] looks, once per wait. Out of line and cold: inlined
+    /// into the quick looks, it moved functions between the crate's
+    /// codegen units, and `RpcBuffer` round trips, which never fill a
+    /// ring, were 4 – 6 % longer (the same section of the history).
     #[cfg(not(tachyon_loom))]
     #[cold]
     #[inline(never)]
