@@ -52,6 +52,7 @@ mod pin;
 mod policy;
 mod probe;
 mod rawring;
+mod results;
 mod rpc;
 mod scaling;
 mod stats;

@@ -23,7 +23,6 @@ use crate::policy::Policy;
 use crate::probe::Steadiness;
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -455,46 +454,20 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
     }
 }
 
-/// The measurements of one run of the group, by case and repetition.
-struct Results<'a> {
-    by: HashMap<(Case, usize), &'a Sample>,
+impl crate::results::Keyed for Sample {
+    type Case = Case;
+
+    fn key(&self) -> (Case, usize) {
+        (self.case, self.rep)
+    }
 }
 
-impl<'a> Results<'a> {
-    fn new(samples: &'a [Sample]) -> Self {
-        Results { by: samples.iter().map(|s| ((s.case, s.rep), s)).collect() }
-    }
+/// The rpc group's samples by case and repetition.
+type Results<'a> = crate::results::Results<'a, Sample>;
 
-    fn spread(&self, case: Case, f: impl Fn(&Sample) -> f64) -> Option<Spread> {
-        let v: Vec<f64> = self.by.iter().filter(|((c, _), _)| *c == case).map(|(_, s)| f(s)).collect();
-        Spread::of(&v)
-    }
-
-    /// `f(case) ÷ f(reference)` within each repetition, over the repetitions.
-    fn paired(&self, case: Case, reference: Case, f: impl Fn(&Sample) -> f64) -> Option<Spread> {
-        self.paired_in(case, reference, f, |_| true)
-    }
-
-    /// [`paired`](Self::paired) over the pairs whose two samples `keep`
-    /// keeps.
-    fn paired_in(
-        &self,
-        case: Case,
-        reference: Case,
-        f: impl Fn(&Sample) -> f64,
-        keep: impl Fn(&Sample) -> bool,
-    ) -> Option<Spread> {
-        let v: Vec<f64> = self
-            .by
-            .iter()
-            .filter(|((c, _), s)| *c == case && keep(s))
-            .filter_map(|((_, rep), s)| {
-                let r = self.by.get(&(reference, *rep)).filter(|r| keep(r))?;
-                Some(f(s) / f(r))
-            })
-            .collect();
-        Spread::of(&v)
-    }
+/// Calls per second, as a figure the results take.
+fn calls_per_sec(s: &Sample) -> Option<f64> {
+    Some(s.rate())
 }
 
 /// The markdown section for this group.
@@ -534,15 +507,15 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
         let unix = Case { via: Via::Unix(msg) };
         let row =
             |out: &mut String, case: Case, nodes: String, packets: String, what: &str, wait: &str, dotnet| {
-                let Some(rate) = res.spread(case, Sample::rate) else { return };
-                let p50 = res.spread(case, |s| s.rtt.p50).map_or(0.0, |s| s.median);
-                let p99 = res.spread(case, |s| s.rtt.p99).map_or(0.0, |s| s.median);
+                let Some(rate) = res.spread(case, calls_per_sec) else { return };
+                let p50 = res.spread(case, |s| Some(s.rtt.p50)).map_or(0.0, |s| s.median);
+                let p99 = res.spread(case, |s| Some(s.rtt.p99)).map_or(0.0, |s| s.median);
                 let (vs_rate, vs_p50) = if case == unix {
                     ("1.00".to_owned(), "1.00".to_owned())
                 } else {
                     (
-                        ratio(res.paired(case, unix, Sample::rate)),
-                        ratio(res.paired(case, unix, |s| s.rtt.p50)),
+                        ratio(res.paired(case, unix, calls_per_sec)),
+                        ratio(res.paired(case, unix, |s| Some(s.rtt.p50))),
                     )
                 };
                 let _ = writeln!(
@@ -608,12 +581,12 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
                 [(Via::Rpc(p, shape, false), "`request`"), (Via::RpcInPlace(p, shape), "in place")]
             {
                 let case = Case { via };
-                let Some(r) = res.paired(case, unix, Sample::rate) else { continue };
+                let Some(r) = res.paired(case, unix, calls_per_sec) else { continue };
                 // A slow phase's ratio would pass or fail a bar for the
                 // wrong reason: judged on the steady pairs where the runs
                 // were probed, else on every pair.
                 let calm =
-                    steady.best.and_then(|_| res.paired_in(case, unix, Sample::rate, |s| !steady.slow(s)));
+                    steady.best.and_then(|_| res.paired_in(case, unix, calls_per_sec, |s| !steady.slow(s)));
                 let judged = if steady.best.is_some() { calm.map(|c| c.median) } else { Some(r.median) };
                 let met = match judged {
                     None => "not judged (no steady pair)",
