@@ -1266,7 +1266,8 @@ impl Ring<'_> {
         if !taken(pos) {
             return;
         }
-        // The first cell of its line: the readers have left the line.
+        // The gap's end, rounded down to the first cell of its line: once
+        // that cell is free, the readers are past the lines before it.
         let ahead = (pos + gap) & !(CELLS_PER_LINE - 1);
         for _ in 0..GAP_LOOKS {
             #[cfg(all(test, not(tachyon_loom)))]
