@@ -216,6 +216,13 @@ fn figure(rows: &[Row], case: &str) -> Option<(f64, bool)> {
     Spread::of(&ratios).map(|s| (s.median, true))
 }
 
+/// A run's absolute figure for one case: the median over its repetitions
+/// (msgs/s for throughput, p50 ns for round trips).
+fn absolute(rows: &[Row], case: &str) -> Option<f64> {
+    let values: Vec<f64> = rows.iter().filter(|r| r.case == case).map(|r| r.value).collect();
+    Spread::of(&values).map(|s| s.median)
+}
+
 /// Whether every run of a round was steady: no probe over [`SLOW`] × the
 /// quickest probe of the whole comparison (runs without probes count as
 /// steady).
@@ -224,7 +231,9 @@ fn steady(round: &[Vec<Row>], quickest: Option<f64>) -> bool {
     round.iter().flatten().all(|r| r.probe.is_none_or(|p| p <= q * SLOW))
 }
 
-/// The comparison's markdown table.
+/// The comparison's markdown table: each build's figures ÷ the raw ring
+/// of its own run, paired with the base's in the same round; then the
+/// same pairs on the absolute figures.
 fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
     let quickest = runs.iter().flatten().flatten().filter_map(|r| r.probe).fold(f64::NAN, f64::min);
     let quickest = (quickest > 0.0).then_some(quickest);
@@ -251,12 +260,37 @@ fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
         kept.len(),
         quickest.map_or("no probes".to_owned(), |q| format!("{q:.1} ns")),
     );
+    table(&mut out, labels, &cases, &kept, figure);
+    let _ = writeln!(
+        out,
+        "\n### Paired on the absolute figures\n\n\
+         The same rounds, each build's absolute figure (msgs/s, p50) ÷ the base's in the same round. \
+         The raw ring's code is part of each build: a change elsewhere can move it, and its speed \
+         with it (its 1 KiB stream by 5 – 8 % between two builds of 2026-12-05 whose raw ring was the \
+         same code), which the table above divides into every figure. Here it cannot; but a change \
+         of the host's speed between two runs of a round, which the table above cancels, stays. \
+         Where the two tables agree, the change is the build's.\n"
+    );
+    table(&mut out, labels, &cases, &kept, |rows, case| absolute(rows, case).map(|v| (v, false)));
+    out
+}
+
+/// One table of `render`: per case, the base's figure by `figure_of`,
+/// and each other build's with its pairing to the base's.
+fn table(
+    out: &mut String,
+    labels: &[&str],
+    cases: &[(String, bool)],
+    kept: &[&Vec<Vec<Row>>],
+    figure_of: impl Fn(&[Row], &str) -> Option<(f64, bool)>,
+) {
     let _ = writeln!(out, "| case | {} |", labels.join(" | "));
     let _ = writeln!(out, "| --- |{}", " ---: |".repeat(labels.len()));
-    for (case, lower) in &cases {
+    for (case, lower) in cases {
         let mut cells = Vec::new();
         for b in 0..labels.len() {
-            let figures: Vec<(f64, bool)> = kept.iter().filter_map(|round| figure(&round[b], case)).collect();
+            let figures: Vec<(f64, bool)> =
+                kept.iter().filter_map(|round| figure_of(&round[b], case)).collect();
             let Some(mid) = Spread::of(&figures.iter().map(|f| f.0).collect::<Vec<_>>()) else {
                 cells.push("–".to_owned());
                 continue;
@@ -274,7 +308,7 @@ fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
             }
             let pairs: Vec<(f64, f64)> = kept
                 .iter()
-                .filter_map(|round| Some((figure(&round[b], case)?.0, figure(&round[0], case)?.0)))
+                .filter_map(|round| Some((figure_of(&round[b], case)?.0, figure_of(&round[0], case)?.0)))
                 .collect();
             let paired = Spread::of(&pairs.iter().map(|(x, base)| x / base).collect::<Vec<_>>());
             let won = pairs.iter().filter(|(x, base)| if *lower { x < base } else { x > base }).count();
@@ -285,7 +319,6 @@ fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
         }
         let _ = writeln!(out, "| {case} | {} |", cells.join(" | "));
     }
-    out
 }
 
 #[cfg(test)]
@@ -354,6 +387,31 @@ mod tests {
         assert!(table.contains("| latency cb/spin 256 B | 2.000 | 1.875 · 0.938 (2 of 2) |"), "{table}");
         assert!(
             table.contains("| throughput raw-ring 64 B | 15.00 M/s | 15.00 M/s · 1.000 (0 of 2) |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn the_absolute_pairing_does_not_divide_by_a_raw_ring_that_moved_with_the_build() {
+        let run = |raw, cb, probe| parse(&csv(raw, cb, 160, 320, probe)).unwrap();
+        // The new build's raw ring streams 10 % slower (its code placed
+        // elsewhere), its `cb` exactly as fast as the base's.
+        let runs = vec![
+            vec![run(20e6, 10e6, 65.0), run(18e6, 10e6, 66.0)],
+            vec![run(20e6, 10e6, 65.0), run(18e6, 10e6, 66.0)],
+        ];
+        let table = render(&["base", "new"], &runs, &[]);
+        let (by_ratio, absolute) = table.split_once("### Paired on the absolute figures").unwrap();
+        // Divided by its own raw ring, `cb` looks 11 % faster...
+        assert!(by_ratio.contains("| throughput cb/spin 64 B | 0.500 | 0.556 · 1.111 (2 of 2) |"), "{table}");
+        // ... and paired on the absolute figures it is the same.
+        assert!(
+            absolute.contains("| throughput cb/spin 64 B | 10.00 M/s | 10.00 M/s · 1.000 (0 of 2) |"),
+            "{table}"
+        );
+        assert!(absolute.contains("| latency cb/spin 256 B | 320 ns | 320 ns · 1.000 (0 of 2) |"), "{table}");
+        assert!(
+            absolute.contains("| throughput raw-ring 64 B | 20.00 M/s | 18.00 M/s · 0.900 (0 of 2) |"),
             "{table}"
         );
     }
