@@ -1224,15 +1224,10 @@ impl Topic {
         timeout: Option<Duration>,
         fill: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R> {
-        let mut fill = Some(fill);
-        let mut out = None;
-        self.send_with_dyn(len, key, timeout, &mut |buf: &mut [u8]| {
-            if let Some(f) = fill.take() {
-                out = Some(f(buf));
-            }
-        })?;
-        // `send_with_dyn` returns `Ok` only after calling `fill` (once).
-        Ok(out.expect("a publish that succeeded ran its fill"))
+        let mut fill = CallOnce::new(fill);
+        self.send_with_dyn(len, key, timeout, &mut |buf: &mut [u8]| fill.call(buf))?;
+        // `send_with_dyn` returns `Ok` only after calling `fill`.
+        Ok(fill.result("a publish that succeeded ran its fill"))
     }
 
     /// [`send_with`](Self::send_with)'s work, compiled here once, out of
@@ -1842,15 +1837,10 @@ impl Topic {
         timeout: Option<Duration>,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.receive_with_dyn(slot, partition, timeout, &mut |bytes: &[u8]| {
-            if let Some(f) = f.take() {
-                out = Some(f(bytes));
-            }
-        })?;
-        // `receive_with_dyn` returns `Ok` only after calling `f` (once).
-        Ok(out.expect("a receive that succeeded lent its message"))
+        let mut f = CallOnce::new(f);
+        self.receive_with_dyn(slot, partition, timeout, &mut |bytes: &[u8]| f.call(bytes))?;
+        // `receive_with_dyn` returns `Ok` only after calling `f`.
+        Ok(f.result("a receive that succeeded lent its message"))
     }
 
     /// [`receive_with_in`](Self::receive_with_in)'s work, compiled here
@@ -3057,6 +3047,39 @@ fn claim_repaired() -> Error {
 pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     if waits.policy != WaitPolicy::Spin {
         cell.notify_all_with(waits.light);
+    }
+}
+
+/// A caller's `FnOnce` closure, called at most once through the `FnMut`
+/// that [`Topic::send_with`] and [`Topic::receive_with`] hand to their
+/// non-generic halves, and what it returned.
+struct CallOnce<F, R> {
+    f: Option<F>,
+    out: Option<R>,
+}
+
+impl<F, R> CallOnce<F, R> {
+    #[inline]
+    fn new(f: F) -> Self {
+        CallOnce { f: Some(f), out: None }
+    }
+
+    /// Calls the closure with `arg` the first time; does nothing after.
+    #[inline]
+    fn call<A>(&mut self, arg: A)
+    where
+        F: FnOnce(A) -> R,
+    {
+        if let Some(f) = self.f.take() {
+            self.out = Some(f(arg));
+        }
+    }
+
+    /// What the closure returned; `called` says why it must have been
+    /// called (an invariant of the caller's, not an input).
+    #[inline]
+    fn result(self, called: &str) -> R {
+        self.out.expect(called)
     }
 }
 
