@@ -21,14 +21,22 @@ const LONG: Option<Duration> = Some(Duration::from_secs(30));
 const MESSAGES: u64 = 10_000;
 const KEYS: u64 = 16;
 
-/// Ends the whole test process if a test is still running after `secs`:
-/// no test may hang, whatever executor it runs on.
-fn watchdog(secs: u64) {
+/// Ends the whole test process if the calling test is still running after
+/// `secs`: no test may hang, whatever executor it runs on. Dropping the
+/// guard (at the end of the test, passed or panicked) disarms it, so that
+/// one test's limit does not cut short the tests that run after it.
+#[must_use = "the watchdog is disarmed when the guard drops"]
+fn watchdog(secs: u64) -> std::sync::mpsc::Sender<()> {
+    let (disarm, armed) = std::sync::mpsc::channel::<()>();
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
     std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(secs));
-        eprintln!("async_bus: a test ran longer than {secs} s; failing");
-        std::process::exit(101);
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(Duration::from_secs(secs))
+        {
+            eprintln!("async_bus: {test} ran longer than {secs} s; failing");
+            std::process::exit(101);
+        }
     });
+    disarm
 }
 
 fn region(name: &str, policy: WaitPolicy) -> Region {
@@ -131,7 +139,7 @@ fn async_consumer_of_a_light_topic() {
 /// A producer process streams to a subscription consumed by an async task
 /// on a current-thread tokio runtime, through topic "t" of `cfg`.
 fn current_thread_consumer(tag: &str, cfg: TopicConfig) {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     let name = unique(tag);
     let _c = RemoveRegion(name.clone());
     let region = region_with(&name, cfg);
@@ -149,7 +157,7 @@ fn current_thread_consumer(tag: &str, cfg: TopicConfig) {
 
 #[test]
 fn async_consumer_under_tokio_multi_thread() {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     let name = unique("async-multi");
     let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Futex);
@@ -176,7 +184,7 @@ fn async_consumer_under_tokio_multi_thread() {
 
 #[test]
 fn async_consumer_under_futures_executor() {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     let name = unique("async-fx");
     let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
@@ -190,7 +198,7 @@ fn async_consumer_under_futures_executor() {
 /// Per-partition futures (Topic::receive_async), one task per partition.
 #[test]
 fn async_topic_receive_per_partition() {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     let name = unique("async-part");
     let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
@@ -249,7 +257,7 @@ fn poll_once<F: Future>(fut: F) -> Option<F::Output> {
 /// from another process is received exactly once, in order per key.
 #[test]
 fn cancelled_receives_lose_nothing() {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     let name = unique("async-cancel");
     let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Hybrid);
@@ -303,7 +311,7 @@ fn cancelled_receives_lose_nothing() {
 /// full again at the end (every group released every chunk).
 #[test]
 fn groups_async_under_two_executors_with_cancellations() {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     let name = unique("async-groups");
     let _c = RemoveRegion(name.clone());
     let cfg = RegionConfig::default().size(16 << 20).ring_arena(2 << 20).max_groups(3);
@@ -369,7 +377,7 @@ fn groups_async_under_two_executors_with_cancellations() {
 /// again at the end.
 #[test]
 fn cancelled_loans_and_publishes_leak_nothing() {
-    watchdog(120);
+    let _watchdog = watchdog(120);
     let name = unique("async-loan");
     let _c = RemoveRegion(name.clone());
     let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
@@ -412,7 +420,7 @@ fn cancelled_loans_and_publishes_leak_nothing() {
 /// spread over them, in order per key, under each wait policy.
 #[test]
 fn subscription_over_four_partitions_under_each_policy() {
-    watchdog(240);
+    let _watchdog = watchdog(240);
     for policy in [WaitPolicy::Futex, WaitPolicy::Hybrid, WaitPolicy::Spin] {
         let name = unique("sub-policy");
         let _c = RemoveRegion(name.clone());
@@ -449,7 +457,7 @@ fn async_ring_reader_across_processes_light() {
 }
 
 fn async_ring_reader(light: bool) {
-    watchdog(120);
+    let _watchdog = watchdog(120);
     let name = unique("async-ring");
     let ring = tachyon::CircularBuffer::builder(&name)
         .node_count(8)
@@ -473,7 +481,7 @@ fn async_ring_reader(light: bool) {
 
 #[test]
 fn async_broadcast_and_event() {
-    watchdog(120);
+    let _watchdog = watchdog(120);
     let name = unique("async-bc");
     let bus = tachyon::BroadcastBuffer::create(&name, 4, 16, tachyon::Overflow::Block).unwrap();
     let mut readers: Vec<_> = (0..2).map(|_| bus.subscribe().unwrap()).collect();
@@ -512,7 +520,7 @@ fn async_broadcast_and_event() {
 /// A cancelled event wait, woken by an auto-reset set, passes the set on.
 #[test]
 fn cancelled_event_wait_passes_the_set_on() {
-    watchdog(60);
+    let _watchdog = watchdog(60);
     let event = tachyon::sync::Event::new(tachyon::sync::EventMode::AutoReset);
     std::thread::scope(|s| {
         let mut first = Box::pin(event.wait_async());
@@ -528,7 +536,7 @@ fn cancelled_event_wait_passes_the_set_on() {
 /// The stream and a ring write future in one select loop.
 #[test]
 fn async_ring_writer_waits_for_room() {
-    watchdog(60);
+    let _watchdog = watchdog(60);
     let name = unique("async-ring-w");
     let ring = tachyon::CircularBuffer::create(&name, 2, 16).unwrap();
     ring.try_write(b"1").unwrap();
@@ -558,7 +566,7 @@ fn async_ring_writer_waits_for_room() {
 /// producer process sends.
 #[test]
 fn wait_set_across_processes() {
-    watchdog(120);
+    let _watchdog = watchdog(120);
     let name = unique("waitset");
     let _c = RemoveRegion(name.clone());
     let region = region(&name, WaitPolicy::Futex);

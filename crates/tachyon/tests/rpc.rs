@@ -272,6 +272,17 @@ fn a_timed_out_request_frees_its_slot_and_its_late_response_is_discarded() {
     finish(rpc, child);
 }
 
+/// Waits until a request sent by another thread has gone out (this end's
+/// `requests_sent` past `before`), then 50 ms more for its caller to settle
+/// into its wait. A fixed sleep alone would let a loaded machine kill the
+/// child before the request left: the call would then go to the next
+/// client (this end stays open when one leaves) and end in a timeout
+/// instead of `PeerDied`.
+fn sent_then_settled(rpc: &RpcBuffer, before: u64) {
+    assert!(wait_for(LIMIT, || rpc.stats().requests_sent > before), "the request went out");
+    std::thread::sleep(Duration::from_millis(50));
+}
+
 /// Spinning and hybrid callers read their own responses in the lane
 /// (`rpc/lane.rs`: the reader role held from before the request goes out,
 /// no slot, no pending map): responses of one packet and of several, into
@@ -325,7 +336,7 @@ fn callers_reading_in_the_lane_get_every_kind_of_answer_and_see_their_peer_die()
         // lane the whole time, a hybrid one asleep on its slot).
         std::thread::scope(|s| {
             let pending = s.spawn(|| rpc.request(b"hang:", LONG));
-            std::thread::sleep(Duration::from_millis(100));
+            sent_then_settled(&rpc, after.requests_sent);
             kill(&mut child.0);
             let r = pending.join().unwrap();
             assert!(matches!(r, Err(Error::PeerDied)), "{policy:?}: {r:?}");
@@ -373,12 +384,13 @@ fn a_caller_reading_for_itself_sees_its_peer_die_within_a_tick() {
         let (rpc, mut child) = channel_with("rpc-self-reader-kill", "server", policy);
         assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up", "{policy:?}");
         let cancel = tachyon::primitives::CancelToken::new();
+        let sent = rpc.stats().requests_sent;
         std::thread::scope(|s| {
             let pending = s.spawn(|| match policy {
                 WaitPolicy::Spin => rpc.request_with_cancel(b"hang:", LONG, &cancel),
                 _ => rpc.request(b"hang:", LONG),
             });
-            std::thread::sleep(Duration::from_millis(100));
+            sent_then_settled(&rpc, sent);
             kill(&mut child.0);
             let started = std::time::Instant::now();
             let r = pending.join().unwrap();
@@ -393,10 +405,11 @@ fn a_caller_reading_for_itself_sees_its_peer_die_within_a_tick() {
 fn a_sigkilled_client_fails_pending_requests_with_peer_died_and_the_server_stays_open() {
     let (rpc, mut child) = channel("rpc-kill");
     assert_eq!(rpc.request(b"echo:up", LONG).unwrap(), b"up");
+    let sent = rpc.stats().requests_sent;
     std::thread::scope(|s| {
         let pending = s.spawn(|| rpc.request(b"hang:", LONG));
-        // Let the request reach the child's handler, then kill the child.
-        std::thread::sleep(Duration::from_millis(100));
+        // Let the request go out (to the child's handler), then kill the child.
+        sent_then_settled(&rpc, sent);
         kill(&mut child.0);
         // A 30 s request ends with PeerDied, not Timeout.
         assert!(matches!(pending.join().unwrap(), Err(Error::PeerDied)));

@@ -357,9 +357,10 @@ fn read_where_it_lies(role: &str, policy: WaitPolicy) {
         let one_packet = len <= ROOM;
         // A sleeping caller may lose a response to a preempted reader
         // thread (above), more often on a loaded machine: on futex a
-        // one-packet call is made again, up to 20 times, until one is read
-        // in place. Whether it can be is what this checks, not how often.
-        let tries = if policy == WaitPolicy::Futex && one_packet { 20 } else { 1 };
+        // one-packet call is made again, up to 500 times, until one is
+        // read in place (then it stops). Whether it can be is what this
+        // checks, not how often.
+        let tries = if policy == WaitPolicy::Futex && one_packet { 500 } else { 1 };
         let mut in_ring = false;
         let mut file = None;
         for _ in 0..tries {
@@ -452,9 +453,9 @@ fn a_hybrid_caller_learns_to_wait_in_place_for_responses_that_take_longer_than_5
     // On a quiet machine the fifth comes within 6 - 13 calls; beside two
     // busy loops within 19 - 309, beside four within 30 - 634, and a CI
     // run beside two compilers once saw 1 in 400. So the bound is
-    // generous (4,000 calls of about 120 µs). With a fixed 50 µs budget
-    // none would come at all.
-    while in_ring < 5 && calls < 4000 {
+    // generous (20,000 calls of about 120 µs; it stops at the fifth). With
+    // a fixed 50 µs budget none would come at all.
+    while in_ring < 5 && calls < 20_000 {
         calls += 1;
         let (same, file) = rpc
             .request_with(b"slow:patience", LONG, |response| {
