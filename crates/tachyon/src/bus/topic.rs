@@ -1002,7 +1002,8 @@ impl Topic {
     /// Fails with [`Error::MessageTooLarge`] above 1 MiB, and
     /// [`Error::PoolExhausted`] when the timeout passes. Dropping the loan
     /// unpublished returns the chunk. The loan's bytes start 64-byte
-    /// aligned.
+    /// aligned. In a hot loop, [`send_with`](Self::send_with) does the same
+    /// zero-copy work without a value to move.
     ///
     /// ```
     /// use std::io::Write;
@@ -1181,10 +1182,11 @@ impl Topic {
     /// `key`: `fill` writes the message's `len` bytes where receivers will
     /// read them, and it is published when `fill` returns. Zero-copy, like
     /// [`loan`](Self::loan) + [`publish`](Loan::publish), but without a
-    /// [`Loan`] value to carry: nothing to move, no reference count to
-    /// take, so a loop that publishes in place runs faster this way (see
-    /// `docs/benchmark-history.md`). [`send`](Self::send) does the same with a
-    /// copy of a slice. Returns what `fill` returned.
+    /// [`Loan`] value to carry: `loan` returns a `Result<Loan>` of 88 bytes
+    /// through memory, which its caller copies, and a loop that publishes
+    /// in place runs 6 – 9 % faster this way (`docs/BENCHMARK.md`, "the
+    /// loan path"). [`send`](Self::send) does the same with a copy of a
+    /// slice. Returns what `fill` returned.
     ///
     /// Waits up to `timeout` in all for a chunk (or, on a topic with
     /// [inline slots](TopicConfig::inline_payload) that `len` fits, for a
