@@ -438,6 +438,7 @@ fn broad_role(role: &str, arg: &str) {
             let mut directory_flips = 0u64;
             let mut last_directory = std::time::Instant::now();
             let mut entry_hits: [Option<(usize, std::time::Instant)>; 2] = [None, None];
+            let mut config_hit: Option<(usize, std::time::Instant)> = None;
             let copy = map.config_copy(BROAD_TOPICS.len());
             while std::time::Instant::now() < deadline || (burst && flips < 300) {
                 let off = match rng.below(8) {
@@ -471,15 +472,28 @@ fn broad_role(role: &str, arg: &str) {
                                 entry_hits[entry] = Some((copy, std::time::Instant::now()));
                                 map.directory + map.entry_bytes * entry + 8 * word
                             }
-                            2 => {
-                                let words =
-                                    [map.version, map.max_topics, map.metas, map.total_chunks, map.lease]
-                                        .into_iter()
-                                        .chain(map.config.clone().step_by(8))
-                                        .collect::<Vec<_>>();
-                                words[rng.below(words.len() as u64) as usize]
+                            // The configuration's words, then its second
+                            // copy: as for the entries, not the other copy
+                            // of one hit less than 250 ms ago.
+                            which => {
+                                let copy_hit = usize::from(which == 3);
+                                if config_hit.is_some_and(|(c, at): (usize, std::time::Instant)| {
+                                    c != copy_hit && at.elapsed() < Duration::from_millis(250)
+                                }) {
+                                    continue;
+                                }
+                                config_hit = Some((copy_hit, std::time::Instant::now()));
+                                if copy_hit == 0 {
+                                    let words =
+                                        [map.version, map.max_topics, map.metas, map.total_chunks, map.lease]
+                                            .into_iter()
+                                            .chain(map.config.clone().step_by(8))
+                                            .collect::<Vec<_>>();
+                                    words[rng.below(words.len() as u64) as usize]
+                                } else {
+                                    copy + 8 * rng.below(9) as usize
+                                }
                             }
-                            _ => copy + 8 * rng.below(9) as usize,
                         }
                     }
                 };
