@@ -1284,18 +1284,35 @@ fn a_damaged_rpc_packet_header_costs_that_request_only() {
         server.stop();
         let tail = raw.tail().load(Ordering::SeqCst);
         let msg = vec![0x5a; d.len];
-        let call = client.request_async(&msg);
-        // Queued, unread: the request's packets, as the client wrote them.
-        let count = d.len.div_ceil(RPC_NODE - 32) as u64;
-        assert_eq!(raw.tail().load(Ordering::SeqCst), tail + count, "{what}");
-        let pos = tail + d.packet as u64;
-        assert_eq!(header(pos, 0).load(Ordering::SeqCst), 2 | 1 << 8 | count << 32, "{what}");
-        assert_eq!(header(pos, 3).load(Ordering::SeqCst), d.len as u64 | (d.packet as u64) << 32, "{what}");
-        let word = header(pos, d.word);
-        word.store((d.set)(word.load(Ordering::SeqCst)), Ordering::SeqCst);
-        server.resume();
-
-        let result = common::block_on(call);
+        // A request meant to time out waits the client's default 300 ms
+        // (`request_async`); the one whose error must come back waits as
+        // long as a loaded machine may take to resume the server (a
+        // blocking `request` of its own on another thread).
+        let result = std::thread::scope(|s| {
+            let call = match d.cost {
+                Cost::Refused => Err(s.spawn(|| client.request(&msg, LONG))),
+                _ => Ok(client.request_async(&msg)),
+            };
+            // Queued, unread: the request's packets, as the client wrote them.
+            let count = d.len.div_ceil(RPC_NODE - 32) as u64;
+            let queued =
+                common::wait_for(common::LIMIT, || raw.tail().load(Ordering::SeqCst) == tail + count);
+            assert!(queued, "{what}: tail {} of {}", raw.tail().load(Ordering::SeqCst), tail + count);
+            let pos = tail + d.packet as u64;
+            assert_eq!(header(pos, 0).load(Ordering::SeqCst), 2 | 1 << 8 | count << 32, "{what}");
+            assert_eq!(
+                header(pos, 3).load(Ordering::SeqCst),
+                d.len as u64 | (d.packet as u64) << 32,
+                "{what}"
+            );
+            let word = header(pos, d.word);
+            word.store((d.set)(word.load(Ordering::SeqCst)), Ordering::SeqCst);
+            server.resume();
+            match call {
+                Ok(pending) => common::block_on(pending),
+                Err(thread) => thread.join().unwrap(),
+            }
+        });
         match d.cost {
             Cost::Timeout | Cost::Misaddressed => {
                 assert!(matches!(result, Err(Error::Timeout { .. })), "{what}: {result:?}")
