@@ -1184,9 +1184,9 @@ impl Topic {
     /// [`loan`](Self::loan) + [`publish`](Loan::publish), but without a
     /// [`Loan`] value to carry: `loan` returns a `Result<Loan>` of 88 bytes
     /// through memory, which its caller copies, and a loop that publishes
-    /// in place runs 6 – 9 % faster this way (`docs/BENCHMARK.md`, "the
-    /// loan path"). [`send`](Self::send) does the same with a copy of a
-    /// slice. Returns what `fill` returned.
+    /// in place runs faster this way (by 6 – 15 % in the benchmark's 1 KiB
+    /// stream; `docs/BENCHMARK.md`, "the loan path"). [`send`](Self::send)
+    /// does the same with a copy of a slice. Returns what `fill` returned.
     ///
     /// Waits up to `timeout` in all for a chunk (or, on a topic with
     /// [inline slots](TopicConfig::inline_payload) that `len` fits, for a
