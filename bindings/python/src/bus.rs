@@ -1486,7 +1486,7 @@ impl PyLoan {
             loan.truncate(n);
         }
         let timeout = timeout_of(timeout_ns);
-        let topic = loan.topic().clone();
+        let topic = loan.topic();
         let partition = topic.partition_of(Key(key));
         if timeout.is_none_or(|t| !t.is_zero()) {
             // A publish cannot be retried (it consumes the loan): wait for

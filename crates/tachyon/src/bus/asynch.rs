@@ -84,7 +84,7 @@ impl Topic {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn receive_async(&self, partition: u32) -> impl Future<Output = Result<Message>> + Send + 'static {
-        let mut me = Owned { parked: Parked::default(), topic: self.clone(), extra: partition };
+        let mut me = Owned { parked: Parked::default(), topic: self.share(), extra: partition };
         poll_fn(move |cx| {
             let Owned { parked, topic, extra: p } = &mut me;
             let points = topic.waits(*p).map(|w| vec![w.not_empty.sleep_point_with(w.light)]);
@@ -118,7 +118,7 @@ impl Topic {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn loan_async(&self, size: usize) -> impl Future<Output = Result<Loan>> + Send + 'static {
-        let mut me = Owned { parked: Parked::default(), topic: self.clone(), extra: size };
+        let mut me = Owned { parked: Parked::default(), topic: self.share(), extra: size };
         poll_fn(move |cx| {
             let Owned { parked, topic, extra: size } = &mut me;
             let region = topic.region();
@@ -151,7 +151,7 @@ impl Loan {
     /// Dropping the future before it resolves drops the message (its chunk
     /// goes back to the pool), as dropping the loan does.
     pub fn publish_async(self, key: Key) -> impl Future<Output = Result<()>> + Send + 'static {
-        let topic = self.topic().clone();
+        let topic = self.topic().share();
         let mut me = Owned { parked: Parked::default(), topic, extra: self };
         poll_fn(move |cx| {
             let Owned { parked, topic, extra: loan } = &mut me;

@@ -301,7 +301,7 @@ pub(crate) fn join(topic: &Topic, name: &str, from: JoinFrom) -> Result<(usize, 
         });
     };
     let member = Member {
-        topic: topic.clone(),
+        topic: topic.share(),
         slot,
         gen,
         counted: std::sync::atomic::AtomicBool::new(true),
