@@ -328,6 +328,17 @@ struct SuiteArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,hybrid")]
     scaling_procs_policies: Vec<Policy>,
 
+    /// scaling: data paths of the one-process runs (a producer and a
+    /// consumer thread, the consumer's handle a clone or its own): `copy`,
+    /// `loan` (`none` for none).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "copy,loan",
+        value_parser = |s: &str| or_none(s, scaling::parse_thread_path)
+    )]
+    scaling_threads: Vec<OrNone<scaling::ThreadPath>>,
+
     /// fanout: consumer groups of the runs (one consumer process each).
     #[arg(
         long,
@@ -549,6 +560,15 @@ fn suite(args: SuiteArgs) -> Result<(), String> {
             capacity: args.capacity,
             stall: common.stall,
             cpus: procs_cpus.clone(),
+        },
+        threads: scaling::ThreadsSettings {
+            paths: in_order(&some(&args.scaling_threads)),
+            policy: args.scaling_policy,
+            size: 1024,
+            messages: args.messages,
+            capacity: args.capacity,
+            stall: common.stall,
+            placement,
         },
     };
 

@@ -17,10 +17,14 @@
 //! * **Throughput vs processes**: N producer processes × M consumer
 //!   processes on one topic of 1 and 4 partitions, 1 KiB messages on the
 //!   copy path, spin and hybrid; see [`procs`].
+//! * **Throughput in one process**: a producer thread and a consumer
+//!   thread, the consumer's handle a clone of the producer's or one of its
+//!   own, copy and loan paths; see [`threads`].
 
 pub(crate) mod procs;
 mod procs_peer;
 pub(crate) mod procs_run;
+pub(crate) mod threads;
 
 use crate::charts::{Chart, Series};
 use crate::latency;
@@ -32,6 +36,7 @@ use std::fmt::Write as _;
 
 pub use procs::{parse_shape, Settings as ProcsSettings, Shape};
 pub use procs_peer::{peer, PeerArgs, Role};
+pub use threads::{parse_path as parse_thread_path, Path as ThreadPath, Settings as ThreadsSettings};
 
 /// A configuration of the group: a topics run, or an N × M processes run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,6 +45,8 @@ pub enum ScalingCase {
     Topic(Case),
     /// N producers × M consumers.
     Procs(procs::Case),
+    /// A producer and a consumer thread of this process.
+    Threads(threads::Case),
 }
 
 impl std::fmt::Display for ScalingCase {
@@ -47,6 +54,7 @@ impl std::fmt::Display for ScalingCase {
         match self {
             ScalingCase::Topic(c) => c.fmt(f),
             ScalingCase::Procs(c) => c.fmt(f),
+            ScalingCase::Threads(c) => c.fmt(f),
         }
     }
 }
@@ -58,6 +66,8 @@ pub enum ScalingSample {
     Topic(Sample),
     /// Of an N × M processes run.
     Procs(procs::Sample),
+    /// Of a one-process run.
+    Threads(threads::Sample),
 }
 
 /// What the user asked for.
@@ -76,6 +86,8 @@ pub struct Settings {
     pub policy: Policy,
     /// The N × M processes runs.
     pub procs: ProcsSettings,
+    /// The one-process runs.
+    pub threads: ThreadsSettings,
 }
 
 impl Settings {
@@ -134,16 +146,18 @@ fn rate(s: &Sample) -> Option<f64> {
     Some(s.rate())
 }
 
-fn split(samples: &[ScalingSample]) -> (Vec<Sample>, Vec<procs::Sample>) {
+fn split(samples: &[ScalingSample]) -> (Vec<Sample>, Vec<procs::Sample>, Vec<threads::Sample>) {
     let mut topic = Vec::new();
     let mut procs = Vec::new();
+    let mut threads = Vec::new();
     for s in samples {
         match s {
             ScalingSample::Topic(s) => topic.push(*s),
             ScalingSample::Procs(s) => procs.push(*s),
+            ScalingSample::Threads(s) => threads.push(*s),
         }
     }
-    (topic, procs)
+    (topic, procs, threads)
 }
 
 impl Group for Settings {
@@ -163,6 +177,7 @@ impl Group for Settings {
             out.extend(self.throughput_cases(p).map(ScalingCase::Topic));
         }
         out.extend(self.procs.cases().into_iter().map(ScalingCase::Procs));
+        out.extend(self.threads.cases().into_iter().map(ScalingCase::Threads));
         out
     }
 
@@ -170,6 +185,7 @@ impl Group for Settings {
         match case {
             ScalingCase::Topic(c) => topics::run(c, &self.topics, rep).map(ScalingSample::Topic),
             ScalingCase::Procs(c) => procs_run::run(c, &self.procs, rep).map(ScalingSample::Procs),
+            ScalingCase::Threads(c) => threads::run(c, &self.threads, rep).map(ScalingSample::Threads),
         }
     }
 
@@ -180,11 +196,12 @@ impl Group for Settings {
                 None => format!("{:>9} msgs/s {:>6.2} GB/s", stats::si(s.rate()), s.gbps()),
             },
             ScalingSample::Procs(s) => format!("{:>9} msgs/s", stats::si(s.rate())),
+            ScalingSample::Threads(s) => format!("{:>9} msgs/s", stats::si(s.rate())),
         }
     }
 
     fn render(&self, samples: &[ScalingSample]) -> String {
-        let (samples, procs) = split(samples);
+        let (samples, procs, threads) = split(samples);
         let samples = &samples[..];
         let mut out = String::from("## Scaling\n\n");
         let us = |s: Option<Spread>| s.map_or_else(|| "–".to_owned(), |s| latency::us(s.median));
@@ -274,23 +291,25 @@ impl Group for Settings {
             out.push('\n');
         }
         out.push_str(&self.procs.render(&procs));
+        out.push_str(&self.threads.render(&threads));
         out
     }
 
     /// The topics group's columns, then `producers,consumers`.
     fn csv(&self, samples: &[ScalingSample]) -> String {
-        let (topic, procs) = split(samples);
+        let (topic, procs, threads) = split(samples);
         let mut out = String::new();
         for (k, line) in topics::csv(&topic).lines().enumerate() {
             let extra = if k == 0 { "producers,consumers" } else { "1,1" };
             let _ = writeln!(out, "{line},{extra}");
         }
         procs::csv_lines(&procs, &mut out);
+        threads::csv_lines(&threads, &mut out);
         out
     }
 
     fn charts(&self, samples: &[ScalingSample]) -> Vec<Chart> {
-        let (samples, procs) = split(samples);
+        let (samples, procs, _) = split(samples);
         let samples = &samples[..];
         let mut out: Vec<Chart> = self.procs.chart(&procs).into_iter().collect();
         if self.sizes.len() < 2 {

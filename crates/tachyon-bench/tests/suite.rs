@@ -413,6 +413,8 @@ fn a_tiny_scaling_group_runs_and_draws_its_chart() {
         "1,4",
         "--scaling-procs",
         "none",
+        "--scaling-threads",
+        "none",
     ];
     let (o, dir) = run_group("scaling-ok", &args, None);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -451,14 +453,74 @@ fn a_lost_message_in_the_scaling_group_fails_the_run() {
     assert!(e.contains("pong 50 differs") || e.contains("expected item 50"), "{e}");
 }
 
-/// The scaling group's N × M processes runs alone: 1000 messages of 1 KiB,
-/// 64 descriptors per partition.
-const TINY_PROCS: [&str; 12] = [
+/// Every row of `csv` has as many columns as its header.
+fn assert_rows_have_the_headers_columns(csv: &str) {
+    let columns = |line: &str| line.split(',').count();
+    let header = csv.lines().next().unwrap_or_default();
+    assert!(csv.lines().all(|l| columns(l) == columns(header)), "every row has the header's columns:\n{csv}");
+}
+
+/// The scaling group's one-process runs alone: 1000 messages of 1 KiB, 64
+/// descriptors, a producer and a consumer thread.
+const TINY_THREADS: [&str; 12] = [
     "--group",
     "scaling",
     "--scaling-sizes",
     "none",
     "--scaling-partitions",
+    "none",
+    "--scaling-procs",
+    "none",
+    "--messages",
+    "1000",
+    "--capacity",
+    "64",
+];
+
+#[test]
+fn tiny_one_process_runs_check_every_message_and_write_their_table() {
+    let (o, dir) = run_group("threads-ok", &TINY_THREADS, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "Throughput in one process",
+        "| copy | clone |",
+        "| copy | own |",
+        "| loan | clone |",
+        "| loan | own |",
+    ] {
+        assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("scaling.csv")).expect("scaling.csv");
+    // Header; 2 paths × 2 handles.
+    assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+    assert_rows_have_the_headers_columns(&csv);
+    assert!(
+        csv.contains("threads loan/spin 1 KiB clone handle,throughput,loan,spin,1024,1,false,0,1000,"),
+        "{csv}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_lost_message_in_a_one_process_run_fails_it() {
+    let args = [&TINY_THREADS[..], &["--scaling-threads", "loan"]].concat();
+    let (o, _) = run_group("threads-lose", &args, Some("lose:100"));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("threads loan/spin") && e.contains("expected item 100"), "{e}");
+}
+
+/// The scaling group's N × M processes runs alone: 1000 messages of 1 KiB,
+/// 64 descriptors per partition.
+const TINY_PROCS: [&str; 14] = [
+    "--group",
+    "scaling",
+    "--scaling-sizes",
+    "none",
+    "--scaling-partitions",
+    "none",
+    "--scaling-threads",
     "none",
     "--messages",
     "1000",
@@ -486,6 +548,7 @@ fn tiny_n_by_m_process_runs_check_every_message_and_write_their_table() {
     // Header; 4 shapes × 2 partition counts × 2 policies.
     assert_eq!(csv.lines().count(), 1 + 4 * 2 * 2, "{csv}");
     assert!(csv.lines().next().is_some_and(|h| h.ends_with(",producers,consumers")), "{csv}");
+    assert_rows_have_the_headers_columns(&csv);
     assert!(
         csv.contains("procs 2x1 copy/hybrid 1 KiB x4 partitions,throughput,copy,hybrid,1024,4,"),
         "{csv}"
@@ -497,7 +560,7 @@ fn tiny_n_by_m_process_runs_check_every_message_and_write_their_table() {
 #[test]
 fn an_n_by_m_run_fails_cleanly_on_a_lost_or_duplicated_message_a_dead_or_a_stalled_producer() {
     let args =
-        [&TINY_PROCS[..10], &["--scaling-procs", "2x2", "--scaling-procs-policies", "hybrid"]].concat();
+        [&TINY_PROCS[..12], &["--scaling-procs", "2x2", "--scaling-procs-policies", "hybrid"]].concat();
     // Each producer skips its message 100: the totals do not match.
     let (o, _) = run_group("procs-lose", &args, Some("lose:100"));
     assert!(!o.status.success());

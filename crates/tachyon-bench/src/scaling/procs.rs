@@ -107,20 +107,22 @@ impl std::fmt::Display for Case {
     }
 }
 
-/// One measurement.
+/// One measurement (of an N × M run, or of a one-process run: `C` is
+/// [`threads::Case`](super::threads::Case) there).
 #[derive(Debug, Clone, Copy)]
-pub struct Sample {
+pub struct Sample<C = Case> {
     /// What was measured.
-    pub case: Case,
+    pub case: C,
     /// Repetition (0-based).
     pub rep: usize,
     /// Messages delivered (all of them, checked).
     pub count: u64,
-    /// From the first message delivered to the last.
+    /// Their time: from the first message delivered to the last, or from
+    /// the end of the warm-up to the last.
     pub elapsed: Duration,
 }
 
-impl Sample {
+impl<C> Sample<C> {
     /// Messages per second.
     pub fn rate(&self) -> f64 {
         self.count as f64 / self.elapsed.as_secs_f64().max(1e-12)
@@ -471,7 +473,7 @@ pub fn csv_lines(samples: &[Sample], out: &mut String) {
         let c = s.case;
         let _ = writeln!(
             out,
-            "{c},throughput,copy,{},{},{},false,{},{},{},{:.1},{:.4},,,,,,{},{}",
+            "{c},throughput,copy,{},{},{},false,{},{},{},{:.1},{:.4},,,,,,,,{},{}",
             c.policy.name(),
             c.size,
             c.partitions,

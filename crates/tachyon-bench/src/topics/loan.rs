@@ -9,7 +9,7 @@ use tachyon::bus::{Key, Topic};
 /// wait is bounded as in [`retry`]; a publish that times out gave its
 /// chunk back, so the message is built again in a new loan.
 #[inline]
-pub(super) fn publish_loan(
+pub(crate) fn publish_loan(
     topic: &Topic,
     len: usize,
     fill: impl FnMut(&mut [u8]),

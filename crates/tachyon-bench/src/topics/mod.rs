@@ -45,6 +45,7 @@ mod shm;
 
 pub use case::{Case, Sample, Settings, Test, Via};
 pub use csv::csv;
+pub(crate) use loan::publish_loan;
 pub use peer::peer;
 pub use protocol::PeerArgs;
 pub(crate) use protocol::{collect, peer_args, same};
