@@ -295,8 +295,8 @@ impl Region {
     /// first waits for its line to come over from that core. The loan's
     /// first locked instruction after its stores (the publish's hand-over
     /// of the chunk) waits for all of them. On an Intel Xeon 2-vCPU guest
-    /// that wait was 68 % of a 1 KiB copy-path producer's time in
-    /// `queue_and_claim` (`perf`), and asking for the next chunk's lines one
+    /// 69 % of a 1 KiB copy-path producer's samples in `queue_and_claim`
+    /// were that wait (`perf`), and asking for the next chunk's lines one
     /// loan ahead took its stream from 2.0 – 2.1 to 6.6 – 6.8 M msgs/s, the
     /// loan path's from 2.4 to 5.1 – 5.3 (docs/benchmark-history.md, "the
     /// next loan's lines, asked for one loan ahead"). Only hints: a chunk
