@@ -161,7 +161,16 @@ impl Loan {
                 topic.region().heartbeat();
                 topic.repair_partition(p);
             };
-            poll_bus(parked, cx, topic.config().wait, points, maintain, || loan.publish_now(key))
+            poll_bus(parked, cx, topic.config().wait, points, maintain, || {
+                let r = loan.publish_now(key);
+                if r.is_none() {
+                    // Full: woken once the consumers have freed a gap, as a blocked publish is.
+                    if let (Ok(ring), Ok(waits)) = (topic.ring(p), topic.waits(p)) {
+                        ring.ask_for_room(&waits);
+                    }
+                }
+                r
+            })
         })
     }
 }

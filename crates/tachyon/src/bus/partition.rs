@@ -5,6 +5,7 @@
 //!      0  cursors: tail, head, repairs           (two cache lines)
 //!    128  "not empty" wait cell
 //!    136  "not full" wait cell
+//!    144  the item whose hand-back wakes the producers (a hint)
 //!    192  cells                                  (capacity x 16 B)
 //!         inline slots, from the next 64-byte line (capacity x slot bytes;
 //!         only on a topic with `TopicConfig::inline_payload`)
@@ -34,7 +35,7 @@
 //! and the region's configuration), never stored.
 
 use crate::error::Result;
-use crate::platform::atomic::Ordering;
+use crate::platform::atomic::{AtomicU64, Ordering};
 use crate::segment::{Segment, ShmSafe};
 use crate::sync::ring::{Cell, Cursors};
 use crate::sync::WaitCell;
@@ -48,7 +49,11 @@ pub(crate) struct PartitionHeader {
     pub not_empty: WaitCell,
     /// Producers sleep here for room.
     pub not_full: WaitCell,
-    _pad: [u64; 6],
+    /// The item whose hand-back wakes the producers sleeping for room
+    /// (`Ring::wake_writers`); in what used to be padding, so old rings
+    /// read 0, which wakes at every hand-back as before.
+    pub room_at: AtomicU64,
+    _pad: [u64; 5],
 }
 
 /// Bytes in front of each partition's cells.
@@ -63,11 +68,12 @@ const _: () = assert!(offset_of!(PartitionHeader, cursors) == 0);
 const _: () = assert!(HEAD_OFF == 64 && REPAIRS_OFF == 72);
 const _: () = assert!(offset_of!(PartitionHeader, not_empty) == 128);
 const _: () = assert!(offset_of!(PartitionHeader, not_full) == 136);
+const _: () = assert!(offset_of!(PartitionHeader, room_at) == 144);
 const _: () = assert!(PARTITION_HEADER == 192);
 const _: () = assert!(size_of::<Cell>() == 16);
 
 // SAFETY: `repr(C)` of `Cursors` and two `WaitCell`s (all ShmSafe: atomics
-// and never-touched padding) and never-touched padding: any bits are
+// and never-touched padding), an atomic and never-touched padding: any bits are
 // valid and all mutation is atomic.
 unsafe impl ShmSafe for PartitionHeader {}
 

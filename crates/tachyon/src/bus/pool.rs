@@ -787,13 +787,8 @@ mod tests {
 #[cfg(all(test, tachyon_loom))]
 mod loom_models {
     use super::*;
+    use crate::sync::loom_model as model;
     use loom::sync::Arc;
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
-        b.check(f);
-    }
 
     struct Model {
         list: FreeList,

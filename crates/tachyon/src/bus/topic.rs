@@ -685,6 +685,8 @@ struct Partition {
     slots: NonNull<u8>,
     not_empty: NonNull<crate::sync::WaitCell>,
     not_full: NonNull<crate::sync::WaitCell>,
+    /// The item whose hand-back wakes the producers (`Ring::wake_writers`).
+    room_at: NonNull<AtomicU64>,
 }
 
 // SAFETY: `entry`, `controls`, `names` and the partitions' pointers point
@@ -805,6 +807,7 @@ impl Topic {
                     slots: NonNull::from(slots).cast::<u8>(),
                     not_empty: NonNull::from(&header.not_empty),
                     not_full: NonNull::from(&header.not_full),
+                    room_at: NonNull::from(&header.room_at),
                 })
             })
             .collect::<Result<Arc<[Partition]>>>()?;
@@ -1029,13 +1032,25 @@ impl Topic {
         self.waits_of(0, partition)
     }
 
+    /// A partition's wait cells and producers' mark, as this topic waits.
+    #[inline]
+    fn waits_with<'a>(
+        &self,
+        not_empty: &'a crate::sync::WaitCell,
+        not_full: &'a crate::sync::WaitCell,
+        room_at: &'a AtomicU64,
+    ) -> Waits<'a> {
+        let (policy, light) = (self.core.policy, self.core.light);
+        Waits { not_empty, not_full, policy, closed: None, repaired: None, light, room_at: Some(room_at) }
+    }
+
     /// The wait cells of `partition` in group slot `slot`.
     pub(crate) fn waits_of(&self, slot: usize, partition: u32) -> Result<Waits<'_>> {
         let p = self.slot_partition(slot, partition)?;
         // SAFETY: as in `ring`: checked at attach, kept mapped by the
         // region; wait cells are atomics.
-        let (not_empty, not_full) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref()) };
-        Ok(Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: self.core.light })
+        let (not_empty, not_full, room_at) = unsafe { (p.not_empty.as_ref(), p.not_full.as_ref(), p.room_at.as_ref()) };
+        Ok(self.waits_with(not_empty, not_full, room_at))
     }
 
     /// Takes a chunk for `size` bytes, LOANED to this process.
@@ -2202,13 +2217,15 @@ impl Topic {
         let p = self.slot_partition(slot, partition).ok()?;
         // SAFETY: as in `ring_of` and `waits_of`: formed at attach from
         // checked references into the mapping `self` keeps; atomics only.
-        let (ring, not_empty, not_full) =
-            unsafe { (Ring { cursors: p.cursors.as_ref(), cells: p.cells.as_ref() }, p.not_empty.as_ref(), p.not_full.as_ref()) };
+        let (ring, not_empty, not_full, room_at) = unsafe {
+            let ring = Ring { cursors: p.cursors.as_ref(), cells: p.cells.as_ref() };
+            (ring, p.not_empty.as_ref(), p.not_full.as_ref(), p.room_at.as_ref())
+        };
         let me = self.region().segment().token();
         let fits = |word: u64| !Descriptor::is_inline(word) && word & Descriptor::LEN_MASK <= max_len;
         let claimed = ring.claim_read_now(me, fits)?;
         crate::platform::fault::point("receive-claimed");
-        let waits = Waits { not_empty, not_full, policy: self.core.policy, closed: None, repaired: None, light: self.core.light };
+        let waits = self.waits_with(not_empty, not_full, room_at);
         Some(self.take_claimed_chunk(slot, (&ring, &waits), claimed, me, received))
     }
 
@@ -2236,7 +2253,7 @@ impl Topic {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
         }
         let released = ring.finish_read_with(pos, idx, me, light);
-        topic_wake(waits, waits.not_full);
+        topic_wake_writers(ring, waits, pos);
         let (class, index, len, group) = match checked {
             Ok(c) => c,
             Err(e) => {
@@ -2329,7 +2346,7 @@ impl Topic {
             self.entry().received.fetch_add(1, Ordering::Relaxed);
         }
         let released = ring.finish_read_with(pos, idx, me, light);
-        topic_wake(waits, waits.not_full);
+        topic_wake_writers(ring, waits, pos);
         let failed = bad.or_else(|| (!released).then(claim_repaired));
         if let Some(e) = failed {
             if counted {
@@ -2445,7 +2462,7 @@ impl Topic {
         }
         let released = ring.finish_read_with(pos, idx, me, light);
         if let Ok(waits) = self.waits_of(slot, partition) {
-            topic_wake(&waits, waits.not_full);
+            topic_wake_writers(ring, &waits, pos);
         }
         if !released {
             if light {
@@ -3123,6 +3140,16 @@ fn claim_repaired() -> Error {
 pub(crate) fn topic_wake(waits: &Waits<'_>, cell: &crate::sync::WaitCell) {
     if waits.policy != WaitPolicy::Spin {
         cell.notify_all_with(waits.light);
+    }
+}
+
+/// [`topic_wake`] of the producers of `ring` after this process handed
+/// back the item at position `freed`: only once the readers have freed
+/// the gap the producers sleep for (`Ring::wake_writers`).
+#[inline]
+fn topic_wake_writers(ring: &Ring<'_>, waits: &Waits<'_>, freed: u64) {
+    if waits.policy != WaitPolicy::Spin {
+        ring.wake_writers(waits, freed);
     }
 }
 

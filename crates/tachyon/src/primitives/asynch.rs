@@ -51,7 +51,11 @@ impl CircularBuffer {
             }
             let cell = self.wait_cell(true);
             parked.poll(cx, &[cell.sleep_point_with(self.light_handovers())], || match self.try_write(item) {
-                Err(Error::Full { .. }) => None,
+                Err(Error::Full { .. }) => {
+                    // Woken once the readers have freed a gap, as a blocked write is.
+                    self.ring().ask_for_room(&self.waits());
+                    None
+                }
                 r => Some(r),
             })
         })

@@ -24,6 +24,10 @@ const LIGHT: u64 = 1;
 const CURSORS_OFF: usize = 64;
 const NOT_EMPTY_OFF: usize = 192;
 const NOT_FULL_OFF: usize = 256;
+/// The item whose hand-back wakes the writers sleeping for room (u64, a
+/// hint: `Ring::wake_writers`); rings made before it existed read 0,
+/// which wakes at every hand-back as before.
+const ROOM_AT_OFF: usize = 264;
 const CELLS_OFF: usize = 320;
 /// Most nodes a ring may have (the protocol needs `n < 2^31`).
 pub const MAX_NODES: usize = 1 << 30;
@@ -375,6 +379,7 @@ impl CircularBuffer {
         seg.get::<WaitCell>(NOT_FULL_OFF)?;
         seg.get::<crate::platform::atomic::AtomicU32>(CLOSED_OFF)?;
         seg.get::<crate::platform::atomic::AtomicU64>(REPAIRED_OFF)?;
+        seg.get::<crate::platform::atomic::AtomicU64>(ROOM_AT_OFF)?;
         Ok(CircularBuffer { seg, nodes, node_size, stride, data_off, cursors, cells, policy, light })
     }
 
@@ -546,6 +551,11 @@ impl CircularBuffer {
         unsafe { &*self.seg.as_ptr().add(REPAIRED_OFF).cast() }
     }
 
+    fn room_at(&self) -> &crate::platform::atomic::AtomicU64 {
+        // SAFETY: as for `closed_flag`.
+        unsafe { &*self.seg.as_ptr().add(ROOM_AT_OFF).cast() }
+    }
+
     /// Whether no item is queued now (a snapshot).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -609,6 +619,29 @@ impl CircularBuffer {
         unsafe { &*self.seg.as_ptr().add(off).cast::<WaitCell>() }
     }
 
+    /// Wakes the writers sleeping for room once the readers have freed
+    /// the gap they wait for, after this handle handed back the item at
+    /// position `freed` (`Ring::wake_writers`).
+    #[inline]
+    fn wake_writers(&self, freed: u64) {
+        self.ring().wake_writers(&self.waits(), freed);
+    }
+
+    /// The ring's wait cells and writers' mark, as this handle waits (no
+    /// close flag, no repair count).
+    #[inline]
+    pub(crate) fn waits(&self) -> Waits<'_> {
+        Waits {
+            not_empty: self.wait_cell(false),
+            not_full: self.wait_cell(true),
+            policy: self.policy,
+            closed: None,
+            repaired: None,
+            light: self.light,
+            room_at: Some(self.room_at()),
+        }
+    }
+
     fn node_ptr(&self, idx: usize) -> *mut u8 {
         debug_assert!(idx < self.nodes);
         // SAFETY: `idx < nodes`, so the node lies inside the data area
@@ -636,14 +669,7 @@ impl CircularBuffer {
         if let Some(got) = common {
             return Ok(got);
         }
-        let waits = Waits {
-            not_empty: self.wait_cell(false),
-            not_full: self.wait_cell(true),
-            policy: self.policy,
-            closed: Some(self.closed_flag()),
-            repaired: Some(self.repaired()),
-            light: self.light,
-        };
+        let waits = Waits { closed: Some(self.closed_flag()), repaired: Some(self.repaired()), ..self.waits() };
         let limit = self.node_size as u64;
         self.ring().claim_blocking(&self.seg, &waits, writer, (max_len, u64::MAX), limit, timeout, &|_, _| {})
     }
@@ -800,7 +826,7 @@ impl CircularBuffer {
         std::mem::forget(guard);
         let me = crate::sync::Liveness::token(&self.seg);
         let freed = self.ring().finish_read_with(pos, idx, me, self.light);
-        self.wait_cell(true).notify_all_with(self.light);
+        self.wake_writers(pos);
         if !freed {
             return Err(claim_lost());
         }
@@ -855,7 +881,7 @@ impl CircularBuffer {
     pub(crate) fn finish_claimed_read(&self, claim: Claim) -> Result<()> {
         let me = crate::sync::Liveness::token(&self.seg);
         let freed = self.ring().finish_read_with(claim.pos, claim.idx, me, self.light);
-        self.wait_cell(true).notify_all_with(self.light);
+        self.wake_writers(claim.pos);
         if freed {
             Ok(())
         } else {
@@ -1166,6 +1192,51 @@ mod tests {
             }
             assert_eq!(seen.last(), Some(&looks), "{nodes} nodes, {policy:?}: looks in each round {seen:?}");
         }
+    }
+
+    /// A writer that sleeps on a full ring asks to be woken once the
+    /// readers have freed the gap (an eighth of the ring: item 8 of a ring
+    /// of 64), and the readers' hand-backs before it wake nobody: the
+    /// "not full" word does not move while the writer sleeps. The writer
+    /// still gets through, woken at the mark or by its own slice. A mark
+    /// at or behind the freed item, or more than a lap ahead of it (no
+    /// writer's), wakes.
+    #[test]
+    fn a_sleeping_writer_is_woken_past_the_gap_not_at_every_hand_back() {
+        use crate::sync::ring::room_reached;
+        use crate::sync::WaitPolicy;
+        assert!(!room_reached(8, 7, 64) && room_reached(8, 8, 64) && room_reached(8, 9, 64));
+        assert!(room_reached(0, 70, 64), "a mark left behind (stale)");
+        assert!(room_reached(1 << 40, 9, 64), "a mark more than a lap ahead (damage)");
+        let name = format!("circular-room-at-{}", std::process::id());
+        let ring = CircularBuffer::builder(&name).node_count(64).node_size(16).wait_policy(WaitPolicy::Futex).create().unwrap();
+        for i in 0..64u8 {
+            ring.write(&[i], Some(Duration::ZERO)).unwrap();
+        }
+        assert!(matches!(ring.write(b"x", Some(Duration::from_millis(3))), Err(Error::Timeout { .. })));
+        assert_eq!(ring.room_at().load(crate::platform::atomic::Ordering::Relaxed), 8, "the mark of a full ring of 64");
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| ring.write(b"next", Some(Duration::from_secs(20))));
+            let not_full = ring.wait_cell(true);
+            let registered = (0..2000).any(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                not_full.snapshot().1 != 0
+            });
+            assert!(registered, "the writer sleeps on the full ring");
+            let before = not_full.snapshot().0 & !1;
+            let mut buf = [0u8; 16];
+            for i in 0..8u8 {
+                assert_eq!(ring.read(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+                assert_eq!(buf[0], i);
+            }
+            // Marks only grow (a writer that got a cell through its slice
+            // and sleeps again asks for a later item), so items 0 - 7 are
+            // short of every mark a writer here stores.
+            assert_eq!(not_full.snapshot().0 & !1, before, "a hand-back short of the mark woke the writer");
+            writer.join().unwrap().unwrap();
+        });
+        drop(ring);
+        let _ = crate::segment::Segment::remove(&name);
     }
 
     /// The option word of a light ring, scribbled on, comes back from the

@@ -178,7 +178,7 @@ impl Event {
     /// The event's futex word and waiter count, for waits on several
     /// things at once (`sync::waitv`, the async waiter).
     pub(crate) fn sleep_point(&self) -> super::waitv::SleepPoint<'_> {
-        super::waitv::SleepPoint { word: &self.state, sleepers: &self.waiters, light: false }
+        super::waitv::SleepPoint { word: &self.state, sleepers: &self.waiters, light: false, arms: false }
     }
 
     /// The count of sets so far (wrapping), for [`try_pass`](Self::try_pass).

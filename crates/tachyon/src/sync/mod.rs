@@ -66,6 +66,17 @@ mod wait;
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod waitv;
 
+/// Runs a loom model with at most three preemptions per path: spin-and-
+/// yield loops make the full state space infinite, and three
+/// preemptions find the classic interleaving bugs (for the crate's own
+/// `loom_models`).
+#[cfg(all(test, tachyon_loom))]
+pub(crate) fn loom_model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
 pub use event::{Event, EventMode};
 #[cfg(not(tachyon_loom))]
 pub use event_async::EventWait;

@@ -221,8 +221,9 @@ impl Shard {
 #[derive(Default)]
 pub(crate) struct Parked {
     regs: Vec<(Arc<Shard>, u64)>,
-    /// Sleeper counts entered (addresses), left on clear.
-    entered: Vec<usize>,
+    /// Sleeper counts entered (addresses, and what each registration
+    /// added: `SleepPoint::enter`), left on clear.
+    entered: Vec<(usize, u32)>,
     /// When the future first went pending in its current wait.
     #[cfg(not(tachyon_loom))]
     since: Option<std::time::Instant>,
@@ -247,12 +248,12 @@ impl Parked {
         for (shard, id) in self.regs.drain(..) {
             shard.withdraw(id);
         }
-        for a in self.entered.drain(..) {
+        for (a, unit) in self.entered.drain(..) {
             // SAFETY: an entered sleeper count, in a mapping the owner keeps
             // (see the type's contract).
             // Never below zero (see `WaitCell::park`).
             let _ = unsafe { &*(a as *const AtomicU32) }
-                .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+                .fetch_update(Relaxed, Relaxed, |n| Some(super::wait::unregister(n, unit)));
         }
     }
 
@@ -285,7 +286,7 @@ impl Parked {
         }
         for p in points {
             p.enter();
-            self.entered.push(p.sleepers as *const AtomicU32 as usize);
+            self.entered.push((p.sleepers as *const AtomicU32 as usize, p.unit()));
         }
         // SYNC: SeqCst: the registrations above, then the loads below, against the notifier's
         // fence, as in `waitv::park_any` (and its heavy half for light points).
@@ -293,12 +294,16 @@ impl Parked {
         super::waitv::heavy_if_light(points);
         // SYNC: pairs with the notifier's Release change of each word: a word a notifier moved
         // means the `attempt` below sees that notifier's condition.
-        let words: Vec<(usize, u32)> =
+        let mut words: Vec<(usize, u32)> =
             points.iter().map(|p| (p.word as *const AtomicU32 as usize, p.word.load(Acquire))).collect();
         if let Some(v) = attempt() {
             self.clear();
             self.done();
             return Poll::Ready(v);
+        }
+        // Armed before the waiter thread sleeps on them (`sync/wait.rs`, "Armed words").
+        for (p, w) in points.iter().zip(words.iter_mut()) {
+            w.1 = p.arm(w.1);
         }
         self.register(words, cx.waker());
         #[cfg(not(tachyon_loom))]
@@ -519,7 +524,7 @@ mod tests {
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
         assert!(fut.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(cells[0].sleep_point().sleepers.load(Relaxed), 1);
+        assert_eq!(cells[0].sleep_point().sleepers.load(Relaxed), crate::sync::wait::ARMING);
         drop(fut);
         assert_eq!(cells[0].sleep_point().sleepers.load(Relaxed), 0);
     }

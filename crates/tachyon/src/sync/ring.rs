@@ -126,6 +126,17 @@ fn full_ring_gap(n: u64) -> u64 {
     }
 }
 
+/// Whether the hand-back of the item at position `freed` reaches
+/// `room_at`, the item a writer sleeping on a ring of `n` cells asked to
+/// be woken at ([`Ring::wake_writers`]): at or past it, or a mark no
+/// writer of this lap can have stored (more than a lap ahead: damage, or
+/// a ring older than the mark), which wakes as every hand-back did.
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) fn room_reached(room_at: u64, freed: u64, n: u64) -> bool {
+    let ahead = room_at.wrapping_sub(freed) as i64;
+    ahead <= 0 || ahead as u64 > n
+}
+
 /// The tag of a cell whose writer died: readers skip it.
 pub(crate) const TOMBSTONE: u32 = 0x8000_0000;
 
@@ -262,6 +273,10 @@ pub(crate) struct Waits<'a> {
     /// hand-overs"): its notifiers may use the light half of an
     /// asymmetric fence, so that its sleepers run the heavy half.
     pub light: bool,
+    /// Where a writer about to sleep on a full ring says which item's
+    /// hand-back should wake it (an item position, [`Ring::wake_writers`]);
+    /// `None`: every hand-back wakes the ring's sleeping writers.
+    pub room_at: Option<&'a AtomicU64>,
 }
 
 /// The layout of a ring whose `nodes` cells start at `cells_off`, each
@@ -1279,6 +1294,65 @@ impl Ring<'_> {
         }
     }
 
+    /// The item whose hand-back should wake a writer that is about to
+    /// sleep on this ring, full ([`wake_writers`](Self::wake_writers)):
+    /// the one whose cell lies [`full_ring_gap`] cells past the tail, as
+    /// [`wait_for_room_ahead`](Self::wait_for_room_ahead) watches it (the
+    /// tail's own item in a ring too small for a gap). Woken at the first
+    /// hand-back instead, a writer that outruns its readers writes one
+    /// item and sleeps again, a system call on each side per item.
+    #[cfg(not(tachyon_loom))]
+    fn room_wanted(&self) -> u64 {
+        let n = self.n();
+        let gap = full_ring_gap(n);
+        // SYNC: a hint only (see `wake_writers`).
+        let pos = self.cursors.tail.load(Ordering::Relaxed);
+        let ahead = if gap == 0 { pos } else { (pos + gap) & !(CELLS_PER_LINE - 1) };
+        ahead.wrapping_sub(n)
+    }
+
+    /// Stores in [`Waits::room_at`] the item whose hand-back should wake
+    /// a writer that found this ring full and is about to sleep
+    /// ([`wake_writers`](Self::wake_writers)). Before the writer registers
+    /// as a sleeper: a blocked claim does it before each of its sleeps
+    /// (past a hybrid wait's spin), a future that waits for room when its
+    /// attempt finds the ring full.
+    /// Nothing with spinning waits: nobody sleeps.
+    #[cfg(not(tachyon_loom))]
+    pub(crate) fn ask_for_room(&self, waits: &Waits<'_>) {
+        if waits.policy == crate::sync::WaitPolicy::Spin {
+            return;
+        }
+        if let Some(r) = waits.room_at {
+            // SYNC: a hint for the readers' `wake_writers`, stored before the
+            // registration and fence of the sleep that follows.
+            r.store(self.room_wanted(), Ordering::Relaxed);
+        }
+    }
+
+    /// Wakes the writers sleeping on this ring for room, after this
+    /// process handed back the item at position `freed`, if that reaches
+    /// the item they asked to be woken at ([`Waits::room_at`],
+    /// [`room_reached`]). A writer that finds the ring full sleeps until
+    /// its readers have freed a gap ([`full_ring_gap`]), so that it writes
+    /// a burst of items per wake-up rather than one. A reader that stops
+    /// short of the mark leaves the writer to its own timeout: a slice of
+    /// 1 ms at first (`claim_waiting_long`), then a look at the ring. The
+    /// mark is a hint: whatever it holds, a woken writer claims as before,
+    /// and a mark that no writer can have stored wakes at once.
+    #[cfg(not(tachyon_loom))]
+    #[inline]
+    pub(crate) fn wake_writers(&self, waits: &Waits<'_>, freed: u64) {
+        let n = self.n();
+        waits.not_full.notify_all_if(waits.light, || {
+            // SYNC: after the fence of `announce_if` and its load of `sleepers`: a writer
+            // stored its mark before it registered and fenced (`WaitCell::park_from`), so
+            // a registration seen here comes with its mark, and a writer whose fence came
+            // later sees the hand-back in its look before it sleeps.
+            waits.room_at.is_none_or(|r| room_reached(r.load(Ordering::Relaxed), freed, n))
+        });
+    }
+
     /// What a waiting claim of one side watches between its full attempts
     /// ([`claim_quickly`](Self::claim_quickly)): that side's cursor and
     /// the word of the cell it names. Two loads, of the lines the
@@ -1362,7 +1436,14 @@ impl Ring<'_> {
             // of `claim_blocking`, and after a slice's repairs the wait's own
             // looks come at once (a spin after one hint, a futex wait once
             // registered, before it sleeps).
-            let got = own.wait_after_look_with(waits.light, waits.policy, Some(wait_for), || {
+            // A writer asks to be woken once the readers have freed a gap,
+            // before each sleep (not before a hybrid wait's spin).
+            let ask = || {
+                if writer {
+                    self.ask_for_room(waits);
+                }
+            };
+            let got = own.wait_after_look_then(waits.light, waits.policy, Some(wait_for), &ask, || {
                 match attempt() {
                     // Closed: one more look, for what was written
                     // between the attempt and the look at the flag.

@@ -15,6 +15,34 @@
 //! bump of `seq` either happens before the waiter's futex compares (which
 //! then returns at once) or after the waiter is queued (and the wake reaches
 //! it).
+//!
+//! Armed words (no wake-up for nobody). The top bit of `seq` ([`ARMED`])
+//! says that a waiter has gone to sleep on its value since the last
+//! notifier moved it: a waiter sets it (`fetch_or`) after its re-check,
+//! and sleeps on the value with the bit only if nothing else changed the
+//! word meanwhile ([`arm`]). A notifier that sees a sleeper counts the
+//! lower 31 bits on and clears the bit, and enters the kernel only if the
+//! bit was set.
+//! A notifier that finds a waiter still counted but already woken (it has
+//! not run yet to take its registration back) makes no system call: in a
+//! stream whose consumer sleeps, the producer's every message until then
+//! was a `FUTEX_WAKE` that woke nobody (97 % of them, measured with
+//! `perf record -e syscalls:sys_exit_futex`, docs/benchmark-history.md).
+//! No wake-up is lost: the two changes of the word are read-modify-writes
+//! of one atomic, so one comes first. If the arming does, the notifier
+//! sees the bit and wakes; if the notifier's move does, the waiter's
+//! `fetch_or` returns a word that moved since its load, and it does not
+//! sleep. `notify_one` counts on and leaves the bit set (the sleepers it
+//! does not wake still sleep on the armed value), and wakes whenever it
+//! sees a sleeper.
+//!
+//! Waiters register in the upper half of `sleepers` ([`ARMING`]). A waiter
+//! of a build before armed words registers in the lower half and sleeps on
+//! a value it never arms; a notifier that sees one wakes as it always did.
+//! A notifier of such a build adds 1 to the word and wakes whenever
+//! `sleepers` is not zero: its move changes the lower bits, which a waiter
+//! arming the word never does, so the waiter sees it. Every mix of the
+//! two is woken (loom models of both mixes).
 
 use crate::platform::atomic::{fence, spin_hint, AtomicU32, Ordering::*};
 pub(crate) use crate::platform::futex::{sleep, sleep_from, wake, wake_all};
@@ -83,10 +111,59 @@ pub enum WaitPolicy {
 #[repr(C)]
 #[derive(Debug)]
 pub struct WaitCell {
-    /// Bumped by a notifier that saw a sleeper; the futex word.
+    /// Moved by a notifier that saw a sleeper; the futex word. Its top bit
+    /// ([`ARMED`]): a waiter has armed it (see the module's "Armed words").
     seq: AtomicU32,
-    /// Waiters between registering and leaving.
+    /// Waiters between registering and leaving: [`ARMING`] each, and 1
+    /// each for waiters that do not arm (built before armed words).
     sleepers: AtomicU32,
+}
+
+/// What a waiter that arms the word adds to a [`WaitCell`]'s `sleepers`
+/// while it is registered: the upper half, so that the lower half counts
+/// only waiters that never arm (see the module's "Armed words").
+pub(crate) const ARMING: u32 = 1 << 16;
+
+/// The waiters that never arm the word, in a `sleepers` count.
+const UNARMED: u32 = ARMING - 1;
+
+/// The bit of a [`WaitCell`]'s `seq` that says a waiter sleeps on its value
+/// (see the module's "Armed words"); notifiers count in the other 31.
+pub(crate) const ARMED: u32 = 1 << 31;
+
+/// A `sleepers` count `n` without one registration of `unit`: never
+/// below zero, and never into the other half of the count. A count
+/// another process erased must not wrap into "always sleepers" (every
+/// notify a system call for ever).
+pub(crate) fn unregister(n: u32, unit: u32) -> u32 {
+    let mine = if unit == ARMING { n >> 16 } else { n & UNARMED };
+    if mine == 0 {
+        n
+    } else {
+        n - unit
+    }
+}
+
+/// The waiter's half of an armed word (see the module's "Armed words"):
+/// sets [`ARMED`] in `word`, which held `seen` when the waiter loaded it
+/// before its re-check, and returns the value to sleep on: `seen` with
+/// the bit if nothing moved the word since, else `seen` itself, which the
+/// word no longer holds (so the sleep returns at once and the caller
+/// looks again).
+pub(crate) fn arm(word: &AtomicU32, seen: u32) -> u32 {
+    if seen & ARMED != 0 {
+        // Armed already: a notifier that moves the word from here sees it.
+        return seen;
+    }
+    // SYNC: no ordering of its own: one read-modify-write of the word against the notifier's
+    // (`announce_if`); their order on the word decides, see "Armed words". The sleep's
+    // compare in the kernel comes after it.
+    let now = word.fetch_or(ARMED, Relaxed);
+    if now == seen {
+        seen | ARMED
+    } else {
+        seen
+    }
 }
 
 impl WaitCell {
@@ -114,11 +191,31 @@ impl WaitCell {
         }
     }
 
+    /// [`notify_all_with`](Self::notify_all_with) for sleepers that may
+    /// have asked to be woken later than now: once a sleeper is seen,
+    /// `wanted` says whether to wake it (it reads what the sleepers asked
+    /// for, stored before they registered). No wake-up if it says no, so
+    /// a sleeper must wait with a timeout for what `wanted` turns down
+    /// (a ring's writer that waits for a gap: `Ring::wake_writers`).
+    #[inline]
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    pub(crate) fn notify_all_if(&self, light: bool, wanted: impl FnOnce() -> bool) {
+        if self.announce_if(light, wanted) {
+            wake_all(&self.seq);
+        }
+    }
+
     /// Wakes at least one waiter if any sleeps. Call after making the
     /// condition true for one waiter. Makes no system call when nobody
     /// sleeps.
     pub fn notify_one(&self) {
-        if self.announce(false) {
+        // SYNC: SeqCst, as in `announce_if`.
+        fence(SeqCst);
+        if self.sleepers.load(Relaxed) != 0 {
+            // SYNC: Release, as in `announce_if`. The armed bit stays, for the sleepers this
+            // wake-up does not reach (they still sleep on the armed value).
+            let _ =
+                self.seq.fetch_update(Release, Relaxed, |v| Some((v.wrapping_add(1) & !ARMED) | (v & ARMED)));
             wake(&self.seq, 1);
         }
     }
@@ -128,6 +225,15 @@ impl WaitCell {
     /// asymmetric fence after it registers.
     #[inline]
     fn announce(&self, light: bool) -> bool {
+        self.announce_if(light, || true)
+    }
+
+    /// [`announce`](Self::announce), with the sleepers' own say once one
+    /// is seen (`wanted`, see [`notify_all_if`](Self::notify_all_if)):
+    /// its loads come after the load of `sleepers`, so after the same
+    /// fence, and see what a sleeper stored before it registered.
+    #[inline]
+    fn announce_if(&self, light: bool, wanted: impl FnOnce() -> bool) -> bool {
         // SYNC: SeqCst: the condition's store, then the load of `sleepers`, against the fence
         // in `park` (the eventcount's store-load order, see the module's invariant). Light:
         // a compiler fence once this process is registered for `membarrier`, against the
@@ -137,13 +243,18 @@ impl WaitCell {
         } else {
             fence(SeqCst);
         }
-        if self.sleepers.load(Relaxed) == 0 {
+        let sleepers = self.sleepers.load(Relaxed);
+        if sleepers == 0 || !wanted() {
             return false;
         }
-        // SYNC: pairs with the Acquire load of `seq` in `park`: a waiter that reads this bump
-        // sees the condition (where the two fences alone would not order it).
-        self.seq.fetch_add(1, Release);
-        true
+        // SYNC: pairs with the Acquire load of `seq` in `park`: a waiter that reads this move
+        // sees the condition (where the two fences alone would not order it). Release: the
+        // condition's store comes before it. Counted on in the lower bits, the armed bit
+        // cleared.
+        let old = self.seq.fetch_update(Release, Relaxed, |v| Some(v.wrapping_add(1) & !ARMED));
+        let old = old.unwrap_or_else(|v| v);
+        // A waiter asleep on the armed word, or one that never arms.
+        old & ARMED != 0 || sleepers & UNARMED != 0
     }
 
     /// Waits until `ready` returns `Some`, and returns its value.
@@ -194,6 +305,23 @@ impl WaitCell {
         light: bool,
         policy: WaitPolicy,
         timeout: Option<Duration>,
+        ready: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        self.wait_after_look_then(light, policy, timeout, &|| {}, ready)
+    }
+
+    /// [`wait_after_look_with`](Self::wait_after_look_with) that calls
+    /// `before_sleep` before each registration for a sleep (never while
+    /// it spins): for a waiter that tells its notifiers what it waits for
+    /// in a word of its own (a ring's writer, `Ring::ask_for_room`). A
+    /// store there before the spin would take the word's line from the
+    /// notifiers, which read it at every notify, each time a wait starts.
+    pub(crate) fn wait_after_look_then<T>(
+        &self,
+        light: bool,
+        policy: WaitPolicy,
+        timeout: Option<Duration>,
+        before_sleep: &dyn Fn(),
         mut ready: impl FnMut() -> Option<T>,
     ) -> Result<T> {
         if timeout.is_some_and(|t| t.is_zero()) {
@@ -242,6 +370,7 @@ impl WaitCell {
             // (The loom model of the futex has no time: a sleep there ends
             // only when woken, and a lost wake-up is a deadlock it finds.)
             let remaining = Some(remaining.map_or(HEAL_SLICE, |r| r.min(HEAL_SLICE)));
+            before_sleep();
             if let Some(v) = self.park_from(light, Some(now), remaining, &|| false, &mut ready) {
                 return Ok(v);
             }
@@ -279,7 +408,7 @@ impl WaitCell {
         holder_gone: &dyn Fn() -> bool,
         ready: impl FnOnce() -> Option<T>,
     ) -> Option<T> {
-        self.sleepers.fetch_add(1, Relaxed);
+        self.sleepers.fetch_add(ARMING, Relaxed);
         // SYNC: SeqCst: the registration in `sleepers`, then the loads below, against the fence
         // in `announce`.
         fence(SeqCst);
@@ -295,6 +424,7 @@ impl WaitCell {
         let seq = self.seq.load(Acquire);
         let r = ready();
         if r.is_none() {
+            let seq = arm(&self.seq, seq);
             match now {
                 Some(now) => sleep_from(&self.seq, seq, now, timeout, holder_gone),
                 None => {
@@ -304,7 +434,7 @@ impl WaitCell {
         }
         // Never below zero: a count another process erased must not wrap
         // into "always sleepers" (every notify a system call for ever).
-        let _ = self.sleepers.fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+        let _ = self.sleepers.fetch_update(Relaxed, Relaxed, |n| Some(unregister(n, ARMING)));
         r
     }
 
@@ -319,7 +449,13 @@ impl WaitCell {
     /// use the light half of an asymmetric fence (`light`).
     #[cfg(any(not(tachyon_loom), test))]
     pub(crate) fn sleep_point_with(&self, light: bool) -> super::waitv::SleepPoint<'_> {
-        super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers, light }
+        super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers, light, arms: true }
+    }
+
+    /// The futex word and the sleeper count, for tests.
+    #[cfg(all(test, not(tachyon_loom)))]
+    pub(crate) fn snapshot(&self) -> (u32, u32) {
+        (self.seq.load(Relaxed), self.sleepers.load(Relaxed))
     }
 
     /// Forgets every registered sleeper. Only for a cell with a single
@@ -599,6 +735,75 @@ mod tests {
         assert_eq!(cell.seq.load(Relaxed), 0);
     }
 
+    /// A notifier enters the kernel only for a sleeper that armed the word
+    /// since the last wake-up, or one that never arms: a waiter still
+    /// counted after its wake-up (it has not run yet) costs the next
+    /// notifiers no system call. The word moves at every notify that sees
+    /// a sleeper all the same, and to an even value (the bit cleared).
+    #[test]
+    fn only_an_armed_word_or_an_unarming_sleeper_is_woken() {
+        let cell = WaitCell::default();
+        cell.sleepers.store(ARMING, Relaxed);
+        assert!(!cell.announce(false), "registered, not armed yet: no wake-up");
+        assert_eq!(cell.seq.load(Relaxed), 1, "moved, so that its arming fails");
+        assert_eq!(arm(&cell.seq, 1), 1 | ARMED);
+        assert!(cell.announce(false), "armed: woken");
+        assert_eq!(cell.seq.load(Relaxed), 2, "counted on, the bit cleared");
+        assert!(!cell.announce(false), "woken already, still counted: no second wake-up");
+        assert_eq!(cell.seq.load(Relaxed), 3);
+        cell.sleepers.store(ARMING + 1, Relaxed);
+        assert!(cell.announce(false), "a sleeper that never arms is always woken");
+        cell.sleepers.store(0, Relaxed);
+        let before = cell.seq.load(Relaxed);
+        assert!(!cell.announce(false));
+        assert_eq!(cell.seq.load(Relaxed), before, "nobody registered: the word stays");
+        cell.seq.store(!ARMED, Relaxed);
+        cell.sleepers.store(ARMING, Relaxed);
+        cell.notify_all();
+        assert_eq!(cell.seq.load(Relaxed), 0, "the count wraps in its 31 bits");
+    }
+
+    /// `notify_all_if` with sleepers that asked for a later point moves
+    /// nothing and wakes nobody; `notify_one` counts on and keeps the
+    /// armed bit for the sleepers it does not wake.
+    #[test]
+    fn a_notify_the_sleepers_turn_down_leaves_the_word() {
+        let cell = WaitCell::default();
+        cell.sleepers.store(ARMING, Relaxed);
+        assert_eq!(arm(&cell.seq, 0), ARMED);
+        cell.notify_all_if(false, || false);
+        assert_eq!(cell.seq.load(Relaxed), ARMED, "turned down: armed as it was");
+        cell.notify_one();
+        assert_eq!(cell.seq.load(Relaxed), ARMED | 1, "counted on, still armed");
+    }
+
+    /// Arming: on a word nobody moved it sets the bit and returns the armed
+    /// value; on a word that moved since it was read (by a notifier of
+    /// this build, or one that adds 1 whatever the bit) it returns the
+    /// value read, which the word no longer holds (the sleep returns at
+    /// once).
+    #[test]
+    fn arming_a_moved_word_returns_the_value_read() {
+        let word = AtomicU32::new(4);
+        assert_eq!(arm(&word, 4), 4 | ARMED);
+        assert_eq!(word.load(Relaxed), 4 | ARMED);
+        assert_eq!(arm(&word, 4 | ARMED), 4 | ARMED, "armed already");
+        word.store(5, Relaxed);
+        assert_eq!(arm(&word, 4), 4);
+        assert_ne!(word.load(Relaxed), 4);
+    }
+
+    /// Taking a registration back never goes below zero, nor into the
+    /// other half of the count.
+    #[test]
+    fn a_registration_is_taken_back_from_its_own_half() {
+        assert_eq!(unregister(ARMING + 1, ARMING), 1);
+        assert_eq!(unregister(ARMING + 1, 1), ARMING);
+        assert_eq!(unregister(1, ARMING), 1, "an erased registration leaves the other half");
+        assert_eq!(unregister(ARMING, 1), ARMING);
+        assert_eq!(unregister(0, ARMING), 0);
+    }
+
     /// A producer hands out tokens one by one; consumers take them under
     /// every policy. Nothing may be lost: every consumer finishes.
     #[test]
@@ -697,5 +902,133 @@ mod tests {
         }
         assert_eq!((condition.hints, condition.next_clock_read), (32, 63));
         assert!(condition.started().is_some() && lock.started().is_some());
+    }
+}
+
+#[cfg(all(test, tachyon_loom))]
+mod loom_models {
+    use super::{WaitCell, WaitPolicy};
+    use crate::platform::atomic::{fence, AtomicU32, AtomicU64, Ordering::*};
+    use crate::sync::loom_model as model;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Two waiters of one cell, each for a condition of its own, and a
+    /// notifier that makes the two true one after the other and notifies
+    /// after each. The first notify clears the armed bit of a word the
+    /// second waiter may be arming, or sleeping on: both wake (a lost
+    /// wake-up is a deadlock here).
+    #[test]
+    fn two_notifies_wake_two_waiters_of_one_armed_word() {
+        model(|| {
+            let cell = Arc::new(WaitCell::new());
+            let flags = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+            let waiters: Vec<_> = (0..2)
+                .map(|i| {
+                    let (cell, flags) = (cell.clone(), flags.clone());
+                    thread::spawn(move || {
+                        cell.wait_until(WaitPolicy::Futex, None, || {
+                            (flags[i].load(Relaxed) != 0).then_some(())
+                        })
+                    })
+                })
+                .collect();
+            for f in flags.iter() {
+                f.store(1, Relaxed);
+                cell.notify_all();
+            }
+            for w in waiters {
+                w.join().unwrap().unwrap();
+            }
+            assert_eq!(cell.sleepers.load(Relaxed), 0, "every registration taken back");
+        });
+    }
+
+    /// A waiter of a build before armed words (it registers in the lower
+    /// half of `sleepers` and sleeps on the value it read, never armed)
+    /// beside one of this build: one notify wakes both.
+    #[test]
+    fn a_waiter_that_never_arms_is_woken() {
+        model(|| {
+            let cell = Arc::new(WaitCell::new());
+            let flag = Arc::new(AtomicU32::new(0));
+            let old = {
+                let (cell, flag) = (cell.clone(), flag.clone());
+                thread::spawn(move || loop {
+                    cell.sleepers.fetch_add(1, Relaxed);
+                    fence(SeqCst);
+                    let seen = cell.seq.load(Acquire);
+                    let done = flag.load(Relaxed) != 0;
+                    if !done {
+                        crate::platform::futex::sleep(&cell.seq, seen, None, &|| false);
+                    }
+                    cell.sleepers.fetch_sub(1, Relaxed);
+                    if done {
+                        break;
+                    }
+                })
+            };
+            let new = {
+                let (cell, flag) = (cell.clone(), flag.clone());
+                thread::spawn(move || {
+                    cell.wait_until(WaitPolicy::Futex, None, || (flag.load(Relaxed) != 0).then_some(()))
+                })
+            };
+            flag.store(1, Relaxed);
+            cell.notify_all();
+            old.join().unwrap();
+            new.join().unwrap().unwrap();
+        });
+    }
+
+    /// A notifier of a build before armed words (it adds 1 to the word and
+    /// wakes whenever it sees a sleeper, armed or not) and a waiter of
+    /// this build: the waiter wakes. Its arming must not take that move
+    /// for its own bit.
+    #[test]
+    fn a_notifier_that_never_looks_at_the_bit_wakes_an_armed_waiter() {
+        model(|| {
+            let cell = Arc::new(WaitCell::new());
+            let flag = Arc::new(AtomicU32::new(0));
+            let waiter = {
+                let (cell, flag) = (cell.clone(), flag.clone());
+                thread::spawn(move || {
+                    cell.wait_until(WaitPolicy::Futex, None, || (flag.load(Relaxed) != 0).then_some(()))
+                })
+            };
+            flag.store(1, Relaxed);
+            fence(SeqCst);
+            if cell.sleepers.load(Relaxed) != 0 {
+                cell.seq.fetch_add(1, Release);
+                crate::platform::futex::wake_all(&cell.seq);
+            }
+            waiter.join().unwrap().unwrap();
+        });
+    }
+
+    /// A ring's writer that asks to be woken at a later hand-back (the
+    /// mark, stored before it registers: `Ring::claim_waiting_long`) and a
+    /// reader that hands back items 0 and 1, with the notify of
+    /// `Ring::wake_writers` after each: the writer, which can go on from
+    /// the first hand-back, is woken at the mark (item 1) at the latest.
+    #[test]
+    fn a_writer_waiting_for_a_mark_is_woken_at_the_mark() {
+        model(|| {
+            let cell = Arc::new(WaitCell::new());
+            let freed = Arc::new(AtomicU64::new(0));
+            let room_at = Arc::new(AtomicU64::new(0));
+            let writer = {
+                let (cell, freed, room_at) = (cell.clone(), freed.clone(), room_at.clone());
+                thread::spawn(move || {
+                    room_at.store(1, Relaxed);
+                    cell.wait_until(WaitPolicy::Futex, None, || (freed.load(Relaxed) > 0).then_some(()))
+                })
+            };
+            for q in 0..2u64 {
+                freed.store(q + 1, Relaxed);
+                cell.notify_all_if(false, || crate::sync::ring::room_reached(room_at.load(Relaxed), q, 4));
+            }
+            writer.join().unwrap().unwrap();
+        });
     }
 }

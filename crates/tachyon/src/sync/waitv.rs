@@ -43,6 +43,9 @@ pub(crate) struct SleepPoint<'a> {
     /// Its notifiers may use the light half of an asymmetric fence
     /// (`platform/membarrier.rs`): a sleeper runs the heavy half.
     pub(crate) light: bool,
+    /// A `WaitCell`'s: the sleeper arms the word before it sleeps, and
+    /// registers as an arming waiter (`sync/wait.rs`, "Armed words").
+    pub(crate) arms: bool,
 }
 
 /// The heavy half of the asymmetric fence, if any of `points` needs it
@@ -54,16 +57,37 @@ pub(crate) fn heavy_if_light(points: &[SleepPoint<'_>]) {
 }
 
 impl SleepPoint<'_> {
+    /// What one sleeper adds to the count.
+    pub(crate) fn unit(&self) -> u32 {
+        if self.arms {
+            super::wait::ARMING
+        } else {
+            1
+        }
+    }
+
     /// Registers one sleeper.
     pub(crate) fn enter(&self) {
-        self.sleepers.fetch_add(1, Relaxed);
+        self.sleepers.fetch_add(self.unit(), Relaxed);
     }
 
     /// Removes the registration of [`enter`](Self::enter). Never below
     /// zero: a count another process erased must not wrap into "always
     /// sleepers" (as in `WaitCell::park`).
     pub(crate) fn leave(&self) {
-        let _ = self.sleepers.fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+        let unit = self.unit();
+        let _ = self.sleepers.fetch_update(Relaxed, Relaxed, |n| Some(super::wait::unregister(n, unit)));
+    }
+
+    /// The value to sleep on, for a sleeper that read `seen` from the word
+    /// before its re-check found nothing: armed for a `WaitCell`
+    /// (`sync/wait.rs`, [`arm`](super::wait::arm)), `seen` for others.
+    pub(crate) fn arm(&self, seen: u32) -> u32 {
+        if self.arms {
+            super::wait::arm(self.word, seen)
+        } else {
+            seen
+        }
     }
 }
 
@@ -87,6 +111,9 @@ pub(crate) fn park_any<T>(
     let mut words: Vec<(&AtomicU32, u32)> = points.iter().map(|p| (p.word, p.word.load(Acquire))).collect();
     let r = ready();
     if r.is_none() {
+        for (p, w) in points.iter().zip(words.iter_mut()) {
+            w.1 = p.arm(w.1);
+        }
         sleep_on(&mut words, timeout);
     }
     for p in points {
