@@ -133,15 +133,23 @@ const AHEAD_LINES: usize = 32;
 /// its speed; docs/benchmark-history.md, "The chunk cache without a lock"); the
 /// process's other threads share the other half behind a mutex. Each
 /// half holds up to `capacity` chunks.
+/// This thread's number, cut to the 32 bits a [`HotSlot`] keeps.
+#[inline]
+fn this_thread() -> u32 {
+    crate::sync::owned::thread_number() as u32
+}
+
 pub(crate) struct ChunkCache {
-    hot: HotSlot,
+    /// On lines of its own: written by whichever thread puts or takes,
+    /// beside halves two threads write (see [`OwnedList`]).
+    hot: crate::sync::Lines<HotSlot>,
     kept: OwnedList,
     capacity: usize,
 }
 
 impl ChunkCache {
     pub(crate) fn new(capacity: usize) -> ChunkCache {
-        ChunkCache { hot: HotSlot::new(), kept: OwnedList::new(capacity), capacity }
+        ChunkCache { hot: crate::sync::Lines(HotSlot::new()), kept: OwnedList::new(capacity), capacity }
     }
 
     /// The chunk in the slot, else the one the caller's half of the list
@@ -156,7 +164,7 @@ impl ChunkCache {
         if self.capacity == 0 {
             return None;
         }
-        if let Some(chunk) = self.hot.take() {
+        if let Some(chunk) = self.hot.take(this_thread()) {
             return Some((chunk, None));
         }
         self.kept.with(|kept| kept.pop().map(|chunk| (chunk, kept.last().copied())))
@@ -166,7 +174,7 @@ impl ChunkCache {
     /// going: nobody uses the cache any more).
     fn drain(&mut self) -> Vec<u32> {
         let mut all = self.kept.drain();
-        all.extend(self.hot.take());
+        all.extend(self.hot.take_any());
         all
     }
 
@@ -174,7 +182,7 @@ impl ChunkCache {
     /// if it is not.
     #[inline]
     fn put_hot(&self, chunk: u32) -> bool {
-        self.capacity > 0 && self.hot.put(chunk)
+        self.capacity > 0 && self.hot.put(chunk, this_thread())
     }
 
     /// Keeps `chunks` if they all fit (the common case: no spill to
@@ -777,6 +785,48 @@ mod tests {
     thread_local! {
         /// The chunk this thread's last `prefetch_next_loan` asked for.
         pub(super) static ASKED_AHEAD: std::cell::Cell<Option<(usize, u32)>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// The chunk one thread released into the slot goes to that thread's
+    /// next loan only: another thread's loan takes from the list (whose
+    /// next chunk it asks for ahead), and the released chunk waits for its
+    /// releaser, or for the cache to be emptied.
+    #[test]
+    fn the_slots_chunk_goes_back_to_the_thread_that_released_it() {
+        let mut cache = ChunkCache::new(8);
+        assert!(cache.put_if_room(&[10, 11]));
+        assert!(cache.put_hot(40));
+        let other = std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(cache.put_if_room(&[20, 21]));
+                (cache.take(), cache.put_hot(41))
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(other, (Some((21, Some(20))), false), "another thread: its list, and the slot stays full");
+        assert_eq!(cache.take(), Some((40, None)), "the releaser gets its chunk back");
+        assert!(cache.put_hot(42));
+        let mut all = cache.drain();
+        all.sort_unstable();
+        assert_eq!(all, [10, 11, 20, 42], "emptying takes the slot's chunk whoever released it");
+    }
+
+    /// A chunk cache's parts lie on lines of their own (128 bytes apart):
+    /// the slot, the owner's half and the shared half, each written at
+    /// every message by one of a stream's two threads.
+    #[test]
+    fn a_caches_parts_lie_on_lines_of_their_own() {
+        let cache = ChunkCache::new(8);
+        let base = &cache as *const ChunkCache as usize;
+        let hot = &*cache.hot as *const HotSlot as usize;
+        let (own, shared) = cache.kept.halves_at();
+        for (what, at) in [("slot", hot), ("own half", own), ("shared half", shared)] {
+            assert_eq!(at % 128, 0, "{what} at {at:#x} (cache at {base:#x})");
+        }
+        let mut at = [hot, own, shared];
+        at.sort_unstable();
+        assert!(at[1] - at[0] >= 128 && at[2] - at[1] >= 128, "{at:x?}");
     }
 
     /// A chunk taken from the list comes with the one the list gives

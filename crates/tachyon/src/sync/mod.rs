@@ -66,6 +66,30 @@ mod wait;
 #[cfg(any(not(tachyon_loom), test))]
 pub(crate) mod waitv;
 
+/// A value on cache lines of its own: 128 bytes, the pair of lines an
+/// x86 core's spatial prefetcher fetches together. For process-local
+/// state that two threads write at every message, each its own part (a
+/// chunk cache's halves), so that neither takes the other's line.
+#[cfg(any(not(tachyon_loom), test))]
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Lines<T>(pub(crate) T);
+
+#[cfg(any(not(tachyon_loom), test))]
+impl<T> std::ops::Deref for Lines<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+#[cfg(any(not(tachyon_loom), test))]
+impl<T> std::ops::DerefMut for Lines<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
 /// Runs a loom model with at most three preemptions per path: spin-and-
 /// yield loops make the full state space infinite, and three
 /// preemptions find the classic interleaving bugs (for the crate's own
