@@ -452,10 +452,11 @@ impl WaitCell {
         super::waitv::SleepPoint { word: &self.seq, sleepers: &self.sleepers, light, arms: true }
     }
 
-    /// The futex word and the sleeper count, for tests.
+    /// The notifiers' count (the futex word without its armed bit, which
+    /// sleepers set) and the sleeper count, for tests.
     #[cfg(all(test, not(tachyon_loom)))]
     pub(crate) fn snapshot(&self) -> (u32, u32) {
-        (self.seq.load(Relaxed), self.sleepers.load(Relaxed))
+        (self.seq.load(Relaxed) & !ARMED, self.sleepers.load(Relaxed))
     }
 
     /// Forgets every registered sleeper. Only for a cell with a single
