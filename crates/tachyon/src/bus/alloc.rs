@@ -170,6 +170,19 @@ impl ChunkCache {
         self.kept.with(|kept| kept.pop().map(|chunk| (chunk, kept.last().copied())))
     }
 
+    /// A chunk the cache keeps that [`take`](Self::take) leaves to another
+    /// thread: the slot's, whoever released it there, else, for the
+    /// list's owner, one of the half the process's other threads share.
+    /// For a loan that found the free lists empty: a chunk its own handle
+    /// keeps is lent rather than waited for. (The owner's half stays the
+    /// owner's: another thread cannot reach it without a lock.)
+    fn take_stranded(&self) -> Option<u32> {
+        if self.capacity == 0 {
+            return None;
+        }
+        self.hot.take_any().or_else(|| self.kept.with_others(Vec::pop).flatten())
+    }
+
     /// Every chunk the cache keeps, taken out (its region's last handle is
     /// going: nobody uses the cache any more).
     fn drain(&mut self) -> Vec<u32> {
@@ -417,7 +430,14 @@ impl Region {
                     other => other,
                 };
                 match popped {
-                    Ok(0) => {}
+                    Ok(0) => {
+                        if let Some(chunk) = self.core.cache[c].take_stranded() {
+                            // Already LOANED by this process (see `alloc`'s
+                            // cache path).
+                            pool.metas[chunk as usize].route.store(0, Ordering::Relaxed);
+                            return Some(Ok((c, chunk)));
+                        }
+                    }
                     Ok(n) => {
                         // The first is the loan (a loan's route is 0; a
                         // chunk recovery took back from a dead process's
@@ -810,6 +830,80 @@ mod tests {
         let mut all = cache.drain();
         all.sort_unstable();
         assert_eq!(all, [10, 11, 20, 42], "emptying takes the slot's chunk whoever released it");
+    }
+
+    /// A loan that finds its class's free list empty takes a chunk its own
+    /// handle keeps for another thread, rather than waiting for one or
+    /// failing: the slot's, whoever released it, and, for the thread that
+    /// owns the cache's list, the shared half's. Only the owner's half is
+    /// out of another thread's reach, as its docs say.
+    #[test]
+    fn a_loan_on_an_empty_pool_takes_what_the_handle_keeps_for_other_threads() {
+        let name = format!("t-stranded-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let config = RegionConfig::default().size(4 << 20).ring_arena(1 << 16).class_weights([1, 0, 0, 0, 0, 0, 0, 0]);
+        let region = Region::create(&name, config).unwrap();
+        assert!(region.core.cache[0].capacity > 0, "class 0 is cached");
+        let total = region.class_range(0).len();
+        let exhausted = |r: &Result<(usize, u32)>| matches!(r, Err(Error::PoolExhausted { class: 0, .. }));
+        // This thread takes every chunk (and so owns the cache's list).
+        let mut held: Vec<u32> = (0..total).map(|_| region.alloc(64, Some(Duration::ZERO)).unwrap().1).collect();
+        assert!(exhausted(&region.alloc(64, Some(Duration::ZERO))), "all {total} chunks are out");
+        let in_use = |region: &Region| region.pool_stats().unwrap()[0].chunks - region.pool_stats().unwrap()[0].free;
+        assert_eq!(in_use(&region), total);
+
+        // The slot: released by this thread, lent to another one.
+        region.free(0, held.pop().unwrap());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let got = region.alloc(64, Some(Duration::ZERO)).expect("the slot's chunk");
+                assert!(exhausted(&region.alloc(64, Some(Duration::ZERO))), "nothing else kept");
+                region.free(got.0, got.1);
+            });
+        });
+
+        // Released by another thread: the slot and the shared half, both
+        // reached by the owner.
+        let (a, b) = (held.pop().unwrap(), held.pop().unwrap());
+        let other = std::thread::scope(|s| {
+            s.spawn(|| {
+                // The chunk the first thread left in the slot.
+                let got = region.alloc(64, Some(Duration::ZERO)).expect("the slot's chunk").1;
+                region.free(0, a);
+                region.free(0, b);
+                got
+            })
+            .join()
+            .unwrap()
+        });
+        held.push(other);
+        let mut got: Vec<u32> = (0..2).map(|_| region.alloc(64, Some(Duration::ZERO)).unwrap().1).collect();
+        got.sort_unstable();
+        assert_eq!(got, { let mut ab = [a, b]; ab.sort_unstable(); ab });
+        assert!(exhausted(&region.alloc(64, Some(Duration::ZERO))));
+        held.append(&mut got);
+        assert_eq!(held.len(), total);
+
+        // The owner's half is the owner's alone: another thread gets the
+        // slot's chunk and then waits in vain.
+        let (c, d) = (held.pop().unwrap(), held.pop().unwrap());
+        region.free(0, c);
+        region.free(0, d);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let got = region.alloc(64, Some(Duration::ZERO)).expect("the slot's chunk").1;
+                assert!(got == c || got == d);
+                let waited = region.alloc(64, Some(Duration::from_millis(20)));
+                assert!(exhausted(&waited), "{waited:?}");
+                region.free(0, got);
+            });
+        });
+        for chunk in held {
+            region.free(0, chunk);
+        }
+        assert_eq!(in_use(&region), 0, "every chunk came back");
+        drop(region);
+        Region::remove(&name).unwrap();
     }
 
     /// A chunk cache's parts lie on lines of their own (128 bytes apart):

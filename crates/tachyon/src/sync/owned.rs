@@ -103,6 +103,28 @@ impl OwnedList {
         f(&mut shared)
     }
 
+    /// Runs `f` on the half the calling thread's [`with`](Self::with) does
+    /// not reach, if the caller may: for the list's owner the shared half,
+    /// locked while `f` runs; `None`, without running `f`, for any other
+    /// thread (the owner's half is the owner's alone) and for a list no
+    /// thread owns yet (nobody has used it). `f` must not use the list
+    /// itself.
+    #[cfg(not(tachyon_loom))]
+    pub(crate) fn with_others<R>(&self, f: impl FnOnce(&mut Vec<u32>) -> R) -> Option<R> {
+        self.with_others_as(thread_number(), f)
+    }
+
+    /// [`with_others`](Self::with_others) for the thread numbered `me`.
+    fn with_others_as<R>(&self, me: u64, f: impl FnOnce(&mut Vec<u32>) -> R) -> Option<R> {
+        debug_assert_ne!(me, NOBODY);
+        // SYNC: Relaxed, as in `with_as`: only this thread ever stored `me` here.
+        if self.owner.load(Ordering::Relaxed) != me {
+            return None;
+        }
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        Some(f(&mut shared))
+    }
+
     #[cfg(not(tachyon_loom))]
     #[inline]
     fn with_own<R>(&self, f: impl FnOnce(&mut Vec<u32>) -> R) -> R {
@@ -183,6 +205,18 @@ mod tests {
         assert_eq!(list.with(|v| v.pop()), Some(1), "the owner's own value");
         assert_eq!(list.with(|v| v.pop()), None, "the other thread's is in the shared half");
         list.with(|v| v.push(3));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                list.with(|v| v.push(4));
+                assert_eq!(
+                    list.with_others(|v| v.pop()),
+                    None,
+                    "not the owner: the owner's half is not reached"
+                );
+            });
+        });
+        assert_eq!(list.with_others(|v| v.pop()), Some(Some(4)), "the owner reaches the shared half");
+        assert_eq!(OwnedList::new(1).with_others(|v| v.pop()), None, "a list nobody owns");
         let mut all = list.drain();
         all.sort_unstable();
         assert_eq!(all, [2, 3]);
@@ -195,9 +229,10 @@ mod loom_models {
     use super::OwnedList;
     use loom::sync::Arc;
 
-    /// Two threads each put a value of their own and take one, the first
-    /// to come owning the list; every value put comes out exactly once
-    /// (taken, or left in a half and drained), and loom finds no two
+    /// Two threads each put a value of their own, take one, and take one
+    /// from the half they do not use (the owner only: the shared half), the
+    /// first to come owning the list; every value put comes out exactly
+    /// once (taken, or left in a half and drained), and loom finds no two
     /// threads in the owner's half at once.
     #[test]
     fn every_value_put_comes_out_once_and_one_thread_owns() {
@@ -208,11 +243,13 @@ mod loom_models {
                     let list = list.clone();
                     loom::thread::spawn(move || {
                         list.with_as(me, |v| v.push(me as u32));
-                        list.with_as(me, |v| v.pop())
+                        let mine = list.with_as(me, |v| v.pop());
+                        let others = list.with_others_as(me, |v| v.pop()).flatten();
+                        [mine, others]
                     })
                 })
                 .collect();
-            let mut out: Vec<u32> = handles.into_iter().filter_map(|h| h.join().unwrap()).collect();
+            let mut out: Vec<u32> = handles.into_iter().flat_map(|h| h.join().unwrap()).flatten().collect();
             let mut list = Arc::try_unwrap(list).expect("the threads are done");
             out.extend(list.drain());
             out.sort_unstable();
