@@ -175,7 +175,7 @@ impl ChunkCache {
     /// list's owner, one of the half the process's other threads share.
     /// For a loan that found the free lists empty: a chunk its own handle
     /// keeps is lent rather than waited for. (The owner's half stays the
-    /// owner's: another thread cannot reach it without a lock.)
+    /// owner's: it has no lock, so no other thread may reach it.)
     fn take_stranded(&self) -> Option<u32> {
         if self.capacity == 0 {
             return None;
