@@ -945,6 +945,15 @@ mod loom_models {
         });
     }
 
+    /// A thread of this build that waits on `cell` (futex policy, no
+    /// timeout) until `flag` is set.
+    fn flag_waiter(cell: &Arc<WaitCell>, flag: &Arc<AtomicU32>) -> thread::JoinHandle<crate::Result<()>> {
+        let (cell, flag) = (cell.clone(), flag.clone());
+        thread::spawn(move || {
+            cell.wait_until(WaitPolicy::Futex, None, || (flag.load(Relaxed) != 0).then_some(()))
+        })
+    }
+
     /// A waiter of a build before armed words (it registers in the lower
     /// half of `sleepers` and sleeps on the value it read, never armed)
     /// beside one of this build: one notify wakes both.
@@ -969,12 +978,7 @@ mod loom_models {
                     }
                 })
             };
-            let new = {
-                let (cell, flag) = (cell.clone(), flag.clone());
-                thread::spawn(move || {
-                    cell.wait_until(WaitPolicy::Futex, None, || (flag.load(Relaxed) != 0).then_some(()))
-                })
-            };
+            let new = flag_waiter(&cell, &flag);
             flag.store(1, Relaxed);
             cell.notify_all();
             old.join().unwrap();
@@ -991,12 +995,7 @@ mod loom_models {
         model(|| {
             let cell = Arc::new(WaitCell::new());
             let flag = Arc::new(AtomicU32::new(0));
-            let waiter = {
-                let (cell, flag) = (cell.clone(), flag.clone());
-                thread::spawn(move || {
-                    cell.wait_until(WaitPolicy::Futex, None, || (flag.load(Relaxed) != 0).then_some(()))
-                })
-            };
+            let waiter = flag_waiter(&cell, &flag);
             flag.store(1, Relaxed);
             fence(SeqCst);
             if cell.sleepers.load(Relaxed) != 0 {
