@@ -2499,7 +2499,7 @@ impl Topic {
     /// through group slot `slot`'s word instead (`Shares::take`: QUEUED of
     /// its stamp to HELD by `me`); the chunk's group is returned with it.
     #[allow(clippy::type_complexity)]
-    #[inline]
+    #[inline(always)]
     fn check_descriptor(
         &self,
         word: u64,
@@ -2556,7 +2556,12 @@ impl Topic {
         if let Some(r) = self.recv_inline_now(slot, partition, usize::MAX, copy) {
             return r;
         }
-        let (chunk, len) = self.take_in(slot, partition, timeout, None, true, Sink::Buf(buf))?;
+        // The common case, a chunk at the head, taken here; `take_in` for
+        // anything else (it looks again, waits, repairs or reports).
+        let (chunk, len) = match self.take_chunk_now(slot, partition, u64::MAX, true) {
+            Some(taken) => taken?,
+            None => self.take_in(slot, partition, timeout, None, true, Sink::Buf(buf))?,
+        };
         let Some(chunk) = chunk else { return Ok(len) };
         buf.clear();
         // SAFETY: the chunk is HELD by this process (taken by
