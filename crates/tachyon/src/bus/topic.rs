@@ -2629,7 +2629,11 @@ impl Topic {
         if let Some(r) = self.recv_inline_now(slot, partition, cap, copy) {
             return r;
         }
-        let (chunk, len) = self.take_in(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?;
+        // As in `recv_into_in`: a chunk at the head that fits, taken here.
+        let (chunk, len) = match self.take_chunk_now(slot, partition, cap as u64, true) {
+            Some(taken) => taken?,
+            None => self.take_in(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?,
+        };
         let Some(chunk) = chunk else { return Ok(len) };
         // SAFETY: the chunk is HELD by this process (taken by `take_in`,
         // validated, `len` within its class) and is only read here before
