@@ -2565,8 +2565,9 @@ impl Topic {
         let Some(chunk) = chunk else { return Ok(len) };
         buf.clear();
         // SAFETY: the chunk is HELD by this process (taken by
-        // `take_message`, validated, `len` within its class) and is only
-        // read here before it is freed.
+        // `take_chunk_now` or `take_in`, its descriptor validated by
+        // `check_descriptor`: `len` within its class) and is only read here
+        // before it is freed.
         buf.extend_from_slice(unsafe { self.chunk_ref(chunk, len) });
         self.release_chunk(chunk);
         Ok(len)
@@ -2635,9 +2636,9 @@ impl Topic {
             None => self.take_in(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?,
         };
         let Some(chunk) = chunk else { return Ok(len) };
-        // SAFETY: the chunk is HELD by this process (taken by `take_in`,
-        // validated, `len` within its class) and is only read here before
-        // it is released.
+        // SAFETY: the chunk is HELD by this process (taken by
+        // `take_chunk_now` or `take_in`, validated, `len` within its class)
+        // and is only read here before it is released.
         let bytes = unsafe { self.chunk_ref(chunk, len) };
         // The claim took only a message whose descriptor's length fits.
         let copied = buf.get_mut(..len).map(|dst| dst.copy_from_slice(bytes)).is_some();
