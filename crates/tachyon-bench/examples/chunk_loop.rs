@@ -8,9 +8,8 @@
 //! then 512 `recv_into`s (with a third argument `slice`:
 //! `recv_into_slice`s, the C face's `ty_recv`). The instructions of one
 //! message (send and receive) are the difference of two runs with
-//! different `ROUNDS`,
-//! divided by the difference in messages: the set-up (creating the
-//! region, attaching, recovery on open) cancels out.
+//! different `ROUNDS`, divided by the difference in messages: the set-up
+//! (creating the region, attaching, recovery on open) cancels out.
 //!
 //! ```text
 //! cargo build --release -p tachyon-bench --example chunk_loop

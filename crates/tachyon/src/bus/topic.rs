@@ -2557,7 +2557,11 @@ impl Topic {
             return r;
         }
         // The common case, a chunk at the head, taken here; `take_in` for
-        // anything else (it looks again, waits, repairs or reports).
+        // anything else (it looks again, waits, repairs or reports). Each
+        // arm has its own `?`: joined into one `Result` first (a shared
+        // helper), the fast arm's result went through memory too, 16 – 24
+        // instructions a message more (docs/benchmark-history.md, "a
+        // copy-path receive without `take_in`'s frame").
         let (chunk, len) = match self.take_chunk_now(slot, partition, u64::MAX, true) {
             Some(taken) => taken?,
             None => self.take_in(slot, partition, timeout, None, true, Sink::Buf(buf))?,
