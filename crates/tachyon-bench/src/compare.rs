@@ -9,9 +9,10 @@
 //! that ratio divided by the base build's in the same round, cancel most
 //! of it. `--control` adds a byte-identical copy of the base: whatever
 //! separates it from the base is the method's noise, the margin a change
-//! has to beat. Rounds in which any run's probe saw the host's slow phase
-//! (the report's rule: a probe over [`SLOW`] × the quickest) are left out,
-//! and the table says how many were kept.
+//! has to beat. Rounds in which any run's probe saw the host in another
+//! phase than usual (the report's rule: a probe over [`PHASE`] × the
+//! usual probe or under its `1 / PHASE`) are left out, and the table says
+//! how many were kept.
 //!
 //! ```text
 //! tachyon-bench compare --rounds 8 --control target/ab/base target/ab/new -- \
@@ -19,7 +20,7 @@
 //!     --topic-policies spin --topic-transports raw-ring,cb,copy --throughput-sizes 64,1024
 //! ```
 
-use crate::probe::SLOW;
+use crate::probe::{off_phase, usual, PHASE};
 use crate::stats::Spread;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -223,21 +224,20 @@ fn absolute(rows: &[Row], case: &str) -> Option<f64> {
     Spread::of(&values).map(|s| s.median)
 }
 
-/// Whether every run of a round was steady: no probe over [`SLOW`] × the
-/// quickest probe of the whole comparison (runs without probes count as
-/// steady).
-fn steady(round: &[Vec<Row>], quickest: Option<f64>) -> bool {
-    let Some(q) = quickest else { return true };
-    round.iter().flatten().all(|r| r.probe.is_none_or(|p| p <= q * SLOW))
+/// Whether every run of a round was steady: no probe off the phase of the
+/// whole comparison's usual probe (see [`usual`]; runs without probes
+/// count as steady).
+fn steady(round: &[Vec<Row>], usual: Option<f64>) -> bool {
+    let Some(u) = usual else { return true };
+    round.iter().flatten().all(|r| r.probe.is_none_or(|p| !off_phase(p, u)))
 }
 
 /// The comparison's markdown table: each build's figures ÷ the raw ring
 /// of its own run, paired with the base's in the same round; then the
 /// same pairs on the absolute figures.
 fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
-    let quickest = runs.iter().flatten().flatten().filter_map(|r| r.probe).fold(f64::NAN, f64::min);
-    let quickest = (quickest > 0.0).then_some(quickest);
-    let kept: Vec<&Vec<Vec<Row>>> = runs.iter().filter(|round| steady(round, quickest)).collect();
+    let usual = usual(runs.iter().flatten().flatten().filter_map(|r| r.probe));
+    let kept: Vec<&Vec<Vec<Row>>> = runs.iter().filter(|round| steady(round, usual)).collect();
     // Cases in the order the first run of the base listed them.
     let mut cases: Vec<(String, bool)> = Vec::new();
     for r in runs.iter().flat_map(|round| round.iter().flatten()) {
@@ -250,7 +250,8 @@ fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
     let _ = writeln!(
         out,
         "`tachyon-bench {}`, {} rounds, {} kept (a round is left out when one of its runs had a probe \
-         over {SLOW} × the quickest probe, {}). Each cell: the median over the kept rounds of the run's figure ÷ the raw \
+         over {PHASE} × the usual probe or under 1/{PHASE} of it; the usual probe, the tenth \
+         percentile of all, {}). Each cell: the median over the kept rounds of the run's figure ÷ the raw \
          ring of the same run (msgs/s for throughput, p50 for round trips; the raw ring's own rows: its \
          figure), then, for each build after the first, the median of its figure ÷ the base's in the \
          same round, and in how many rounds it did better than the base. For throughput above 1 is \
@@ -258,7 +259,7 @@ fn render(labels: &[&str], runs: &[Vec<Vec<Row>>], args: &[String]) -> String {
         args.join(" "),
         runs.len(),
         kept.len(),
-        quickest.map_or("no probes".to_owned(), |q| format!("{q:.1} ns")),
+        usual.map_or("no probes".to_owned(), |u| format!("{u:.1} ns")),
     );
     table(&mut out, labels, &cases, &kept, figure);
     let _ = writeln!(
@@ -421,5 +422,17 @@ mod tests {
         let rows = parse(&csv(20e6, 10e6, 160, 320, 65.0).replace(",65,", ",,")).unwrap();
         assert!(rows.iter().all(|r| r.probe.is_none()));
         assert!(steady(&[rows.clone(), rows], Some(10.0)));
+    }
+
+    /// A round is left out when one of its runs' probes is far from the
+    /// usual one on either side: a far phase, or a nearer one.
+    #[test]
+    fn a_round_off_the_usual_phase_is_left_out() {
+        let at = |probe: &str| {
+            parse(&csv(20e6, 10e6, 160, 320, 65.0).replace(",65,", &format!(",{probe},"))).unwrap()
+        };
+        assert!(steady(&[at("65"), at("150")], Some(65.0)));
+        assert!(!steady(&[at("65"), at("200")], Some(65.0)), "far apart");
+        assert!(!steady(&[at("20"), at("65")], Some(65.0)), "nearer than usual");
     }
 }

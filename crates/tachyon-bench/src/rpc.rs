@@ -163,7 +163,7 @@ pub struct Sample {
     /// unpinned or when a probe gave up.
     pub probe: Option<f64>,
     /// How many earlier runs of this case and repetition were discarded
-    /// because their probes said the machine was slow.
+    /// because their probes said the machine was unsteady.
     pub retried: u32,
 }
 
@@ -218,7 +218,7 @@ fn peer_args(settings: &Settings, via: &str) -> Vec<String> {
 }
 
 /// Runs one repetition of one case between two probes of the machine's
-/// cache-line round trip, again while they say it was slow
+/// cache-line round trip, again while they say it was unsteady
 /// ([`crate::probe::run_probed`]), the socket's runs as well.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
     let probed =
@@ -582,12 +582,13 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             {
                 let case = Case { via };
                 let Some(r) = res.paired(case, unix, calls_per_sec) else { continue };
-                // A slow phase's ratio would pass or fail a bar for the
+                // Another phase's ratio would pass or fail a bar for the
                 // wrong reason: judged on the steady pairs where the runs
                 // were probed, else on every pair.
-                let calm =
-                    steady.best.and_then(|_| res.paired_in(case, unix, calls_per_sec, |s| !steady.slow(s)));
-                let judged = if steady.best.is_some() { calm.map(|c| c.median) } else { Some(r.median) };
+                let calm = steady
+                    .usual
+                    .and_then(|_| res.paired_in(case, unix, calls_per_sec, |s| !steady.unsteady(s)));
+                let judged = if steady.usual.is_some() { calm.map(|c| c.median) } else { Some(r.median) };
                 let met = match judged {
                     None => "not judged (no steady pair)",
                     Some(j) if j >= bar => "yes",
@@ -605,7 +606,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             }
         }
     }
-    let judged = if steady.best.is_some() {
+    let judged = if steady.usual.is_some() {
         "Each bar is judged on the median of its ratios over the pairs of runs that were both \
          steady (\"How steady the machine was\", below), and not at all where no pair was; the \
          median over every repetition is given beside it."
@@ -781,7 +782,7 @@ mod tests {
         }
         // Not probed (no steady column): judged on every repetition.
         let steady = Steadiness::of(&samples);
-        assert!(steady.best.is_none());
+        assert!(steady.usual.is_none());
         let out = bars(&settings, &Results::new(&samples), &steady);
         assert!(out.contains("a slow phase counts"), "{out}");
         assert!(out.contains("| RpcBuffer spin 1 KiB calls, `request`: calls/s ÷ Unix socket | 4.00 | (3.00 – 5.00) | – | ≥ 2 | yes |"), "{out}");
@@ -818,8 +819,8 @@ mod tests {
         let in_place = Case { via: Via::RpcInPlace(spin, large) };
         let mut samples = Vec::new();
         // `request`: 2.5 × the socket in repetitions 0 and 1, 0.4 × in
-        // repetition 2, whose RpcBuffer run was slow (probe 500 ns against
-        // 60). In repetition 1 the socket's run was slow: repetition 0 is
+        // repetition 2, whose RpcBuffer run was unsteady (probe 500 ns
+        // against 60). In repetition 1 the socket's run was: repetition 0 is
         // the one steady pair. In place: 4 × throughout, the same pair.
         for (rep, socket_probe, request_calls, request_probe, in_place_probe) in
             [(0, 60.0, 250, 62.0, 61.0), (1, 400.0, 250, 63.0, 65.0), (2, 61.0, 40, 500.0, 480.0)]
@@ -829,7 +830,7 @@ mod tests {
             samples.push(probed(in_place, rep, 400, in_place_probe));
         }
         let steady = Steadiness::of(&samples);
-        assert_eq!(steady.best, Some(60.0));
+        assert_eq!(steady.usual, Some(60.0), "the tenth percentile of 9: the quickest");
         let out = bars(&settings, &Results::new(&samples), &steady);
         assert!(out.contains("pairs of runs that were both steady"), "{out}");
         assert!(
@@ -840,7 +841,7 @@ mod tests {
             out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | 4.00 | ≥ 2 | yes |"),
             "{out}"
         );
-        // Only slow pairs: not judged, whatever the ratio.
+        // Only unsteady pairs: not judged, whatever the ratio.
         let slow: Vec<Sample> = samples
             .iter()
             .map(|s| if s.rep == 0 { Sample { probe: Some(490.0), ..*s } } else { *s })
@@ -851,13 +852,14 @@ mod tests {
             out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | – | ≥ 2 | not judged (no steady pair) |"),
             "{out}"
         );
-        // The steadiness section: a row per repetition, its slow runs named.
+        // The steadiness section: a row per repetition, its unsteady runs
+        // named.
         let all: Vec<&Sample> = samples.iter().collect();
         let section = steady.render(&all, "`--rpc-calls`");
         assert!(section.contains("| 1 | 3 | 0 | 0.06 – 0.06 | 0 |"), "{section}");
         assert!(section.contains("| 2 | 3 | 0 | 0.06 – 0.40 | **1** |"), "{section}");
         assert!(section.contains("| 3 | 3 | 0 | 0.06 – 0.50 | **2** |"), "{section}");
-        assert!(section.contains("3 of 9 runs ran while the machine was slow."), "{section}");
+        assert!(section.contains("3 of 9 runs ran while the machine was off its usual phase."), "{section}");
     }
 
     #[test]

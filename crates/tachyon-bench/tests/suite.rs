@@ -208,7 +208,7 @@ fn bad_arguments_are_refused() {
 
 /// Checks a group's CSV columns of probes: last, each run's cache-line
 /// probe (empty where a probe gave up, or unpinned) and how many times the
-/// run was repeated because its probe was slow (at most twice); where
+/// run was repeated because its probe was unsteady (at most twice); where
 /// there are probes, the report says how steady the machine was. Whether
 /// there were.
 fn probed_runs(csv: &str, stdout: &str) -> bool {
@@ -221,7 +221,7 @@ fn probed_runs(csv: &str, stdout: &str) -> bool {
     assert_eq!(!probes.is_empty(), stdout.contains("### How steady the machine was"), "{stdout}");
     if !probes.is_empty() {
         assert!(
-            stdout.contains("| repetition | runs | run again | probe µs (min – max) | slow runs |"),
+            stdout.contains("| repetition | runs | run again | probe µs (min – max) | unsteady runs |"),
             "{stdout}"
         );
     }
@@ -731,7 +731,7 @@ fn compare_runs_builds_in_rounds_and_writes_the_paired_table() {
     assert!(table.contains("## Builds compared"), "{table}");
     assert!(table.contains(", 2 rounds, "), "{table}");
     assert!(table.contains("| case | tachyon-bench | tachyon-bench-copy |"), "{table}");
-    // A round whose probes caught the host's slow phase is left out (the
+    // A round whose probes caught the host off its usual phase is left out (the
     // header says how many were kept); with none kept every cell is "–".
     let kept: usize = table
         .split(", 2 rounds, ")

@@ -390,7 +390,7 @@ pub struct Sample {
     /// unpinned or when a probe gave up.
     pub probe: Option<f64>,
     /// How many earlier runs of this case and repetition were discarded
-    /// because their probes said the machine was slow.
+    /// because their probes said the machine was unsteady.
     pub retried: u32,
 }
 

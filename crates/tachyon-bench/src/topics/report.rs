@@ -333,17 +333,17 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
     let rate: fn(&Sample) -> Option<f64> = |s| Some(s.rate());
     let spin = Some(Policy::Spin);
     // A ratio as a bar is judged: over the steady pairs where the runs
-    // were probed (a slow phase's ratio would pass or fail a bar for the
+    // were probed (another phase's ratio would pass or fail a bar for the
     // wrong reason), else over every pair.
-    let judge = |case: Case, reference: Case, f: fn(&Sample) -> Option<f64>| match steady.best {
-        Some(_) => res.paired_in(case, reference, f, |s| !steady.slow(s)).map(|c| c.median),
+    let judge = |case: Case, reference: Case, f: fn(&Sample) -> Option<f64>| match steady.usual {
+        Some(_) => res.paired_in(case, reference, f, |s| !steady.unsteady(s)).map(|c| c.median),
         None => res.paired(case, reference, f).map(|c| c.median),
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut bar = |what: String, pair: Pair, limit: f64, lower_is_better: bool| {
         let (case, reference, f) = pair;
         let all = res.paired(case, reference, f);
-        let calm = steady.best.and_then(|_| res.paired_in(case, reference, f, |s| !steady.slow(s)));
+        let calm = steady.usual.and_then(|_| res.paired_in(case, reference, f, |s| !steady.unsteady(s)));
         // A throughput bar against the raw ring has a design reference
         // on its scale.
         let design = if case.test == Test::Throughput && reference.via == Via::RawRing {
@@ -434,7 +434,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         return out;
     }
     let _ = writeln!(out, "### Against the project's bars\n");
-    if steady.best.is_some() {
+    if steady.usual.is_some() {
         let _ = writeln!(
             out,
             "Each bar is judged on its pairs of runs that were both steady (\"How steady the \

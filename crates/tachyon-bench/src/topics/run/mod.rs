@@ -21,7 +21,7 @@ pub(crate) use topic::partition_keys;
 use topic::topic_run;
 
 /// Runs one repetition of one case between two probes of the machine's
-/// cache-line round trip, again while they say it was slow
+/// cache-line round trip, again while they say it was unsteady
 /// ([`crate::probe::run_probed`]): the same for every transport,
 /// references included.
 pub fn run(case: Case, settings: &Settings, rep: usize) -> Result<Sample, String> {
