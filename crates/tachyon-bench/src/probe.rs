@@ -312,9 +312,9 @@ mod tests {
         assert!(!unsteady(q * 2.9));
     }
 
-    /// A run of a near phase is unsteady and the others are not (the
-    /// quickest probe was the judge until 2026-12-06: one such run made
-    /// 334 of a group's 336 runs slow).
+    /// A run of a near phase and one of a far phase are unsteady, the others
+    /// not (the quickest probe was the judge until 2026-12-06: two near runs
+    /// made 334 of a group's 336 runs slow).
     #[test]
     fn a_group_judges_its_runs_by_the_usual_probe() {
         struct Run(usize, Option<f64>);
