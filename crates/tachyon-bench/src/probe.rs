@@ -77,8 +77,9 @@ pub struct Probed<S> {
 
 /// Runs `run` between two probes of the cache-line round trip to CPU
 /// `other`; again, up to [`RETRIES`] times, while the probes say the host
-/// had placed the two vCPUs in another phase than usual ([`unsteady`]). What every group with bars does
-/// for each of its runs, references included.
+/// had placed the two vCPUs in another phase than usual ([`unsteady`]).
+/// What every group with bars does for each of its runs, references
+/// included.
 pub fn run_probed<S>(
     other: Option<usize>,
     mut run: impl FnMut() -> Result<S, String>,

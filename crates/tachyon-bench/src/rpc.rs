@@ -820,8 +820,9 @@ mod tests {
         let mut samples = Vec::new();
         // `request`: 2.5 × the socket in repetitions 0 and 1, 0.4 × in
         // repetition 2, whose RpcBuffer run was unsteady (probe 500 ns
-        // against 60). In repetition 1 the socket's run was: repetition 0 is
-        // the one steady pair. In place: 4 × throughout, the same pair.
+        // against 60). In repetition 1 the socket's run was unsteady
+        // (400 ns): repetition 0 is the one steady pair. In place: 4 ×
+        // throughout, the same pair.
         for (rep, socket_probe, request_calls, request_probe, in_place_probe) in
             [(0, 60.0, 250, 62.0, 61.0), (1, 400.0, 250, 63.0, 65.0), (2, 61.0, 40, 500.0, 480.0)]
         {
