@@ -2110,6 +2110,22 @@ impl Topic {
         if let Some(taken) = self.take_chunk_now(slot, partition, sink.max_len(), received) {
             return taken;
         }
+        self.take_after_look(slot, partition, timeout, stop, received, sink)
+    }
+
+    /// [`take_in`](Self::take_in) after [`take_chunk_now`](Self::take_chunk_now)
+    /// found nothing to take at once: for a caller that made that look
+    /// itself (the copy-path receives), so that a miss is not looked at
+    /// twice.
+    fn take_after_look(
+        &self,
+        slot: usize,
+        partition: u32,
+        timeout: Option<Duration>,
+        stop: Option<&ReceiveStop>,
+        received: bool,
+        sink: Sink<'_>,
+    ) -> Result<(Option<Chunk>, usize)> {
         // A chunk for a message in an inline slot is taken before the cell
         // is claimed: nothing can fail between the claim and the copy.
         let mut spare = Spare {
@@ -2556,21 +2572,21 @@ impl Topic {
         if let Some(r) = self.recv_inline_now(slot, partition, usize::MAX, copy) {
             return r;
         }
-        // The common case, a chunk at the head, taken here; `take_in` for
-        // anything else (it looks again, waits, repairs or reports). Each
+        // The common case, a chunk at the head, taken here; the rest of
+        // `take_in` for anything else (it waits, repairs or reports). Each
         // arm has its own `?`: joined into one `Result` first (a shared
         // helper), the fast arm's result went through memory too, 16 – 24
         // instructions a message more (docs/benchmark-history.md, "a
         // copy-path receive without `take_in`'s frame").
         let (chunk, len) = match self.take_chunk_now(slot, partition, u64::MAX, true) {
             Some(taken) => taken?,
-            None => self.take_in(slot, partition, timeout, None, true, Sink::Buf(buf))?,
+            None => self.take_after_look(slot, partition, timeout, None, true, Sink::Buf(buf))?,
         };
         let Some(chunk) = chunk else { return Ok(len) };
         buf.clear();
         // SAFETY: the chunk is HELD by this process (taken by
-        // `take_chunk_now` or `take_in`, its descriptor validated by
-        // `check_descriptor`: `len` within its class) and is only read here
+        // `take_chunk_now` or `take_after_look`, its descriptor validated
+        // by `check_descriptor`: `len` within its class) and is only read here
         // before it is freed.
         buf.extend_from_slice(unsafe { self.chunk_ref(chunk, len) });
         self.release_chunk(chunk);
@@ -2637,12 +2653,12 @@ impl Topic {
         // As in `recv_into_in`: a chunk at the head that fits, taken here.
         let (chunk, len) = match self.take_chunk_now(slot, partition, cap as u64, true) {
             Some(taken) => taken?,
-            None => self.take_in(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?,
+            None => self.take_after_look(slot, partition, timeout, None, true, Sink::Slice(&mut *buf))?,
         };
         let Some(chunk) = chunk else { return Ok(len) };
         // SAFETY: the chunk is HELD by this process (taken by
-        // `take_chunk_now` or `take_in`, validated, `len` within its class)
-        // and is only read here before it is released.
+        // `take_chunk_now` or `take_after_look`, validated, `len` within its
+        // class) and is only read here before it is released.
         let bytes = unsafe { self.chunk_ref(chunk, len) };
         // The claim took only a message whose descriptor's length fits.
         let copied = buf.get_mut(..len).map(|dst| dst.copy_from_slice(bytes)).is_some();
