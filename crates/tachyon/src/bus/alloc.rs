@@ -346,8 +346,14 @@ impl Region {
     /// that does not check out is ignored; whatever it says, nothing but
     /// prefetches follows from it.
     fn prefetch_chain(&self, class: usize, first: u32, pool: &Pool<'_>, range: &std::ops::Range<u32>) {
-        let meta = |c: u32| std::ptr::from_ref(&pool.metas[c as usize]).cast::<u8>();
-        crate::sync::prefetch(meta(first), 1, 1, true);
+        let write = crate::sync::prefetch_writes();
+        // Addresses from the class's bases, wrapping: a prefetch of any
+        // address is harmless, and each index below is checked against
+        // `range` first (the class's chunks, whose metadata and bytes lie
+        // in the mapping).
+        let metas = pool.metas.as_ptr().cast::<u8>();
+        let meta = |c: u32| metas.wrapping_add(c as usize * std::mem::size_of::<ChunkMeta>());
+        crate::sync::prefetch_line(meta(first), write);
         // Read only from a FREE chunk: the announced chain is this
         // process's, and a chunk whose word says FREE is lent by no `Loan`
         // of it (the pool hands a chunk out only through its word).
@@ -364,13 +370,17 @@ impl Region {
         // word of a 64-byte aligned chunk of at least 64 bytes; any bits
         // are a `u32`.
         let Some(k) = ChainHint::len(unsafe { p.read_volatile() }, first, size) else { return };
+        // The class's first chunk's bytes: `first`'s, `first - start`
+        // chunks back.
+        let data = p.cast::<u8>().wrapping_sub((first - range.start) as usize * size);
+        let bytes = size <= ChainHint::BYTES_FETCHED;
         for j in 1..=k.min(pool.batch(range) - 1) {
             // SAFETY: as above; `j <= k < size / 4` (`ChainHint::len`).
             let c = unsafe { p.add(j).read_volatile() };
             if range.contains(&c) {
-                crate::sync::prefetch(meta(c), 1, 1, true);
-                if size <= ChainHint::BYTES_FETCHED {
-                    crate::sync::prefetch(self.chunk_ptr(class, c), size, 1, true);
+                crate::sync::prefetch_line(meta(c), write);
+                if bytes {
+                    crate::sync::prefetch_line(data.wrapping_add((c - range.start) as usize * size), write);
                 }
             }
         }

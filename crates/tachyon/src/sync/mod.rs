@@ -185,28 +185,47 @@ pub(crate) mod testing {
 #[inline]
 #[cfg_attr(tachyon_loom, allow(dead_code))]
 pub(crate) fn prefetch(ptr: *const u8, len: usize, max_lines: usize, write: bool) {
+    let write = write && prefetch_writes();
+    for i in 0..len.div_ceil(64).min(max_lines) {
+        prefetch_line(ptr.wrapping_add(i * 64), write);
+    }
+}
+
+/// [`prefetch`] of the one line at `ptr`, for writing if `write`: for a
+/// loop of them, which reads [`prefetch_writes`] once rather than at
+/// every line.
+#[inline(always)]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) fn prefetch_line(ptr: *const u8, write: bool) {
     #[cfg(all(target_arch = "x86_64", not(tachyon_loom)))]
     {
-        let write = write && has_prefetchw();
-        for i in 0..len.div_ceil(64).min(max_lines) {
-            let line = ptr.wrapping_add(i * 64);
-            if write {
-                // SAFETY: PREFETCHW is a hint: it never faults, whatever the
-                // address, writes no memory and changes no register or flag
-                // (`readonly`: it only names `line`); this processor has it
-                // (CPUID, `has_prefetchw`).
-                unsafe {
-                    std::arch::asm!("prefetchw [{0}]", in(reg) line, options(nostack, preserves_flags, readonly))
-                };
-            } else {
-                // SAFETY: PREFETCHT0 is a hint of SSE, which every x86-64
-                // processor has: it never faults and writes nothing.
-                unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast()) };
-            }
+        if write {
+            // SAFETY: PREFETCHW is a hint: it never faults, whatever the
+            // address, writes no memory and changes no register or flag
+            // (`readonly`: it only names `ptr`); the callers pass `write`
+            // only where this processor has it (`prefetch_writes`).
+            unsafe {
+                std::arch::asm!("prefetchw [{0}]", in(reg) ptr, options(nostack, preserves_flags, readonly))
+            };
+        } else {
+            // SAFETY: PREFETCHT0 is a hint of SSE, which every x86-64
+            // processor has: it never faults and writes nothing.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast()) };
         }
     }
     #[cfg(not(all(target_arch = "x86_64", not(tachyon_loom))))]
-    let _ = (ptr, len, max_lines, write);
+    let _ = (ptr, write);
+}
+
+/// Whether [`prefetch_line`] may be asked for a line for writing here
+/// (this processor has PREFETCHW; never off x86-64).
+#[inline]
+#[cfg_attr(tachyon_loom, allow(dead_code))]
+pub(crate) fn prefetch_writes() -> bool {
+    #[cfg(all(target_arch = "x86_64", not(tachyon_loom)))]
+    return has_prefetchw();
+    #[cfg(not(all(target_arch = "x86_64", not(tachyon_loom))))]
+    false
 }
 
 /// Whether this processor has PREFETCHW (CPUID 0x8000_0001, ECX bit 8;
