@@ -277,6 +277,8 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "bare cache-line",
         "loan path",
         "in place: `send_with`/`receive_with`",
+        "the copy then read: `send`/`recv_into` + a fold of the copy",
+        "topic loan spin 1 KiB throughput ÷ topic copy + read spin 1 KiB throughput",
         "CircularBuffer",
         "RpcBuffer",
         "on the reader thread",
@@ -312,9 +314,10 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     // hand-overs), RpcBuffer and RpcBuffer with inline handlers × 3
     // policies; throughput, for 64 B and 1 KiB: raw ring, the three MPMC
     // rings, the two chunk-pool rings, the two leased rings, Unix socket,
-    // pipe, TCP, then the two copies, the two copies with inline slots,
-    // loan, in place and the two CircularBuffers × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (12 + 30) + 2 * (11 + 24), "{csv}");
+    // pipe, TCP, then the copy, the copy read after it (throughput
+    // only), the light copy, the two copies with inline slots, loan, in
+    // place and the two CircularBuffers × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (12 + 30) + 2 * (11 + 27), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

@@ -58,6 +58,12 @@ pub enum Via {
     Tcp,
     /// A topic, `send` / `recv_into`.
     Copy,
+    /// [`Via::Copy`] whose receiver then reads its copy as the loan and
+    /// in-place receivers read a message where it lies (every byte, a
+    /// 64-bit XOR fold): the copy path doing the same work with the bytes
+    /// as they do, which the loan path's bar is measured against
+    /// (throughput only).
+    CopyRead,
     /// [`Via::Copy`] on a topic with light hand-overs
     /// (`TopicConfig::light_handovers`): chunks, `send` claiming its cell
     /// before its copy.
@@ -107,6 +113,7 @@ impl Via {
             Via::Pipe => "pipe",
             Via::Tcp => "tcp",
             Via::Copy => "copy",
+            Via::CopyRead => "copy-read",
             Via::CopyLight => "copy-light",
             Via::CopyInline => "copy-inline",
             Via::CopyInlineLight => "copy-inline-light",
@@ -147,6 +154,7 @@ impl Via {
             Via::Pipe => "pipe, write/read (reference)",
             Via::Tcp => "TCP loopback, TCP_NODELAY, write/read (reference)",
             Via::Copy => "topic, copy path: `send`/`recv_into`",
+            Via::CopyRead => "topic, copy path, the copy then read: `send`/`recv_into` + a fold of the copy",
             Via::CopyLight => "topic, copy path, light hand-overs (`TopicConfig::light_handovers`)",
             Via::CopyInline => "topic with inline slots, copy path: `send`/`recv_into`, no chunks",
             Via::CopyInlineLight => {
@@ -187,6 +195,7 @@ impl Via {
             Via::Pipe => "pipe",
             Via::Tcp => "tcp",
             Via::Copy => "topic copy",
+            Via::CopyRead => "topic copy + read",
             Via::CopyLight => "topic copy light",
             Via::CopyInline => "topic copy inline",
             Via::CopyInlineLight => "topic copy inline light",
@@ -206,6 +215,7 @@ impl Via {
         matches!(
             self,
             Via::Copy
+                | Via::CopyRead
                 | Via::CopyLight
                 | Via::CopyInline
                 | Via::CopyInlineLight
@@ -221,14 +231,20 @@ impl Via {
     pub(super) fn is_topic(self) -> bool {
         matches!(
             self,
-            Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace
+            Via::Copy
+                | Via::CopyRead
+                | Via::CopyLight
+                | Via::CopyInline
+                | Via::CopyInlineLight
+                | Via::Loan
+                | Via::InPlace
         )
     }
 
     /// A topic's copy path (`send` / `recv_into`), with or without inline
-    /// slots or light hand-overs.
+    /// slots or light hand-overs, or a read of the copy.
     pub(crate) fn copies(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight)
+        matches!(self, Via::Copy | Via::CopyRead | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight)
     }
 
     pub(super) fn is_kernel(self) -> bool {
@@ -237,7 +253,10 @@ impl Via {
 
     /// Whether it measures `test`.
     pub fn does(self, test: Test) -> bool {
-        test == Test::Latency || !matches!(self, Via::Flag | Via::Rpc | Via::RpcInline)
+        match test {
+            Test::Latency => self != Via::CopyRead,
+            Test::Throughput => !matches!(self, Via::Flag | Via::Rpc | Via::RpcInline),
+        }
     }
 }
 

@@ -27,9 +27,13 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
     let total = a.warmup + a.count;
     let fault = Fault::from_env();
     let elapsed = match a.via {
-        Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace => {
-            topic::serve(&a, stall, total, fault)?
-        }
+        Via::Copy
+        | Via::CopyRead
+        | Via::CopyLight
+        | Via::CopyInline
+        | Via::CopyInlineLight
+        | Via::Loan
+        | Via::InPlace => topic::serve(&a, stall, total, fault)?,
         Via::Flag => flag::serve(&a, stall, total, fault)?,
         Via::Cb | Via::CbLight => cb::serve(&a, stall, total, fault)?,
         Via::Rpc | Via::RpcInline => return Err("the RpcBuffer peer is `peer rpc`".into()),

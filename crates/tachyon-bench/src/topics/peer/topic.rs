@@ -96,6 +96,9 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
                 let from = (seq % partitions) as u32;
                 if a.via.copies() {
                     retry(|t| data.recv_into(from, &mut buf, t), stall, &mut check, "no message came")?;
+                    if a.via == Via::CopyRead {
+                        sink ^= payload::fold(&buf);
+                    }
                     payload::check(&buf, seq)
                 } else if a.via == Via::InPlace {
                     let mut read = |msg: &[u8]| {

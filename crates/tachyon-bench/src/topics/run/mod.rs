@@ -39,9 +39,13 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
         return Err("only the loan path can leave the payload untouched".into());
     }
     let (elapsed, rtt) = match case.via {
-        Via::Copy | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight | Via::Loan | Via::InPlace => {
-            topic_run(case, settings, count, warmup)?
-        }
+        Via::Copy
+        | Via::CopyRead
+        | Via::CopyLight
+        | Via::CopyInline
+        | Via::CopyInlineLight
+        | Via::Loan
+        | Via::InPlace => topic_run(case, settings, count, warmup)?,
         Via::RawRing
         | Via::MpmcRing
         | Via::CellClaimRing
