@@ -8,6 +8,21 @@ use crate::suite::Common;
 use clap::ValueEnum;
 use std::time::Duration;
 
+/// The pattern of the transports through a topic ([`Via::is_topic`]),
+/// written once for the matches that dispatch on them.
+macro_rules! topic_via {
+    () => {
+        Via::Copy
+            | Via::CopyRead
+            | Via::CopyLight
+            | Via::CopyInline
+            | Via::CopyInlineLight
+            | Via::Loan
+            | Via::InPlace
+    };
+}
+pub(super) use topic_via;
+
 /// A way of moving messages between the two processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
 pub enum Via {
@@ -212,33 +227,13 @@ impl Via {
 
     /// A tachyon transport, run with each wait policy.
     pub fn is_tachyon(self) -> bool {
-        matches!(
-            self,
-            Via::Copy
-                | Via::CopyRead
-                | Via::CopyLight
-                | Via::CopyInline
-                | Via::CopyInlineLight
-                | Via::Loan
-                | Via::InPlace
-                | Via::Cb
-                | Via::CbLight
-                | Via::Rpc
-                | Via::RpcInline
-        )
+        self.is_topic() || matches!(self, Via::Cb | Via::CbLight | Via::Rpc | Via::RpcInline)
     }
 
+    /// A transport through a topic (run by `topic_run` and
+    /// `topic::serve`).
     pub(super) fn is_topic(self) -> bool {
-        matches!(
-            self,
-            Via::Copy
-                | Via::CopyRead
-                | Via::CopyLight
-                | Via::CopyInline
-                | Via::CopyInlineLight
-                | Via::Loan
-                | Via::InPlace
-        )
+        matches!(self, topic_via!())
     }
 
     /// A topic's copy path (`send` / `recv_into`), with or without inline

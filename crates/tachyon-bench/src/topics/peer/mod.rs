@@ -11,7 +11,7 @@ mod topic;
 
 use crate::payload;
 use crate::peer::{self, Fault};
-use crate::topics::case::Via;
+use crate::topics::case::{topic_via, Via};
 use crate::topics::protocol::PeerArgs;
 use std::time::Duration;
 
@@ -27,13 +27,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
     let total = a.warmup + a.count;
     let fault = Fault::from_env();
     let elapsed = match a.via {
-        Via::Copy
-        | Via::CopyRead
-        | Via::CopyLight
-        | Via::CopyInline
-        | Via::CopyInlineLight
-        | Via::Loan
-        | Via::InPlace => topic::serve(&a, stall, total, fault)?,
+        topic_via!() => topic::serve(&a, stall, total, fault)?,
         Via::Flag => flag::serve(&a, stall, total, fault)?,
         Via::Cb | Via::CbLight => cb::serve(&a, stall, total, fault)?,
         Via::Rpc | Via::RpcInline => return Err("the RpcBuffer peer is `peer rpc`".into()),

@@ -9,7 +9,7 @@ mod raw;
 mod rpc;
 mod topic;
 
-use super::case::{Case, Sample, Settings, Via};
+use super::case::{topic_via, Case, Sample, Settings, Via};
 use cb::cb_run;
 use flag::flag_run;
 #[cfg(feature = "iceoryx2")]
@@ -39,13 +39,7 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
         return Err("only the loan path can leave the payload untouched".into());
     }
     let (elapsed, rtt) = match case.via {
-        Via::Copy
-        | Via::CopyRead
-        | Via::CopyLight
-        | Via::CopyInline
-        | Via::CopyInlineLight
-        | Via::Loan
-        | Via::InPlace => topic_run(case, settings, count, warmup)?,
+        topic_via!() => topic_run(case, settings, count, warmup)?,
         Via::RawRing
         | Via::MpmcRing
         | Via::CellClaimRing
