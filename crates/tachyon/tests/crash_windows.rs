@@ -128,9 +128,11 @@ fn class_for(stats: &[tachyon::bus::ClassStats; 8], bytes: usize) -> usize {
 }
 
 /// How many chunks one pop takes from `class`: half of what a process
-/// keeps of it, one chunk in 64 of the class, 4 to 32 (docs/bus.md).
+/// keeps of it, one chunk in 64 of the class, 4 to 32 of 64-byte chunks
+/// and 4 to 64 of larger ones (docs/bus.md).
 fn batch_of(class: tachyon::bus::ClassStats) -> usize {
-    (class.chunks / 64).clamp(4, 32) / 2
+    let most = if class.chunk_size <= 64 { 32 } else { 64 };
+    (class.chunks / 64).clamp(4, most) / 2
 }
 
 /// Every chunk of the class of 100-byte loans can be loaned at once, each

@@ -73,30 +73,40 @@ impl ChainHint {
 /// Classes with fewer chunks than this are never cached (a small class
 /// cannot spare them).
 const CACHE_MIN_CHUNKS: usize = 256;
-/// The most chunks of one class a process keeps in each half of its
-/// cache's list.
-const CACHE_MAX: usize = 32;
+/// The most chunks of a class of `size`-byte chunks a process keeps in
+/// each half of its cache's list: two pops' worth, where a pop takes no
+/// more chunks than the hint in its chain's first chunk can name
+/// ([`ChainHint::room`]), so that it asks for all of their lines at once.
+/// 32 of 64-byte chunks (a pop of 16), 64 of larger ones (a pop of
+/// [`MAX_CHAIN`]). A pop of 32 rather than 16 took the 1 KiB streams 4 –
+/// 14 % further on the Intel Xeon guest; pops of 32 of 64-byte chunks,
+/// whose hint names 15, halved the 64 B streams
+/// (docs/benchmark-history.md, "pops of 32 chunks").
+fn cache_max(size: usize) -> usize {
+    2 * (ChainHint::room(size) + 1)
+}
 
-/// How many chunks of a class of `chunks` a process keeps in each half of
-/// its cache's list (the first thread's and the other threads', and one
-/// more in its slot, see [`ChunkCache`]): none below [`CACHE_MIN_CHUNKS`],
-/// then one in 64 of the class, at least 4 and at most [`CACHE_MAX`] (3.2 %
-/// of a class per process at most, both halves full, so that the chunks
-/// idle processes keep cannot starve the others).
-pub(crate) fn cache_capacity(chunks: usize) -> usize {
+/// How many chunks of a class of `chunks` chunks of `size` bytes a process
+/// keeps in each half of its cache's list (the first thread's and the
+/// other threads', and one more in its slot, see [`ChunkCache`]): none
+/// below [`CACHE_MIN_CHUNKS`], then one in 64 of the class, at least 4 and
+/// at most [`cache_max`] (3.2 % of a class per process at most, both
+/// halves full, so that the chunks idle processes keep cannot starve the
+/// others).
+pub(crate) fn cache_capacity(chunks: usize, size: usize) -> usize {
     if chunks < CACHE_MIN_CHUNKS {
         0
     } else {
-        (chunks / 64).clamp(4, CACHE_MAX)
+        (chunks / 64).clamp(4, cache_max(size))
     }
 }
 
-/// How many chunks one pop takes from a class of `chunks`
-/// ([`Pool::pop_batch`]): half of what a process keeps of it, so that a
-/// loan that finds its cache empty refills half of it at the cost of one
+/// How many chunks one pop takes from a class of `chunks` chunks of `size`
+/// bytes ([`Pool::batches`]): half of what a process keeps of it, so that
+/// a loan that finds its cache empty refills half of it at the cost of one
 /// pop; 1 for a class that is not kept.
-pub(crate) fn pop_batch(chunks: usize) -> usize {
-    (cache_capacity(chunks) / 2).max(1)
+pub(crate) fn pop_batch(chunks: usize, size: usize) -> usize {
+    (cache_capacity(chunks, size) / 2).max(1)
 }
 
 /// Most lines of a chunk's bytes [`Region::prefetch_next_loan`] asks for
@@ -736,7 +746,7 @@ impl RegionCore {
 
     fn pool(&self) -> Result<Pool<'_>> {
         let metas = self.metas.get();
-        Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)?, pop_batch })
+        Ok(Pool { metas, journal: self.seg.get_slice(OFF_JOURNAL, MAX_SLOTS)?, batches: &self.batches })
     }
 
     fn freed(&self) -> &WaitCell {
@@ -1001,6 +1011,65 @@ mod tests {
                 assert_eq!(ChainHint::len(word, 5, size), None, "{word:#x}");
             }
         }
+    }
+
+    /// A pop takes half of what a process keeps of a class, and never more
+    /// chunks than the hint in its chain's first chunk can name: 16 of 64
+    /// bytes, 32 of the larger classes, fewer of a small class, 1 of a
+    /// class too small to keep.
+    #[test]
+    fn a_pop_takes_no_more_chunks_than_its_hint_names() {
+        for size in CLASS_SIZES {
+            for chunks in [0, 100, 255, 256, 1000, 2048, 4096, 1 << 20] {
+                let (batch, kept) = (pop_batch(chunks, size), cache_capacity(chunks, size));
+                assert!(batch <= ChainHint::room(size) + 1 && batch <= MAX_CHAIN, "size {size}, {chunks} chunks");
+                assert_eq!(batch, (kept / 2).max(1), "size {size}, {chunks} chunks");
+                assert_eq!(kept == 0, chunks < CACHE_MIN_CHUNKS, "size {size}, {chunks} chunks");
+            }
+        }
+        assert_eq!(pop_batch(4096, 64), 16);
+        assert_eq!(pop_batch(1 << 20, 64), 16);
+        assert_eq!(pop_batch(4096, 1024), 32);
+        assert_eq!(pop_batch(1024, 1024), 8);
+        assert_eq!(pop_batch(100, 1024), 1);
+    }
+
+    /// In a region whose 1 KiB class pops 32 chunks, a pushed chain of 32
+    /// names its 31 others in its first chunk, and a pop takes all 32,
+    /// LOANED by the popper.
+    #[test]
+    fn a_pop_of_32_large_chunks_is_named_by_its_hint() {
+        let name = format!("t-chain-hint-32-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let class = CLASS_SIZES.iter().position(|&s| s == 1024).unwrap();
+        let mut weights = [0; 8];
+        weights[class] = 1;
+        let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).class_weights(weights);
+        let region = Region::create(&name, cfg).unwrap();
+        let (pool, range) = (region.pool().unwrap(), region.class_range(class));
+        assert!(range.len() >= 4096, "{} chunks", range.len());
+        assert_eq!(pool.batch(&range), 32);
+        let me = region.core.seg.token();
+        let list = &region.free_lists().unwrap()[class];
+        let mut got = [0; MAX_CHAIN];
+        assert_eq!(list.pop_chain(&pool, &range, me, &mut got).unwrap(), 32);
+        assert!(region.core.push_shared_chain(class, &got));
+        let p = region.chunk_ptr(class, got[0]).cast::<u32>();
+        // SAFETY: the chunk is FREE on the list and this test is the only
+        // user of the region; 32 words of a 1 KiB chunk, 64-byte aligned.
+        let w: [u32; 32] = std::array::from_fn(|j| unsafe { p.add(j).read_volatile() });
+        assert_eq!(ChainHint::len(w[0], got[0], 1024), Some(31));
+        assert_eq!(&w[1..], &got[1..]);
+        let mut again = [0; MAX_CHAIN];
+        assert_eq!(list.pop_chain(&pool, &range, me, &mut again).unwrap(), 32);
+        assert_eq!(again, got, "the chain as it was pushed");
+        for &c in &again {
+            let word = pool.metas[c as usize].word();
+            assert_eq!((word.state(), word.holder()), (LOANED, me.raw()));
+        }
+        assert!(region.core.push_shared_chain(class, &again));
+        drop(region);
+        Region::remove(&name).unwrap();
     }
 
     /// Runs `f` on a region of its own, removed afterwards.

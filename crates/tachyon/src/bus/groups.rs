@@ -808,7 +808,7 @@ pub(crate) mod testing {
             w
         }
         pub(crate) fn pool(&self) -> Pool<'_> {
-            Pool { metas: &self.metas, journal: &self.journal, pop_batch: crate::bus::pool::one_at_a_time }
+            Pool { metas: &self.metas, journal: &self.journal, batches: &[] }
         }
         pub(crate) fn free(&self) -> FreeTo<'_> {
             FreeTo {

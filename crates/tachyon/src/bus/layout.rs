@@ -47,7 +47,7 @@ pub const MAX_MESSAGE: usize = CLASS_SIZES[7];
 pub(crate) const TOO_LARGE: &str =
     "the largest pool chunk is 1 MiB: split the message, or send a reference to a SharedBuffer";
 
-pub(crate) const LAYOUT_VERSION: u64 = 6;
+pub(crate) const LAYOUT_VERSION: u64 = 7;
 /// The region's header, at the start of its data area (the table at the
 /// top of this file). Code reaches its words through the `OFF_*` offsets
 /// below, which are taken from this struct, and `Segment::get` (bounds
@@ -111,7 +111,7 @@ pub(crate) const OFF_JOURNAL: usize = offset_of!(Header, journal);
 /// The topic directory follows the header.
 pub(crate) const OFF_TOPICS: usize = size_of::<Header>();
 
-// The layout in shared memory is fixed (layout version 6: 3's header): the struct must
+// The layout in shared memory is fixed (layout version 7: 3's header): the struct must
 // not move a word.
 const _: () = {
     assert!(OFF_LEASE == 56 && OFF_CLASS_FIRST == 64 && OFF_CLASS_COUNT == 128);
@@ -135,19 +135,24 @@ pub(crate) const DIRECTORY_REPAIRS: usize = 72;
 pub(crate) const GROUP_LEASE_COPY: usize = 80;
 /// The seal's domain of the group lease word.
 pub(crate) const GROUP_LEASE_DOMAIN: u64 = 0x0067_6c65_6173_6534;
-/// The seal's domain: a region's configuration, layout 6 (an older
+/// The seal's domain: a region's configuration, layout 7 (an older
 /// region's seals do not hold under it, so it is refused by its version:
 /// a layout-4 region's free lists move one chunk per operation, and its
 /// processes would complete a chain announced by a later process wrongly;
 /// a layout-5 region's processes find a topic's inline slots of 512 bytes
-/// and more at other addresses, `partition::slot_stride`).
-pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e36;
-/// The seal's domains of layouts 4 and 5 (for the tests that such regions
-/// are refused).
+/// and more at other addresses, `partition::slot_stride`; a layout-6
+/// region's pops take 16 chunks of a class whose chunks are larger than
+/// 64 bytes, where layout 7's take 32, `alloc::pop_batch`, and a helper
+/// must complete a pop with the popper's count).
+pub(crate) const CFG_DOMAIN: u64 = 0x0072_6567_696f_6e37;
+/// The seal's domains of layouts 4, 5 and 6 (for the tests that such
+/// regions are refused).
 #[cfg(test)]
 pub(crate) const CFG_DOMAIN_V4: u64 = 0x0072_6567_696f_6e34;
 #[cfg(test)]
 pub(crate) const CFG_DOMAIN_V5: u64 = 0x0072_6567_696f_6e35;
+#[cfg(test)]
+pub(crate) const CFG_DOMAIN_V6: u64 = 0x0072_6567_696f_6e36;
 
 // SAFETY: `repr(C)`, atomics only; any bits are valid.
 unsafe impl ShmSafe for FreeList {}
@@ -195,6 +200,15 @@ impl Layout {
         let c = self.class_first[1..].iter().filter(|&&first| first <= chunk).count();
         let off = chunk.checked_sub(self.class_first[c])?;
         (off < self.class_count[c]).then_some(c)
+    }
+
+    /// How many chunks one pop takes from each class ([`Pool::batches`](super::pool::Pool::batches)).
+    pub(crate) fn batches(&self) -> [super::pool::ClassBatch; 8] {
+        std::array::from_fn(|c| super::pool::ClassBatch {
+            first: self.class_first[c] as u32,
+            chunks: self.class_count[c] as u32,
+            batch: super::alloc::pop_batch(self.class_count[c], CLASS_SIZES[c]) as u32,
+        })
     }
 
     pub(crate) fn class_range(&self, class: usize) -> std::ops::Range<u32> {

@@ -64,9 +64,9 @@
 //! pusher linked beforehand, the last one to the old top: the head's slot
 //! field, unused by a push, holds `k - 1`, and the completion turns all
 //! `k` words FREE. A pop takes the first `b` chunks of the list (fewer if
-//! the list is shorter), where `b = (pool.pop_batch)(class size)`: a
-//! function of the class's size, the same in every process, so that every
-//! helper completes the same chain; the completion turns all `b` words
+//! the list is shorter), where `b = pool.batch(range)`: a
+//! function of the class's chunk count and chunk size, the same in every
+//! process, so that every helper completes the same chain; the completion turns all `b` words
 //! LOANED by the popper and moves the head past the `b`-th. A helper walks
 //! the chain's links and reads its words *before* it re-checks the head:
 //! if the head is still the announcement, every link and word it read was
@@ -321,24 +321,28 @@ pub(crate) struct Pool<'a> {
     pub metas: &'a [ChunkMeta],
     /// The token of each attach slot's process (see the module docs).
     pub journal: &'a [AtomicU32],
-    /// How many chunks one pop takes from a class of `n` chunks (see
-    /// "Chains"): code, not shared data, so that every process attached
-    /// computes the same from the class's size.
-    pub pop_batch: fn(usize) -> usize,
+    /// How many chunks one pop takes from each class (see "Chains"),
+    /// computed by every process alike from the region's recorded
+    /// configuration and code, not read from shared data. A range that is
+    /// no class's here takes one chunk per pop.
+    pub batches: &'a [ClassBatch],
+}
+
+/// How many chunks one pop takes from the class whose chunks are
+/// `first .. first + chunks` ([`Pool::batches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClassBatch {
+    pub first: u32,
+    pub chunks: u32,
+    pub batch: u32,
 }
 
 impl Pool<'_> {
     /// How many chunks one pop of the class whose chunks are `range` takes.
     pub(crate) fn batch(&self, range: &Range<u32>) -> usize {
-        (self.pop_batch)(range.len()).clamp(1, MAX_CHAIN)
+        let class = self.batches.iter().find(|b| b.first == range.start && b.chunks as usize == range.len());
+        class.map_or(1, |b| b.batch as usize).clamp(1, MAX_CHAIN)
     }
-}
-
-/// [`Pool::pop_batch`] of a pool whose pops take one chunk each (the
-/// tests' and models' pools).
-#[cfg(test)]
-pub(crate) fn one_at_a_time(_: usize) -> usize {
-    1
 }
 
 impl FreeList {
@@ -350,7 +354,7 @@ impl FreeList {
     /// Pops a chunk of the class whose chunks are `range` (global indices)
     /// for `me`: on return its word says LOANED by `me`. `Err(())` if the
     /// list or a chunk word is damaged. For a pool whose pops take one
-    /// chunk at a time ([`one_at_a_time`]); see [`pop_chain`](Self::pop_chain).
+    /// chunk at a time (no [`ClassBatch`] for `range`); see [`pop_chain`](Self::pop_chain).
     #[cfg(test)]
     pub(crate) fn pop(&self, pool: &Pool<'_>, range: &Range<u32>, me: Token) -> Result<Option<u32>, ()> {
         let mut got = [0; MAX_CHAIN];
@@ -725,7 +729,7 @@ mod tests {
     fn a_rebuild_trusts_a_shared_chunk() {
         let metas: Vec<ChunkMeta> = (0..3).map(|_| ChunkMeta::new()).collect();
         let journal: Vec<AtomicU32> = (0..2).map(|s| AtomicU32::new(Token::new(s, 1).raw())).collect();
-        let pool = Pool { metas: &metas, journal: &journal, pop_batch: one_at_a_time };
+        let pool = Pool { metas: &metas, journal: &journal, batches: &[] };
         let list = FreeList::new();
         for i in 0..3 {
             list.push(&pool, &(0..3), i).unwrap();
@@ -748,10 +752,6 @@ mod tests {
         assert_eq!(metas[i as usize].word().state(), FREE);
     }
 
-    fn four(_: usize) -> usize {
-        4
-    }
-
     /// A chain pop hands out distinct chunks whose indices agree modulo 64
     /// (the filter of `claim_chain` says "maybe seen" for them, and the
     /// search says no), and stops at a link damaged into a loop.
@@ -759,7 +759,8 @@ mod tests {
     fn a_chain_pop_tells_a_loop_from_indices_alike_modulo_64() {
         let metas: Vec<ChunkMeta> = (0..130).map(|_| ChunkMeta::new()).collect();
         let journal: Vec<AtomicU32> = (0..2).map(|s| AtomicU32::new(Token::new(s, 1).raw())).collect();
-        let pool = Pool { metas: &metas, journal: &journal, pop_batch: four };
+        let batches = [ClassBatch { first: 0, chunks: 130, batch: 4 }];
+        let pool = Pool { metas: &metas, journal: &journal, batches: &batches };
         let (range, me) = (0..130, Token::new(1, 1));
         // A chain is pushed by the process that holds its chunks.
         for i in [1, 65, 129, 2, 3, 67, 4] {
@@ -796,25 +797,21 @@ mod loom_models {
         journal: Vec<AtomicU32>,
         /// 1 while a thread holds the chunk.
         held: Vec<AtomicU32>,
-        /// The pool's pop batch.
-        batch: fn(usize) -> usize,
-    }
-
-    fn two(_: usize) -> usize {
-        2
+        /// The pool's pop batch, for the model's one class.
+        batch: [ClassBatch; 1],
     }
 
     impl Model {
         fn new(n: u32) -> Arc<Model> {
-            Self::with_batch(n, one_at_a_time)
+            Self::with_batch(n, 1)
         }
-        fn with_batch(n: u32, batch: fn(usize) -> usize) -> Arc<Model> {
+        fn with_batch(n: u32, batch: u32) -> Arc<Model> {
             let m = Model {
                 list: FreeList::new(),
                 metas: (0..n).map(|_| ChunkMeta::new()).collect(),
                 journal: (0..4).map(|s| AtomicU32::new(tok(s).raw())).collect(),
                 held: (0..n).map(|_| AtomicU32::new(0)).collect(),
-                batch,
+                batch: [ClassBatch { first: 0, chunks: n, batch }],
             };
             for i in 0..n {
                 m.list.push(&m.pool(), &m.range(), i).unwrap();
@@ -822,7 +819,7 @@ mod loom_models {
             Arc::new(m)
         }
         fn pool(&self) -> Pool<'_> {
-            Pool { metas: &self.metas, journal: &self.journal, pop_batch: self.batch }
+            Pool { metas: &self.metas, journal: &self.journal, batches: &self.batch }
         }
         /// Pops a batch for `slot`, marking each chunk held (once).
         fn take_chain(&self, slot: usize) -> Vec<u32> {
@@ -1105,7 +1102,7 @@ mod loom_models {
     #[test]
     fn chain_pops_and_pushes_hand_out_each_chunk_once() {
         model(|| {
-            let p = Model::with_batch(3, two);
+            let p = Model::with_batch(3, 2);
             let t = cycle_a_chain(&p, 1);
             let got = p.take_chain(0);
             p.give_chain(&got);
@@ -1120,7 +1117,7 @@ mod loom_models {
     #[test]
     fn a_chain_pop_cut_short_is_completed_for_its_popper() {
         model(|| {
-            let p = Model::with_batch(3, two);
+            let p = Model::with_batch(3, 2);
             let t = cycle_a_chain(&p, 1);
             let first = p.die_popping(2).expect("a chunk was free");
             t.join().unwrap();
@@ -1151,7 +1148,7 @@ mod loom_models {
     #[test]
     fn a_chain_push_cut_short_is_completed() {
         model(|| {
-            let p = Model::with_batch(3, two);
+            let p = Model::with_batch(3, 2);
             let mine = p.take_chain(0);
             assert_eq!(mine.len(), 2);
             let t = cycle_a_chain(&p, 1);

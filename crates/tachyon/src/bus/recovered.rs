@@ -7,7 +7,8 @@ pub struct Recovered {
     /// Chunks a dead producer had loaned and not published.
     pub loans: usize,
     /// Free chunks a dead process kept for its next loans (a process keeps
-    /// up to one in 64 of each size class of 256 chunks or more, at most 32).
+    /// up to one in 64 of each size class of 256 chunks or more, at most 32
+    /// of 64-byte chunks and 64 of larger ones).
     pub cached: usize,
     /// Messages a dead consumer had received and not released (lost).
     pub held: usize,

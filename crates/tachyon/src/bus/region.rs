@@ -150,6 +150,9 @@ pub(crate) struct RegionCore {
     pub(super) cache: [ChunkCache; 8],
     /// The chunks' metadata, found once at attach (`Region::metas`).
     pub(super) metas: MetasAt,
+    /// How many chunks one pop takes from each class (`Pool::batches`),
+    /// computed once at attach.
+    pub(super) batches: [super::pool::ClassBatch; 8],
     /// The configuration the region was created with.
     pub(super) config: RegionConfig,
 }
@@ -198,10 +201,11 @@ impl Region {
         let seg = Segment::builder(name).kind(Kind::REGION).size(config.size).persistent(true).create_with(
             |seg| {
                 repair_header(seg, &config, &layout)?;
+                let batches = layout.batches();
                 let pool = Pool {
                     metas: seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?,
                     journal: seg.get_slice::<AtomicU32>(OFF_JOURNAL, MAX_SLOTS)?,
-                    pop_batch: super::alloc::pop_batch,
+                    batches: &batches,
                 };
                 let lists = seg.get_slice::<FreeList>(OFF_FREE_LISTS, 8)?;
                 for (c, list) in lists.iter().enumerate() {
@@ -302,7 +306,8 @@ impl Region {
     }
 
     fn with(seg: Segment, layout: Layout, config: RegionConfig) -> Result<Region> {
-        let cache = std::array::from_fn(|c| ChunkCache::new(cache_capacity(layout.class_count[c])));
+        let cache = std::array::from_fn(|c| ChunkCache::new(cache_capacity(layout.class_count[c], CLASS_SIZES[c])));
+        let batches = layout.batches();
         let metas = MetasAt(std::ptr::NonNull::from(seg.get_slice::<ChunkMeta>(layout.metas, layout.total_chunks)?));
         let core = RegionCore {
             seg,
@@ -316,6 +321,7 @@ impl Region {
             quarantined_on_attach: std::sync::atomic::AtomicUsize::new(0),
             cache,
             metas,
+            batches,
             config,
         };
         Ok(Region { core: Arc::new(core) })
@@ -503,14 +509,15 @@ mod tests {
         at.map(|off| seg.get::<AtomicU64>(off).unwrap().load(Ordering::Relaxed))
     }
 
-    /// A region written by layout 4 or 5 (its version word, both
+    /// A region written by layout 4, 5 or 6 (its version word, both
     /// configuration copies sealed under that layout's domain) is refused
     /// with the version error, not guessed at: a layout-4 region's free
     /// lists move one chunk per operation, a layout-5 region's inline
-    /// slots of 1 KiB lie 1,024 bytes apart, not 1,088.
+    /// slots of 1 KiB lie 1,024 bytes apart, not 1,088, a layout-6
+    /// region's pops of 1 KiB chunks take 16, not 32.
     #[test]
-    fn a_layout_4_or_5_region_is_refused_by_its_version() {
-        for (version, domain) in [(4u64, CFG_DOMAIN_V4), (5, CFG_DOMAIN_V5)] {
+    fn a_layout_4_5_or_6_region_is_refused_by_its_version() {
+        for (version, domain) in [(4u64, CFG_DOMAIN_V4), (5, CFG_DOMAIN_V5), (6, CFG_DOMAIN_V6)] {
             let name = format!("t-region-v{version}-{}", std::process::id());
             let _ = Region::remove(&name);
             let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20);
