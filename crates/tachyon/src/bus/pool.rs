@@ -64,10 +64,10 @@
 //! pusher linked beforehand, the last one to the old top: the head's slot
 //! field, unused by a push, holds `k - 1`, and the completion turns all
 //! `k` words FREE. A pop takes the first `b` chunks of the list (fewer if
-//! the list is shorter), where `b = pool.batch(range)`: a
-//! function of the class's chunk count and chunk size, the same in every
-//! process, so that every helper completes the same chain; the completion turns all `b` words
-//! LOANED by the popper and moves the head past the `b`-th. A helper walks
+//! the list is shorter), where `b = pool.batch(range)`: a function of the
+//! class's chunk count and chunk size, the same in every process, so that
+//! every helper completes the same chain; the completion turns all `b`
+//! words LOANED by the popper and moves the head past the `b`-th. A helper walks
 //! the chain's links and reads its words *before* it re-checks the head:
 //! if the head is still the announcement, every link and word it read was
 //! read while the announcement stood (head values never repeat), when
