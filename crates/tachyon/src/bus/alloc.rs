@@ -80,8 +80,8 @@ const CACHE_MIN_CHUNKS: usize = 256;
 /// 32 of 64-byte chunks (a pop of 16), 64 of larger ones (a pop of
 /// [`MAX_CHAIN`]). A pop of 32 rather than 16 took the 1 KiB streams 4 –
 /// 14 % further on the Intel Xeon guest; pops of 32 of 64-byte chunks,
-/// whose hint names 15, halved the 64 B streams
-/// (docs/benchmark-history.md, "pops of 32 chunks").
+/// whose hint names 15, took the 64 B streams to 0.51 – 0.85 × their
+/// speed (docs/benchmark-history.md, "pops of 32 chunks").
 fn cache_max(size: usize) -> usize {
     2 * (ChainHint::room(size) + 1)
 }
