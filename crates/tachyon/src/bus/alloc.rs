@@ -1039,44 +1039,46 @@ mod tests {
     /// LOANED by the popper.
     #[test]
     fn a_pop_of_32_large_chunks_is_named_by_its_hint() {
-        let name = format!("t-chain-hint-32-{}", std::process::id());
-        let _ = Region::remove(&name);
         let class = CLASS_SIZES.iter().position(|&s| s == 1024).unwrap();
         let mut weights = [0; 8];
         weights[class] = 1;
         let cfg = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).class_weights(weights);
-        let region = Region::create(&name, cfg).unwrap();
-        let (pool, range) = (region.pool().unwrap(), region.class_range(class));
-        assert!(range.len() >= 4096, "{} chunks", range.len());
-        assert_eq!(pool.batch(&range), 32);
-        let me = region.core.seg.token();
-        let list = &region.free_lists().unwrap()[class];
-        let mut got = [0; MAX_CHAIN];
-        assert_eq!(list.pop_chain(&pool, &range, me, &mut got).unwrap(), 32);
-        assert!(region.core.push_shared_chain(class, &got));
-        let p = region.chunk_ptr(class, got[0]).cast::<u32>();
-        // SAFETY: the chunk is FREE on the list and this test is the only
-        // user of the region; 32 words of a 1 KiB chunk, 64-byte aligned.
-        let w: [u32; 32] = std::array::from_fn(|j| unsafe { p.add(j).read_volatile() });
-        assert_eq!(ChainHint::len(w[0], got[0], 1024), Some(31));
-        assert_eq!(&w[1..], &got[1..]);
-        let mut again = [0; MAX_CHAIN];
-        assert_eq!(list.pop_chain(&pool, &range, me, &mut again).unwrap(), 32);
-        assert_eq!(again, got, "the chain as it was pushed");
-        for &c in &again {
-            let word = pool.metas[c as usize].word();
-            assert_eq!((word.state(), word.holder()), (LOANED, me.raw()));
-        }
-        assert!(region.core.push_shared_chain(class, &again));
-        drop(region);
-        Region::remove(&name).unwrap();
+        with_region_of("32", cfg, |region| {
+            let (pool, range) = (region.pool().unwrap(), region.class_range(class));
+            assert!(range.len() >= 4096, "{} chunks", range.len());
+            assert_eq!(pool.batch(&range), 32);
+            let me = region.core.seg.token();
+            let list = &region.free_lists().unwrap()[class];
+            let mut got = [0; MAX_CHAIN];
+            assert_eq!(list.pop_chain(&pool, &range, me, &mut got).unwrap(), 32);
+            assert!(region.core.push_shared_chain(class, &got));
+            let p = region.chunk_ptr(class, got[0]).cast::<u32>();
+            // SAFETY: the chunk is FREE on the list and this test is the only
+            // user of the region; 32 words of a 1 KiB chunk, 64-byte aligned.
+            let w: [u32; 32] = std::array::from_fn(|j| unsafe { p.add(j).read_volatile() });
+            assert_eq!(ChainHint::len(w[0], got[0], 1024), Some(31));
+            assert_eq!(&w[1..], &got[1..]);
+            let mut again = [0; MAX_CHAIN];
+            assert_eq!(list.pop_chain(&pool, &range, me, &mut again).unwrap(), 32);
+            assert_eq!(again, got, "the chain as it was pushed");
+            for &c in &again {
+                let word = pool.metas[c as usize].word();
+                assert_eq!((word.state(), word.holder()), (LOANED, me.raw()));
+            }
+            assert!(region.core.push_shared_chain(class, &again));
+        });
     }
 
     /// Runs `f` on a region of its own, removed afterwards.
     fn with_region(tag: &str, f: impl FnOnce(&Region)) {
+        with_region_of(tag, RegionConfig::default().size(8 << 20).ring_arena(1 << 20), f)
+    }
+
+    /// [`with_region`] with configuration `cfg`.
+    fn with_region_of(tag: &str, cfg: RegionConfig, f: impl FnOnce(&Region)) {
         let name = format!("t-chain-hint-{tag}-{}", std::process::id());
         let _ = Region::remove(&name);
-        let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20)).unwrap();
+        let region = Region::create(&name, cfg).unwrap();
         f(&region);
         drop(region);
         Region::remove(&name).unwrap();
