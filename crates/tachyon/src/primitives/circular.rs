@@ -1132,6 +1132,88 @@ mod tests {
         }
     }
 
+    /// A reader that finds its writer in the middle of an item waits for a
+    /// run of items only while that writer goes on (looks only, counted by
+    /// the hooks), and that wait is bounded:
+    ///
+    /// * an empty ring whose head node nobody writes: no looks at all (the
+    ///   reader of a round trip waits for its item as before);
+    /// * a writer in the middle of the head's item that claims nothing
+    ///   more: the wait gives up after its most looks, and the item is read
+    ///   once it is committed;
+    /// * a writer at the head's item and another at the next (a stream that
+    ///   stops there): the reader gives the writers a line's looks to reach
+    ///   the next line of nodes, then reads.
+    ///
+    /// Each round's writers sleep 20 ms in the middle of their items. A
+    /// reader preempted longer than that finds them committed and waits
+    /// for nothing (no looks): that round says nothing, and is run again,
+    /// 5 times at most. (Checked to fail with the first wait unbounded: it
+    /// looked until the commit, 1,447,360 times; and with the bound of a
+    /// line's looks left out: the stopped stream waited the most looks.)
+    #[test]
+    fn a_reader_that_finds_its_writer_mid_item_waits_for_a_run_but_not_for_ever() {
+        use crate::sync::ring::{hooks, GAP_LOOKS_FOR_TESTS, LINE_LOOKS_FOR_TESTS};
+        use crate::sync::WaitPolicy;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        for policy in [WaitPolicy::Spin, WaitPolicy::Hybrid] {
+            let name = format!("circular-run-idle-{}-{policy:?}", std::process::id());
+            let ring = CircularBuffer::builder(&name).node_count(64).node_size(16).wait_policy(policy).create().unwrap();
+            let mut buf = [0u8; 16];
+            hooks::run_looks();
+            assert!(matches!(ring.read(&mut buf, Some(Duration::from_millis(2))), Err(Error::Timeout { .. })));
+            assert_eq!(hooks::run_looks(), 0, "{policy:?}: an empty ring nobody writes");
+            drop(ring);
+            let _ = crate::segment::Segment::remove(&name);
+
+            for (writers, looks) in [(1, GAP_LOOKS_FOR_TESTS), (2, LINE_LOOKS_FOR_TESTS)] {
+                let mut seen = Vec::new();
+                for round in 0..5 {
+                    let name = format!("circular-run-{}-{policy:?}-{writers}-{round}", std::process::id());
+                    let ring = Arc::new(
+                        CircularBuffer::builder(&name).node_count(64).node_size(16).wait_policy(policy).create().unwrap(),
+                    );
+                    // Each writer claims the next node and sleeps in the
+                    // middle of its item; the next starts once it is there.
+                    let mid = Arc::new(AtomicUsize::new(0));
+                    let handles: Vec<_> = (0..writers)
+                        .map(|w| {
+                            while mid.load(Ordering::SeqCst) < w {
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                            let (ring, mid) = (Arc::clone(&ring), Arc::clone(&mid));
+                            std::thread::spawn(move || {
+                                ring.write_with(1, Some(Duration::from_secs(5)), |item| {
+                                    item[0] = w as u8;
+                                    mid.fetch_add(1, Ordering::SeqCst);
+                                    std::thread::sleep(Duration::from_millis(20));
+                                })
+                                .unwrap()
+                            })
+                        })
+                        .collect();
+                    while mid.load(Ordering::SeqCst) < writers {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    hooks::run_looks();
+                    assert_eq!(ring.read(&mut buf, Some(Duration::from_secs(10))).unwrap(), 1);
+                    seen.push(hooks::run_looks());
+                    assert_eq!(buf[0], 0, "the head's item first");
+                    for h in handles {
+                        h.join().unwrap();
+                    }
+                    drop(ring);
+                    let _ = crate::segment::Segment::remove(&name);
+                    if seen.last() != Some(&0) {
+                        break;
+                    }
+                }
+                assert_eq!(seen.last(), Some(&looks), "{policy:?}, {writers} writers: looks in each round {seen:?}");
+            }
+        }
+    }
+
     /// A writer that finds the ring full waits for its reader to free a
     /// gap of cells before it claims (looks only, counted by the hooks),
     /// and that wait is bounded: a reader that frees one node and stops
