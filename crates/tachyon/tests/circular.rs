@@ -309,22 +309,24 @@ fn a_writer_killed_holding_a_node(light: bool) {
     }
 }
 
-/// A reader that catches up with a writer process in the middle of an
-/// item, with another writer in the middle of the item after it (a
-/// stream, as far as the reader can see), waits for a run of items. The
-/// first writer is SIGKILLed there: the reader's wait for the run ends
-/// (it is bounded: the stream stopped), its item is lost, and the reader
-/// gets the items before it and the second writer's after it, in order.
-/// Then the ring is back at full capacity.
+/// A reader with batch reads that catches up with a writer process in the
+/// middle of an item, with another writer in the middle of the item after
+/// it (a stream, as far as the reader can see), waits for a batch of
+/// items. The first writer is SIGKILLed there: the reader's wait for the
+/// batch ends (it is bounded: the stream stopped), the dead writer's item
+/// is lost, and the reader gets the items before it and the second
+/// writer's after it, in order. Then the ring is back at full capacity.
 #[test]
-fn a_reader_waiting_for_a_run_of_a_writer_killed_mid_item_gets_the_rest() {
+fn a_batch_reader_waiting_on_a_writer_killed_mid_item_gets_the_rest() {
     for light in [false, true] {
         let name = unique("ring-run-dead-writer");
         let side = unique("ring-run-dead-writer-flag");
-        // 64 nodes of 8 bytes: a reader's run is 8 items.
+        // 64 nodes of 8 bytes: a batch is 8 items.
         let ring = std::sync::Arc::new(ring(&name, 64, 8, light));
+        let reader = CircularBuffer::builder(&name).batch_reads(true).open().unwrap();
         let flag = Segment::create(&side, 64).unwrap();
-        let mut child = spawn(ENTRY, "stream-then-die", Args::name(&name).with("side", &side).with("items", 5));
+        let mut child =
+            spawn(ENTRY, "stream-then-die", Args::name(&name).with("side", &side).with("items", 5));
         assert!(wait_for(LIMIT, || counter(&flag, 0).load(Ordering::SeqCst) == 1));
         let second = {
             let (ring, flag) = (std::sync::Arc::clone(&ring), side.clone());
@@ -340,16 +342,20 @@ fn a_reader_waiting_for_a_run_of_a_writer_killed_mid_item_gets_the_rest() {
         };
         assert!(wait_for(LIMIT, || counter(&flag, 1).load(Ordering::SeqCst) == 1));
         for i in 1..=5u64 {
-            assert_eq!(ring.read_value::<u64>(LONG).unwrap(), i, "light: {light}");
+            assert_eq!(reader.read_value::<u64>(LONG).unwrap(), i, "light: {light}");
         }
         kill(&mut child);
-        assert_eq!(ring.read_value::<u64>(LONG).unwrap(), 777, "light: {light}: the dead writer's item skipped");
+        assert_eq!(
+            reader.read_value::<u64>(LONG).unwrap(),
+            777,
+            "light: {light}: the dead writer's item skipped"
+        );
         second.join().unwrap();
         for i in 0..64u64 {
             ring.write_value(&(100 + i), LONG).unwrap();
         }
         for i in 0..64u64 {
-            assert_eq!(ring.read_value::<u64>(LONG).unwrap(), 100 + i, "light: {light}");
+            assert_eq!(reader.read_value::<u64>(LONG).unwrap(), 100 + i, "light: {light}");
         }
         assert!(ring.is_empty());
     }

@@ -1,7 +1,7 @@
 //! Inline payloads (`TopicConfig::inline_payload`): the copy path of a
 //! message that fits a ring cell's slot takes no chunk. Real processes: a
 //! producer process streaming messages of every length to a consumer
-//! process; a publisher and a consumer SIGKILLed with a message half in a
+//! process (and to one with batch reads); a publisher and a consumer SIGKILLed with a message half in a
 //! slot (debug builds: the fault points `inline-claimed`, `inline-written`
 //! and `inline-read`), after which the partition goes on and the pool is
 //! whole.
@@ -319,6 +319,33 @@ fn stream_between_processes(slot: u32) {
     assert_eq!((info.published, info.received, info.corrupt), (N, N, 0));
     let free = |s: &[tachyon::bus::ClassStats]| s.iter().map(|c| c.free).sum::<usize>();
     assert_eq!(free(&region.pool_stats().unwrap()), free(&initial));
+}
+
+/// A consumer with batch reads (`Topic::with_batch_reads`) takes a
+/// producer process's stream of small inline messages, waiting for
+/// batches whenever it catches up with the producer: every message
+/// arrives, whole and in order, and the counts agree.
+#[test]
+fn a_batch_reader_takes_a_producer_processs_stream_whole_and_in_order() {
+    let name = unique("inline-batch");
+    let _rm = RemoveRegion(name.clone());
+    let region = region(&name);
+    let topic = topic_with(&region, 1, 256, 64);
+    let reader = region.topic("t").unwrap().with_batch_reads(true);
+    assert!(reader.batch_reads() && !topic.batch_reads());
+    const N: u64 = 200_000;
+    let mut child =
+        spawn(ENTRY, "producer", common::Args::name(&name).with("n", N).with("keys", 1).with("slot", 64));
+    let mut buf = Vec::new();
+    for seq in 0..N {
+        let n = reader.recv_into(0, &mut buf, Some(LIMIT)).unwrap();
+        assert_eq!(n, buf.len());
+        assert_eq!(words(&buf), (0, seq), "in order");
+        assert_eq!(buf, message(0, seq, length_in(seq, 64)), "message {seq}'s bytes");
+    }
+    assert_eq!(wait_child(&mut child, LIMIT), Some(0));
+    let info = topic.info();
+    assert_eq!((info.published, info.received, info.corrupt), (N, N, 0));
 }
 
 /// `recv_into_slice` takes a message that fits its buffer, inline or in a

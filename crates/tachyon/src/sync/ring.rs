@@ -108,25 +108,27 @@ const FULL_RING_GAP: u64 = 128;
 #[cfg(not(tachyon_loom))]
 const GAP_LOOKS: u32 = 4 * QUICK_LOOKS;
 
-/// The most items a reader that finds its writer in the middle of a
-/// stream waits for before it takes the first (`Ring::wait_for_run`).
+/// The most items a reader with batch reads that finds its writer in the
+/// middle of a stream waits for before it takes the first
+/// (`Ring::wait_for_run`).
 #[cfg(not(tachyon_loom))]
 const READ_RUN: u64 = 32;
 
-/// The bytes of the items a reader waits for in a run: a run of 64-byte
-/// items is [`READ_RUN`] long, one of 256 bytes 16, and items of 1 KiB
-/// and more make none. Large items cost their lines, not the hand-over's:
-/// a reader that waits for them only idles (4 KiB streams ran 5 – 9 %
-/// slower with runs of 32).
+/// The bytes of the items a reader waits for in a batch: a batch of
+/// 64-byte items is [`READ_RUN`] long, one of 256 bytes 8, and items of
+/// 512 bytes and more make none. Large items cost their lines, not the
+/// hand-over's: a reader that waits for them only idles (4 KiB streams
+/// ran 5 – 9 % slower with batches of 32, and 256-byte ones gained
+/// nothing with 16).
 #[cfg(not(tachyon_loom))]
-const RUN_BYTES: u64 = 4096;
+const RUN_BYTES: u64 = 2048;
 
-/// The looks a reader waiting for a run gives its writer to claim the
+/// The looks a reader waiting for a batch gives its writer to claim the
 /// next cell once the one at the head is committed.
 #[cfg(not(tachyon_loom))]
 const FOLLOW_LOOKS: u32 = 16;
 
-/// The looks a reader waiting for a run gives its writer to reach each
+/// The looks a reader waiting for a batch gives its writer to reach each
 /// next line of cells.
 #[cfg(not(tachyon_loom))]
 const LINE_LOOKS: u32 = QUICK_LOOKS;
@@ -155,9 +157,9 @@ fn full_ring_gap(n: u64) -> u64 {
     }
 }
 
-/// How many items a reader of a ring of `n` cells that finds its writer
-/// in mid-stream waits for (`Ring::wait_for_run`), items of about `len`
-/// bytes: the full ring's gap, at most [`READ_RUN`] and [`RUN_BYTES`] of
+/// How many items a reader with batch reads of a ring of `n` cells that
+/// finds its writer in mid-stream waits for (`Ring::wait_for_run`), items
+/// of about `len` bytes: the full ring's gap, at most [`READ_RUN`] and [`RUN_BYTES`] of
 /// items, in whole lines of cells; 0 (no wait) below two lines.
 #[cfg(not(tachyon_loom))]
 fn read_run(n: u64, len: u64) -> u64 {
@@ -320,6 +322,10 @@ pub(crate) struct Waits<'a> {
     /// hand-back should wake it (an item position, [`Ring::wake_writers`]);
     /// `None`: every hand-back wakes the ring's sleeping writers.
     pub room_at: Option<&'a AtomicU64>,
+    /// A reader that catches up with its writer in the middle of a stream
+    /// waits for a batch of items before it takes the first
+    /// ([`Ring::wait_for_run`]; `CircularBufferBuilder::batch_reads`).
+    pub batch_reads: bool,
 }
 
 /// The layout of a ring whose `nodes` cells start at `cells_off`, each
@@ -1252,7 +1258,7 @@ impl Ring<'_> {
     ) -> Option<crate::Result<(u64, usize, u64)>> {
         if writer {
             self.wait_for_room_ahead();
-        } else {
+        } else if waits.batch_reads {
             self.wait_for_run(mask);
         }
         let mut seen = None;
@@ -1339,30 +1345,37 @@ impl Ring<'_> {
         }
     }
 
-    /// A reader that finds the cell at the head claimed by a writer who
-    /// has not committed it yet, and that writer going straight on to the
-    /// next cell (a stream whose reader has caught up with its writer),
-    /// first waits, for a few microseconds at most, until the writer has
-    /// reached the cell a run of items ahead ([`read_run`]); then it takes
-    /// them one after the other as before. Taking each item the moment it
-    /// is committed instead, the reader looks at and claims cells on the
-    /// line the writer is writing, and the two cores pass that line, and
-    /// the items' lines, back and forth at every item: the stream settles
-    /// at that pace, about a quarter of the raw ring's at 64 bytes on the
-    /// Intel Xeon guest, where the run took a topic's 64-byte inline
-    /// stream from 0.26 to 0.55 × the raw ring and `CircularBuffer`'s up
-    /// to 0.58 (docs/benchmark-history.md, "a reader that waits for a
-    /// run").
+    /// Batch reads (a reader's option, [`Waits::batch_reads`]): a reader
+    /// that finds the cell at the head claimed by a writer who has not
+    /// committed it yet, and that writer going straight on to the next
+    /// cell (a stream whose reader has caught up with its writer), first
+    /// waits, for a few microseconds at most, until the writer has reached
+    /// the cell a batch of items ahead ([`read_run`]); then it takes them
+    /// one after the other as before. Taking each item the moment it is
+    /// committed instead, the reader looks at and claims cells on the line
+    /// the writer is writing, and the two cores pass that line, and the
+    /// items' lines, back and forth at every item: the stream settles at
+    /// that pace, about a quarter of the raw ring's at 64 bytes on the
+    /// Intel Xeon guest, where batch reads took a topic's 64-byte inline
+    /// stream from 0.23 – 0.26 to 0.47 – 0.56 × the raw ring and
+    /// `CircularBuffer`'s to 0.58 – 0.59 (docs/benchmark-history.md,
+    /// "batch reads").
+    ///
+    /// Not the default, because it costs latency: an item waits for the
+    /// batch behind it, and where the writer stops short, for the looks
+    /// that tell it stopped. One-way latencies of 64-byte items in the same
+    /// history section: bursts of 16 items, 0.41 → 1.9 µs (median); a
+    /// stream paced at an item every 120 ns, 0.42 → 1.9 µs.
     ///
     /// What it costs a reader that is not in a stream is one look at the
     /// head's cell: a ring whose head cell is free (the usual wait of a
     /// round trip, or an idle stream) or committed waits for nothing. A
     /// writer that stops after the head's item is given [`FOLLOW_LOOKS`]
     /// looks after its commit to claim the next cell; one that stops in
-    /// the run, [`LINE_LOOKS`] looks to reach each next line of cells: the
-    /// run ends where it stopped. [`GAP_LOOKS`] looks in all at most, so
-    /// a dead writer costs that once per wait. Only looks: the claim that
-    /// follows is the claim as before, whatever they saw.
+    /// the batch, [`LINE_LOOKS`] looks to reach each next line of cells:
+    /// the batch ends where it stopped. [`GAP_LOOKS`] looks in all at most,
+    /// so a dead writer costs that once per wait. Only looks: the claim
+    /// that follows is the claim as before, whatever they saw.
     #[cfg(not(tachyon_loom))]
     #[cold]
     #[inline(never)]
@@ -1817,7 +1830,7 @@ pub(crate) mod hooks {
         static RUN_LOOKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
 
-    /// The looks this thread made waiting for a run of items
+    /// The looks this thread made waiting for a batch of items
     /// (`Ring::wait_for_run`) since the last call.
     pub(crate) fn run_looks() -> u32 {
         RUN_LOOKS.with(|c| c.replace(0))
@@ -1871,25 +1884,26 @@ mod gap_tests {
         }
     }
 
-    /// A reader's run: the full ring's gap, at most 32 items and 4 KiB of
-    /// them, in whole lines of cells, none below two lines (items of 1 KiB
-    /// and more, rings of less than 64 cells). A length of 0 (a fresh
+    /// A batch reader's batch: the full ring's gap, at most 32 items and 2
+    /// KiB of them, in whole lines of cells, none below two lines (items of
+    /// more than 256 bytes, rings of less than 64 cells). A length of 0 (a fresh
     /// ring's, or empty items) is the shortest items'.
     #[test]
-    fn a_readers_run_is_the_gap_at_most_32_items_and_4_kib() {
+    fn a_readers_batch_is_the_gap_at_most_32_items_and_2_kib() {
         for (n, len, run) in [
             (1024, 64, 32),
             (1024, 0, 32),
             (1024, 16, 32),
-            (1024, 256, 16),
-            (1024, 300, 12),
-            (1024, 512, 8),
-            (1024, 600, 0),
+            (1024, 128, 16),
+            (1024, 256, 8),
+            (1024, 300, 0),
+            (1024, 512, 0),
             (1024, 1024, 0),
             (1024, 1 << 20, 0),
             (64, 64, 8),
             (32, 64, 0),
-            (256, 128, 32),
+            (256, 32, 32),
+            (128, 64, 16),
         ] {
             assert_eq!(read_run(n, len), run, "{n} cells, items of {len} bytes");
         }
