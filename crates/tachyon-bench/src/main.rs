@@ -389,10 +389,10 @@ struct SuiteArgs {
 /// The topics group's transports by default (with iceoryx2 when built in).
 #[cfg(not(feature = "iceoryx2"))]
 const TOPIC_TRANSPORTS: &str =
-    "raw-ring,mpmc-ring,cell-claim-ring,cell-claim-cas-ring,chunk-pool-ring,chunk-pool-hot-ring,leased-ring,leased-fenced-ring,flag,unix,pipe,tcp,copy,copy-read,copy-light,copy-inline,copy-inline-light,loan,in-place,cb,cb-light,rpc,rpc-inline";
+    "raw-ring,mpmc-ring,cell-claim-ring,cell-claim-cas-ring,chunk-pool-ring,chunk-pool-hot-ring,leased-ring,leased-fenced-ring,flag,unix,pipe,tcp,copy,copy-read,copy-light,copy-inline,copy-inline-light,copy-inline-batch,loan,in-place,cb,cb-light,cb-batch,rpc,rpc-inline";
 #[cfg(feature = "iceoryx2")]
 const TOPIC_TRANSPORTS: &str =
-    "raw-ring,mpmc-ring,cell-claim-ring,cell-claim-cas-ring,chunk-pool-ring,chunk-pool-hot-ring,leased-ring,leased-fenced-ring,flag,unix,pipe,tcp,copy,copy-read,copy-light,copy-inline,copy-inline-light,loan,in-place,cb,cb-light,rpc,rpc-inline,iceoryx2";
+    "raw-ring,mpmc-ring,cell-claim-ring,cell-claim-cas-ring,chunk-pool-ring,chunk-pool-hot-ring,leased-ring,leased-fenced-ring,flag,unix,pipe,tcp,copy,copy-read,copy-light,copy-inline,copy-inline-light,copy-inline-batch,loan,in-place,cb,cb-light,cb-batch,rpc,rpc-inline,iceoryx2";
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let n = stats::parse_bytes(s)?;

@@ -294,6 +294,9 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
         "| 1 KiB | chunk-pool ring, hot reuse ÷ chunk-pool ring |",
         "| 1 KiB | topic copy ÷ chunk-pool ring, hot reuse |",
         "| 64 B | topic copy inline light ÷ topic copy inline |",
+        "| 64 B | topic copy inline batch reads ÷ topic copy inline |",
+        "| 64 B | CircularBuffer batch reads ÷ CircularBuffer |",
+        "the consumer's batch reads (`Topic::with_batch_reads`)",
         "![latency](latency.svg)",
     ] {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
@@ -315,9 +318,11 @@ fn a_tiny_topics_group_runs_and_writes_its_report() {
     // policies; throughput, for 64 B and 1 KiB: raw ring, the three MPMC
     // rings, the two chunk-pool rings, the two leased rings, Unix socket,
     // pipe, TCP, then the copy, the copy read after it (throughput
-    // only), the light copy, the two copies with inline slots, loan, in
-    // place and the two CircularBuffers × 3 policies.
-    assert_eq!(csv.lines().count(), 1 + (12 + 30) + 2 * (11 + 27), "{csv}");
+    // only), the light copy, the three copies with inline slots (plain,
+    // light, and batch reads: throughput only), loan, in place and the
+    // three CircularBuffers (plain, light, and batch reads: throughput
+    // only) × 3 policies.
+    assert_eq!(csv.lines().count(), 1 + (12 + 30) + 2 * (11 + 33), "{csv}");
     for chart in ["latency", "throughput"] {
         for ext in ["svg", "png"] {
             let file = dir.join(format!("{chart}.{ext}"));

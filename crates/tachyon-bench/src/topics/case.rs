@@ -17,6 +17,7 @@ macro_rules! topic_via {
             | Via::CopyLight
             | Via::CopyInline
             | Via::CopyInlineLight
+            | Via::CopyInlineBatch
             | Via::Loan
             | Via::InPlace
     };
@@ -90,6 +91,9 @@ pub enum Via {
     /// [`Via::CopyInline`] on a topic with light hand-overs
     /// (`TopicConfig::light_handovers`).
     CopyInlineLight,
+    /// [`Via::CopyInline`] whose consumer's handle has batch reads
+    /// (`Topic::with_batch_reads`; throughput only).
+    CopyInlineBatch,
     /// A topic, `loan` / `publish` / `receive`.
     Loan,
     /// A topic, `send_with` / `receive_with`: built and read in place, as
@@ -101,6 +105,9 @@ pub enum Via {
     /// [`Via::Cb`] through rings with light hand-overs
     /// (`CircularBufferBuilder::light_handovers`).
     CbLight,
+    /// [`Via::Cb`] whose reader's handle has batch reads
+    /// (`CircularBufferBuilder::batch_reads`; throughput only).
+    CbBatch,
     /// `RpcBuffer` request/response (latency only).
     Rpc,
     /// `RpcBuffer` request/response, the handler on the peer's reader
@@ -132,10 +139,12 @@ impl Via {
             Via::CopyLight => "copy-light",
             Via::CopyInline => "copy-inline",
             Via::CopyInlineLight => "copy-inline-light",
+            Via::CopyInlineBatch => "copy-inline-batch",
             Via::Loan => "loan",
             Via::InPlace => "in-place",
             Via::Cb => "cb",
             Via::CbLight => "cb-light",
+            Via::CbBatch => "cb-batch",
             Via::Rpc => "rpc",
             Via::RpcInline => "rpc-inline",
             #[cfg(feature = "iceoryx2")]
@@ -175,10 +184,14 @@ impl Via {
             Via::CopyInlineLight => {
                 "topic with inline slots, copy path, light hand-overs (`TopicConfig::light_handovers`)"
             }
+            Via::CopyInlineBatch => {
+                "topic with inline slots, copy path, the consumer's batch reads (`Topic::with_batch_reads`)"
+            }
             Via::Loan => "topic, loan path: `loan`+`publish`/`receive`",
             Via::InPlace => "topic, in place: `send_with`/`receive_with`",
             Via::Cb => "CircularBuffer `write`/`read`",
             Via::CbLight => "CircularBuffer with light hand-overs `write`/`read`",
+            Via::CbBatch => "CircularBuffer `write`/`read`, the reader's batch reads (`batch_reads`)",
             Via::Rpc => "RpcBuffer `request` (echo handler)",
             Via::RpcInline => "RpcBuffer `request` (echo handler on the reader thread: `inline_handlers`)",
             #[cfg(feature = "iceoryx2")]
@@ -214,10 +227,12 @@ impl Via {
             Via::CopyLight => "topic copy light",
             Via::CopyInline => "topic copy inline",
             Via::CopyInlineLight => "topic copy inline light",
+            Via::CopyInlineBatch => "topic copy inline batch reads",
             Via::Loan => "topic loan",
             Via::InPlace => "topic in place",
             Via::Cb => "CircularBuffer",
             Via::CbLight => "CircularBuffer light",
+            Via::CbBatch => "CircularBuffer batch reads",
             Via::Rpc => "RpcBuffer",
             Via::RpcInline => "RpcBuffer inline",
             #[cfg(feature = "iceoryx2")]
@@ -227,7 +242,7 @@ impl Via {
 
     /// A tachyon transport, run with each wait policy.
     pub fn is_tachyon(self) -> bool {
-        self.is_topic() || matches!(self, Via::Cb | Via::CbLight | Via::Rpc | Via::RpcInline)
+        self.is_topic() || matches!(self, Via::Cb | Via::CbLight | Via::CbBatch | Via::Rpc | Via::RpcInline)
     }
 
     /// A transport through a topic (run by `topic_run` and
@@ -237,9 +252,27 @@ impl Via {
     }
 
     /// A topic's copy path (`send` / `recv_into`), with or without inline
-    /// slots or light hand-overs, or a read of the copy.
+    /// slots, light hand-overs or batch reads, or a read of the copy.
     pub(crate) fn copies(self) -> bool {
-        matches!(self, Via::Copy | Via::CopyRead | Via::CopyLight | Via::CopyInline | Via::CopyInlineLight)
+        matches!(
+            self,
+            Via::Copy
+                | Via::CopyRead
+                | Via::CopyLight
+                | Via::CopyInline
+                | Via::CopyInlineLight
+                | Via::CopyInlineBatch
+        )
+    }
+
+    /// A topic's inline slots (`TopicConfig::inline_payload`).
+    pub(crate) fn inline(self) -> bool {
+        matches!(self, Via::CopyInline | Via::CopyInlineLight | Via::CopyInlineBatch)
+    }
+
+    /// The consumer's handle has batch reads.
+    pub(crate) fn batch_reads(self) -> bool {
+        matches!(self, Via::CopyInlineBatch | Via::CbBatch)
     }
 
     pub(super) fn is_kernel(self) -> bool {
@@ -249,7 +282,7 @@ impl Via {
     /// Whether it measures `test`.
     pub fn does(self, test: Test) -> bool {
         match test {
-            Test::Latency => self != Via::CopyRead,
+            Test::Latency => !matches!(self, Via::CopyRead | Via::CopyInlineBatch | Via::CbBatch),
             Test::Throughput => !matches!(self, Via::Flag | Via::Rpc | Via::RpcInline),
         }
     }

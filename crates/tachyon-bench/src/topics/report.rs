@@ -146,7 +146,7 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
     let spin = Some(Policy::Spin);
     // (transport, its wait policy), the step before it, what the step adds.
     type Step = ((Via, Option<Policy>), (Via, Option<Policy>), &'static str);
-    let steps: [Step; 15] = [
+    let steps: [Step; 17] = [
         (
             (Via::LeasedRing, None),
             (Via::RawRing, None),
@@ -197,6 +197,16 @@ fn floors(settings: &Settings, res: &Results<'_>) -> String {
             (Via::CopyInlineLight, spin),
             (Via::CopyInline, spin),
             "light hand-overs on the topic with inline slots",
+        ),
+        (
+            (Via::CopyInlineBatch, spin),
+            (Via::CopyInline, spin),
+            "batch reads: the consumer waits for a batch when it catches up with the producer mid-stream",
+        ),
+        (
+            (Via::CbBatch, spin),
+            (Via::Cb, spin),
+            "batch reads on CircularBuffer",
         ),
         (
             (Via::ChunkPoolRing, None),
@@ -295,7 +305,12 @@ type Pair = (Case, Case, fn(&Sample) -> Option<f64>);
 fn design_refs(via: Via) -> &'static [Via] {
     match via {
         Via::Copy | Via::CopyLight => &[Via::ChunkPoolRing, Via::ChunkPoolHotRing],
-        Via::CopyInline | Via::CopyInlineLight | Via::Cb | Via::CbLight => &[Via::MpmcRing],
+        Via::CopyInline
+        | Via::CopyInlineLight
+        | Via::CopyInlineBatch
+        | Via::Cb
+        | Via::CbLight
+        | Via::CbBatch => &[Via::MpmcRing],
         _ => &[],
     }
 }
@@ -401,8 +416,10 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         (Via::CopyLight, 0.5),
         (Via::CopyInline, 0.5),
         (Via::CopyInlineLight, 0.5),
+        (Via::CopyInlineBatch, 0.5),
         (Via::Cb, 0.7),
         (Via::CbLight, 0.7),
+        (Via::CbBatch, 0.7),
     ] {
         bar(
             format!("{} spin 64 B throughput ÷ raw ring", via.short()),

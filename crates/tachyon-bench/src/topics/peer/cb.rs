@@ -20,6 +20,7 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
     let open = |n: &str| {
         let ring = CircularBuffer::builder(n)
             .wait_policy(policy)
+            .batch_reads(a.via.batch_reads())
             .open()
             .map_err(|e| format!("cannot open the CircularBuffer {n}: {e}"))?;
         if ring.node_size() != a.size {

@@ -29,7 +29,7 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
     let elapsed = match a.via {
         topic_via!() => topic::serve(&a, stall, total, fault)?,
         Via::Flag => flag::serve(&a, stall, total, fault)?,
-        Via::Cb | Via::CbLight => cb::serve(&a, stall, total, fault)?,
+        Via::Cb | Via::CbLight | Via::CbBatch => cb::serve(&a, stall, total, fault)?,
         Via::Rpc | Via::RpcInline => return Err("the RpcBuffer peer is `peer rpc`".into()),
         #[cfg(feature = "iceoryx2")]
         Via::Iceoryx2 => iceoryx::serve(&a, stall, total, fault)?,

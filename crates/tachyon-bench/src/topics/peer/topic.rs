@@ -86,7 +86,7 @@ pub(super) fn serve(a: &PeerArgs, stall: Duration, total: u64, fault: Fault) -> 
             Duration::ZERO
         }
         Test::Throughput => {
-            let data = topic("data")?;
+            let data = topic("data")?.with_batch_reads(a.via.batch_reads());
             let partitions = u64::from(data.partitions());
             println!("ready");
             let mut sink = 0u64;

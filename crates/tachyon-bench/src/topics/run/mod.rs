@@ -49,7 +49,7 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
         | Via::LeasedRing
         | Via::LeasedFencedRing => raw_run(case, settings, count, warmup)?,
         Via::Flag => flag_run(case, settings, count, warmup)?,
-        Via::Cb | Via::CbLight => cb_run(case, settings, count, warmup)?,
+        Via::Cb | Via::CbLight | Via::CbBatch => cb_run(case, settings, count, warmup)?,
         Via::Unix | Via::Pipe | Via::Tcp => kernel_run(case, settings, count, warmup)?,
         Via::Rpc | Via::RpcInline => unreachable!("handled above"),
         #[cfg(feature = "iceoryx2")]

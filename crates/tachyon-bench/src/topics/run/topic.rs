@@ -38,7 +38,7 @@ pub(super) fn topic_run(
     let total = warmup + count;
     let size = case.size;
     let policy = case.policy.unwrap_or(Policy::Hybrid);
-    let inline = if matches!(case.via, Via::CopyInline | Via::CopyInlineLight) { size } else { 0 };
+    let inline = if case.via.inline() { size } else { 0 };
     let cfg = TopicConfig::default()
         .partitions(case.partitions)
         .capacity(settings.capacity)
