@@ -254,15 +254,7 @@ impl Via {
     /// A topic's copy path (`send` / `recv_into`), with or without inline
     /// slots, light hand-overs or batch reads, or a read of the copy.
     pub(crate) fn copies(self) -> bool {
-        matches!(
-            self,
-            Via::Copy
-                | Via::CopyRead
-                | Via::CopyLight
-                | Via::CopyInline
-                | Via::CopyInlineLight
-                | Via::CopyInlineBatch
-        )
+        self.is_topic() && !matches!(self, Via::Loan | Via::InPlace)
     }
 
     /// A topic's inline slots (`TopicConfig::inline_payload`).
