@@ -1357,15 +1357,15 @@ impl Ring<'_> {
     /// items' lines, back and forth at every item: the stream settles at
     /// that pace, about a quarter of the raw ring's at 64 bytes on the
     /// Intel Xeon guest, where batch reads took a topic's 64-byte inline
-    /// stream from 0.23 – 0.26 to 0.47 – 0.56 × the raw ring and
-    /// `CircularBuffer`'s to 0.58 – 0.59 (docs/benchmark-history.md,
-    /// "batch reads").
+    /// stream from 0.23 – 0.29 to 0.47 – 0.56 × the raw ring and
+    /// `CircularBuffer`'s from 0.24 – 0.39 to 0.56 – 0.65
+    /// (docs/benchmark-history.md, "batch reads").
     ///
     /// Not the default, because it costs latency: an item waits for the
     /// batch behind it, and where the writer stops short, for the looks
     /// that tell it stopped. One-way latencies of 64-byte items in the same
-    /// history section: bursts of 16 items, 0.41 → 1.9 µs (median); a
-    /// stream paced at an item every 120 ns, 0.42 → 1.9 µs.
+    /// history section: bursts of 16 items, 0.44 → 1.9 µs (median); a
+    /// stream paced at an item every 120 ns, 0.44 → 1.9 µs.
     ///
     /// What it costs a reader that is not in a stream is one look at the
     /// head's cell: a ring whose head cell is free (the usual wait of a
@@ -1410,7 +1410,9 @@ impl Ring<'_> {
         };
         // The writer goes on to the next cell at once (a stream), or not.
         let mut after = 0;
-        while !reached(pos + 1) {
+        // (Positions wrap as the cursors do: a damaged cursor near the
+        // top of the range is looked at, never overflowed.)
+        while !reached(pos.wrapping_add(1)) {
             if dist(word(pos).0, pos) > 0 {
                 after += 1;
                 if after > FOLLOW_LOOKS {
@@ -1424,12 +1426,12 @@ impl Ring<'_> {
         }
         // Then line by line (one look at each line the writer has left),
         // to the first cell of the line `run` ahead.
-        let end = (pos + run) & !(CELLS_PER_LINE - 1);
-        let mut next = (pos + 1 + CELLS_PER_LINE) & !(CELLS_PER_LINE - 1);
+        let end = pos.wrapping_add(run) & !(CELLS_PER_LINE - 1);
+        let mut next = pos.wrapping_add(1 + CELLS_PER_LINE) & !(CELLS_PER_LINE - 1);
         let mut stalled = 0;
         while next <= end {
             if reached(next) {
-                next += CELLS_PER_LINE;
+                next = next.wrapping_add(CELLS_PER_LINE);
                 stalled = 0;
                 continue;
             }
