@@ -1216,7 +1216,7 @@ mod tests {
     /// line's looks left out: the stopped stream waited the most looks.)
     #[test]
     fn a_batch_reader_that_finds_its_writer_mid_item_waits_for_a_batch_but_not_for_ever() {
-        use crate::sync::ring::{hooks, GAP_LOOKS_FOR_TESTS, LINE_LOOKS_FOR_TESTS};
+        use crate::sync::ring::{hooks, GAP_LOOKS, LINE_LOOKS};
         use crate::sync::WaitPolicy;
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Arc;
@@ -1232,7 +1232,7 @@ mod tests {
             let _ = crate::segment::Segment::remove(&name);
 
             for (batch, writers, looks) in
-                [(true, 1, GAP_LOOKS_FOR_TESTS), (true, 2, LINE_LOOKS_FOR_TESTS), (false, 2, 0)]
+                [(true, 1, GAP_LOOKS), (true, 2, LINE_LOOKS), (false, 2, 0)]
             {
                 let mut seen = Vec::new();
                 for round in 0..5 {

@@ -106,7 +106,7 @@ const FULL_RING_GAP: u64 = 128;
 /// microseconds, about as long as a reader takes for 128 items of 64
 /// bytes on the AMD EPYC guest.
 #[cfg(not(tachyon_loom))]
-const GAP_LOOKS: u32 = 4 * QUICK_LOOKS;
+pub(crate) const GAP_LOOKS: u32 = 4 * QUICK_LOOKS;
 
 /// The most items a reader with batch reads that finds its writer in the
 /// middle of a stream waits for before it takes the first
@@ -131,13 +131,7 @@ const FOLLOW_LOOKS: u32 = 16;
 /// The looks a reader waiting for a batch gives its writer to reach each
 /// next line of cells.
 #[cfg(not(tachyon_loom))]
-const LINE_LOOKS: u32 = QUICK_LOOKS;
-
-/// [`GAP_LOOKS`] and [`LINE_LOOKS`], for the tests of other modules.
-#[cfg(all(test, not(tachyon_loom)))]
-pub(crate) const GAP_LOOKS_FOR_TESTS: u32 = GAP_LOOKS;
-#[cfg(all(test, not(tachyon_loom)))]
-pub(crate) const LINE_LOOKS_FOR_TESTS: u32 = LINE_LOOKS;
+pub(crate) const LINE_LOOKS: u32 = QUICK_LOOKS;
 
 /// Ring cells per cache line.
 #[cfg(not(tachyon_loom))]
@@ -159,8 +153,9 @@ fn full_ring_gap(n: u64) -> u64 {
 
 /// How many items a reader with batch reads of a ring of `n` cells that
 /// finds its writer in mid-stream waits for (`Ring::wait_for_run`), items
-/// of about `len` bytes: the full ring's gap, at most [`READ_RUN`] and [`RUN_BYTES`] of
-/// items, in whole lines of cells; 0 (no wait) below two lines.
+/// of about `len` bytes: the full ring's gap, at most [`READ_RUN`] and
+/// [`RUN_BYTES`] of items, in whole lines of cells; 0 (no wait) below two
+/// lines.
 #[cfg(not(tachyon_loom))]
 fn read_run(n: u64, len: u64) -> u64 {
     let run = full_ring_gap(n).min(READ_RUN).min(RUN_BYTES / len.max(1)) & !(CELLS_PER_LINE - 1);
