@@ -3,6 +3,7 @@ package tachyon
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -770,6 +771,100 @@ func TestRingWithLightHandovers(t *testing.T) {
 	var none *Ring
 	if none.LightHandovers() {
 		t.Fatal("nil is light")
+	}
+}
+
+// Batch reads: a handle's option, off by default, not seen by the ring's
+// other handles; a writer goroutine's stream is read whole and in order;
+// nil and closed handles are refused.
+func TestRingBatchReads(t *testing.T) {
+	name := uniqueName("ring-batch")
+	ring := must(CreateRing(name, 256, 64))(t)
+	defer ring.Close()
+	reader := must(OpenRing(name))(t)
+	if reader.BatchReads() {
+		t.Fatal("batch reads on by default")
+	}
+	check(t, reader.SetBatchReads(true))
+	if !reader.BatchReads() || ring.BatchReads() {
+		t.Fatalf("batch reads: reader %v, writer %v", reader.BatchReads(), ring.BatchReads())
+	}
+	const n = 20000
+	done := make(chan error, 1)
+	go func() {
+		item := make([]byte, 64)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint64(item, uint64(i))
+			if err := ring.Write(item, bound); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	buf := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		got := must(reader.Read(buf, bound))(t)
+		if got != 64 || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("item %d: %d bytes %x", i, got, buf[:got])
+		}
+	}
+	check(t, <-done)
+	check(t, reader.SetBatchReads(false))
+	if reader.BatchReads() {
+		t.Fatal("SetBatchReads(false) did not take")
+	}
+	check(t, reader.Close())
+	wantErr(t, reader.SetBatchReads(true), ErrClosed)
+	if reader.BatchReads() {
+		t.Fatal("a closed handle reads in batches")
+	}
+	var none *Ring
+	wantErr(t, none.SetBatchReads(true), ErrInvalid)
+	if none.BatchReads() {
+		t.Fatal("nil reads in batches")
+	}
+}
+
+// Batch reads on a topic handle: its own, refused while a subscription
+// of the handle is open, taken by a subscription opened afterwards.
+func TestTopicBatchReads(t *testing.T) {
+	reg, _ := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: 64, InlinePayload: 64}))(t)
+	defer topic.Close()
+	consumer := must(reg.Topic("t"))(t)
+	defer consumer.Close()
+	sub := must(consumer.Subscribe())(t)
+	wantErr(t, consumer.SetBatchReads(true), ErrInvalid)
+	check(t, sub.Close())
+	check(t, consumer.SetBatchReads(true))
+	if !consumer.BatchReads() || topic.BatchReads() {
+		t.Fatalf("batch reads: consumer %v, producer %v", consumer.BatchReads(), topic.BatchReads())
+	}
+	buf := make([]byte, 256)
+	for i := 0; i < 100; i++ { // laps of the ring, inline and in chunks
+		small, big := bytes.Repeat([]byte{byte(i)}, 40), bytes.Repeat([]byte{byte(i)}, 100)
+		check(t, topic.Send(small, 0))
+		check(t, topic.Send(big, 0))
+		for _, want := range [][]byte{small, big} {
+			n := must(consumer.ReceiveInto(0, buf, bound))(t)
+			if !bytes.Equal(buf[:n], want) {
+				t.Fatalf("lap %d: got %d bytes", i, n)
+			}
+		}
+	}
+	sub = must(consumer.Subscribe())(t)
+	defer sub.Close()
+	check(t, topic.Send([]byte("sub"), 0))
+	msg := must(sub.Receive(bound))(t)
+	if string(msg.Data()) != "sub" {
+		t.Fatalf("subscription got %q", msg.Data())
+	}
+	check(t, msg.Release())
+	var none *Topic
+	wantErr(t, none.SetBatchReads(true), ErrInvalid)
+	if none.BatchReads() {
+		t.Fatal("nil reads in batches")
 	}
 }
 

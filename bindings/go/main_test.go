@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -218,6 +219,16 @@ func helper(mode string, args []string) error {
 			return fmt.Errorf("ReceiveContext returned %v, want context.Canceled", err)
 		}
 		fmt.Println("stopped")
+		return nil
+	case "stream": // REGION TOPIC N: send N 64-byte items (i, ..., ^i) with key 0
+		item := make([]byte, 64)
+		for i := 0; i < num(2); i++ {
+			binary.LittleEndian.PutUint64(item, uint64(i))
+			binary.LittleEndian.PutUint64(item[56:], ^uint64(i))
+			if err := topic.SendTimeout(item, 0, bound); err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+		}
 		return nil
 	case "send-now": // REGION TOPIC N: send "0" .. "N-1" with key 0, never waiting
 		for i := 0; i < num(2); i++ {

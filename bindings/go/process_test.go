@@ -1,6 +1,7 @@
 package tachyon
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"syscall"
@@ -56,6 +57,32 @@ func TestGoProcessSubscription(t *testing.T) {
 		t.Fatalf("the messages came from %d partition(s): the test needs several", len(used))
 	}
 	_, err := sub.TryReceive()
+	wantErr(t, err, ErrWouldBlock)
+}
+
+// A Go producer process streams 64-byte items into a topic with inline
+// slots; this process receives them with batch reads on: every item,
+// whole and in order.
+func TestGoProcessBatchReads(t *testing.T) {
+	const n = 50000
+	reg, name := newRegion(t)
+	topic := must(reg.CreateTopic("t", &TopicConfig{Capacity: 256, InlinePayload: 64}))(t)
+	defer topic.Close()
+	check(t, topic.SetBatchReads(true))
+	if !topic.BatchReads() {
+		t.Fatal("SetBatchReads(true) did not take")
+	}
+	cmd, _ := child(t, "stream", name, "t", fmt.Sprint(n))
+	part := topic.PartitionOf(0)
+	buf := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		got := must(topic.ReceiveInto(part, buf, bound))(t)
+		if got != 64 || binary.LittleEndian.Uint64(buf) != uint64(i) || binary.LittleEndian.Uint64(buf[56:]) != ^uint64(i) {
+			t.Fatalf("item %d: %d bytes %x", i, got, buf[:got])
+		}
+	}
+	check(t, cmd.Wait())
+	_, err := topic.TryReceiveInto(part, buf)
 	wantErr(t, err, ErrWouldBlock)
 }
 

@@ -70,6 +70,19 @@ func (g *guard) shut(free func()) bool {
 	return true
 }
 
+// exclusive runs f under the write side, with no call in flight (it
+// waits for them, as shut does); false, f not run, if the handle is
+// closed.
+func (g *guard) exclusive(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	f()
+	return true
+}
+
 // cname converts a name for C; a name with a NUL byte cannot be one.
 // The caller frees the result.
 func cname(op, name string) (*C.char, error) {

@@ -51,6 +51,10 @@ go_ty_res go_ty_topic_open(uintptr_t reg, const char* name) {
 void go_ty_topic_close(uintptr_t t) { ty_topic_close((ty_topic_t*)t); }
 int go_ty_topic_partitions(uintptr_t t) { return ty_topic_partitions(TOPIC(t)); }
 int go_ty_topic_light_handovers(uintptr_t t) { return ty_topic_light_handovers(TOPIC(t)); }
+go_ty_res go_ty_topic_set_batch_reads(uintptr_t t, int on) {
+    return res(ty_topic_set_batch_reads((ty_topic_t*)t, on), NULL);
+}
+int go_ty_topic_batch_reads(uintptr_t t) { return ty_topic_batch_reads(TOPIC(t)); }
 int go_ty_partition_of(uintptr_t t, uint64_t key) { return ty_partition_of(TOPIC(t), key); }
 go_ty_res go_ty_topic_stats(uintptr_t t, ty_topic_stats_t* out) { return res(ty_topic_stats(TOPIC(t), out), NULL); }
 go_ty_res go_ty_topic_depth(uintptr_t t, uint32_t partition) {
@@ -175,6 +179,10 @@ go_ty_res go_ty_ring_create_with(const char* name, size_t count, size_t size, ui
     return res(rc, out);
 }
 int go_ty_ring_light_handovers(uintptr_t r) { return ty_ring_light_handovers(RING(r)); }
+go_ty_res go_ty_ring_set_batch_reads(uintptr_t r, int on) {
+    return res(ty_ring_set_batch_reads((ty_ring_t*)r, on), NULL);
+}
+int go_ty_ring_batch_reads(uintptr_t r) { return ty_ring_batch_reads(RING(r)); }
 go_ty_res go_ty_ring_open(const char* name) {
     ty_ring_t* out = NULL;
     int rc = ty_ring_open(name, &out);

@@ -706,6 +706,44 @@ int ty_topic_partitions(const ty_topic_t *topic);
 // `topic` is NULL or a live topic handle.
 int ty_topic_light_handovers(const ty_topic_t *topic);
 
+// Turns batch reads on (`on` non-zero) or off for this handle's receives
+// (the Rust `Topic::with_batch_reads`; off by default). A consumer that
+// has caught up with a publisher in mid-stream waits until the publisher
+// is a batch ahead (at most 32 messages, and 2 KiB of them; none for
+// messages over 256 bytes) before it takes the first. Made for topics
+// with inline slots (`ty_topic_create_inline`), whose stream of 64-byte
+// messages runs about twice as fast with it. Not for a consumer that
+// wants each message at once: a message waits for the batch behind it,
+// or, where its publisher stops short, about 1 µs of looks (docs/rings.md,
+// "Batch reads"). A handle's option: nothing in the region changes, and
+// other handles, in this process or another, receive as they choose.
+// Subscriptions and group handles opened through this handle afterwards
+// take the setting it has then.
+//
+// Errors: `TY_EINVAL` (NULL or not a topic handle).
+//
+// Not thread-safe for one handle: no other call may use `topic`, or a
+// subscription opened through it, during this one (set it before the
+// handle is shared between threads).
+//
+// ```c
+// ty_topic_t* ticks;
+// ty_topic_open(reg, "ticks", &ticks);
+// ty_topic_set_batch_reads(ticks, 1); /* this consumer takes ticks in batches */
+// ```
+//
+// # Safety
+// `topic` is NULL or a live topic handle that no other call (on it, or
+// on a subscription opened through it) uses during this one.
+int ty_topic_set_batch_reads(ty_topic_t *topic, int on);
+
+// 1 if this handle receives in batches (`ty_topic_set_batch_reads`), 0 if
+// not or for an invalid handle. Thread-safe.
+//
+// # Safety
+// `topic` is NULL or a live topic handle.
+int ty_topic_batch_reads(const ty_topic_t *topic);
+
 // Fills `*out` with the topic's configuration and counters.
 //
 // Errors: `TY_EINVAL`. Thread-safe.
@@ -1332,6 +1370,41 @@ int ty_ring_create_with(const char *name,
 // # Safety
 // `ring` is NULL or a live ring handle.
 int ty_ring_light_handovers(const ty_ring_t *ring);
+
+// Turns batch reads on (`on` non-zero) or off for this handle's reads
+// (the Rust `CircularBuffer::set_batch_reads`; off by default). A reader
+// that has caught up with a writer in mid-stream waits until the writer
+// is a batch ahead (at most 32 items, and 2 KiB of them; none for items
+// over 256 bytes) before it takes the first, instead of taking each item
+// the moment it is written. For a reader that wants throughput: a stream
+// of 64-byte items runs about twice as fast. Not for one that wants each
+// item at once: an item waits for the batch behind it, or, where its
+// writer stops short, about 1 µs of looks (docs/rings.md, "Batch
+// reads"). A handle's option: nothing in the ring changes, and other
+// handles, in this process or another, read as they choose.
+//
+// Errors: `TY_EINVAL` (NULL or not a ring handle).
+//
+// Not thread-safe for one handle: no other call may use `ring` during
+// this one (set it before the handle is shared between threads).
+//
+// ```c
+// ty_ring_t* in;
+// ty_ring_open("frames", &in);
+// ty_ring_set_batch_reads(in, 1); /* this handle reads in batches */
+// ```
+//
+// # Safety
+// `ring` is NULL or a live ring handle that no other call uses during
+// this one.
+int ty_ring_set_batch_reads(ty_ring_t *ring, int on);
+
+// 1 if this handle reads in batches (`ty_ring_set_batch_reads`), 0 if
+// not or for an invalid handle. Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle.
+int ty_ring_batch_reads(const ty_ring_t *ring);
 
 // Opens the existing ring `name`.
 //

@@ -383,6 +383,27 @@ impl PyTopic {
         self.topic.config().uses_light_handovers()
     }
 
+    /// A new handle on the same topic whose receives read in batches (on
+    /// True) or not: a receive that catches up with a publisher in
+    /// mid-stream waits until it is a batch ahead (at most 32 messages,
+    /// and 2 KiB of them; none over 256 bytes) before it takes the first.
+    /// More messages per second of small inline messages for a consumer
+    /// that wants throughput, each message later (docs/rings.md, "Batch
+    /// reads"). This handle is unchanged; subscriptions and groups opened
+    /// through the new one take its setting.
+    #[pyo3(signature = (on=true))]
+    fn with_batch_reads(&self, on: bool) -> PyTopic {
+        PyTopic { topic: self.topic.clone().with_batch_reads(on) }
+    }
+
+    /// Whether this handle's receives read in batches
+    /// (Topic.with_batch_reads; off on a handle from create_topic or
+    /// topic).
+    #[getter]
+    fn batch_reads(&self) -> bool {
+        self.topic.batch_reads()
+    }
+
     /// Messages of the default group dropped unread from its full
     /// partitions by publishers of an overrunning topic, since the topic
     /// was created (0 on other topics). Each named group has its own count

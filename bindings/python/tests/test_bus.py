@@ -312,6 +312,24 @@ def test_inline_payload(region):
     assert topic.receive_bytes(0, timeout_ns=0) == b"x" * 300
 
 
+def test_batch_reads_are_a_handles_option(region):
+    # with_batch_reads gives a new handle; the old one, and every other
+    # handle of the topic, keep theirs; a subscription opened through the
+    # new handle receives; off again on request.
+    topic = region.create_topic("t", capacity=64, inline_payload=64)
+    batch = region.topic("t").with_batch_reads()
+    assert batch.batch_reads and not topic.batch_reads and not region.topic("t").batch_reads
+    assert not batch.with_batch_reads(False).batch_reads and batch.batch_reads
+    for i in range(200):  # laps of the ring, inline and in chunks
+        topic.send(bytes([i]) * 40, 0)
+        topic.send(bytes([i]) * 100, 0)
+        assert batch.receive_bytes(0, timeout_ns=SECOND) == bytes([i]) * 40
+        assert batch.receive_bytes(0, timeout_ns=SECOND) == bytes([i]) * 100
+    sub = batch.subscribe()
+    topic.send(b"sub", 0)
+    assert bytes(sub.receive(timeout_ns=SECOND).data) == b"sub"
+
+
 def test_light_handovers(region):
     # The topic's own setting: read back in every handle, an open that asks
     # for the other one is refused; messages inline and in chunks flow.

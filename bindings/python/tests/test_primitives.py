@@ -135,6 +135,28 @@ def test_circular_buffer_across_processes(name):
     assert got == [str(i) for i in range(100)]
 
 
+def test_circular_buffer_batch_reads_across_processes(name):
+    # A handle's option, off by default and not the ring's; a child
+    # process's stream, read in batches, arrives whole and in order.
+    ring = tachyon.CircularBuffer(name, node_count=256, node_size=64, batch_reads=True)
+    assert ring.batch_reads and not tachyon.CircularBuffer(name, create=False).batch_reads
+    count = 20_000
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import tachyon
+            ring = tachyon.CircularBuffer({name!r}, create=False)
+            for i in range({count}):
+                ring.write(i.to_bytes(8, "little") * 8, timeout_ns=30 * 10**9)
+            """
+        )
+    )
+    got = [ring.read(timeout_ns=BOUND * SECOND) for _ in range(count)]
+    _, err = child.communicate(timeout=BOUND)
+    assert child.returncode == 0, err
+    assert got == [i.to_bytes(8, "little") * 8 for i in range(count)]
+
+
 def test_rpc_with_python_handler(name):
     calls = []
 

@@ -946,6 +946,69 @@ pub unsafe extern "C" fn ty_topic_light_handovers(topic: *const ty_topic_t) -> c
     light
 }
 
+/// Turns batch reads on (`on` non-zero) or off for this handle's receives
+/// (the Rust `Topic::with_batch_reads`; off by default). A consumer that
+/// has caught up with a publisher in mid-stream waits until the publisher
+/// is a batch ahead (at most 32 messages, and 2 KiB of them; none for
+/// messages over 256 bytes) before it takes the first. Made for topics
+/// with inline slots (`ty_topic_create_inline`), whose stream of 64-byte
+/// messages runs about twice as fast with it. Not for a consumer that
+/// wants each message at once: a message waits for the batch behind it,
+/// or, where its publisher stops short, about 1 µs of looks (docs/rings.md,
+/// "Batch reads"). A handle's option: nothing in the region changes, and
+/// other handles, in this process or another, receive as they choose.
+/// Subscriptions and group handles opened through this handle afterwards
+/// take the setting it has then.
+///
+/// Errors: `TY_EINVAL` (NULL or not a topic handle).
+///
+/// Not thread-safe for one handle: no other call may use `topic`, or a
+/// subscription opened through it, during this one (set it before the
+/// handle is shared between threads).
+///
+/// ```c
+/// ty_topic_t* ticks;
+/// ty_topic_open(reg, "ticks", &ticks);
+/// ty_topic_set_batch_reads(ticks, 1); /* this consumer takes ticks in batches */
+/// ```
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle that no other call (on it, or
+/// on a subscription opened through it) uses during this one.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_set_batch_reads(topic: *mut ty_topic_t, on: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract; checked to be a live topic
+        // handle before it is written.
+        unsafe { self::topic(topic)? };
+        // SAFETY: a live `Box<ty_topic_t>` (checked above) that no other
+        // call, on it or on a subscription holding its address, uses
+        // during this one (the contract): this is the only reference to it.
+        let t = unsafe { &mut *topic };
+        // Loans and messages out through the handle keep the core they
+        // were taken with: `with_batch_reads` gives this handle a core of
+        // its own.
+        t.topic = t.topic.clone().with_batch_reads(on != 0);
+        Ok(TY_OK)
+    })
+}
+
+/// 1 if this handle receives in batches (`ty_topic_set_batch_reads`), 0 if
+/// not or for an invalid handle. Thread-safe.
+///
+/// # Safety
+/// `topic` is NULL or a live topic handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_topic_batch_reads(topic: *const ty_topic_t) -> c_int {
+    let mut batch = 0;
+    guard(|| {
+        // SAFETY: per this function's contract.
+        batch = c_int::from(unsafe { self::topic(topic)? }.topic.batch_reads());
+        Ok(TY_OK)
+    });
+    batch
+}
+
 /// Fills `*out` with the topic's configuration and counters.
 ///
 /// Errors: `TY_EINVAL`. Thread-safe.

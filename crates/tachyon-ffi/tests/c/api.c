@@ -372,6 +372,40 @@ int main(void) {
             ty_topic_close(lt);
         }
 
+        /* Batch reads: a handle's option, off by default, not seen by other
+         * handles of the topic; a message received before the switch is
+         * released after it through the same handle; a subscription opened
+         * afterwards takes it. */
+        {
+            ty_topic_t* bt;
+            EXPECT(ty_topic_batch_reads(it) == 0);
+            EXPECT(ty_topic_batch_reads(NULL) == 0);
+            EXPECT_RC(TY_EINVAL, ty_topic_set_batch_reads(NULL, 1));
+            EXPECT_RC(TY_EINVAL, ty_topic_set_batch_reads((ty_topic_t*)reg, 1)); /* another kind */
+            CHECK(ty_topic_open(reg, "inline", &bt));
+            CHECK(ty_send(it, big, sizeof big, 0, 0)); /* a chunk */
+            CHECK(ty_send(it, "batch", 5, 0, 0));      /* inline */
+            ty_msg_t held;
+            CHECK(ty_subscribe(bt, 0, &held, 0));
+            CHECK(ty_topic_set_batch_reads(bt, 7)); /* any non-zero is on */
+            EXPECT(ty_topic_batch_reads(bt) == 1 && ty_topic_batch_reads(it) == 0);
+            EXPECT(held.len == sizeof big && memcmp(held.data, big, sizeof big) == 0);
+            CHECK(ty_release(bt, &held));
+            CHECK(ty_recv(bt, 0, out, sizeof out, &got, 0));
+            EXPECT(got == 5 && memcmp(out, "batch", 5) == 0);
+            ty_subscription_t* bsub;
+            CHECK(ty_subscription_open(bt, NULL, 0, &bsub));
+            CHECK(ty_send(it, "sub", 3, 0, 0));
+            uint32_t from = 9;
+            CHECK(ty_subscription_recv(bsub, out, sizeof out, &got, &from, 1000000000));
+            EXPECT(got == 3 && from == 0 && memcmp(out, "sub", 3) == 0);
+            ty_subscription_close(bsub);
+            CHECK(ty_topic_set_batch_reads(bt, 0));
+            EXPECT(ty_topic_batch_reads(bt) == 0);
+            EXPECT_RC(TY_ETIMEDOUT, ty_recv(bt, 0, out, sizeof out, &got, 0));
+            ty_topic_close(bt);
+        }
+
         /* ty_subscription_recv: the same over a subscription, with the
          * partition each message came from. */
         ty_subscription_t* isub;

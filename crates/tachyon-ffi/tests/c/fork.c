@@ -2,8 +2,9 @@
  * (far more messages than the ring holds, order checked), then children
  * SIGKILLed while holding loans and while holding a received message, and
  * recovery: the chunks come back, the at-least-once message is delivered
- * again, the at-most-once one is counted lost. Children open the region
- * themselves (handles are not shared across fork). */
+ * again, the at-most-once one is counted lost; last, a child's stream
+ * read in batches. Children open the region themselves (handles are not
+ * shared across fork). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -173,6 +174,61 @@ int main(void) {
     EXPECT_RC(TY_EAGAIN, ty_try_subscribe(work, 0, &m));
     EXPECT(free_chunks(reg, 0) == before);
     printf("fork: a consumer killed holding an at-most-once message; lost and counted, chunk returned\n");
+
+    /* 5. Batch readers: a producer child streams into an inline topic and
+     * into a ring, this process reads both with batch reads on; every
+     * item arrives, whole and in order. */
+    ty_topic_conf_t sc = ty_topic_conf_default;
+    sc.capacity = 256;
+    ty_topic_t* stream;
+    CHECK(ty_topic_create_inline(reg, "stream", &sc, 0, 64, &stream));
+    CHECK(ty_topic_set_batch_reads(stream, 1));
+    char ring_name[80];
+    snprintf(ring_name, sizeof ring_name, "%s-ring", name);
+    ty_ring_t* ring;
+    CHECK(ty_ring_create(ring_name, 256, 64, &ring));
+    CHECK(ty_ring_set_batch_reads(ring, 1));
+    fflush(stdout);
+    pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_topic_t* t = child_open("stream");
+        ty_ring_t* r;
+        CHECK(ty_ring_open(ring_name, &r));
+        uint64_t item[8] = {0};
+        for (uint64_t i = 0; i < 5 * N; i++) {
+            item[0] = i;
+            item[7] = ~i;
+            CHECK(ty_send(t, item, sizeof item, 7, WAIT_NS));
+        }
+        for (uint64_t i = 0; i < 5 * N; i++) {
+            item[0] = i;
+            item[7] = ~i;
+            CHECK(ty_ring_write(r, item, sizeof item, WAIT_NS));
+        }
+        ty_ring_close(r);
+        ty_topic_close(t);
+        _exit(0);
+    }
+    uint32_t part = (uint32_t)ty_partition_of(stream, 7);
+    for (uint64_t i = 0; i < 5 * N; i++) {
+        uint64_t item[8];
+        size_t got;
+        CHECK(ty_recv(stream, part, item, sizeof item, &got, WAIT_NS));
+        EXPECT(got == sizeof item && item[0] == i && item[7] == ~i);
+    }
+    for (uint64_t i = 0; i < 5 * N; i++) {
+        uint64_t item[8];
+        size_t got;
+        CHECK(ty_ring_read(ring, item, sizeof item, &got, WAIT_NS));
+        EXPECT(got == sizeof item && item[0] == i && item[7] == ~i);
+    }
+    wait_ok(pid);
+    EXPECT(ty_topic_depth(stream, part) == 0);
+    printf("fork: %d 64-byte items from a child producer, read in batches from an inline topic and a ring, in order\n",
+           5 * N);
+    ty_ring_close(ring);
+    ty_topic_close(stream);
 
     ty_topic_close(work);
     ty_topic_close(alo);

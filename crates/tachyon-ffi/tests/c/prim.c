@@ -109,6 +109,24 @@ int main(void) {
     ty_ring_close(ring);
     CHECK(ty_ring_create_with(name, 4, 8, 0, &ring));
     EXPECT(ty_ring_light_handovers(ring) == 0);
+
+    /* Batch reads: a handle's option, off by default, not seen by the
+       ring's other handles; items queued are read as before. */
+    EXPECT(ty_ring_batch_reads(ring) == 0 && ty_ring_batch_reads(NULL) == 0);
+    EXPECT_RC(TY_EINVAL, ty_ring_set_batch_reads(NULL, 1));
+    CHECK(ty_ring_open(name, &other));
+    CHECK(ty_ring_set_batch_reads(other, 1));
+    EXPECT(ty_ring_batch_reads(other) == 1 && ty_ring_batch_reads(ring) == 0);
+    CHECK(ty_ring_write(ring, "one", 3, 0));
+    CHECK(ty_ring_write(ring, "two", 3, 0));
+    CHECK(ty_ring_read(other, bytes, sizeof bytes, &len, 0));
+    EXPECT(len == 3 && memcmp(bytes, "one", 3) == 0);
+    CHECK(ty_ring_read(other, bytes, sizeof bytes, &len, 1000000000));
+    EXPECT(len == 3 && memcmp(bytes, "two", 3) == 0);
+    EXPECT_RC(TY_ETIMEDOUT, ty_ring_read(other, bytes, sizeof bytes, &len, 1000000));
+    CHECK(ty_ring_set_batch_reads(other, 0));
+    EXPECT(ty_ring_batch_reads(other) == 0);
+    ty_ring_close(other);
     ty_ring_close(ring);
 
     /* Buffer. */

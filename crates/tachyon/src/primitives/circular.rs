@@ -458,6 +458,28 @@ impl CircularBuffer {
         self.batch_reads
     }
 
+    /// Turns this handle's batch reads on or off (see
+    /// [`CircularBufferBuilder::batch_reads`]): for a handle opened or
+    /// created without the builder, such as the creator's own when it is
+    /// the reader. Only this handle's later reads change.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-set-batch-{}", std::process::id());
+    /// let mut reader = CircularBuffer::create(&name, 256, 64)?;
+    /// reader.set_batch_reads(true);
+    /// assert!(reader.batch_reads());
+    /// let writer = CircularBuffer::open(&name)?; // usually in another process
+    /// writer.write(b"tick", None)?;
+    /// let mut buf = [0u8; 64];
+    /// assert_eq!(reader.read(&mut buf, Some(Duration::from_millis(100)))?, 4);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn set_batch_reads(&mut self, on: bool) {
+        self.batch_reads = on;
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes
