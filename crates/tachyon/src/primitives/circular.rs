@@ -177,11 +177,11 @@ impl CircularBufferBuilder {
     /// one by one as before. A read that takes each item the moment it is
     /// committed claims nodes on the very line its writer is writing, and
     /// the two cores pass that line back and forth at every item: a
-    /// stream of 64-byte items settles at about a quarter of the raw
-    /// ring's rate that way on an Intel Xeon, and runs about twice as fast
-    /// with batch reads (docs/rings.md, "Batch reads"). The price is
-    /// latency: an item waits for the batch behind it, or, where its
-    /// writer stops short, for the looks that tell it stopped (about 1
+    /// stream of 64-byte items settles at a quarter to a half of the raw
+    /// ring's rate that way on the Intel Xeons measured, and runs 1.2 to 2
+    /// times as fast with batch reads (docs/rings.md, "Batch reads"). The
+    /// price is latency: an item waits for the batch behind it, or, where
+    /// its writer stops short, for the looks that tell it stopped (about 1
     /// µs). Choose it for a reader that wants throughput, not for one
     /// that wants each item the moment it is written. A handle's option,
     /// like its wait policy: nothing in the ring changes, and other
