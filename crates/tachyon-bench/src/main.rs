@@ -231,8 +231,14 @@ struct SuiteArgs {
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     rpc_large_calls: u64,
 
-    /// rpc: transports (the Unix socket is the reference for the ratios).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "unix,rpc,rpc-inline,rpc-in-place")]
+    /// rpc: transports (the Unix socket is the reference for the ratios; the
+    /// raw floor bounds `request`'s).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "unix,raw-floor,rpc,rpc-inline,rpc-in-place"
+    )]
     rpc_transports: Vec<rpc::Transport>,
 
     /// rpc: wait policies of the RpcBuffer runs (both ends; hybrid is the

@@ -14,13 +14,27 @@
 //! process writes a 4-byte little-endian length and the message in one
 //! `write`, the peer reads the length and the message and writes both back
 //! in one `write`, this process reads them and compares.
+//!
+//! The floor reference makes a call's copies and nothing else, through
+//! two raw SPSC rings of two slots each (the topics group's raw ring, a
+//! spinning cursor each way, no claims, no headers, no recovery): this
+//! process copies the message into the request ring, the peer copies it
+//! out (as the echo handler's `to_vec` does) and into the response ring
+//! (as the channel copies a handler's response into its node), this
+//! process copies it out (as `request` returns it in a `Vec`) and compares.
+//! Four copies of the message and a compare per call, the ones `request`
+//! makes with that handler; no allocation (both sides reuse one buffer).
+//! Its calls/s bounds what `request` can reach on the machine: where it is
+//! under a bar, the bar is out of reach of any channel that copies as
+//! `request` must, and the copies' memory bandwidth is what is left.
 
-use crate::kernel::{self, Kind};
+use crate::kernel;
 use crate::latency::{self, Percentiles};
 use crate::payload;
 use crate::peer::{self, Fault, Peer, Watchdog, STARTUP};
 use crate::policy::Policy;
 use crate::probe::Steadiness;
+use crate::rawring::{self, Kind, Patience, RawRing};
 use crate::stats::{self, Spread};
 use crate::suite::{Common, Group};
 use std::fmt::Write as _;
@@ -74,6 +88,9 @@ pub enum Via {
     RpcInPlace(Policy, Shape),
     /// A Unix domain socket, messages of this size.
     Unix(usize),
+    /// The floor: a call's four copies of a message of this size through
+    /// two raw rings, spinning (see the module's documentation).
+    Floor(usize),
 }
 
 /// The transports of the group, for `--rpc-transports`.
@@ -89,6 +106,10 @@ pub enum Transport {
     /// `RpcBuffer` through `request_with` and an in-place handler
     /// (`handler_in_place`).
     RpcInPlace,
+    /// A reference: the four copies a `request` call with the echo handler
+    /// makes and its compare, through two raw rings, spinning; no channel
+    /// (the floor of `request`'s calls/s).
+    RawFloor,
 }
 
 /// One configuration.
@@ -102,7 +123,7 @@ impl Case {
     fn msg(&self) -> usize {
         match self.via {
             Via::Rpc(_, s, _) | Via::RpcInPlace(_, s) => s.msg,
-            Via::Unix(m) => m,
+            Via::Unix(m) | Via::Floor(m) => m,
         }
     }
 }
@@ -118,6 +139,7 @@ impl std::fmt::Display for Case {
                 write!(f, "rpc in place/{} {} msg, {} B nodes x {}", p.name(), label(s.msg), s.node, s.nodes)
             }
             Via::Unix(m) => write!(f, "unix {} msg", label(m)),
+            Via::Floor(m) => write!(f, "raw floor {} msg", label(m)),
         }
     }
 }
@@ -289,8 +311,40 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
             peer.finish(STARTUP)?;
             r
         }
+        Via::Floor(size) => {
+            let name = unique_name();
+            let to = RawRing::create_kind(Kind::Spsc, &format!("{name}-a"), 2, size, FLOOR_DATA_OFF)?;
+            let from = RawRing::create_kind(Kind::Spsc, &format!("{name}-b"), 2, size, FLOOR_DATA_OFF)?;
+            let mut args = peer_args(settings, "floor");
+            args.extend(["--name".into(), name, "--size".into(), size.to_string()]);
+            args.extend([
+                "--calls".into(),
+                total.to_string(),
+                "--stall-ms".into(),
+                stall.as_millis().to_string(),
+            ]);
+            let mut peer = Peer::spawn(&args)?;
+            peer.expect("ready", STARTUP)?;
+            let mut response = payload::buffer(size);
+            let r = {
+                let mut writer = rawring::Writer::new(&to)?;
+                let mut reader = rawring::Reader::new(&from)?;
+                let mut check = || peer.check_alive();
+                let mut patience = Patience::new(stall, &mut check);
+                latency::timed(total, warmup, "call", |seq| {
+                    payload::stamp(&mut msg, seq);
+                    writer.push(&msg, &mut patience)?;
+                    reader.pop(&mut response, &mut patience)?;
+                    same(&response, &msg, seq)
+                })
+            };
+            let r = r?;
+            peer.expect("done", STARTUP)?;
+            peer.finish(STARTUP)?;
+            r
+        }
         Via::Unix(size) => {
-            let (link, ends) = kernel::link(Kind::Unix, true)?;
+            let (link, ends) = kernel::link(kernel::Kind::Unix, true)?;
             let mut args = peer_args(settings, "unix");
             args.extend(ends.args.iter().cloned());
             let mut peer = Peer::spawn(&args)?;
@@ -328,6 +382,10 @@ fn run_only(case: Case, settings: &Settings, rep: usize) -> Result<Sample, Strin
     Ok(Sample { case, rep, calls, elapsed, rtt, probe: None, retried: 0 })
 }
 
+/// Where the floor's slots start in their segments (as the topics group's
+/// raw ring's).
+const FLOOR_DATA_OFF: usize = 256;
+
 /// Checks that a response equals its request.
 fn same(response: &[u8], request: &[u8], seq: u64) -> Result<(), String> {
     if response == request {
@@ -343,7 +401,7 @@ fn same(response: &[u8], request: &[u8], seq: u64) -> Result<(), String> {
 /// The rpc peer's arguments (`tachyon-bench peer rpc ...`).
 #[derive(Debug, clap::Args)]
 pub struct PeerArgs {
-    /// `rpc` or `unix`.
+    /// `rpc`, `unix` or `floor`.
     #[arg(long)]
     pub via: String,
     /// The channel's name (`rpc`).
@@ -370,6 +428,15 @@ pub struct PeerArgs {
     /// Answer with an in-place handler (`handler_in_place`, `rpc`).
     #[arg(long)]
     pub in_place: bool,
+    /// Message bytes (`floor`).
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Calls to answer, warm-up included (`floor`).
+    #[arg(long)]
+    pub calls: Option<u64>,
+    /// How long to wait for a request before giving up (`floor`).
+    #[arg(long)]
+    pub stall_ms: Option<u64>,
 }
 
 /// The rpc peer: answers every request with its own bytes until the
@@ -450,7 +517,33 @@ pub fn peer(a: PeerArgs) -> Result<(), String> {
             println!("done");
             Ok(())
         }
-        other => Err(format!("--via {other:?}: expected rpc or unix")),
+        "floor" => {
+            let name = a.name.ok_or("--name is required")?;
+            let size = a.size.ok_or("--size is required")?;
+            let calls = a.calls.ok_or("--calls is required")?;
+            let from = RawRing::open_kind(Kind::Spsc, &format!("{name}-a"), 2, size, FLOOR_DATA_OFF)?;
+            let to = RawRing::open_kind(Kind::Spsc, &format!("{name}-b"), 2, size, FLOOR_DATA_OFF)?;
+            let mut reader = rawring::Reader::new(&from)?;
+            let mut writer = rawring::Writer::new(&to)?;
+            // The parent's death kills us (PR_SET_PDEATHSIG): nothing to check.
+            let mut check = || Ok(());
+            let stall = Duration::from_millis(a.stall_ms.ok_or("--stall-ms is required")?);
+            let mut patience = Patience::new(stall, &mut check);
+            let mut buf = payload::buffer(size);
+            println!("ready");
+            for seq in 0..calls {
+                // The copy out stands for the handler's `to_vec`, the copy
+                // in for the channel's copy of its response into a node.
+                reader.pop(&mut buf, &mut patience).map_err(|e| format!("call {seq}: {e}"))?;
+                if fault.at(seq) {
+                    payload::damage(&mut buf);
+                }
+                writer.push(&buf, &mut patience).map_err(|e| format!("call {seq}: {e}"))?;
+            }
+            println!("done");
+            Ok(())
+        }
+        other => Err(format!("--via {other:?}: expected rpc, unix or floor")),
     }
 }
 
@@ -490,7 +583,11 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
          warm-up of 10 % + 10. calls/s: median of the repetitions (range in brackets); p50 / p99: \
          medians of the repetitions' percentiles (hdrhistogram). The Unix socket reference \
          echoes a length-prefixed message of the same size over a `socketpair` with blocking \
-         reads and writes. Ratios are medians of per-repetition ratios to the Unix socket run of \
+         reads and writes. The floor makes the four copies of the message that a `request` with \
+         that handler makes (into shared memory, out of it as the handler's `to_vec`, into shared \
+         memory again as the response, out of it as `request`'s result) and the compare, through \
+         two raw rings with a spinning cursor each way: no headers, no claims, no allocation. \
+         Ratios are medians of per-repetition ratios to the Unix socket run of \
          the same repetition and message size. The .NET SharedMemory library reported its figures \
          on a desktop of 2012; they are not from this machine.\n"
     );
@@ -531,6 +628,15 @@ pub fn render(settings: &Settings, samples: &[Sample]) -> String {
                 );
             };
         row(&mut out, unix, "–".into(), "–".into(), "Unix socket (reference)", "–", "–");
+        row(
+            &mut out,
+            Case { via: Via::Floor(msg) },
+            format!("2 × {}", label(msg)),
+            "–".into(),
+            "raw shared memory: a `request`'s four copies and its compare, nothing else (reference, floor)",
+            "spin",
+            "–",
+        );
         for shape in SHAPES.iter().filter(|s| s.msg == msg) {
             for &p in &settings.policies {
                 for (via, what) in [
@@ -582,26 +688,33 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
             {
                 let case = Case { via };
                 let Some(r) = res.paired(case, unix, calls_per_sec) else { continue };
-                // Another phase's ratio would pass or fail a bar for the
-                // wrong reason: judged on the steady pairs where the runs
-                // were probed, else on every pair.
-                let calm = steady
-                    .usual
-                    .and_then(|_| res.paired_in(case, unix, calls_per_sec, |s| !steady.unsteady(s)));
-                let judged = if steady.usual.is_some() { calm.map(|c| c.median) } else { Some(r.median) };
-                let met = match judged {
+                let calm = judged(res, steady, case, unix);
+                // The floor bounds `request` (its copies are `request`'s),
+                // not the in-place calls, which copy less.
+                let floor = match via {
+                    Via::Rpc(..) => res
+                        .paired(Case { via: Via::Floor(shape.msg) }, unix, calls_per_sec)
+                        .and_then(|_| judged(res, steady, Case { via: Via::Floor(shape.msg) }, unix)),
+                    _ => None,
+                };
+                let met = match calm {
                     None => "not judged (no steady pair)",
                     Some(j) if j >= bar => "yes",
+                    Some(_) if floor.is_some_and(|f| f < bar) => "**no**: its floor misses it too",
                     Some(_) => "**no**",
                 };
                 let _ = writeln!(
                     rows,
-                    "| RpcBuffer {} {what}, {how}: calls/s ÷ Unix socket | {:.2} | ({:.2} – {:.2}) | {} | ≥ {bar} | {met} |",
+                    "| RpcBuffer {} {what}, {how}: calls/s ÷ Unix socket | {:.2} | ({:.2} – {:.2}) | {} | ≥ {bar} | {} | {met} |",
                     p.name(),
                     r.median,
                     r.min,
                     r.max,
-                    calm.map_or_else(|| "–".to_owned(), |c| format!("{:.2}", c.median)),
+                    match (steady.usual, calm) {
+                        (Some(_), Some(c)) => format!("{c:.2}"),
+                        _ => "–".to_owned(),
+                    },
+                    floor.map_or_else(|| "–".to_owned(), |f| format!("{f:.2}")),
                 );
             }
         }
@@ -619,14 +732,31 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
         &format!(
             "{judged} The bar of 2 × the Unix socket is the issue's, measured there with spinning \
              waits; with futex waits every hop sleeps and is woken, as the socket's do, and the \
-             bar is the issue's futex bar, parity."
+             bar is the issue's futex bar, parity. Beside a `request` bar, **its floor** on the \
+             same scale, judged as the bar is: the floor reference's calls/s, the four copies \
+             and the compare of a `request` and nothing else. A bar its floor misses is out of \
+             reach of any channel that copies as `request` must: what is left is the copies' \
+             memory bandwidth."
         ),
         [
-            "| measure | median ratio | (min – max) | steady runs | bar | met |",
-            "| --- | ---: | --- | ---: | ---: | --- |",
+            "| measure | median ratio | (min – max) | steady runs | bar | its floor | met |",
+            "| --- | ---: | --- | ---: | ---: | ---: | --- |",
         ],
         &rows,
     )
+}
+
+/// `case`'s calls/s ÷ `unix`'s, the median of the per-repetition ratios
+/// it is judged on: over the pairs of steady runs where the runs were
+/// probed (another phase's ratio would pass or fail a bar for the wrong
+/// reason; `None` without such a pair), else over every pair.
+fn judged(res: &Results<'_>, steady: &Steadiness, case: Case, unix: Case) -> Option<f64> {
+    let r = if steady.usual.is_some() {
+        res.paired_in(case, unix, calls_per_sec, |s| !steady.unsteady(s))
+    } else {
+        res.paired(case, unix, calls_per_sec)
+    };
+    r.map(|r| r.median)
 }
 
 /// One CSV line per sample.
@@ -640,6 +770,7 @@ pub fn csv(samples: &[Sample]) -> String {
             Via::Rpc(p, shape, true) => ("rpc-inline", p.name(), shape.node, shape.nodes),
             Via::RpcInPlace(p, shape) => ("rpc-in-place", p.name(), shape.node, shape.nodes),
             Via::Unix(_) => ("unix", "", 0, 0),
+            Via::Floor(m) => ("raw-floor", "spin", m, 2),
         };
         let _ = writeln!(
             out,
@@ -678,6 +809,9 @@ impl Group for Settings {
             // The reference first, then the RpcBuffer runs it is paired with.
             if self.transports.contains(&Transport::Unix) {
                 out.push(Case { via: Via::Unix(msg) });
+            }
+            if self.transports.contains(&Transport::RawFloor) {
+                out.push(Case { via: Via::Floor(msg) });
             }
             for shape in SHAPES.iter().filter(|s| s.msg == msg) {
                 for &p in &self.policies {
@@ -773,8 +907,10 @@ mod tests {
                 1000,
                 1.0 / (3.0 + 2.0 * rep as f64),
             ));
-            // 512,000 B: `request` 1.5 × the socket, in place 4 ×.
+            // 512,000 B: `request` 1.5 × the socket, in place 4 ×, the
+            // floor 1.8 ×.
             samples.push(sample(Case { via: Via::Unix(512_000) }, rep, 100, 1.0));
+            samples.push(sample(Case { via: Via::Floor(512_000) }, rep, 180, 1.0));
             samples.push(sample(Case { via: Via::Rpc(spin, large, false) }, rep, 150, 1.0));
             samples.push(sample(Case { via: Via::RpcInPlace(spin, large) }, rep, 400, 1.0));
             // Futex, 1 KiB: 1.5 × the socket, judged against parity.
@@ -785,15 +921,25 @@ mod tests {
         assert!(steady.usual.is_none());
         let out = bars(&settings, &Results::new(&samples), &steady);
         assert!(out.contains("a slow phase counts"), "{out}");
-        assert!(out.contains("| RpcBuffer spin 1 KiB calls, `request`: calls/s ÷ Unix socket | 4.00 | (3.00 – 5.00) | – | ≥ 2 | yes |"), "{out}");
-        assert!(out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 2 | **no** |"), "{out}");
+        // No floor of 1 KiB was measured: "–" in its column.
+        assert!(out.contains("| RpcBuffer spin 1 KiB calls, `request`: calls/s ÷ Unix socket | 4.00 | (3.00 – 5.00) | – | ≥ 2 | – | yes |"), "{out}");
+        // A missed bar whose floor misses it too says so.
+        assert!(out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 2 | 1.80 | **no**: its floor misses it too |"), "{out}");
+        // The floor is `request`'s, not the in-place calls'.
         assert!(
             out.contains(
-                "| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 |"
+                "| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | – | ≥ 2 | – | yes |"
             ),
             "{out}"
         );
-        assert!(out.contains("| RpcBuffer futex 1 KiB calls, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 1 | yes |"), "{out}");
+        assert!(out.contains("| RpcBuffer futex 1 KiB calls, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 1 | – | yes |"), "{out}");
+        // A floor over the bar leaves a miss a plain miss.
+        let faster: Vec<Sample> = samples
+            .iter()
+            .map(|s| if s.case.via == Via::Floor(512_000) { Sample { calls: 300, ..*s } } else { *s })
+            .collect();
+        let out = bars(&settings, &Results::new(&faster), &steady);
+        assert!(out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 1.50 | (1.50 – 1.50) | – | ≥ 2 | 3.00 | **no** |"), "{out}");
         // 1 KiB in place was not measured: no row.
         assert!(!out.contains("1 KiB calls, in place"), "{out}");
         // Without the socket there is nothing to judge.
@@ -817,29 +963,34 @@ mod tests {
         let unix = Case { via: Via::Unix(512_000) };
         let request = Case { via: Via::Rpc(spin, large, false) };
         let in_place = Case { via: Via::RpcInPlace(spin, large) };
+        let floor = Case { via: Via::Floor(large.msg) };
         let mut samples = Vec::new();
         // `request`: 2.5 × the socket in repetitions 0 and 1, 0.4 × in
         // repetition 2, whose RpcBuffer run was unsteady (probe 500 ns
         // against 60). In repetition 1 the socket's run was unsteady
         // (400 ns): repetition 0 is the one steady pair. In place: 4 ×
-        // throughout, the same pair.
-        for (rep, socket_probe, request_calls, request_probe, in_place_probe) in
-            [(0, 60.0, 250, 62.0, 61.0), (1, 400.0, 250, 63.0, 65.0), (2, 61.0, 40, 500.0, 480.0)]
-        {
+        // throughout, the same pair. The floor: 3 × in the steady pair,
+        // 0.5 × in the unsteady repetition 2.
+        for (rep, socket_probe, request_calls, request_probe, in_place_probe, floor_calls, floor_probe) in [
+            (0, 60.0, 250, 62.0, 61.0, 300, 62.5),
+            (1, 400.0, 250, 63.0, 65.0, 300, 61.5),
+            (2, 61.0, 40, 500.0, 480.0, 50, 470.0),
+        ] {
             samples.push(probed(unix, rep, 100, socket_probe));
             samples.push(probed(request, rep, request_calls, request_probe));
             samples.push(probed(in_place, rep, 400, in_place_probe));
+            samples.push(probed(floor, rep, floor_calls, floor_probe));
         }
         let steady = Steadiness::of(&samples);
-        assert_eq!(steady.usual, Some(60.0), "the tenth percentile of 9: the quickest");
+        assert_eq!(steady.usual, Some(61.0), "the tenth percentile of 12: the second quickest");
         let out = bars(&settings, &Results::new(&samples), &steady);
         assert!(out.contains("pairs of runs that were both steady"), "{out}");
         assert!(
-            out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 2.50 | (0.40 – 2.50) | 2.50 | ≥ 2 | yes |"),
+            out.contains("| RpcBuffer spin 512,000 B calls in one packet, `request`: calls/s ÷ Unix socket | 2.50 | (0.40 – 2.50) | 2.50 | ≥ 2 | 3.00 | yes |"),
             "{out}"
         );
         assert!(
-            out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | 4.00 | ≥ 2 | yes |"),
+            out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | 4.00 | ≥ 2 | – | yes |"),
             "{out}"
         );
         // Only unsteady pairs: not judged, whatever the ratio.
@@ -850,17 +1001,17 @@ mod tests {
         let steady_slow = Steadiness::of(&slow);
         let out = bars(&settings, &Results::new(&slow), &steady_slow);
         assert!(
-            out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | – | ≥ 2 | not judged (no steady pair) |"),
+            out.contains("| RpcBuffer spin 512,000 B calls in one packet, in place: calls/s ÷ Unix socket | 4.00 | (4.00 – 4.00) | – | ≥ 2 | – | not judged (no steady pair) |"),
             "{out}"
         );
         // The steadiness section: a row per repetition, its unsteady runs
         // named.
         let all: Vec<&Sample> = samples.iter().collect();
         let section = steady.render(&all, "`--rpc-calls`");
-        assert!(section.contains("| 1 | 3 | 0 | 0.06 – 0.06 | 0 |"), "{section}");
-        assert!(section.contains("| 2 | 3 | 0 | 0.06 – 0.40 | **1** |"), "{section}");
-        assert!(section.contains("| 3 | 3 | 0 | 0.06 – 0.50 | **2** |"), "{section}");
-        assert!(section.contains("3 of 9 runs ran while the machine was off its usual phase."), "{section}");
+        assert!(section.contains("| 1 | 4 | 0 | 0.06 – 0.06 | 0 |"), "{section}");
+        assert!(section.contains("| 2 | 4 | 0 | 0.06 – 0.40 | **1** |"), "{section}");
+        assert!(section.contains("| 3 | 4 | 0 | 0.06 – 0.50 | **3** |"), "{section}");
+        assert!(section.contains("4 of 12 runs ran while the machine was off its usual phase."), "{section}");
     }
 
     #[test]

@@ -239,6 +239,7 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
         "RpcBuffer, inline handler",
         "RpcBuffer, in place",
         "Unix socket (reference)",
+        "a `request`'s four copies and its compare, nothing else (reference, floor)",
         "512,000 B",
         "64 × 1 KiB",
         "8 × 512,064 B",
@@ -246,17 +247,19 @@ fn a_tiny_rpc_group_runs_and_writes_its_report() {
         assert!(stdout.contains(want), "report lacks {want:?}:\n{stdout}");
     }
     let csv = std::fs::read_to_string(dir.join("rpc.csv")).expect("rpc.csv");
-    // Header, a Unix socket run per message size, three RpcBuffer shapes
-    // with three wait policies each, the 1 KiB shape with inline
-    // handlers with each policy, and the three shapes in place with each.
-    assert_eq!(csv.lines().count(), 1 + 2 + 3 * 3 + 3 + 3 * 3, "{csv}");
+    // Header, a Unix socket run and a floor run per message size, three
+    // RpcBuffer shapes with three wait policies each, the 1 KiB shape with
+    // inline handlers with each policy, and the three shapes in place with
+    // each.
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 + 3 * 3 + 3 + 3 * 3, "{csv}");
+    assert_eq!(csv.lines().filter(|l| l.contains(",raw-floor,spin,")).count(), 2, "{csv}");
     assert_eq!(csv.lines().filter(|l| l.contains(",rpc-in-place,")).count(), 3 * 3, "{csv}");
     // As in the topics group: each run's probe and how often it was run
     // again; the bars table has a column of the steady pairs' ratio
-    // ("–" where nothing was probed).
+    // ("–" where nothing was probed), and one of the floor's.
     probed_runs(&csv, &stdout);
     assert!(
-        stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | met |"),
+        stdout.contains("| measure | median ratio | (min – max) | steady runs | bar | its floor | met |"),
         "{stdout}"
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -343,7 +346,9 @@ fn a_dead_rpc_peer_fails_the_run_promptly() {
 
 #[test]
 fn a_wrong_response_fails_the_run() {
-    for (transport, named) in [("rpc", "rpc"), ("rpc-in-place", "rpc in place"), ("unix", "unix")] {
+    for (transport, named) in
+        [("rpc", "rpc"), ("rpc-in-place", "rpc in place"), ("unix", "unix"), ("raw-floor", "raw floor")]
+    {
         let args = [&TINY_RPC[..], &["--rpc-transports", transport, "--rpc-policies", "futex"]].concat();
         let (o, _) = run_group("rpc-lose", &args, Some("lose:7"));
         assert!(!o.status.success());
