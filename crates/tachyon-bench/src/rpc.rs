@@ -692,9 +692,7 @@ fn bars(settings: &Settings, res: &Results<'_>, steady: &Steadiness) -> String {
                 // The floor bounds `request` (its copies are `request`'s),
                 // not the in-place calls, which copy less.
                 let floor = match via {
-                    Via::Rpc(..) => res
-                        .paired(Case { via: Via::Floor(shape.msg) }, unix, calls_per_sec)
-                        .and_then(|_| judged(res, steady, Case { via: Via::Floor(shape.msg) }, unix)),
+                    Via::Rpc(..) => judged(res, steady, Case { via: Via::Floor(shape.msg) }, unix),
                     _ => None,
                 };
                 let met = match calm {
