@@ -440,7 +440,8 @@ pub struct PeerArgs {
 }
 
 /// The rpc peer: answers every request with its own bytes until the
-/// benchmark process closes its end, then says `done`.
+/// benchmark process closes its end (the floor's: for `--calls` calls),
+/// then says `done`.
 pub fn peer(a: PeerArgs) -> Result<(), String> {
     peer::start(a.parent, a.cpu)?;
     let fault = Fault::from_env();
