@@ -918,8 +918,9 @@ impl Topic {
     /// pass that line back and forth at every message; a stream of 64-byte
     /// messages in inline slots settles at a quarter to two fifths of the
     /// raw ring's rate that way on the Intel Xeons measured, and runs 1.2
-    /// to 2 times as fast with batch reads (docs/rings.md, "Batch reads"). The price is latency: a message
-    /// waits for the batch behind it, or, where its publisher stops
+    /// to 2 times as fast with batch reads (docs/rings.md, "Batch reads";
+    /// on an AMD EPYC of model 1, not faster). The price is latency: a
+    /// message waits for the batch behind it, or, where its publisher stops
     /// short, for the looks that tell it stopped (about 1 µs): turn it on
     /// for a consumer that wants throughput, not for one that wants each
     /// message the moment it is sent. It changes how this handle's

@@ -179,10 +179,10 @@ impl CircularBufferBuilder {
     /// the two cores pass that line back and forth at every item: a
     /// stream of 64-byte items settles at a quarter to a half of the raw
     /// ring's rate that way on the Intel Xeons measured, and runs 1.2 to 2
-    /// times as fast with batch reads (docs/rings.md, "Batch reads"). The
-    /// price is latency: an item waits for the batch behind it, or, where
-    /// its writer stops short, for the looks that tell it stopped (about 1
-    /// µs). Choose it for a reader that wants throughput, not for one
+    /// times as fast with batch reads (docs/rings.md, "Batch reads"; on an
+    /// AMD EPYC of model 1, not faster). The price is latency: an item
+    /// waits for the batch behind it, or, where its writer stops short,
+    /// for the looks that tell it stopped (about 1 µs). Choose it for a reader that wants throughput, not for one
     /// that wants each item the moment it is written. A handle's option,
     /// like its wait policy: nothing in the ring changes, and other
     /// handles read as they choose.
