@@ -423,12 +423,7 @@ impl Region {
         let Some(want) = CLASS_SIZES.iter().position(|&s| s >= size.max(1)) else {
             return Err(Error::MessageTooLarge { size, max: MAX_MESSAGE, hint: TOO_LARGE });
         };
-        if let Some((chunk, next)) = self.core.cache[want].take() {
-            // Already LOANED by this process: a loan now.
-            self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);
-            if let Some(next) = next {
-                self.prefetch_next_loan(want, next);
-            }
+        if let Some(chunk) = self.take_cached(want)? {
             return Ok((want, chunk));
         }
         let lists = self.free_lists()?;
@@ -437,6 +432,20 @@ impl Region {
         let try_pop = || -> Option<Result<(usize, u32)>> {
             let mut got = [0; MAX_CHAIN];
             for (c, list) in lists.iter().enumerate().skip(want) {
+                if self.core.layout.class_count[c] == 0 {
+                    continue; // a class the region has no chunks of
+                }
+                if c > want {
+                    // A larger class, the smaller ones empty: what this
+                    // handle kept of it from an earlier such loan first
+                    // (else every loan would pop a batch of the class and
+                    // spill as many back, once its cache is full).
+                    match self.take_cached(c) {
+                        Ok(Some(chunk)) => return Some(Ok((c, chunk))),
+                        Ok(None) => {}
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
                 let range = self.class_range(c);
                 let prefetch = |first| self.prefetch_chain(c, first, &pool, &range);
                 let popped = match list.pop_chain_then(&pool, &range, me, &mut got, prefetch) {
@@ -504,6 +513,19 @@ impl Region {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// A chunk of `class` from this handle's cache, made a loan (it is
+    /// LOANED by this process already; a loan's route is 0), with the
+    /// next one's lines asked for.
+    #[inline]
+    fn take_cached(&self, class: usize) -> Result<Option<u32>> {
+        let Some((chunk, next)) = self.core.cache[class].take() else { return Ok(None) };
+        self.metas()?[chunk as usize].route.store(0, Ordering::Relaxed);
+        if let Some(next) = next {
+            self.prefetch_next_loan(class, next);
+        }
+        Ok(Some(chunk))
     }
 
     /// Returns a chunk the caller holds: to this handle's cache if its
@@ -992,6 +1014,50 @@ mod tests {
             region.alloc(64, Some(Duration::ZERO)).unwrap();
             assert_eq!(ASKED_AHEAD.with(|a| a.get()), None, "64-byte chunks came with their chain's prefetch");
         });
+    }
+
+    /// Loans of 256 bytes in a region with no 256-byte chunks fall to the
+    /// 1 KiB class: the first pops a batch of it and keeps the rest, the
+    /// next ones take what it kept, and the free list is not touched
+    /// again until they are used up (before, every such loan popped a
+    /// batch and, its class's cache full, pushed as many back: about
+    /// 8,000 instructions a loan).
+    #[test]
+    fn loans_that_fall_to_a_larger_class_take_what_the_first_one_kept() {
+        let name = format!("t-fall-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 16).class_weights([0, 0, 1, 0, 0, 0, 0, 0]);
+        let region = Region::create(&name, config).unwrap();
+        let class = 2;
+        let batch = region.pool().unwrap().batch(&region.class_range(class));
+        assert!(batch > 2, "pops of several chunks");
+        // On the free list (`pool_stats` counts a cached chunk free too).
+        let free = |region: &Region| {
+            let metas = region.metas().unwrap();
+            region.class_range(class).filter(|&i| metas[i as usize].word().state() == FREE).count()
+        };
+        let total = free(&region);
+        let mut loans = vec![region.alloc(256, Some(Duration::ZERO)).unwrap()];
+        assert_eq!(loans[0].0, class, "a larger class");
+        assert_eq!(free(&region), total - batch, "one pop of a batch");
+        for i in 1..batch {
+            loans.push(region.alloc(256, Some(Duration::ZERO)).unwrap());
+            assert_eq!(free(&region), total - batch, "loan {i} came from the cache");
+        }
+        loans.push(region.alloc(256, Some(Duration::ZERO)).unwrap());
+        assert_eq!(free(&region), total - 2 * batch, "the cache used up: the next pop");
+        let mut got: Vec<u32> = loans.iter().map(|&(c, chunk)| {
+            assert_eq!(c, class);
+            chunk
+        }).collect();
+        got.sort_unstable();
+        got.dedup();
+        assert_eq!(got.len(), batch + 1, "no chunk lent twice");
+        for (c, chunk) in loans {
+            region.free(c, chunk);
+        }
+        drop(region);
+        Region::remove(&name).unwrap();
     }
 
     #[test]
