@@ -137,6 +137,13 @@ pub(crate) const LINE_LOOKS: u32 = QUICK_LOOKS;
 #[cfg(not(tachyon_loom))]
 const CELLS_PER_LINE: u64 = (64 / std::mem::size_of::<Cell>()) as u64;
 
+/// The timeout of a claim that found nothing to claim (`writer`: a
+/// writer's) within `timeout`.
+#[cfg(not(tachyon_loom))]
+pub(crate) fn timed_out(writer: bool, timeout: Option<std::time::Duration>) -> crate::Error {
+    crate::Error::timeout(if writer { "a free node in the ring" } else { "an item in the ring" }, timeout)
+}
+
 /// How many cells a writer that finds a ring of `n` cells full waits for
 /// the readers to free: an eighth of the ring, at most [`FULL_RING_GAP`],
 /// in whole lines of cells; 0 (no wait) below two lines: in a ring that
@@ -593,6 +600,21 @@ impl Ring<'_> {
             }
         }
         None
+    }
+
+    /// Whether a reader finds no item at the head now: the cell there is
+    /// free for this lap's writer (the verdict "empty" of
+    /// [`claim_read_within`](Self::claim_read_within), which waits for
+    /// nothing and repairs nothing). A look only: anything else (an item, a
+    /// writer's or a reader's claim, a tombstone, a stale head, damage) is
+    /// `false`, for the full attempt to deal with.
+    #[cfg(not(tachyon_loom))]
+    #[inline]
+    pub(crate) fn looks_empty(&self) -> bool {
+        // SYNC: as in `claim_read_looking`: a word this lap's writer has
+        // not claimed yet (no writer claims past an unclaimed cell).
+        let pos = self.cursors.head.load(Ordering::Acquire);
+        self.cell(pos).1.word.load(Ordering::Acquire) == join(pos as u32, 0)
     }
 
     /// [`claim_read_within`](Self::claim_read_within) beyond its common case.
@@ -1206,8 +1228,17 @@ impl Ring<'_> {
         on_dead_read: &dyn Fn(u64, Token),
         freed: bool,
     ) -> crate::Result<(u64, usize, u64)> {
-        let me = live.token();
         let closed_now = waits.closed.is_some_and(|c| c.load(Ordering::Acquire) != 0);
+        if !closed_now && timeout.is_some_and(|t| t.is_zero()) {
+            // A zero timeout on an open ring: the attempt was the look (as
+            // in `claim_waiting_long`, without its set-up: a polling loop
+            // over empty rings pays for this at every call).
+            if freed {
+                waits.not_full.notify_all_with(waits.light);
+            }
+            return Err(timed_out(writer, timeout));
+        }
+        let me = live.token();
         if waits.policy != crate::sync::WaitPolicy::Futex
             && !closed_now
             && !timeout.is_some_and(|t| t.is_zero())
@@ -1561,13 +1592,11 @@ impl Ring<'_> {
         if timeout.is_some_and(|t| t.is_zero()) {
             // A zero timeout tries once: no clock read (polling loops, such
             // as a requester reading for itself, call this in a tight loop).
+            // Reached for a ring closed after `claim_waiting` looked.
             if freed.replace(false) {
                 waits.not_full.notify_all_with(waits.light);
             }
-            return Err(Error::timeout(
-                if writer { "a free node in the ring" } else { "an item in the ring" },
-                timeout,
-            ));
+            return Err(timed_out(writer, timeout));
         }
         let mut slice = Duration::from_millis(1);
         // The first slice is timed by `wait_until` alone: no clock is read
@@ -1613,10 +1642,7 @@ impl Ring<'_> {
                         timeout.and_then(|t| now.checked_add(t.saturating_sub(wait_for)))
                     });
                     if deadline.is_some_and(|d| now >= d) {
-                        return Err(Error::timeout(
-                            if writer { "a free node in the ring" } else { "an item in the ring" },
-                            timeout,
-                        ));
+                        return Err(timed_out(writer, timeout));
                     }
                     // Still blocked after a while: is the blocker dead?
                     if self.recover_with(live, writer, on_dead_read) {
