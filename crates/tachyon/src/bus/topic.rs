@@ -2178,8 +2178,10 @@ impl Topic {
     ) -> Result<(Option<Chunk>, usize)> {
         // A poll (zero timeout) of an empty ring ends here, as the claim
         // would end it, without the set-up below (a spare chunk taken and
-        // given back, the waits, the claim's machinery): about 560
-        // instructions a poll before, in a loop that polls topics.
+        // given back, the waits, the claim's machinery): a `try_recv_into`
+        // of an empty partition took 654 instructions, 557 with the
+        // claim's own early end (`Ring::claim_waiting`), 262 with this
+        // (callgrind).
         if stop.is_none() && timeout.is_some_and(|t| t.is_zero()) && self.ring_of(slot, partition)?.looks_empty() {
             return Err(Error::timeout(WAIT_MESSAGE, timeout));
         }

@@ -754,9 +754,9 @@ impl CircularBuffer {
             return Ok(got);
         }
         // A poll (zero timeout) of an open, empty ring ends here, as the
-        // general claim would end it, without its set-up (430 instructions
-        // a `try_read` of an empty ring before, 331 with the claim's own
-        // early end; callgrind).
+        // general claim would end it, without its set-up: a `try_read` of
+        // an empty ring took 430 instructions, 331 with the claim's own
+        // early end (`Ring::claim_waiting`), 160 with this (callgrind).
         if !writer
             && timeout.is_some_and(|t| t.is_zero())
             && self.closed_flag().load(crate::platform::atomic::Ordering::Acquire) == 0

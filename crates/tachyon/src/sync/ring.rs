@@ -1207,13 +1207,15 @@ impl Ring<'_> {
     /// A spinning or hybrid wait first makes [`QUICK_LOOKS`] quick looks
     /// ([`claim_quickly`](Self::claim_quickly)): each the claim's inlined
     /// common case, in a loop of its own. Only then, or at once for a
-    /// futex wait, a closed ring or a zero timeout, comes the waiting
-    /// machinery ([`claim_waiting_long`](Self::claim_waiting_long)), whose
+    /// futex wait or a closed ring, comes the waiting machinery
+    /// ([`claim_waiting_long`](Self::claim_waiting_long)), whose
     /// every look is a call of its closure and the general claim. A round
     /// trip's hop, which waits a few hundred nanoseconds, ends within the
     /// quick looks: on the AMD EPYC guest the topic's spinning round trip
     /// went from 0.33 to 0.29 µs and `CircularBuffer`'s from 0.39 – 0.41 to
     /// 0.32 (docs/benchmark-history.md, "a waiting claim's quick looks").
+    /// A zero timeout on an open ring ends here at once: the first attempt
+    /// was its look (docs/benchmark-history.md, "polls of empty rings").
     #[cfg(not(tachyon_loom))]
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
@@ -1239,10 +1241,7 @@ impl Ring<'_> {
             return Err(timed_out(writer, timeout));
         }
         let me = live.token();
-        if waits.policy != crate::sync::WaitPolicy::Futex
-            && !closed_now
-            && !timeout.is_some_and(|t| t.is_zero())
-        {
+        if waits.policy != crate::sync::WaitPolicy::Futex && !closed_now {
             if freed {
                 waits.not_full.notify_all_with(waits.light);
             }
@@ -1592,7 +1591,8 @@ impl Ring<'_> {
         if timeout.is_some_and(|t| t.is_zero()) {
             // A zero timeout tries once: no clock read (polling loops, such
             // as a requester reading for itself, call this in a tight loop).
-            // Reached for a ring closed after `claim_waiting` looked.
+            // `claim_waiting` answers one on an open ring itself: here only
+            // for a flag it saw set and `closed()` above saw clear.
             if freed.replace(false) {
                 waits.not_full.notify_all_with(waits.light);
             }
