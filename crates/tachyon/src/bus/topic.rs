@@ -3804,6 +3804,40 @@ mod tests {
         }
     }
 
+    /// A poll of an empty partition of a topic with inline slots, through
+    /// `receive` (which needs a chunk for an inline message), says "empty"
+    /// even when the pool has no chunk to spare: it looks before it takes
+    /// one. (It took the chunk first, and failed with `PoolExhausted`.)
+    #[cfg(not(tachyon_loom))]
+    #[test]
+    fn a_poll_of_an_empty_partition_needs_no_chunk() {
+        let name = format!("t-poll-exhausted-{}", std::process::id());
+        let _ = Region::remove(&name);
+        let config = super::super::RegionConfig::default()
+            .size(4 << 20)
+            .ring_arena(1 << 16)
+            .class_weights([1, 0, 0, 0, 0, 0, 0, 0]);
+        let region = Region::create(&name, config).unwrap();
+        let topic = region.create_topic("t", TopicConfig::default().capacity(8).inline_payload(64)).unwrap();
+        let mut held = Vec::new();
+        while let Ok(got) = region.alloc(64, Some(Duration::ZERO)) {
+            held.push(got);
+        }
+        assert!(!held.is_empty());
+        assert!(matches!(topic.try_receive(0), Ok(None)), "empty, whatever the pool has");
+        assert!(matches!(topic.receive(0, Some(Duration::ZERO)), Err(Error::Timeout { what: WAIT_MESSAGE, .. })));
+        // A message there does need the chunk: the pool's answer then.
+        topic.send(b"inline", Key(0), Some(Duration::ZERO)).unwrap();
+        assert!(matches!(topic.try_receive(0), Err(Error::PoolExhausted { .. })));
+        for (c, chunk) in held {
+            region.free(c, chunk);
+        }
+        assert_eq!(&*topic.try_receive(0).unwrap().expect("the message"), b"inline");
+        drop(topic);
+        drop(region);
+        Region::remove(&name).unwrap();
+    }
+
     /// Every way of sleeping on a light topic runs the heavy half of the
     /// asymmetric fence (its notifiers skip theirs), and none on a plain
     /// topic does: a ring's blocking claim (a receive, a send into a full
