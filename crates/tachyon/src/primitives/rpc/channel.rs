@@ -591,10 +591,18 @@ impl Inner {
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
+                let completed_at = s.completed_at.take();
                 drop(s);
                 if let Some(t) = first_look {
                     if r.is_ok() || matches!(r, Err(Error::Remote(_))) {
-                        self.record_response_wait(t.elapsed());
+                        // Until the response came, not until this thread
+                        // was awake again: a wait that counted its own
+                        // wake-up, and the copy its deliverer made for it,
+                        // kept a channel whose calls take 100 µs sleeping at
+                        // every call once a few slow ones (the first, whose
+                        // pages are new) had made its budget the floor.
+                        let until = completed_at.unwrap_or_else(Instant::now);
+                        self.record_response_wait(until.saturating_duration_since(t));
                     }
                 }
                 if matches!(r, Err(Error::Interrupted)) {
@@ -997,5 +1005,42 @@ mod tests {
         assert!(calls <= 3, "{calls} calls");
         // A zero wait keeps the average measured (never 0 again).
         assert_eq!(averaged(0, Duration::ZERO), 1);
+    }
+
+    /// A hybrid requester that slept on its slot counts its wait until the
+    /// response was delivered, not until it was awake again: the wake-up
+    /// (and the copy its deliverer made for it) is the sleep's own cost,
+    /// and counting it could keep a channel whose calls take 100 µs
+    /// sleeping at every call once a few slow first calls had made its
+    /// budget the floor.
+    #[test]
+    fn a_requester_that_slept_counts_its_wait_until_the_response_came() {
+        let name = format!("rpc-wait-{}", std::process::id());
+        let rpc = super::super::RpcBuffer::builder(&name).wait_policy(WaitPolicy::Hybrid).create().unwrap();
+        let inner = &rpc.inner;
+        assert_eq!(inner.response_wait.load(Ordering::Relaxed), 0, "nothing measured yet");
+        // A call whose wait began 10 ms ago, and whose response came
+        // 100 µs into it, while the requester slept: it wakes only now.
+        let first_look = Instant::now() - Duration::from_millis(10);
+        let slot = Slot::new(first_look, None, 0, None);
+        {
+            let mut s = slot.state.lock().unwrap();
+            s.result = Some(Ok(b"done".to_vec()));
+            s.completed_at = Some(first_look + Duration::from_micros(100));
+        }
+        slot.ready.store(true, Ordering::Release);
+        assert_eq!(inner.wait_on_slot(&slot, 1, None, None, Some(first_look)).unwrap(), b"done");
+        assert_eq!(inner.response_wait.load(Ordering::Relaxed), 100 * US, "100 µs counted, not 10 ms");
+        assert_eq!(inner.response_spin(), Duration::from_micros(200), "so the next call spins 200 µs");
+        // A response taken while the requester was awake counts until it
+        // was taken: at least the 10 ms (capped at twice the spin's
+        // maximum).
+        let slot = Slot::new(first_look, None, 0, None);
+        slot.state.lock().unwrap().result = Some(Ok(Vec::new()));
+        slot.ready.store(true, Ordering::Release);
+        inner.wait_on_slot(&slot, 2, None, None, Some(first_look)).unwrap();
+        let capped = (RESPONSE_SPIN_MAX * 2).as_nanos() as u64;
+        assert_eq!(inner.response_wait.load(Ordering::Relaxed), 100 * US * 3 / 4 + capped / 4);
+        drop(rpc);
     }
 }

@@ -42,6 +42,11 @@ pub(super) struct SlotState {
     /// lock): only then does `complete` signal it, a system call that a
     /// requester reading its own response does not need.
     pub(super) sleeping: bool,
+    /// When the result was set, if the requester slept on `cond` then:
+    /// the end of its wait for the response, without the wake-up after it
+    /// (what a hybrid requester adds to its moving average of response
+    /// waits, `Inner::wait_on_slot`).
+    pub(super) completed_at: Option<Instant>,
 }
 
 impl Slot {
@@ -108,6 +113,11 @@ impl Slot {
     fn complete_with(&self, make: impl FnOnce(&mut Option<Vec<u8>>) -> Result<Vec<u8>>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if s.result.is_none() {
+            if s.sleeping {
+                // Before the copy into the requester's buffer: the response
+                // is here now.
+                s.completed_at = Some(Instant::now());
+            }
             let st = &mut *s;
             st.result = Some(make(&mut st.into));
         }
@@ -167,5 +177,36 @@ impl Drop for RequestFuture {
         if !self.done {
             self.inner.unregister(self.id);
         }
+    }
+}
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+
+    /// A slot completed while its requester sleeps on it keeps when: that
+    /// is when the requester's wait for the response ended, whenever it
+    /// wakes. One completed while the requester is awake (reading for
+    /// itself, or not yet asleep) reads no clock.
+    #[test]
+    fn a_slot_completed_under_a_sleeper_keeps_when() {
+        let started = Instant::now();
+        let slot = Slot::new(started, None, 0, None);
+        slot.state.lock().unwrap().sleeping = true;
+        let before = Instant::now();
+        slot.complete_copy(b"response");
+        let after = Instant::now();
+        let s = slot.state.lock().unwrap();
+        let at = s.completed_at.expect("completed under a sleeper");
+        assert!(before <= at && at <= after);
+        assert_eq!(s.result.as_ref().unwrap().as_ref().unwrap(), b"response");
+        drop(s);
+        // A second completion (a late timeout) changes neither.
+        slot.complete(Err(Error::Interrupted));
+        assert_eq!(slot.state.lock().unwrap().completed_at, Some(at));
+
+        let awake = Slot::new(started, None, 0, None);
+        awake.complete(Ok(Vec::new()));
+        assert_eq!(awake.state.lock().unwrap().completed_at, None);
     }
 }
