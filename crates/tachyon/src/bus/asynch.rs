@@ -140,7 +140,7 @@ impl Topic {
     /// Dropping the future before it resolves sends nothing.
     pub async fn send_async(&self, data: &[u8], key: Key) -> Result<()> {
         let mut loan = self.loan_async(data.len()).await?;
-        loan.copy_from_slice(data);
+        crate::platform::copy::copy(&mut loan, data);
         loan.publish_async(key).await
     }
 }

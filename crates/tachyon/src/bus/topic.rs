@@ -26,6 +26,7 @@ use super::region::{Region, RECOVERY_INTERVAL};
 use crate::error::{Corruption, Error, Result};
 use super::groups::{self, Control};
 use crate::platform::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::platform::copy;
 use std::sync::atomic::AtomicU8;
 use crate::segment::Segment;
 use crate::sync::ring::{Cell, Cursors, Ring, Waits};
@@ -1196,16 +1197,16 @@ impl Topic {
     /// copy comes first.
     pub fn send(&self, data: &[u8], key: Key, timeout: Option<Duration>) -> Result<()> {
         if self.core.inline > 0 && data.len() <= self.core.inline {
-            let copy = |dst: &mut [u8]| {
+            let fill = |dst: &mut [u8]| {
                 debug_assert_eq!(dst.len(), data.len());
                 // SAFETY: `send_inline` lends exactly `data.len()` bytes of
                 // the slot of a cell this call claimed (never memory `data`
                 // can point into: a received message's bytes are in a chunk
                 // or a slot its receiver holds). A copy that cannot unwind
                 // lets the compiler drop `send_inline`'s unwind guard.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_mut_ptr(), data.len()) }
+                unsafe { copy::copy_raw(data.as_ptr(), dst.as_mut_ptr(), data.len()) }
             };
-            if let Ok(sent) = self.send_inline(data.len(), key, timeout, copy) {
+            if let Ok(sent) = self.send_inline(data.len(), key, timeout, fill) {
                 return sent;
             }
         }
@@ -1227,7 +1228,7 @@ impl Topic {
         // bytes; `data.len()` fits its class (`take_chunk` chose it), and
         // `data` cannot point into it (a received message's bytes are in
         // a chunk or a slot its receiver holds).
-        unsafe { self.chunk_mut(chunk, data.len()) }.copy_from_slice(data);
+        copy::copy(unsafe { self.chunk_mut(chunk, data.len()) }, data);
     }
 
     /// [`send`](Self::send)'s chunk path on a light topic: the cell is
@@ -2384,14 +2385,14 @@ impl Topic {
             match sink {
                 Sink::Buf(buf) => {
                     buf.clear();
-                    buf.extend_from_slice(bytes);
+                    copy::extend(buf, bytes);
                     None
                 }
                 // The claim took only a message that fits (its length is
                 // the descriptor's, checked before the claim).
                 Sink::Slice(buf) => match buf.get_mut(..len) {
                     Some(dst) => {
-                        dst.copy_from_slice(bytes);
+                        copy::copy(dst, bytes);
                         None
                     }
                     None => Some(corrupt("inline receive into a shorter buffer", len as u64)),
@@ -2404,7 +2405,7 @@ impl Topic {
                         // SAFETY: `chunk` was loaned to this process by
                         // `spare_chunk` and is not published; its class
                         // holds `inline >= len` bytes.
-                        unsafe { self.chunk_mut(chunk, len) }.copy_from_slice(bytes);
+                        copy::copy(unsafe { self.chunk_mut(chunk, len) }, bytes);
                         out = Some(chunk);
                         None
                     }
@@ -2624,11 +2625,11 @@ impl Topic {
     /// [`recv_into`](Self::recv_into) from group slot `slot`'s ring: a
     /// message in an inline slot is copied straight into `buf`.
     fn recv_into_in(&self, slot: usize, partition: u32, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<usize> {
-        let copy = |bytes: &[u8]| {
+        let take = |bytes: &[u8]| {
             buf.clear();
-            buf.extend_from_slice(bytes);
+            copy::extend(buf, bytes);
         };
-        if let Some(r) = self.recv_inline_now(slot, partition, usize::MAX, copy) {
+        if let Some(r) = self.recv_inline_now(slot, partition, usize::MAX, take) {
             return r;
         }
         // The common case, a chunk at the head, taken here; the rest of
@@ -2647,7 +2648,7 @@ impl Topic {
         // `take_chunk_now` or `take_after_look`, its descriptor validated
         // by `check_descriptor`: `len` within its class) and is only read here
         // before it is freed.
-        buf.extend_from_slice(unsafe { self.chunk_ref(chunk, len) });
+        copy::extend(buf, unsafe { self.chunk_ref(chunk, len) });
         self.release_chunk(chunk);
         Ok(len)
     }
@@ -2705,8 +2706,8 @@ impl Topic {
     fn recv_into_slice_in(&self, slot: usize, partition: u32, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
         let cap = buf.len();
         // (The claim took only a message of at most `cap` bytes.)
-        let copy = |bytes: &[u8]| buf[..bytes.len()].copy_from_slice(bytes);
-        if let Some(r) = self.recv_inline_now(slot, partition, cap, copy) {
+        let take = |bytes: &[u8]| copy::copy(&mut buf[..bytes.len()], bytes);
+        if let Some(r) = self.recv_inline_now(slot, partition, cap, take) {
             return r;
         }
         // As in `recv_into_in`: a chunk at the head that fits, taken here.
@@ -2720,7 +2721,7 @@ impl Topic {
         // class) and is only read here before it is released.
         let bytes = unsafe { self.chunk_ref(chunk, len) };
         // The claim took only a message whose descriptor's length fits.
-        let copied = buf.get_mut(..len).map(|dst| dst.copy_from_slice(bytes)).is_some();
+        let copied = buf.get_mut(..len).map(|dst| copy::copy(dst, bytes)).is_some();
         self.release_chunk(chunk);
         if copied {
             Ok(len)
@@ -3443,7 +3444,7 @@ impl std::io::Write for Loan {
         // SAFETY: the chunk is LOANED by this loan alone; `at + n <= size`,
         // which fits the chunk's class.
         let bytes = unsafe { self.topic.chunk_mut(self.chunk, self.size) };
-        bytes[at..at + n].copy_from_slice(&buf[..n]);
+        copy::copy(&mut bytes[at..at + n], &buf[..n]);
         self.written = Some(at + n);
         Ok(n)
     }

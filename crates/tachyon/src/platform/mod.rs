@@ -9,13 +9,16 @@
 //! * `fault`: fault injection points for the crash tests (debug builds);
 //! * `trace`: `tracing` events behind the `tracing` feature;
 //! * `clock`: the clock of RPC calls (the TSC where it can be trusted);
-//! * `membarrier`: asymmetric fences across processes (light hand-overs).
+//! * `membarrier`: asymmetric fences across processes (light hand-overs);
+//! * `copy`: the copies of message bytes, around a `memcpy` that runs ten
+//!   times slower at some distances between source and destination.
 
 #[cfg(not(tachyon_loom))]
 pub(crate) mod alarm;
 pub mod atomic;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod clock;
+pub(crate) mod copy;
 pub(crate) mod fault;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod fs;

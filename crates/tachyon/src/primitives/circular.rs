@@ -2,6 +2,7 @@
 //! writers and readers in any processes; each item goes to exactly one
 //! reader. The lock-free protocol is in [`ring`](crate::sync::ring).
 
+use crate::platform::copy;
 use crate::error::{Corruption, Error, Result};
 use crate::segment::{Kind, Segment};
 use crate::sync::ring::{Cell, Cursors, Ring, Waits, TOMBSTONE};
@@ -775,7 +776,7 @@ impl CircularBuffer {
     /// longer than `node_size` is [`Error::MessageTooLarge`]; nothing is
     /// cut. [`Error::Closed`] once the ring is [closed](Self::close).
     pub fn write(&self, item: &[u8], timeout: Option<Duration>) -> Result<()> {
-        self.write_with(item.len(), timeout, |node| node.copy_from_slice(item))
+        self.write_with(item.len(), timeout, |node| copy::copy(node, item))
     }
 
     /// Writes one item if a node is free now; [`Error::Full`] if not.
@@ -862,7 +863,7 @@ impl CircularBuffer {
     /// [closed](Self::close) and empty: [`Error::Closed`].
     pub fn read(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
         self.read_impl(buf.len(), timeout, |item| {
-            buf[..item.len()].copy_from_slice(item);
+            copy::copy(&mut buf[..item.len()], item);
             item.len()
         })
     }

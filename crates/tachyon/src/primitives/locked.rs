@@ -207,12 +207,20 @@ impl<H: LockedHeader, T: Pod> Locked<H, T> {
     pub(super) fn read(&self, start: usize, out: &mut [T]) -> Result<()> {
         self.check_range(start, out.len())?;
         let _g = self.lock().read(&self.seg, self.timeout)?;
+        // Copied as bytes, around a `memcpy` that is slow at some distances
+        // (`platform::copy`).
         // SAFETY: `start..start + out.len()` is inside the values (checked
         // above), which are inside the mapping and aligned (see `data`);
-        // `out` is private memory distinct from the mapping; the read lock
-        // keeps tachyon writers out. No reference to shared memory is
-        // formed.
-        unsafe { std::ptr::copy_nonoverlapping(self.data().add(start), out.as_mut_ptr(), out.len()) };
+        // `out` is private memory distinct from the mapping, and as many
+        // bytes long; the read lock keeps tachyon writers out. No reference
+        // to shared memory is formed.
+        unsafe {
+            crate::platform::copy::copy_raw(
+                self.data().add(start).cast::<u8>(),
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(out),
+            )
+        };
         Ok(())
     }
 
@@ -224,7 +232,13 @@ impl<H: LockedHeader, T: Pod> Locked<H, T> {
         self.check_open()?;
         // SAFETY: as in `read`, with the roles swapped; the write lock keeps
         // every other tachyon reader and writer out.
-        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.data().add(start), values.len()) };
+        unsafe {
+            crate::platform::copy::copy_raw(
+                values.as_ptr().cast::<u8>(),
+                self.data().add(start).cast::<u8>(),
+                std::mem::size_of_val(values),
+            )
+        };
         Ok(())
     }
 

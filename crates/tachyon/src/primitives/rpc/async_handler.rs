@@ -24,6 +24,7 @@
 //! set). A panic inside a handler future is caught and answered as an
 //! error, as for blocking handlers.
 
+use crate::platform::copy;
 use super::channel::Inner;
 use super::handler::panicked;
 use super::RpcBuffer;
@@ -92,7 +93,7 @@ impl RpcBuffer {
         Fut: Future<Output = std::result::Result<Vec<u8>, E>>,
         E: Display,
     {
-        self.set_handler_that(move |id, msg: &[u8]| block_on(f(id, msg.to_vec())), true);
+        self.set_handler_that(move |id, msg: &[u8]| block_on(f(id, copy::to_vec(msg))), true);
     }
 
     /// Serves the peer's requests with an `async` handler polled by the
@@ -138,7 +139,7 @@ impl RpcBuffer {
                 if !q.serving {
                     return Err(STOPPED.to_owned());
                 }
-                q.jobs.push_back(Job { id, payload: msg.to_vec(), reply });
+                q.jobs.push_back(Job { id, payload: copy::to_vec(msg), reply });
             }
             bridge.wake();
             answer.recv().unwrap_or_else(|_| Err(STOPPED.to_owned()))

@@ -2,6 +2,7 @@
 //! pending requests, the close protocol, and the sending side (requests,
 //! notifications, and writing a message as packets).
 
+use crate::platform::copy;
 use super::cancel::CancelToken;
 use super::control::Control;
 use super::future::{RequestFuture, Slot};
@@ -865,7 +866,7 @@ impl Inner {
             self.with_room(session, deadline, cancel, &mut waiting, |slice| {
                 session.tx.write_with(HEADER + chunk.len(), Some(slice), |node| {
                     header.encode(&mut node[..HEADER]);
-                    node[HEADER..].copy_from_slice(chunk);
+                    copy::copy(&mut node[HEADER..], chunk);
                 })
             })?;
             Stats::add(&self.stats.c.packets_sent, 1);

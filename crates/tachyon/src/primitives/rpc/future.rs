@@ -2,6 +2,7 @@
 //! waits on (blocking, or as the [`RequestFuture`] of an async request),
 //! which the reader thread, a timeout, a close or a cancel completes.
 
+use crate::platform::copy;
 use super::channel::Inner;
 use crate::error::{Error, Result};
 use std::cell::Cell;
@@ -103,7 +104,7 @@ impl Slot {
             // the requester reuses it) are mapped already.
             let mut v = into.take().unwrap_or_default();
             v.clear();
-            v.extend_from_slice(payload);
+            copy::extend(&mut v, payload);
             Ok(v)
         });
     }

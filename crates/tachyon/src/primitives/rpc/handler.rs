@@ -2,6 +2,7 @@
 //! request or notification (on a handler thread, or inline on the reader
 //! thread) and sending its response.
 
+use crate::platform::copy;
 use super::channel::{Deadline, Inner};
 use super::packet::{self, Header, MsgType, HEADER};
 use super::session::Session;
@@ -83,7 +84,7 @@ impl Payload {
     pub(super) fn into_vec(self) -> Vec<u8> {
         match self {
             Payload::Owned(v) => v,
-            Payload::InPlace(p) => p.bytes().to_vec(),
+            Payload::InPlace(p) => copy::to_vec(p.bytes()),
         }
     }
 
@@ -282,9 +283,9 @@ impl<'a> ResponseWriter<'a> {
     /// ```
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
         if let Some(dst) = self.room(bytes.len()) {
-            dst.copy_from_slice(bytes);
+            copy::copy(dst, bytes);
         } else if let Body::Vec(v) = &mut self.body {
-            v.extend_from_slice(bytes);
+            copy::extend(v, bytes);
         }
     }
 
@@ -377,7 +378,7 @@ impl<'a> ResponseWriter<'a> {
             let mut v = Vec::with_capacity(len + more);
             // SAFETY: the claim is of `session.tx` and is moved on just below.
             let node = unsafe { self.session.tx.claimed_node(&c) };
-            v.extend_from_slice(&node[HEADER..HEADER + len]);
+            copy::extend(&mut v, &node[HEADER..HEADER + len]);
             self.session.tx.abandon_claimed_write(c);
             self.body = Body::Vec(v);
         }

@@ -27,6 +27,7 @@
 //! holding the role, so the response cannot have been read by anyone
 //! else), gives the role up and sleeps on the slot as on the usual path.
 
+use crate::platform::copy;
 use super::channel::{InPlaceRead, Inner, SpinBudget, SELF_READ_START};
 use super::future::Slot;
 use super::packet::{packet_count, Header, MsgType, HEADER};
@@ -215,7 +216,7 @@ impl Inner {
             Header { kind, msg_id: id, response_to, total_len: msg.len() as u32, index: 0, count: 1 };
         match session.tx.write_with(HEADER + msg.len(), Some(Duration::ZERO), |node| {
             header.encode(&mut node[..HEADER]);
-            node[HEADER..].copy_from_slice(msg);
+            copy::copy(&mut node[HEADER..], msg);
         }) {
             Ok(()) => {
                 Stats::add(&self.stats.c.packets_sent, 1);
@@ -241,10 +242,10 @@ impl Inner {
                         Ok(Vec::new())
                     } else if let Some(into) = own.into.as_mut() {
                         into.clear();
-                        into.extend_from_slice(bytes);
+                        copy::extend(into, bytes);
                         Ok(Vec::new())
                     } else {
-                        Ok(bytes.to_vec())
+                        Ok(copy::to_vec(bytes))
                     }
                 }
                 // Reassembled: as the usual path does, the caller's buffer

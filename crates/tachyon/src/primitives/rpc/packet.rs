@@ -8,6 +8,7 @@
 //! packet that does not fit is dropped and counted, and no allocation is
 //! larger than the configured maximum message size.
 
+use crate::platform::copy;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -107,7 +108,7 @@ const SPARE_MAX: usize = 64 << 10;
 pub(crate) fn copy_of(bytes: &[u8]) -> Vec<u8> {
     let mut v = SPARE.try_with(Cell::take).unwrap_or_default();
     v.clear();
-    v.extend_from_slice(bytes);
+    copy::extend(&mut v, bytes);
     v
 }
 
@@ -229,7 +230,7 @@ impl Reassembler {
                 return Assembled::Dropped("message id reused while its message was incomplete");
             }
             // Only the bytes that came: never reserve what a header claims.
-            let buf = payload.to_vec();
+            let buf = copy::to_vec(payload);
             self.held += buf.len();
             self.partial.insert(h.msg_id, Partial { first: h, buf, next: 1, started: Instant::now() });
             return Assembled::Incomplete;
@@ -246,7 +247,7 @@ impl Reassembler {
             self.forget(h.msg_id);
             return Assembled::Dropped("packet does not continue its message");
         }
-        p.buf.extend_from_slice(payload);
+        copy::extend(&mut p.buf, payload);
         p.next += 1;
         self.held += payload.len();
         if p.next < h.count {
