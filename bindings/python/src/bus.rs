@@ -436,7 +436,9 @@ impl PyTopic {
         let first = with_bytes(data, |bytes| {
             let r = self.topic.send(bytes, Key(key), Some(Duration::ZERO));
             match r {
-                Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => Ok(Some(bytes.to_vec())),
+                Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => {
+                    Ok(Some(tachyon::platform::copy::to_vec(bytes)))
+                }
                 other => other.map(|()| None),
             }
         })?;
@@ -485,7 +487,7 @@ impl PyTopic {
                     let until =
                         *deadline.get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)));
                     // Waits without the GIL, on a private copy.
-                    let copy = payload.bytes().to_vec();
+                    let copy = tachyon::platform::copy::to_vec(payload.bytes());
                     in_slices_until(py, until, timeout, no_room, |slice| topic.send(&copy, key, slice))
                         .map_err(|e| with_sent(py, e, i))?;
                 }

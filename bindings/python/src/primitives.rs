@@ -369,7 +369,9 @@ impl PyCircularBuffer {
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout_ns: i64) -> PyResult<()> {
         let timeout = timeout_of(timeout_ns);
         let first = with_bytes(data, |bytes| match self.ring.write(bytes, Some(Duration::ZERO)) {
-            Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => Ok(Some(bytes.to_vec())),
+            Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => {
+                Ok(Some(tachyon::platform::copy::to_vec(bytes)))
+            }
             other => other.map(|()| None),
         })?;
         let Some(copy) = first.py(py)? else { return Ok(()) };
@@ -382,10 +384,10 @@ impl PyCircularBuffer {
     #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
     fn read<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
         let ring = &self.ring;
-        let item = match ring.read_with(Some(Duration::ZERO), <[u8]>::to_vec) {
+        let item = match ring.read_with(Some(Duration::ZERO), tachyon::platform::copy::to_vec) {
             Err(e) if e.is_timeout() && timeout_ns != 0 => {
                 in_slices(py, timeout_of(timeout_ns), timed_out, |slice| {
-                    ring.read_with(slice, <[u8]>::to_vec)
+                    ring.read_with(slice, tachyon::platform::copy::to_vec)
                 })?
             }
             other => other.py(py)?,
@@ -395,7 +397,7 @@ impl PyCircularBuffer {
 
     /// The next item if there is one now, else None.
     fn try_read<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        match self.ring.read_with(Some(Duration::ZERO), <[u8]>::to_vec) {
+        match self.ring.read_with(Some(Duration::ZERO), tachyon::platform::copy::to_vec) {
             Ok(item) => Ok(Some(PyBytes::new(py, &item))),
             Err(e) if e.is_timeout() => Ok(None),
             Err(e) => Err(to_py(py, e)),
@@ -477,7 +479,7 @@ impl PyRpcBuffer {
     /// tachyon.TimeoutError, tachyon.RemoteError (the handler failed),
     /// tachyon.Closed or tachyon.PeerDied.
     fn call<'py>(&self, py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        let msg = with_bytes(data, <[u8]>::to_vec)?;
+        let msg = with_bytes(data, tachyon::platform::copy::to_vec)?;
         let mut future = {
             let guard = lock(&self.rpc);
             let rpc = guard.as_ref().ok_or_else(|| self.closed())?;
@@ -510,7 +512,7 @@ impl PyRpcBuffer {
 
     /// Sends a one-way message: the peer's handler runs, nothing comes back.
     fn notify(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let msg = with_bytes(data, <[u8]>::to_vec)?;
+        let msg = with_bytes(data, tachyon::platform::copy::to_vec)?;
         let guard = lock(&self.rpc);
         let rpc = guard.as_ref().ok_or_else(|| self.closed())?;
         py.detach(|| rpc.notify(&msg)).py(py)
@@ -572,6 +574,6 @@ fn call_handler(handler: &Py<PyAny>, msg: &[u8]) -> Result<Vec<u8>, String> {
         if response.is_none() {
             return Ok(Vec::new());
         }
-        with_bytes(&response, <[u8]>::to_vec).map_err(describe)
+        with_bytes(&response, tachyon::platform::copy::to_vec).map_err(describe)
     })
 }

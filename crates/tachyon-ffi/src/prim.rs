@@ -643,7 +643,7 @@ pub unsafe extern "C" fn ty_rpc_reply(reply: *mut ty_rpc_reply_t, data: *const c
         // alone, per the contract.
         let reply = unsafe { &mut *reply };
         reply.bytes.clear();
-        reply.bytes.extend_from_slice(data);
+        tachyon_core::platform::copy::extend(&mut reply.bytes, data);
         Ok(TY_OK)
     })
 }

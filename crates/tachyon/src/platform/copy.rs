@@ -22,12 +22,25 @@
 //! requester slept through it (docs/benchmark-history.md, "a memcpy ten
 //! times slower on one node in eight").
 //!
-//! [`copy`] and its kin copy as `copy_from_slice` does, except for blocks
-//! of [`ALIASED_MIN`] bytes or more whose destination lies 1 – 63 bytes
-//! after the source modulo a page: those it copies from the end to the
-//! start, 64 bytes at a time, so that every load comes before the stores
-//! whose low address bits it shares. That takes as long as `memcpy` takes
-//! for a copy without the aliasing (19 µs for the 512,000 bytes above).
+//! [`copy`], [`extend`] and [`to_vec`] copy as `copy_from_slice`,
+//! `extend_from_slice` and `to_vec` do, except for blocks of 2,048 bytes or
+//! more whose destination lies 1 – 63 bytes after the source modulo a
+//! page: those they copy from the end to the start, 64 bytes at a time, so
+//! that every load comes before the stores whose low address bits it
+//! shares. That takes as long as `memcpy` takes for a copy without the
+//! aliasing (19 µs for the 512,000 bytes above). The library copies
+//! message bytes with them; they are public for the copies a caller makes
+//! of what it reads in place (a [`Message`](crate::bus::Message), a
+//! handler's request, an item lent by `read_with`), which are `memcpy`'s
+//! otherwise:
+//!
+//! ```
+//! use tachyon::platform::copy;
+//!
+//! let lent = vec![7u8; 100_000]; // e.g. a `Message`, or a handler's `msg`
+//! let mine = copy::to_vec(&lent);
+//! assert_eq!(mine, lent);
+//! ```
 
 // Under `--cfg tachyon_loom` none of its callers are built.
 #![cfg_attr(tachyon_loom, allow(dead_code))]
@@ -46,18 +59,31 @@ pub(crate) fn aliased(dst: *const u8, src: *const u8, len: usize) -> bool {
 }
 
 /// Copies `src` into `dst`, which must be as long (panics if not, as
-/// `copy_from_slice` does).
+/// `copy_from_slice` does); see the [module](self) for how.
+///
+/// ```
+/// let mut node = [0u8; 4];
+/// tachyon::platform::copy::copy(&mut node, b"tiny");
+/// assert_eq!(&node, b"tiny");
+/// ```
 #[inline]
-pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
+pub fn copy(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "copy: destination and source differ in length");
     // SAFETY: both slices are valid for `src.len()` bytes (checked equal
     // above), and a `&mut` slice cannot overlap a `&` slice.
     unsafe { copy_raw(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
 }
 
-/// Appends `src` to `v`, as `extend_from_slice` does.
+/// Appends `src` to `v`, as `extend_from_slice` does; see the
+/// [module](self) for how.
+///
+/// ```
+/// let mut v = b"head:".to_vec();
+/// tachyon::platform::copy::extend(&mut v, &[1u8; 4096]);
+/// assert_eq!(v.len(), 5 + 4096);
+/// ```
 #[inline]
-pub(crate) fn extend(v: &mut Vec<u8>, src: &[u8]) {
+pub fn extend(v: &mut Vec<u8>, src: &[u8]) {
     v.reserve(src.len());
     let len = v.len();
     // SAFETY: `reserve` made room for `src.len()` more bytes after the
@@ -70,9 +96,14 @@ pub(crate) fn extend(v: &mut Vec<u8>, src: &[u8]) {
     }
 }
 
-/// A `Vec` holding a copy of `src`, as `to_vec` makes.
+/// A `Vec` holding a copy of `src`, as `to_vec` makes; see the
+/// [module](self) for how.
+///
+/// ```
+/// assert_eq!(tachyon::platform::copy::to_vec(b"abc"), b"abc");
+/// ```
 #[inline]
-pub(crate) fn to_vec(src: &[u8]) -> Vec<u8> {
+pub fn to_vec(src: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(src.len());
     extend(&mut v, src);
     v

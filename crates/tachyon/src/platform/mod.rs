@@ -10,15 +10,15 @@
 //! * `trace`: `tracing` events behind the `tracing` feature;
 //! * `clock`: the clock of RPC calls (the TSC where it can be trusted);
 //! * `membarrier`: asymmetric fences across processes (light hand-overs);
-//! * `copy`: the copies of message bytes, around a `memcpy` that runs ten
-//!   times slower at some distances between source and destination.
+//! * [`copy`]: the copies of message bytes, around a `memcpy` that runs
+//!   ten times slower at some distances between source and destination.
 
 #[cfg(not(tachyon_loom))]
 pub(crate) mod alarm;
 pub mod atomic;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod clock;
-pub(crate) mod copy;
+pub mod copy;
 pub(crate) mod fault;
 #[cfg(not(tachyon_loom))]
 pub(crate) mod fs;
