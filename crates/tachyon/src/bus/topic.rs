@@ -1202,7 +1202,8 @@ impl Topic {
                 // SAFETY: `send_inline` lends exactly `data.len()` bytes of
                 // the slot of a cell this call claimed (never memory `data`
                 // can point into: a received message's bytes are in a chunk
-                // or a slot its receiver holds). A copy that cannot unwind
+                // or a slot its receiver holds); `data` is a `&[u8]`, so
+                // initialized. A copy that cannot unwind
                 // lets the compiler drop `send_inline`'s unwind guard.
                 unsafe { copy::copy_raw(data.as_ptr(), dst.as_mut_ptr(), data.len()) }
             };

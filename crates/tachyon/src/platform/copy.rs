@@ -70,7 +70,8 @@ pub(crate) fn aliased(dst: *const u8, src: *const u8, len: usize) -> bool {
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "copy: destination and source differ in length");
     // SAFETY: both slices are valid for `src.len()` bytes (checked equal
-    // above), and a `&mut` slice cannot overlap a `&` slice.
+    // above), a `&[u8]` is initialized, and a `&mut` slice cannot overlap a
+    // `&` slice.
     unsafe { copy_raw(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
 }
 
@@ -87,9 +88,9 @@ pub fn extend(v: &mut Vec<u8>, src: &[u8]) {
     v.reserve(src.len());
     let len = v.len();
     // SAFETY: `reserve` made room for `src.len()` more bytes after the
-    // first `len`; `src` is not inside `v`'s allocation (it is borrowed
-    // while `v` is borrowed mutably); `set_len` covers exactly the bytes
-    // written.
+    // first `len`; `src` (initialized, a `&[u8]`) is not inside `v`'s
+    // allocation (it is borrowed while `v` is borrowed mutably); `set_len`
+    // covers exactly the bytes written.
     unsafe {
         copy_raw(src.as_ptr(), v.as_mut_ptr().add(len), src.len());
         v.set_len(len + src.len());
@@ -115,7 +116,8 @@ pub fn to_vec(src: &[u8]) -> Vec<u8> {
 /// # Safety
 ///
 /// As for `ptr::copy_nonoverlapping`: `src` readable and `dst` writable for
-/// `len` bytes, and the two ranges do not overlap.
+/// `len` bytes, and the two ranges do not overlap; and the `len` bytes at
+/// `src` initialized (the backward copy loads them as 16-byte integers).
 #[inline]
 pub(crate) unsafe fn copy_raw(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -162,8 +164,9 @@ unsafe fn copy_backward(src: *const u8, dst: *mut u8, len: usize) {
     while left >= 64 {
         left -= 64;
         // SAFETY: `left + 64 <= len`, so the 64 bytes at `left` lie in
-        // both ranges (the caller's contract); unaligned loads and stores
-        // need no alignment; SSE2 is part of x86-64. All four loads come
+        // both ranges, and are initialized at `src` (the caller's
+        // contract); unaligned loads and stores need no alignment; SSE2 is
+        // part of x86-64. All four loads come
         // before the four stores: the ranges do not overlap, so the order
         // changes nothing but the timing.
         unsafe {

@@ -212,8 +212,9 @@ impl<H: LockedHeader, T: Pod> Locked<H, T> {
         // SAFETY: `start..start + out.len()` is inside the values (checked
         // above), which are inside the mapping and aligned (see `data`);
         // `out` is private memory distinct from the mapping, and as many
-        // bytes long; the read lock keeps tachyon writers out. No reference
-        // to shared memory is formed.
+        // bytes long; `T: Pod` has no padding, so every byte of the values
+        // is initialized; the read lock keeps tachyon writers out. No
+        // reference to shared memory is formed.
         unsafe {
             crate::platform::copy::copy_raw(
                 self.data().add(start).cast::<u8>(),
@@ -230,8 +231,9 @@ impl<H: LockedHeader, T: Pod> Locked<H, T> {
         self.check_range(start, values.len())?;
         let _g = self.lock().write(&self.seg, self.timeout)?;
         self.check_open()?;
-        // SAFETY: as in `read`, with the roles swapped; the write lock keeps
-        // every other tachyon reader and writer out.
+        // SAFETY: as in `read`, with the roles swapped (`values`, of a
+        // `T: Pod`, initialized); the write lock keeps every other tachyon
+        // reader and writer out.
         unsafe {
             crate::platform::copy::copy_raw(
                 values.as_ptr().cast::<u8>(),
