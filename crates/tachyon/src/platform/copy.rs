@@ -6,8 +6,9 @@
 //! size of a core's L2 cache with `rep movsb`, and on AMD CPUs with fast
 //! short `rep movsb` (Zen 3 at least) that instruction runs 10 – 20 times
 //! slower when the destination lies a little *after* the source modulo a
-//! page: `(dst - src) % 4096` in 1 – 31. Each store then seems to wait for
-//! a later load whose address matches its low twelve bits (4K aliasing).
+//! page: `(dst - src) % 4096` in 1 – 31. Each load then seems to wait for
+//! the store just written whose address matches its low twelve bits (4K
+//! aliasing).
 //! Measured on the AMD EPYC of family 25, model 1, with Debian 12's glibc
 //! 2.36: 512,000 bytes in 19 µs, or in 181 – 190 µs with the destination
 //! 8 – 24 bytes after the source modulo 4096; 64 KiB in 1.5 µs, or in 23
