@@ -296,7 +296,7 @@ impl Subscription {
     }
 
     fn receive_inner(&self, timeout: Option<Duration>, stop: Option<&ReceiveStop>) -> Result<Message> {
-        self.receive_with(timeout, stop, |p| self.try_receive_from(p)).map(|(_, msg)| msg)
+        self.receive_by(timeout, stop, |p| self.try_receive_from(p)).map(|(_, msg)| msg)
     }
 
     /// Receives the next message of any of the subscription's partitions
@@ -322,7 +322,7 @@ impl Subscription {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn recv_into(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<(u32, usize)> {
-        self.receive_with(timeout, None, |p| self.try_recv_into_from(p, &mut *buf))
+        self.receive_by(timeout, None, |p| self.try_recv_into_from(p, &mut *buf))
     }
 
     /// [`recv_into`](Self::recv_into) without waiting: `Ok(None)` if every
@@ -357,7 +357,7 @@ impl Subscription {
     /// # Ok::<(), tachyon::Error>(())
     /// ```
     pub fn recv_into_slice(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<(u32, usize)> {
-        self.receive_with(timeout, None, |p| self.try_recv_into_slice_from(p, &mut *buf))
+        self.receive_by(timeout, None, |p| self.try_recv_into_slice_from(p, &mut *buf))
     }
 
     /// [`recv_into_slice`](Self::recv_into_slice) without waiting:
@@ -366,10 +366,44 @@ impl Subscription {
         self.take_with(|p| self.try_recv_into_slice_from(p, &mut *buf)).transpose()
     }
 
+    /// Lends the next message of any of the subscription's partitions to
+    /// `f` in place (zero-copy), then releases it: [`receive`](Self::receive)
+    /// without a [`Message`] value (as [`Topic::receive_with`]). Waits and
+    /// looks at the partitions as `receive` does; returns the message's
+    /// partition and what `f` returned. On a topic with [inline
+    /// slots](super::TopicConfig::inline_payload) an inline message is lent
+    /// from its slot. The message is released also if `f` panics.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::bus::{Key, Partitions, Region, RegionConfig, TopicConfig};
+    /// # let name = format!("doc-sub-receive-with-{}", std::process::id());
+    /// let region = Region::create(&name, RegionConfig::default().size(8 << 20).ring_arena(1 << 20))?;
+    /// let topic = region.create_topic("ticks", TopicConfig::default().partitions(4))?;
+    /// let sub = topic.subscribe(Partitions::All)?;
+    /// topic.send(b"tick 42", Key(9), None)?;
+    /// let (partition, len) = sub.receive_with(Some(Duration::from_secs(5)), |tick| tick.len())?;
+    /// assert_eq!((partition, len), (topic.partition_of(Key(9)), 7));
+    /// assert_eq!(sub.try_receive_with(|tick| tick.to_vec())?, None);
+    /// # drop((sub, topic, region)); Region::remove(&name)?;
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn receive_with<R>(&self, timeout: Option<Duration>, f: impl FnOnce(&[u8]) -> R) -> Result<(u32, R)> {
+        let mut f = Some(f);
+        self.receive_by(timeout, None, |p| self.try_receive_with_from(p, &mut f))
+    }
+
+    /// [`receive_with`](Self::receive_with) without waiting: `Ok(None)` if
+    /// every partition is empty now (and `f` is not called).
+    pub fn try_receive_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<(u32, R)>> {
+        let mut f = Some(f);
+        self.take_with(|p| self.try_receive_with_from(p, &mut f)).transpose()
+    }
+
     /// A receive of what `once` takes from one partition (without
     /// waiting), from whichever partition has something, waiting up to
     /// `timeout` (ended early by `stop`); with the partition it came from.
-    fn receive_with<T>(
+    fn receive_by<T>(
         &self,
         timeout: Option<Duration>,
         stop: Option<&ReceiveStop>,
@@ -449,6 +483,24 @@ impl Subscription {
             return group.try_receive(partition);
         }
         self.topic.try_receive(partition)
+    }
+
+    /// One look at `partition` lending its message to `f`
+    /// ([`receive_with`](Self::receive_with)). `f` is there until a look
+    /// lends a message, and the look that does ends the receive
+    /// ([`take_with`](Self::take_with) stops at the first `Some`), so a
+    /// lent message always meets it.
+    fn try_receive_with_from<R>(
+        &self,
+        partition: u32,
+        f: &mut Option<impl FnOnce(&[u8]) -> R>,
+    ) -> Result<Option<R>> {
+        let lend = |bytes: &[u8]| f.take().map(|f| f(bytes));
+        let lent = match &self.group {
+            Some(group) => group.try_receive_with(partition, lend)?,
+            None => self.topic.try_receive_with(partition, lend)?,
+        };
+        Ok(lent.flatten())
     }
 
     /// One copying look at `partition` ([`recv_into`](Self::recv_into)).
@@ -585,6 +637,85 @@ mod tests {
         }
         drop((sub, topic, region));
         Region::remove(&name).unwrap();
+    }
+
+    /// `receive_with` lends each message in place, from chunks and from
+    /// inline slots, of the topic and of a group, partitions in turn;
+    /// `f` runs once per message and not at all on empty partitions; a
+    /// message whose `f` panics is released (the next receive gets the
+    /// next message); a wait ends with a message sent meanwhile.
+    #[test]
+    fn receive_with_lends_each_message_once() {
+        for inline in [0, 64] {
+            let name = format!("t-sub-with-{inline}-{}", std::process::id());
+            let _ = Region::remove(&name);
+            let config = RegionConfig::default().size(8 << 20).ring_arena(1 << 20).max_groups(2);
+            let region = Region::create(&name, config).unwrap();
+            let topic = region.create_topic("t", TopicConfig::default().partitions(4).inline_payload(inline)).unwrap();
+            let group = topic.join_group("g").unwrap();
+            let subs = [topic.subscribe(Partitions::All).unwrap(), group.subscribe(Partitions::All).unwrap()];
+            for sub in &subs {
+                let mut calls = 0;
+                assert_eq!(sub.try_receive_with(|_| calls += 1).unwrap(), None);
+                assert_eq!(calls, 0, "f called on empty partitions");
+            }
+            // Two messages per partition, each naming its partition and
+            // its turn; 40 bytes (inline when the topic has slots) and 200.
+            let key_of = |p: u32| (0..).map(Key).find(|&k| topic.partition_of(k) == p).unwrap();
+            for turn in 0..2u8 {
+                for p in 0..4u32 {
+                    let len = if turn == 0 { 40 } else { 200 };
+                    let mut msg = vec![turn; len];
+                    msg[0] = p as u8;
+                    topic.send(&msg, key_of(p), None).unwrap();
+                }
+            }
+            for sub in &subs {
+                let mut seen = Vec::new();
+                for _ in 0..8 {
+                    let mut calls = 0;
+                    let (p, (first, turn, len)) = sub
+                        .try_receive_with(|m| {
+                            calls += 1;
+                            (m[0], m[m.len() - 1], m.len())
+                        })
+                        .unwrap()
+                        .expect("a message in some partition");
+                    assert_eq!(calls, 1);
+                    assert_eq!(first as u32, p, "the message of its partition");
+                    assert_eq!(len, if turn == 0 { 40 } else { 200 });
+                    seen.push((p, turn));
+                }
+                seen.sort();
+                let all: Vec<(u32, u8)> = (0..4).flat_map(|p| [(p, 0), (p, 1)]).collect();
+                assert_eq!(seen, all, "every message once");
+                assert_eq!(sub.try_receive_with(|m| m.len()).unwrap(), None);
+            }
+            // A panicking `f`: its message is released, the next one is the
+            // next receive's.
+            topic.send(b"first", key_of(2), None).unwrap();
+            topic.send(b"second", key_of(2), None).unwrap();
+            let sub = &subs[0];
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sub.receive_with(None, |_| panic!("f"))));
+            assert!(r.is_err());
+            assert_eq!(sub.try_receive_with(|m| m.to_vec()).unwrap(), Some((2, b"second".to_vec())));
+            // The group still has both.
+            let got: Vec<_> = (0..2).map(|_| subs[1].try_receive_with(|m| m.to_vec()).unwrap().unwrap().1).collect();
+            assert_eq!(got, [b"first".to_vec(), b"second".to_vec()]);
+            // A wait, ended by a send from another thread; and a timeout.
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    topic.send(b"late", key_of(3), None).unwrap();
+                });
+                let got = sub.receive_with(Some(Duration::from_secs(10)), |m| m.to_vec()).unwrap();
+                assert_eq!(got, (3, b"late".to_vec()));
+            });
+            let r = sub.receive_with(Some(Duration::from_millis(2)), |m| m.len());
+            assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+            drop((subs, group, topic, region));
+            Region::remove(&name).unwrap();
+        }
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //! times slower on one node in eight").
 //!
 //! [`copy`], [`extend`] and [`to_vec`] copy as `copy_from_slice`,
-//! `extend_from_slice` and `to_vec` do, except for blocks of 2,048 bytes or
+//! `extend_from_slice` and `to_vec` do ([`copy_uninit`] as `copy` does,
+//! into memory not yet initialized), except for blocks of 2,048 bytes or
 //! more whose destination lies 1 – 63 bytes after the source modulo a
 //! page: those they copy from the end to the start, 64 bytes at a time, so
 //! that every load comes before the stores whose low address bits it
@@ -46,6 +47,8 @@
 // Under `--cfg tachyon_loom` none of its callers are built; off x86-64
 // every copy is `memcpy`'s, and the distance's look only tested.
 #![cfg_attr(any(tachyon_loom, not(target_arch = "x86_64")), allow(dead_code))]
+
+use std::mem::MaybeUninit;
 
 /// The smallest copy that [`copy`] may take apart from `memcpy`: glibc
 /// uses `rep movsb` from 2 KiB (SSE2) or 4 KiB (AVX2) on.
@@ -96,6 +99,34 @@ pub fn extend(v: &mut Vec<u8>, src: &[u8]) {
     unsafe {
         copy_raw(src.as_ptr(), v.as_mut_ptr().add(len), src.len());
         v.set_len(len + src.len());
+    }
+}
+
+/// Copies `src` into `dst`, memory not yet initialized (a buffer a
+/// foreign allocator handed out, a `Vec`'s spare capacity), which must be
+/// as long (panics if not); returns `dst`, now initialized, as bytes. For
+/// a buffer that would otherwise be zeroed only to be overwritten; see
+/// the [module](self) for how.
+///
+/// ```
+/// let mut v: Vec<u8> = Vec::with_capacity(5);
+/// let copied = tachyon::platform::copy::copy_uninit(&mut v.spare_capacity_mut()[..5], b"hello");
+/// assert_eq!(copied, b"hello");
+/// // SAFETY: the first 5 bytes are initialized (just copied).
+/// unsafe { v.set_len(5) };
+/// assert_eq!(v, b"hello");
+/// ```
+#[inline]
+pub fn copy_uninit<'a>(dst: &'a mut [MaybeUninit<u8>], src: &[u8]) -> &'a mut [u8] {
+    assert_eq!(dst.len(), src.len(), "copy: destination and source differ in length");
+    // SAFETY: both slices are valid for `src.len()` bytes (checked equal
+    // above), a `&[u8]` is initialized, and a `&mut` slice cannot overlap a
+    // `&` slice. After the copy every byte of `dst` is initialized, and
+    // `MaybeUninit<u8>` has the layout of `u8`: the same slice, as bytes,
+    // for the same lifetime (the borrow of `dst` moves into the result).
+    unsafe {
+        copy_raw(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len());
+        &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8])
     }
 }
 
@@ -247,6 +278,37 @@ mod tests {
         assert_eq!(&v[4..], &src[..]);
         assert_eq!(to_vec(&src), src);
         assert!(to_vec(&[]).is_empty());
+    }
+
+    /// Into memory not initialized: every length at an aliased distance
+    /// and at none, the bytes exact, the spare capacity after them
+    /// untouched (its guard bytes, written through `MaybeUninit`).
+    #[test]
+    fn copy_uninit_fills_memory_not_initialized() {
+        let src = pattern(70_000, 9);
+        for len in [0, 1, 64, 2048, 4097, 70_000] {
+            for ahead in [0usize, 16] {
+                let mut v: Vec<u8> = Vec::with_capacity(len + 4096 + 64);
+                let spare = v.spare_capacity_mut();
+                // A destination `ahead` bytes after the source modulo a page.
+                let skip = (src.as_ptr() as usize + ahead).wrapping_sub(spare.as_ptr() as usize) & 4095;
+                for b in &mut spare[skip + len..skip + len + 64] {
+                    b.write(0xEE);
+                }
+                let copied = copy_uninit(&mut spare[skip..skip + len], &src[..len]);
+                assert_eq!(&copied[..], &src[..len], "{len} bytes, {ahead} ahead");
+                // SAFETY: the 64 guard bytes were written above.
+                let guard =
+                    unsafe { std::slice::from_raw_parts(spare[skip + len..].as_ptr().cast::<u8>(), 64) };
+                assert!(guard.iter().all(|&b| b == 0xEE), "after: {len} bytes, {ahead} ahead");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "differ in length")]
+    fn copy_uninit_refuses_slices_of_different_lengths() {
+        copy_uninit(&mut [MaybeUninit::new(0u8); 3], &[1, 2]);
     }
 
     #[test]
