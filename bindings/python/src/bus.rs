@@ -12,6 +12,7 @@
 //! after it went back to the pool: a released `.data` raises `ValueError`
 //! on use, as any released memoryview does.
 
+use crate::bytes::bytes_of;
 use crate::errors::to_py;
 use crate::errors::{buffer_error, IntoPyResult};
 use crate::wait::{in_slices, in_slices_until, no_room, timed_out, timeout_of};
@@ -571,7 +572,8 @@ impl PyTopic {
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
         let topic = &self.topic;
-        receive_copies(py, max, timeout_ns, |buf, wait| topic.recv_into(partition, buf, wait))
+        let lend = || topic.try_receive_with(partition, |m| bytes_of(py, m));
+        receive_copies(py, max, timeout_ns, lend, |buf, wait| topic.recv_into(partition, buf, wait))
     }
 
     /// The next message of `partition` if there is one now, else None.
@@ -591,7 +593,8 @@ impl PyTopic {
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let topic = &self.topic;
-        receive_copy(py, timeout_ns, |buf, wait| topic.recv_into(partition, buf, wait))
+        let lend = || topic.try_receive_with(partition, |m| bytes_of(py, m));
+        receive_copy(py, timeout_ns, lend, |buf, wait| topic.recv_into(partition, buf, wait))
     }
 
     /// An awaitable receive for asyncio: `msg = await
@@ -685,51 +688,64 @@ fn first_message<T: Send>(
     }
 }
 
+/// A message a copying receive took: copied into a bytes object at once,
+/// with the GIL held (the message was there: one copy; an error if the
+/// bytes object could not be allocated, MemoryError), or, by a receive
+/// that waited without the GIL, into a private buffer (copied into a bytes
+/// object once the GIL is back).
+enum Copied {
+    Bytes(PyResult<Py<PyBytes>>),
+    Waited(Vec<u8>),
+}
+
+impl Copied {
+    fn into_bytes(self, py: Python<'_>) -> PyResult<Bound<'_, PyBytes>> {
+        match self {
+            Copied::Bytes(b) => Ok(b?.into_bound(py)),
+            Copied::Waited(v) => Ok(bytes_of(py, &v)?.into_bound(py)),
+        }
+    }
+}
+
 /// The copy path of `receive_bytes`: the next message copied into a new
-/// bytes object by `recv` (a `recv_into`, which releases it at once),
-/// waiting as `receive` does (`first_message`).
+/// bytes object and released at once. `lend` (a `try_receive_with`, with
+/// the GIL held) copies a message that is there now straight into the
+/// bytes object; else, unless timeout_ns is 0, `recv` (a `recv_into`)
+/// waits for one without the GIL, as `receive` does (`first_message`).
 fn receive_copy<'py>(
     py: Python<'py>,
     timeout_ns: i64,
+    lend: impl Fn() -> tachyon::Result<Option<PyResult<Py<PyBytes>>>>,
     recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = first_message(py, timeout_ns, || copy_now(&recv), |slice| copy_waiting(&recv, slice))?;
-    Ok(PyBytes::new(py, &bytes))
+    let now = || lend().map(|b| b.map(Copied::Bytes));
+    let copied = first_message(py, timeout_ns, now, |slice| copy_waiting(&recv, slice))?;
+    copied.into_bytes(py)
 }
 
 /// The copy path of `receive_many_bytes`: a batch (`receive_batch`) of
-/// messages copied by `recv` (a `recv_into`, which releases each at once;
-/// an inline message needs no chunk) into new bytes objects.
+/// messages copied into new bytes objects, each released at once (an
+/// inline message needs no chunk): the first as `receive_copy` takes it,
+/// the rest by `lend`.
 fn receive_copies<'py>(
     py: Python<'py>,
     max: i64,
     timeout_ns: i64,
+    lend: impl Fn() -> tachyon::Result<Option<PyResult<Py<PyBytes>>>>,
     recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
 ) -> PyResult<Bound<'py, PyList>> {
-    let each = |bytes: Vec<u8>| Ok(PyBytes::new(py, &bytes));
-    receive_batch(py, max, timeout_ns, || copy_now(&recv), |slice| copy_waiting(&recv, slice), each)
-}
-
-/// One look by a copying `recv`: the message's bytes, `None` if there is
-/// none now.
-fn copy_now(
-    recv: &impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize>,
-) -> tachyon::Result<Option<Vec<u8>>> {
-    let mut buf = Vec::new();
-    match recv(&mut buf, Some(Duration::ZERO)) {
-        Ok(_) => Ok(Some(buf)),
-        Err(tachyon::Error::Timeout { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
+    let now = || lend().map(|b| b.map(Copied::Bytes));
+    let each = |copied: Copied| copied.into_bytes(py);
+    receive_batch(py, max, timeout_ns, now, |slice| copy_waiting(&recv, slice), each)
 }
 
 /// A copying `recv` waiting up to `slice`: the message's bytes.
 fn copy_waiting(
     recv: &impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize>,
     slice: Option<Duration>,
-) -> tachyon::Result<Vec<u8>> {
+) -> tachyon::Result<Copied> {
     let mut buf = Vec::new();
-    recv(&mut buf, slice).map(|_| buf)
+    recv(&mut buf, slice).map(|_| Copied::Waited(buf))
 }
 
 /// A batch (`receive_many`, `receive_many_bytes`): waits for the first
@@ -1071,7 +1087,8 @@ impl PySubscription {
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyList>> {
         let sub = &self.sub;
-        receive_copies(py, max, timeout_ns, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
+        let lend = || Ok(sub.try_receive_with(|m| bytes_of(py, m))?.map(|(_, b)| b));
+        receive_copies(py, max, timeout_ns, lend, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
     }
 
     /// Like receive, but copies the message into a new bytes object and
@@ -1080,7 +1097,8 @@ impl PySubscription {
     #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
     fn receive_bytes<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
         let sub = &self.sub;
-        receive_copy(py, timeout_ns, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
+        let lend = || Ok(sub.try_receive_with(|m| bytes_of(py, m))?.map(|(_, b)| b));
+        receive_copy(py, timeout_ns, lend, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
     }
 
     /// The next message of any of the partitions if there is one now,
@@ -1217,7 +1235,8 @@ impl PyGroup {
         timeout_ns: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let group = self.get()?;
-        receive_copy(py, timeout_ns, |buf, wait| group.recv_into(partition, buf, wait))
+        let lend = || group.try_receive_with(partition, |m| bytes_of(py, m));
+        receive_copy(py, timeout_ns, lend, |buf, wait| group.recv_into(partition, buf, wait))
     }
 
     /// A Subscription that receives the group's messages: one receive over
@@ -1323,7 +1342,7 @@ impl PyMessage {
     fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let guard = lock(&self.msg);
         let msg = guard.as_ref().ok_or_else(released_error)?;
-        Ok(PyBytes::new(py, msg))
+        Ok(bytes_of(py, msg)?.into_bound(py))
     }
 
     /// Returns the chunk to the pool. BufferError if views of it other

@@ -15,6 +15,7 @@
 use pyo3::prelude::*;
 
 mod bus;
+mod bytes;
 mod errors;
 mod primitives;
 mod wait;

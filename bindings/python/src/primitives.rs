@@ -4,6 +4,7 @@
 //! handler).
 
 use crate::bus::with_bytes;
+use crate::bytes::bytes_of;
 use crate::errors::{to_py, IntoPyResult};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -384,21 +385,23 @@ impl PyCircularBuffer {
     #[pyo3(signature = (timeout_ns=-1), text_signature = "(self, /, timeout_ns=-1)")]
     fn read<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
         let ring = &self.ring;
-        let item = match ring.read_with(Some(Duration::ZERO), tachyon::platform::copy::to_vec) {
+        // An item there now is copied once, into the bytes object, with the
+        // GIL held; one waited for without the GIL goes through a `Vec`.
+        match ring.read_with(Some(Duration::ZERO), |item| bytes_of(py, item)) {
             Err(e) if e.is_timeout() && timeout_ns != 0 => {
-                in_slices(py, timeout_of(timeout_ns), timed_out, |slice| {
+                let item = in_slices(py, timeout_of(timeout_ns), timed_out, |slice| {
                     ring.read_with(slice, tachyon::platform::copy::to_vec)
-                })?
+                })?;
+                Ok(bytes_of(py, &item)?.into_bound(py))
             }
-            other => other.py(py)?,
-        };
-        Ok(PyBytes::new(py, &item))
+            other => Ok(other.py(py)??.into_bound(py)),
+        }
     }
 
     /// The next item if there is one now, else None.
     fn try_read<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        match self.ring.read_with(Some(Duration::ZERO), tachyon::platform::copy::to_vec) {
-            Ok(item) => Ok(Some(PyBytes::new(py, &item))),
+        match self.ring.read_with(Some(Duration::ZERO), |item| bytes_of(py, item)) {
+            Ok(item) => Ok(Some(item?.into_bound(py))),
             Err(e) if e.is_timeout() => Ok(None),
             Err(e) => Err(to_py(py, e)),
         }
@@ -503,7 +506,7 @@ impl PyRpcBuffer {
                 }
             });
             match polled {
-                Some(r) => return Ok(PyBytes::new(py, &r.py(py)?)),
+                Some(r) => return Ok(bytes_of(py, &r.py(py)?)?.into_bound(py)),
                 // Dropping the future on an exception cancels the request.
                 None => py.check_signals()?,
             }
@@ -570,7 +573,7 @@ fn call_handler(handler: &Py<PyAny>, msg: &[u8]) -> Result<Vec<u8>, String> {
             let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
             format!("{kind}: {}", e.value(py))
         };
-        let response = handler.bind(py).call1((PyBytes::new(py, msg),)).map_err(describe)?;
+        let response = handler.bind(py).call1((bytes_of(py, msg).map_err(describe)?,)).map_err(describe)?;
         if response.is_none() {
             return Ok(Vec::new());
         }

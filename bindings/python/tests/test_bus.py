@@ -401,3 +401,71 @@ def test_receive_bytes_of_an_inline_message_needs_no_chunk(region):
     assert topic.receive_bytes(0, timeout_ns=0) == b"two"
     with pytest.raises(tachyon.TimeoutError):
         topic.receive_bytes(0, timeout_ns=0)
+
+
+# Sizes around the copies' thresholds (2 KiB: where the library's copy may
+# go backward), odd ones, and the largest message.
+COPY_SIZES = [0, 1, 63, 2047, 2048, 4097, 65_536 + 17, 1 << 20]
+
+
+def _copy_out_both_ways(send, receive_now, receive_waiting):
+    """Each size twice: sent before the receive (copied straight into the
+    bytes object, with the GIL held) and sent by a thread while the receive
+    waits without the GIL (copied through a private buffer): the bytes
+    exact either way."""
+    import os
+    import threading
+
+    for size in COPY_SIZES:
+        data = os.urandom(size)
+        send(data)
+        got = receive_now()
+        assert type(got) is bytes and got == data, size
+        sender = threading.Timer(0.02, send, (data[::-1],))
+        sender.start()
+        try:
+            got = receive_waiting()
+        finally:
+            sender.join()
+        assert type(got) is bytes and got == data[::-1], size
+
+
+@pytest.mark.parametrize("inline", [0, 4096])
+def test_copies_out_are_exact_on_both_paths(region_name, inline):
+    with tachyon.Region(region_name, size=32 << 20, ring_arena=1 << 20, max_groups=2) as reg:
+        topic = reg.create_topic("t", capacity=8, inline_payload=inline)
+        group = topic.join_group("g")
+        free = [c.free for c in reg.pool_stats()]
+        # Every message goes to the default group and to "g": the one not
+        # under test is emptied before each send, so that its ring has room.
+        other = [group]
+
+        def send(data):
+            while other[0].try_receive(0) is not None:
+                pass
+            topic.send(data, timeout_ns=SECOND)
+
+        def now_and_waiting(call):
+            return (lambda: call(0), lambda: call(10 * SECOND))
+
+        sub = topic.subscribe()
+        for now, waiting in [
+            now_and_waiting(lambda t: topic.receive_bytes(0, timeout_ns=t)),
+            now_and_waiting(lambda t: topic.receive_many_bytes(0, 4, timeout_ns=t)[0]),
+            now_and_waiting(lambda t: sub.receive_bytes(timeout_ns=t)),
+            now_and_waiting(lambda t: sub.receive_many_bytes(4, timeout_ns=t)[0]),
+        ]:
+            _copy_out_both_ways(send, now, waiting)
+        while group.try_receive(0) is not None:  # what the passes above left it
+            pass
+        other[0] = topic
+        _copy_out_both_ways(send, *now_and_waiting(lambda t: group.receive_bytes(0, timeout_ns=t)))
+        # A message's tobytes copies the same way.
+        data = bytes(range(256)) * 300
+        send(data)
+        with topic.receive(0, timeout_ns=SECOND) as msg:
+            assert msg.tobytes() == data
+        while group.try_receive(0) is not None:
+            pass
+        # Every copy released its message at once: the pool is as before.
+        assert [c.free for c in reg.pool_stats()] == free

@@ -223,3 +223,23 @@ def test_ctrl_c_cancels_rpc_call(name):
         # The child left its channel behind: take it over and close it.
         tachyon.RpcBuffer(name).close()
     assert "KeyboardInterrupt" in err and "returned?!" not in out
+
+
+def test_circular_buffer_reads_are_exact_on_both_paths(name):
+    import os
+    import threading
+
+    ring = tachyon.CircularBuffer(name, node_count=4, node_size=1 << 20)
+    for size in (0, 1, 2048, 4097, 65_536 + 17, 1 << 20):
+        data = os.urandom(size)
+        ring.write(data)
+        assert ring.read(timeout_ns=0) == data  # there: one copy
+        ring.write(data[::-1])
+        assert ring.try_read() == data[::-1]
+        sender = threading.Timer(0.02, ring.write, (data,))
+        sender.start()
+        try:
+            got = ring.read(timeout_ns=10 * SECOND)  # waited for without the GIL
+        finally:
+            sender.join()
+        assert type(got) is bytes and got == data
