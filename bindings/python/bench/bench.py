@@ -1,12 +1,12 @@
 """tachyon next to the kernel's transports, between two Python processes.
 
-    python bindings/python/bench/bench.py [--rounds N] [--messages N] [--runs N] [--batch N]
+    python bindings/python/bench/bench.py [--rounds N] [--messages N] [--runs N] [--batch N] [--size BYTES]
 
 Measures, in one run and between the same two kinds of process (the parent
 and one child started with multiprocessing's "spawn"):
 
 * round trip of a 256-byte message (the child echoes it): p50 and p99;
-* throughput of 1 KiB messages, parent to child: messages per second, from
+* throughput of 1 KiB messages (--size), parent to child: messages per second, from
   the first send until the child has taken the last (the median of --runs,
   which are interleaved: each round runs every transport once).
 
@@ -37,8 +37,11 @@ import time
 import tachyon
 
 RTT_SIZE = 256
-TPUT_SIZE = 1024
+TPUT_SIZE = 1024  # the default of --size
 WAIT_NS = 30 * 10**9
+# The largest --size: a datagram the Unix socket takes whole under the
+# kernel's default buffer limits, and what its child takes in one recv.
+RECV_MAX = 65536
 
 
 # --- the child's side of each transport ------------------------------------
@@ -107,7 +110,7 @@ def socket_child(sock, mode: str, count: int, ready, done) -> None:
             sock.send(sock.recv(65536))
     else:
         for _ in range(count):
-            sock.recv(65536)
+            sock.recv(RECV_MAX)
         done.set()
 
 
@@ -298,8 +301,8 @@ def round_trips(t: Transport, rounds: int) -> tuple[float, float]:
     return run(t, "echo", rounds, body)
 
 
-def throughput(t: Transport, messages: int) -> float:
-    payload = bytes(TPUT_SIZE)
+def throughput(t: Transport, messages: int, size: int) -> float:
+    payload = bytes(size)
 
     def body(t: Transport, done) -> float:
         start = time.perf_counter()
@@ -314,10 +317,14 @@ def throughput(t: Transport, messages: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20_000, help="round trips per transport")
-    parser.add_argument("--messages", type=int, default=100_000, help="1 KiB messages per transport and run")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages per transport and run")
     parser.add_argument("--runs", type=int, default=5, help="throughput runs per transport, interleaved (the median is shown)")
     parser.add_argument("--batch", type=int, default=64, help="messages per call of the batched tachyon rows")
+    parser.add_argument("--size", type=int, default=TPUT_SIZE,
+                        help=f"bytes per message of the throughput runs, 1 to {RECV_MAX} (default {TPUT_SIZE})")
     args = parser.parse_args()
+    if not 1 <= args.size <= RECV_MAX:
+        parser.error(f"--size must be 1 to {RECV_MAX}")
 
     transports = [
         Tachyon(),
@@ -340,9 +347,9 @@ def main() -> None:
     rates: dict[str, list[float]] = {t.name: [] for t in transports}
     for _ in range(args.runs):
         for t in transports:
-            rates[t.name].append(throughput(t, args.messages))
+            rates[t.name].append(throughput(t, args.messages, args.size))
     results = {}
-    print(f"{'transport':<26} {'RTT p50 us':>11} {'RTT p99 us':>11} {'1 KiB msg/s':>12}   {'(slowest, fastest run)':>22}")
+    print(f"{'transport':<26} {'RTT p50 us':>11} {'RTT p99 us':>11} {f'{args.size} B msg/s':>12}   {'(slowest, fastest run)':>22}")
     for t in transports:
         runs = sorted(rates[t.name])
         p50, p99 = rtts[t.name]
@@ -357,7 +364,7 @@ def main() -> None:
     # else the machine runs, for tachyon and for the other alike.
     for which, column in (("medians", 2), ("fastest runs", 3)):
         print(f"\nratios ({which}): tachyon's round trip p50 faster by, "
-              f"its {TPUT_SIZE} B throughput higher by (batches of {args.batch})")
+              f"its {args.size} B throughput higher by (batches of {args.batch})")
         print(f"  {'':<27} {'RTT p50':>8}" + "".join(f" {columns[n]:>10}" for n in ours))
         for name, row in results.items():
             if name.startswith("tachyon"):
