@@ -13,8 +13,8 @@ use std::mem::MaybeUninit;
 /// as `PyBytes::new_with` would), through `tachyon::platform::copy`
 /// (docs/operations.md, "Large copies on AMD CPUs"). In one process a
 /// `send` and a `receive_bytes` of 1 MiB took 93 – 111 µs with the copy
-/// through a `Vec`, 79 – 80 µs through `new_with`, 60 – 68 µs so (64
-/// KiB: 5.5 – 5.9, 4.5 – 5.0 and 3.6 – 4.3 µs; callgrind: 4,218 → 3,712
+/// through a `Vec`, 79 – 84 µs through `new_with`, 60 – 68 µs so (64
+/// KiB: 5.5 – 5.9, 4.5 – 5.7 and 3.6 – 4.3 µs; callgrind: 4,218 → 3,712
 /// instructions at 1 KiB, 3,331 → 3,241 at 64 B). Fails (MemoryError) only
 /// if the object cannot be allocated; what was lent is released all the
 /// same.
