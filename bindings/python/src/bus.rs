@@ -12,7 +12,7 @@
 //! after it went back to the pool: a released `.data` raises `ValueError`
 //! on use, as any released memoryview does.
 
-use crate::bytes::bytes_of;
+use crate::bytes::{bytes_attached, bytes_of};
 use crate::errors::to_py;
 use crate::errors::{buffer_error, IntoPyResult};
 use crate::wait::{in_slices, in_slices_until, no_room, timed_out, timeout_of};
@@ -573,7 +573,7 @@ impl PyTopic {
     ) -> PyResult<Bound<'py, PyList>> {
         let topic = &self.topic;
         let lend = || topic.try_receive_with(partition, |m| bytes_of(py, m));
-        receive_copies(py, max, timeout_ns, lend, |buf, wait| topic.recv_into(partition, buf, wait))
+        receive_copies(py, max, timeout_ns, lend, |wait| topic.receive_with(partition, wait, bytes_attached))
     }
 
     /// The next message of `partition` if there is one now, else None.
@@ -594,7 +594,7 @@ impl PyTopic {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let topic = &self.topic;
         let lend = || topic.try_receive_with(partition, |m| bytes_of(py, m));
-        receive_copy(py, timeout_ns, lend, |buf, wait| topic.recv_into(partition, buf, wait))
+        receive_copy(py, timeout_ns, lend, |wait| topic.receive_with(partition, wait, bytes_attached))
     }
 
     /// An awaitable receive for asyncio: `msg = await
@@ -688,39 +688,20 @@ fn first_message<T: Send>(
     }
 }
 
-/// A message a copying receive took: copied into a bytes object at once,
-/// with the GIL held (the message was there: one copy; an error if the
-/// bytes object could not be allocated, MemoryError), or, by a receive
-/// that waited without the GIL, into a private buffer (copied into a bytes
-/// object once the GIL is back).
-enum Copied {
-    Bytes(PyResult<Py<PyBytes>>),
-    Waited(Vec<u8>),
-}
-
-impl Copied {
-    fn into_bytes(self, py: Python<'_>) -> PyResult<Bound<'_, PyBytes>> {
-        match self {
-            Copied::Bytes(b) => Ok(b?.into_bound(py)),
-            Copied::Waited(v) => Ok(bytes_of(py, &v)?.into_bound(py)),
-        }
-    }
-}
-
 /// The copy path of `receive_bytes`: the next message copied into a new
 /// bytes object and released at once. `lend` (a `try_receive_with`, with
 /// the GIL held) copies a message that is there now straight into the
-/// bytes object; else, unless timeout_ns is 0, `recv` (a `recv_into`)
-/// waits for one without the GIL, as `receive` does (`first_message`).
+/// bytes object; else, unless timeout_ns is 0, `wait` (a `receive_with`
+/// lending to [`bytes_attached`]) waits for one without the GIL, as
+/// `receive` does (`first_message`), and copies it, once as well, with the
+/// GIL taken back for the copy.
 fn receive_copy<'py>(
     py: Python<'py>,
     timeout_ns: i64,
     lend: impl Fn() -> tachyon::Result<Option<PyResult<Py<PyBytes>>>>,
-    recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
+    wait: impl FnMut(Option<Duration>) -> tachyon::Result<PyResult<Py<PyBytes>>> + Send,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let now = || lend().map(|b| b.map(Copied::Bytes));
-    let copied = first_message(py, timeout_ns, now, |slice| copy_waiting(&recv, slice))?;
-    copied.into_bytes(py)
+    Ok(first_message(py, timeout_ns, lend, wait)??.into_bound(py))
 }
 
 /// The copy path of `receive_many_bytes`: a batch (`receive_batch`) of
@@ -732,20 +713,9 @@ fn receive_copies<'py>(
     max: i64,
     timeout_ns: i64,
     lend: impl Fn() -> tachyon::Result<Option<PyResult<Py<PyBytes>>>>,
-    recv: impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize> + Sync,
+    wait: impl FnMut(Option<Duration>) -> tachyon::Result<PyResult<Py<PyBytes>>> + Send,
 ) -> PyResult<Bound<'py, PyList>> {
-    let now = || lend().map(|b| b.map(Copied::Bytes));
-    let each = |copied: Copied| copied.into_bytes(py);
-    receive_batch(py, max, timeout_ns, now, |slice| copy_waiting(&recv, slice), each)
-}
-
-/// A copying `recv` waiting up to `slice`: the message's bytes.
-fn copy_waiting(
-    recv: &impl Fn(&mut Vec<u8>, Option<Duration>) -> tachyon::Result<usize>,
-    slice: Option<Duration>,
-) -> tachyon::Result<Copied> {
-    let mut buf = Vec::new();
-    recv(&mut buf, slice).map(|_| Copied::Waited(buf))
+    receive_batch(py, max, timeout_ns, lend, wait, |bytes| Ok(bytes?.into_bound(py)))
 }
 
 /// A batch (`receive_many`, `receive_many_bytes`): waits for the first
@@ -1088,7 +1058,8 @@ impl PySubscription {
     ) -> PyResult<Bound<'py, PyList>> {
         let sub = &self.sub;
         let lend = || Ok(sub.try_receive_with(|m| bytes_of(py, m))?.map(|(_, b)| b));
-        receive_copies(py, max, timeout_ns, lend, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
+        let wait = |wait| sub.receive_with(wait, bytes_attached).map(|(_, b)| b);
+        receive_copies(py, max, timeout_ns, lend, wait)
     }
 
     /// Like receive, but copies the message into a new bytes object and
@@ -1098,7 +1069,8 @@ impl PySubscription {
     fn receive_bytes<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
         let sub = &self.sub;
         let lend = || Ok(sub.try_receive_with(|m| bytes_of(py, m))?.map(|(_, b)| b));
-        receive_copy(py, timeout_ns, lend, |buf, wait| sub.recv_into(buf, wait).map(|(_, n)| n))
+        let wait = |wait| sub.receive_with(wait, bytes_attached).map(|(_, b)| b);
+        receive_copy(py, timeout_ns, lend, wait)
     }
 
     /// The next message of any of the partitions if there is one now,
@@ -1236,7 +1208,7 @@ impl PyGroup {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let group = self.get()?;
         let lend = || group.try_receive_with(partition, |m| bytes_of(py, m));
-        receive_copy(py, timeout_ns, lend, |buf, wait| group.recv_into(partition, buf, wait))
+        receive_copy(py, timeout_ns, lend, |wait| group.receive_with(partition, wait, bytes_attached))
     }
 
     /// A Subscription that receives the group's messages: one receive over

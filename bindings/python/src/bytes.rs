@@ -1,6 +1,7 @@
 //! The bytes objects the module makes of message bytes (a message or a
-//! ring's item lent in place, a handler's request, a response, what a
-//! waiting receive copied out): one copy each, through the library's.
+//! ring's item lent in place, also to a receive that waited without the
+//! GIL; a handler's request, a response): one copy each, through the
+//! library's.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -39,4 +40,15 @@ pub(crate) fn bytes_of(py: Python<'_>, src: &[u8]) -> PyResult<Py<PyBytes>> {
         tachyon::platform::copy::copy_uninit(std::slice::from_raw_parts_mut(dst, src.len()), src);
         Ok(obj.cast_into_unchecked::<PyBytes>().unbind())
     }
+}
+
+/// [`bytes_of`] for a message lent to a receive that waits without the
+/// GIL: takes the GIL (`Python::attach`) for the copy, so that a message
+/// waited for is copied once as well, straight from shared memory. The
+/// message stays lent, and held, until the GIL is had and the copy made.
+/// That is safe because no call of this module waits for a lent message
+/// while it holds the GIL: every wait of the library runs with the GIL
+/// released (`crate::wait`).
+pub(crate) fn bytes_attached(src: &[u8]) -> PyResult<Py<PyBytes>> {
+    Python::attach(|py| bytes_of(py, src))
 }

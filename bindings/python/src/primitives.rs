@@ -4,7 +4,7 @@
 //! handler).
 
 use crate::bus::with_bytes;
-use crate::bytes::bytes_of;
+use crate::bytes::{bytes_attached, bytes_of};
 use crate::errors::{to_py, IntoPyResult};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -386,13 +386,14 @@ impl PyCircularBuffer {
     fn read<'py>(&self, py: Python<'py>, timeout_ns: i64) -> PyResult<Bound<'py, PyBytes>> {
         let ring = &self.ring;
         // An item there now is copied once, into the bytes object, with the
-        // GIL held; one waited for without the GIL goes through a `Vec`.
+        // GIL held; one waited for without the GIL as well, with the GIL
+        // taken back for the copy (`bytes_attached`).
         match ring.read_with(Some(Duration::ZERO), |item| bytes_of(py, item)) {
             Err(e) if e.is_timeout() && timeout_ns != 0 => {
                 let item = in_slices(py, timeout_of(timeout_ns), timed_out, |slice| {
-                    ring.read_with(slice, tachyon::platform::copy::to_vec)
+                    ring.read_with(slice, bytes_attached)
                 })?;
-                Ok(bytes_of(py, &item)?.into_bound(py))
+                Ok(item?.into_bound(py))
             }
             other => Ok(other.py(py)??.into_bound(py)),
         }

@@ -411,8 +411,8 @@ COPY_SIZES = [0, 1, 63, 2047, 2048, 4097, 65_536 + 17, 1 << 20]
 def _copy_out_both_ways(send, receive_now, receive_waiting):
     """Each size twice: sent before the receive (copied straight into the
     bytes object, with the GIL held) and sent by a thread while the receive
-    waits without the GIL (copied through a private buffer): the bytes
-    exact either way."""
+    waits without the GIL (lent to the waiting call, which takes the GIL
+    back for the copy): the bytes exact either way."""
     import os
     import threading
 
@@ -468,4 +468,44 @@ def test_copies_out_are_exact_on_both_paths(region_name, inline):
         while group.try_receive(0) is not None:
             pass
         # Every copy released its message at once: the pool is as before.
+        assert [c.free for c in reg.pool_stats()] == free
+
+
+@pytest.mark.parametrize("inline", [0, 8192])
+def test_waited_copies_while_other_threads_want_the_gil(region_name, inline):
+    """A receive that waited copies its message with the GIL taken back,
+    holding the message meanwhile. Other threads want the GIL all along (a
+    busy loop, a sender that also looks at the topic): every message still
+    arrives, whole and in order, and goes back to the pool."""
+    import threading
+    import time
+
+    count = 200
+    with tachyon.Region(region_name, size=32 << 20, ring_arena=1 << 20) as reg:
+        topic = reg.create_topic("t", partitions=2, capacity=8, inline_payload=inline)
+        free = [c.free for c in reg.pool_stats()]
+        stop = threading.Event()
+
+        def hog():
+            n = 0
+            while not stop.is_set():
+                n = (n * 31 + 7) % 1_000_003
+
+        def sender():
+            for i in range(count):
+                time.sleep(0.0005)
+                topic.send(i.to_bytes(4, "little") * 1500, timeout_ns=10 * SECOND)
+                assert topic.try_receive(1) is None  # the same topic, the GIL held
+
+        threads = [threading.Thread(target=hog), threading.Thread(target=sender)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(count):
+                got = topic.receive_bytes(0, timeout_ns=10 * SECOND)
+                assert got == i.to_bytes(4, "little") * 1500, i
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
         assert [c.free for c in reg.pool_stats()] == free
