@@ -1,9 +1,10 @@
 """Large messages to a waiting receiver, between two Python processes.
 
-    python bindings/python/bench/large.py [--sizes 65536,262144,1048576] [--rounds N] [--runs N] [--wait futex]
+    python bindings/python/bench/large.py [--sizes 65536,262144,1048576] [--rounds N] [--runs N] [--wait futex] [--echo]
 
 The parent sends one message of each size; the child, which is waiting for
-it, takes it and answers with one byte; the parent times the whole round
+it, takes it and answers with one byte (--echo: with the whole message,
+which the parent takes as the child did); the parent times the whole round
 trip. So the receive is always one that waited (the message was not there
 when the call was made), which is the common case of request/response
 traffic, and the copy of a large message is a visible part of the time.
@@ -12,6 +13,8 @@ Transports, interleaved (each round runs every one once per size):
 
 * tachyon (copy out): `receive_bytes`, a `bytes` copy of the message;
 * tachyon (zero-copy): `receive` and `release`, a view with no copy;
+* tachyon RpcBuffer: `call`, the child's handler (given the request as
+  `bytes`) returning one byte (--echo: the request);
 * multiprocessing.Pipe: `send_bytes` / `recv_bytes`.
 
 Prints p50 and p90 in microseconds (the medians over --runs) and the ratios
@@ -31,31 +34,45 @@ import tachyon
 WAIT_NS = 30 * 10**9
 
 
-def tachyon_child(name: str, copy: bool, ready) -> None:
+def tachyon_child(name: str, copy: bool, echo: bool, ready) -> None:
     reg = tachyon.Region(name, create=False)
     ping, pong = reg.topic("ping"), reg.topic("pong")
     ready.set()
     while True:
         if copy:
-            size = len(ping.receive_bytes(0, timeout_ns=WAIT_NS))
+            data = ping.receive_bytes(0, timeout_ns=WAIT_NS)
+            size = len(data)
+            if size:
+                pong.send(data if echo else b"k")
         else:
-            msg = ping.receive(0, timeout_ns=WAIT_NS)
-            size = len(msg)
-            msg.release()
+            with ping.receive(0, timeout_ns=WAIT_NS) as msg:
+                size = len(msg)
+                if size:
+                    pong.send(msg.data if echo else b"k")
         if size == 0:
             return
-        pong.send(b"k")
 
 
-def pipe_child(conn, ready) -> None:
+def rpc_child(name: str, node_size: int, echo: bool, ready, stop) -> None:
+    handler = (lambda request: request) if echo else (lambda request: b"k")
+    server = tachyon.RpcBuffer(name, handler=handler, node_count=4, node_size=node_size)
     ready.set()
-    while len(conn.recv_bytes()) > 0:
-        conn.send_bytes(b"k")
+    stop.wait()
+    server.close()
+
+
+def pipe_child(conn, echo: bool, ready) -> None:
+    ready.set()
+    while True:
+        data = conn.recv_bytes()
+        if not data:
+            return
+        conn.send_bytes(data if echo else b"k")
 
 
 class Tachyon:
-    def __init__(self, copy: bool, wait: str) -> None:
-        self.copy, self.wait = copy, wait
+    def __init__(self, copy: bool, wait: str, echo: bool) -> None:
+        self.copy, self.wait, self.echo = copy, wait, echo
         self.name = "tachyon " + ("(copy out)" if copy else "(zero-copy)")
 
     def start(self, ctx, ready):
@@ -63,11 +80,14 @@ class Tachyon:
         self.reg = tachyon.Region(self.region_name, size=64 << 20)
         self.ping = self.reg.create_topic("ping", capacity=64, wait=self.wait)
         self.pong = self.reg.create_topic("pong", capacity=64, wait=self.wait)
-        return ctx.Process(target=tachyon_child, args=(self.region_name, self.copy, ready))
+        return ctx.Process(target=tachyon_child, args=(self.region_name, self.copy, self.echo, ready))
 
     def round_trip(self, data: bytes) -> None:
         self.ping.send(data, timeout_ns=WAIT_NS)
-        self.pong.receive(0, timeout_ns=WAIT_NS).release()
+        if self.copy:
+            self.pong.receive_bytes(0, timeout_ns=WAIT_NS)
+        else:
+            self.pong.receive(0, timeout_ns=WAIT_NS).release()
 
     def stop(self) -> None:
         self.ping.send(b"", timeout_ns=WAIT_NS)
@@ -77,12 +97,41 @@ class Tachyon:
         tachyon.Region.remove(self.region_name)
 
 
+class Rpc:
+    name = "tachyon RpcBuffer"
+
+    def __init__(self, largest: int, echo: bool) -> None:
+        # One packet per call: a node holds the request and its header.
+        self.node_size, self.echo = largest + 4096, echo
+
+    def start(self, ctx, ready):
+        self.rpc_name = f"bench-large-rpc-{os.getpid()}"
+        self.stop_event = ctx.Event()
+        return ctx.Process(target=rpc_child, args=(self.rpc_name, self.node_size, self.echo, ready, self.stop_event))
+
+    def connect(self) -> None:
+        self.client = tachyon.RpcBuffer(self.rpc_name, create=False, node_count=4, node_size=self.node_size)
+
+    def round_trip(self, data: bytes) -> None:
+        self.client.call(data)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.stop_event.set()
+
+    def close(self) -> None:
+        pass
+
+
 class Pipe:
     name = "multiprocessing.Pipe"
 
+    def __init__(self, echo: bool) -> None:
+        self.echo = echo
+
     def start(self, ctx, ready):
         self.mine, theirs = ctx.Pipe(duplex=True)
-        return ctx.Process(target=pipe_child, args=(theirs, ready))
+        return ctx.Process(target=pipe_child, args=(theirs, self.echo, ready))
 
     def round_trip(self, data: bytes) -> None:
         self.mine.send_bytes(data)
@@ -106,6 +155,8 @@ def run(t, sizes: list[int], rounds: int) -> dict[int, tuple[float, float]]:
     try:
         if not ready.wait(120):
             raise RuntimeError(f"{t.name}: the child did not start")
+        if hasattr(t, "connect"):
+            t.connect()
         clock = time.perf_counter_ns
         for size in sizes:
             data = os.urandom(size)
@@ -135,12 +186,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per transport, interleaved (medians shown)")
     parser.add_argument("--wait", default="futex", choices=["spin", "hybrid", "futex"],
                         help="the topics' waiting (default futex: the receiver sleeps, as the pipe's does)")
+    parser.add_argument("--echo", action="store_true", help="answer with the whole message, not one byte")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if not all(1 <= s <= 1 << 20 for s in sizes):
         parser.error("sizes must be 1 to 1048576")
 
-    transports = [Tachyon(copy=True, wait=args.wait), Tachyon(copy=False, wait=args.wait), Pipe()]
+    transports = [
+        Tachyon(copy=True, wait=args.wait, echo=args.echo),
+        Tachyon(copy=False, wait=args.wait, echo=args.echo),
+        Rpc(max(sizes), echo=args.echo),
+        Pipe(echo=args.echo),
+    ]
     runs: dict[str, list[dict[int, tuple[float, float]]]] = {t.name: [] for t in transports}
     for _ in range(args.runs):
         for t in transports:
@@ -156,10 +213,11 @@ def main() -> None:
             each = ", ".join(f"{r[size][0]:.1f}" for r in runs[t.name])
             print(f"{t.name:<24} {size:>9} {median(t.name, size, 0):>9.1f} {median(t.name, size, 1):>9.1f}   ({each})")
     print("\nratios: the pipe's p50 / tachyon's (higher is faster)")
-    for t in transports[:2]:
+    for t in transports[:3]:
         print(f"  {t.name:<22}" + "".join(
             f"  {size} B {median(Pipe.name, size, 0) / median(t.name, size, 0):5.2f}x" for size in sizes))
-    print(f"\n{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; waits: {args.wait}")
+    answer = "the whole message" if args.echo else "one byte"
+    print(f"\n{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; waits: {args.wait}; answer: {answer}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
 //! after it went back to the pool: a released `.data` raises `ValueError`
 //! on use, as any released memoryview does.
 
-use crate::bytes::{bytes_attached, bytes_of};
+use crate::bytes::{bytes_attached, bytes_of, without_gil};
 use crate::errors::to_py;
 use crate::errors::{buffer_error, IntoPyResult};
 use crate::wait::{in_slices, in_slices_until, no_room, timed_out, timeout_of};
@@ -22,6 +22,7 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyMemoryView, PyString};
 use pyo3::PyTraverseError;
+use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -438,18 +439,19 @@ impl PyTopic {
             let r = self.topic.send(bytes, Key(key), Some(Duration::ZERO));
             match r {
                 Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => {
-                    Ok(Some(tachyon::platform::copy::to_vec(bytes)))
+                    Ok(Some(without_gil(data, bytes)))
                 }
                 other => other.map(|()| None),
             }
         })?;
-        let copy = match first.py(py)? {
+        let msg = match first.py(py)? {
             None => return Ok(()),
-            Some(copy) => copy,
+            Some(msg) => msg,
         };
-        // The slow path waits without the GIL, on a private copy.
+        // The slow path waits without the GIL: on a `bytes` object's own
+        // bytes, or a private copy of another object's.
         let topic = &self.topic;
-        in_slices(py, timeout, no_room, |slice| topic.send(&copy, Key(key), slice))
+        in_slices(py, timeout, no_room, |slice| topic.send(&msg, Key(key), slice))
     }
 
     /// Sends every item of `items` (an iterable of bytes-like objects) in
@@ -487,9 +489,9 @@ impl PyTopic {
                     // does; a deadline past what the clock holds is none.
                     let until =
                         *deadline.get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)));
-                    // Waits without the GIL, on a private copy.
-                    let copy = tachyon::platform::copy::to_vec(payload.bytes());
-                    in_slices_until(py, until, timeout, no_room, |slice| topic.send(&copy, key, slice))
+                    // Waits without the GIL (as send does).
+                    let msg = payload.without_gil();
+                    in_slices_until(py, until, timeout, no_room, |slice| topic.send(&msg, key, slice))
                         .map_err(|e| with_sent(py, e, i))?;
                 }
                 Err(e) => return Err(with_sent(py, to_py(py, e), i)),
@@ -896,6 +898,15 @@ impl Payload<'_> {
         match self {
             Payload::Bytes(b) => b.as_bytes(),
             Payload::Buffer(e) => e.bytes(),
+        }
+    }
+
+    /// Its bytes to read without the GIL: a `bytes` object's own, a
+    /// private copy of another's (see [`without_gil`]).
+    fn without_gil(&self) -> Cow<'_, [u8]> {
+        match self {
+            Payload::Bytes(b) => Cow::Borrowed(b.as_bytes()),
+            Payload::Buffer(e) => Cow::Owned(tachyon::platform::copy::to_vec(e.bytes())),
         }
     }
 }

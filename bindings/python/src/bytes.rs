@@ -7,6 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
 /// A new bytes object holding a copy of `src`: one copy,
@@ -51,4 +52,16 @@ pub(crate) fn bytes_of(py: Python<'_>, src: &[u8]) -> PyResult<Py<PyBytes>> {
 /// released (`crate::wait`).
 pub(crate) fn bytes_attached(src: &[u8]) -> PyResult<Py<PyBytes>> {
     Python::attach(|py| bytes_of(py, src))
+}
+
+/// The bytes of `data` to read without the GIL (a send that waits for
+/// room): a `bytes` object's own, which cannot change and which `data`
+/// keeps alive (no copy); else a private copy of `export`, the bytes of
+/// another bytes-like object (a `bytearray`, a NumPy array), which another
+/// thread could change while the GIL is released.
+pub(crate) fn without_gil<'a>(data: &'a Bound<'_, PyAny>, export: &[u8]) -> Cow<'a, [u8]> {
+    match data.cast::<PyBytes>() {
+        Ok(bytes) => Cow::Borrowed(bytes.as_bytes()),
+        Err(_) => Cow::Owned(tachyon::platform::copy::to_vec(export)),
+    }
 }

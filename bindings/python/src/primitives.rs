@@ -4,7 +4,7 @@
 //! handler).
 
 use crate::bus::with_bytes;
-use crate::bytes::{bytes_attached, bytes_of};
+use crate::bytes::{bytes_attached, bytes_of, without_gil};
 use crate::errors::{to_py, IntoPyResult};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -16,6 +16,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
+use tachyon::primitives::rpc::ResponseWriter;
 use tachyon::primitives::{SharedArrayReadGuard, SharedArrayWriteGuard};
 use tachyon::{CircularBuffer, RpcBuffer, SharedArray};
 
@@ -371,13 +372,13 @@ impl PyCircularBuffer {
         let timeout = timeout_of(timeout_ns);
         let first = with_bytes(data, |bytes| match self.ring.write(bytes, Some(Duration::ZERO)) {
             Err(e) if no_room(&e) && timeout.is_none_or(|t| !t.is_zero()) => {
-                Ok(Some(tachyon::platform::copy::to_vec(bytes)))
+                Ok(Some(without_gil(data, bytes)))
             }
             other => other.map(|()| None),
         })?;
-        let Some(copy) = first.py(py)? else { return Ok(()) };
+        let Some(item) = first.py(py)? else { return Ok(()) };
         let ring = &self.ring;
-        in_slices(py, timeout, no_room, |slice| ring.write(&copy, slice))
+        in_slices(py, timeout, no_room, |slice| ring.write(&item, slice))
     }
 
     /// Reads the next item as bytes, waiting up to timeout_ns (-1: for
@@ -445,7 +446,11 @@ impl Wake for Unpark {
 ///     client.call(b"hi")  # b"HI"
 #[pyclass(module = "tachyon", name = "RpcBuffer", frozen)]
 pub struct PyRpcBuffer {
-    rpc: Mutex<Option<RpcBuffer>>,
+    /// `None` once closed. In an `Arc` so that a call takes its handle
+    /// out of the lock at once and never holds the lock without the GIL:
+    /// a thread that waited for the lock with the GIL held while another
+    /// needed the GIL back to let the lock go would hang both.
+    rpc: Mutex<Option<Arc<RpcBuffer>>>,
     name: String,
 }
 
@@ -472,24 +477,23 @@ impl PyRpcBuffer {
                     "handler must be callable: handler(request: bytes) -> bytes",
                 ));
             }
-            b = b.handler(move |_id, msg: &[u8]| call_handler(&h, msg));
+            b = b.handler_in_place(move |_id, msg: &[u8], out: &mut ResponseWriter<'_>| {
+                call_handler(&h, msg, out)
+            });
         }
         let rpc = py.detach(|| if create { b.create() } else { b.open() }).py(py)?;
-        Ok(PyRpcBuffer { rpc: Mutex::new(Some(rpc)), name })
+        Ok(PyRpcBuffer { rpc: Mutex::new(Some(Arc::new(rpc))), name })
     }
 
-    /// Sends a request (any bytes-like object) and returns the response as
-    /// bytes. Waits without the GIL; Ctrl+C cancels the request. Raises
+    /// Sends a request (any bytes-like object; a bytes object is written
+    /// from its own bytes, any other is copied first) and returns the
+    /// response as bytes. Waits without the GIL; Ctrl+C cancels the
+    /// request. Any number of threads may call at once. Raises
     /// tachyon.TimeoutError, tachyon.RemoteError (the handler failed),
     /// tachyon.Closed or tachyon.PeerDied.
     fn call<'py>(&self, py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        let msg = with_bytes(data, tachyon::platform::copy::to_vec)?;
-        let mut future = {
-            let guard = lock(&self.rpc);
-            let rpc = guard.as_ref().ok_or_else(|| self.closed())?;
-            // Writing the request may wait for room in the ring.
-            py.detach(|| rpc.request_async(&msg))
-        };
+        // Writing the request may wait for room in the ring.
+        let mut future = with_request(py, data, self.get()?, |rpc, msg| rpc.request_async(msg))?;
         let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
         loop {
             let polled = py.detach(|| {
@@ -516,24 +520,27 @@ impl PyRpcBuffer {
 
     /// Sends a one-way message: the peer's handler runs, nothing comes back.
     fn notify(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let msg = with_bytes(data, tachyon::platform::copy::to_vec)?;
-        let guard = lock(&self.rpc);
-        let rpc = guard.as_ref().ok_or_else(|| self.closed())?;
-        py.detach(|| rpc.notify(&msg)).py(py)
+        with_request(py, data, self.get()?, |rpc, msg| rpc.notify(msg))?.py(py)
     }
 
     /// Whether this end created the channel.
     #[getter]
     fn is_owner(&self) -> PyResult<bool> {
-        Ok(lock(&self.rpc).as_ref().ok_or_else(|| self.closed())?.is_owner())
+        Ok(self.get()?.is_owner())
     }
 
     /// Closes this end (the peer's calls then fail with tachyon.Closed).
     fn close(&self, py: Python<'_>) {
         let rpc = lock(&self.rpc).take();
         // Closing joins this end's threads, whose handlers may wait for
-        // the GIL: release it meanwhile.
-        py.detach(|| drop(rpc));
+        // the GIL: release it meanwhile. A call of another thread may hold
+        // the handle for a moment yet (`with_request`): close now all the
+        // same; its drop then joins the threads, without the GIL as well.
+        py.detach(|| {
+            if let Some(rpc) = rpc {
+                rpc.close();
+            }
+        });
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -552,6 +559,11 @@ impl PyRpcBuffer {
 }
 
 impl PyRpcBuffer {
+    /// The handle, out of the lock (ValueError once closed).
+    fn get(&self) -> PyResult<Arc<RpcBuffer>> {
+        lock(&self.rpc).clone().ok_or_else(|| self.closed())
+    }
+
     fn closed(&self) -> PyErr {
         PyValueError::new_err(format!("RPC channel {:?} was closed", self.name))
     }
@@ -566,9 +578,25 @@ impl Drop for PyRpcBuffer {
     }
 }
 
-/// Runs the Python handler on a request: its response, or its exception
-/// as text (which reaches the caller as `Error::Remote`).
-fn call_handler(handler: &Py<PyAny>, msg: &[u8]) -> Result<Vec<u8>, String> {
+/// `send(&rpc, msg)` without the GIL, `msg` being `data`'s bytes (a
+/// `bytes` object's own, a private copy of another's: [`without_gil`]).
+/// `rpc` is dropped without the GIL too: after a `close` it may be the
+/// last handle, whose drop joins the threads of this end.
+fn with_request<R: Send>(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    rpc: Arc<RpcBuffer>,
+    send: impl FnOnce(&RpcBuffer, &[u8]) -> R + Send,
+) -> PyResult<R> {
+    let msg = with_bytes(data, |bytes| without_gil(data, bytes))?;
+    Ok(py.detach(move || send(&rpc, &msg)))
+}
+
+/// Runs the Python handler on a request and writes its response into
+/// `out` (straight into the ring node it goes out in, when it fits one:
+/// no copy of its own), or returns its exception as text (which reaches
+/// the caller as `Error::Remote`; nothing is written then).
+fn call_handler(handler: &Py<PyAny>, msg: &[u8], out: &mut ResponseWriter<'_>) -> Result<(), String> {
     Python::attach(|py| {
         let describe = |e: PyErr| {
             let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
@@ -576,8 +604,8 @@ fn call_handler(handler: &Py<PyAny>, msg: &[u8]) -> Result<Vec<u8>, String> {
         };
         let response = handler.bind(py).call1((bytes_of(py, msg).map_err(describe)?,)).map_err(describe)?;
         if response.is_none() {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        with_bytes(&response, tachyon::platform::copy::to_vec).map_err(describe)
+        with_bytes(&response, |bytes| out.extend_from_slice(bytes)).map_err(describe)
     })
 }

@@ -176,6 +176,65 @@ def test_rpc_with_python_handler(name):
             assert calls
 
 
+def test_rpc_calls_from_many_threads_and_a_close_among_them(name):
+    """Several Python threads call through one RpcBuffer at once (its own
+    handler, in this process, takes the GIL too), then one thread closes it
+    while the others still call. Until 2026-12-07 two threads calling at
+    once hung both: one held the handle's lock without the GIL, the other
+    waited for the lock with it. Run in a child, so that a hang is a
+    timeout here rather than a test run that never ends (a thread stuck
+    with the GIL would stop this process's own bounded joins)."""
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import threading, tachyon
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1])
+            client = tachyon.RpcBuffer({name!r}, create=False)
+
+            def calls(tag, n):
+                for i in range(n):
+                    msg = b"%d-%d" % (tag, i) * 7
+                    assert client.call(msg) == msg[::-1]
+                    assert client.call(bytearray(msg)) == msg[::-1]
+
+            threads = [threading.Thread(target=calls, args=(t, 300)) for t in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            print("calls done", flush=True)
+
+            ended = []
+            def until_closed(tag):
+                try:
+                    while True:
+                        client.call(b"%d" % tag)
+                except (ValueError, tachyon.Closed, tachyon.PeerDied) as e:
+                    ended.append(type(e).__name__)
+
+            threads = [threading.Thread(target=until_closed, args=(t,)) for t in range(3)]
+            for t in threads:
+                t.start()
+            threading.Event().wait(0.05)
+            client.close()
+            for t in threads:
+                t.join()
+            server.close()
+            print("closed", sorted(set(ended)), len(ended), flush=True)
+            """
+        )
+    )
+    try:
+        out, err = child.communicate(timeout=BOUND)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate(timeout=BOUND)
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "calls done" and lines[1].startswith("closed") and lines[1].endswith(" 3"), out
+
+
 def test_rpc_across_processes(name):
     child = run_python(
         textwrap.dedent(
