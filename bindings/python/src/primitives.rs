@@ -592,20 +592,60 @@ fn with_request<R: Send>(
     Ok(py.detach(move || send(&rpc, &msg)))
 }
 
-/// Runs the Python handler on a request and writes its response into
-/// `out` (straight into the ring node it goes out in, when it fits one:
-/// no copy of its own), or returns its exception as text (which reaches
-/// the caller as `Error::Remote`; nothing is written then).
+/// A Python handler's response, to be written without the GIL.
+enum Answer {
+    /// None: an empty response.
+    Empty,
+    /// A bytes object, held by the reference, and where its bytes lie.
+    Bytes(Py<PyBytes>, *const u8, usize),
+    /// Any other bytes-like object's bytes, copied (another thread could
+    /// change them once the GIL is released).
+    Copied(Vec<u8>),
+}
+
+/// Runs the Python handler on a request (with the GIL) and writes its
+/// response into `out` (without it), straight into the ring node it goes
+/// out in when it fits one; or returns its exception as text (which
+/// reaches the caller as `Error::Remote`; nothing is written then).
+///
+/// The write is made without the GIL because the node's claim may wait
+/// for room in the ring, up to the channel's timeout: with the GIL held,
+/// that wait would stop every other Python thread of the process, and
+/// could keep the very reader that makes room from running (this
+/// process's other end, whose handlers need the GIL).
 fn call_handler(handler: &Py<PyAny>, msg: &[u8], out: &mut ResponseWriter<'_>) -> Result<(), String> {
-    Python::attach(|py| {
+    let answer = Python::attach(|py| {
         let describe = |e: PyErr| {
             let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
             format!("{kind}: {}", e.value(py))
         };
         let response = handler.bind(py).call1((bytes_of(py, msg).map_err(describe)?,)).map_err(describe)?;
         if response.is_none() {
-            return Ok(());
+            return Ok(Answer::Empty);
         }
-        with_bytes(&response, |bytes| out.extend_from_slice(bytes)).map_err(describe)
-    })
+        if let Ok(bytes) = response.cast::<PyBytes>() {
+            let b = bytes.as_bytes();
+            return Ok(Answer::Bytes(bytes.clone().unbind(), b.as_ptr(), b.len()));
+        }
+        with_bytes(&response, tachyon::platform::copy::to_vec).map(Answer::Copied).map_err(describe)
+    })?;
+    match answer {
+        Answer::Empty => {}
+        Answer::Copied(v) => out.extend_from_slice(&v),
+        Answer::Bytes(held, at, len) => {
+            // SAFETY: `at` and `len` are the bytes of the bytes object
+            // `held` refers to, taken with the GIL. `held` keeps the object
+            // alive until after the write; a bytes object never changes
+            // and CPython never moves an object, so its bytes stay valid
+            // and unchanged without the GIL, as `with_request` reads a
+            // request's.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(at, len) });
+            // Dropped without the GIL: PyO3 gives the reference back the
+            // next time a thread of the process attaches (at the latest,
+            // the next handler call), rather than waiting for the GIL here
+            // before the response goes out.
+            drop(held);
+        }
+    }
+    Ok(())
 }

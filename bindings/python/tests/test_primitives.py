@@ -235,6 +235,55 @@ def test_rpc_calls_from_many_threads_and_a_close_among_them(name):
     assert lines[0] == "calls done" and lines[1].startswith("closed") and lines[1].endswith(" 3"), out
 
 
+def test_rpc_handler_waits_for_room_without_the_gil(name):
+    """A Python handler's response waits for room in a full ring without
+    the GIL: the rest of the process runs meanwhile. The client (a child)
+    is stopped with SIGSTOP while the handler runs, and two notifications
+    fill the ring its responses go out in; the handler then returns. Only
+    if this process's main thread can run during that wait does it send
+    SIGCONT in time: a wait with the GIL held would last until the
+    server's 3 s timeout, the response would be dropped, and the child's
+    call would fail."""
+    import os
+    import signal
+
+    entered, gate = threading.Event(), threading.Event()
+
+    def handler(request: bytes) -> bytes:
+        entered.set()
+        gate.wait(BOUND)
+        return request.upper()
+
+    server = tachyon.RpcBuffer(name, handler=handler, node_count=2, timeout_ns=3 * SECOND)
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import tachyon
+            client = tachyon.RpcBuffer({name!r}, create=False, node_count=2, timeout_ns=20 * 10**9)
+            print("answer", client.call(b"wait for me"), flush=True)
+            """
+        ),
+    )
+    try:
+        assert entered.wait(BOUND), "the request never reached the handler"
+        child.send_signal(signal.SIGSTOP)
+        server.notify(b"one")
+        server.notify(b"two")  # the ring to the client is full now
+        gate.set()  # the handler returns; its response waits for room
+        threading.Event().wait(0.3)
+        child.send_signal(signal.SIGCONT)
+        out, err = child.communicate(timeout=BOUND)
+    finally:
+        gate.set()
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+            child.communicate(timeout=BOUND)
+        server.close()
+    assert child.returncode == 0, err
+    assert out.strip() == "answer b'WAIT FOR ME'", out
+
+
 def test_rpc_across_processes(name):
     child = run_python(
         textwrap.dedent(
