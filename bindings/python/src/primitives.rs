@@ -12,9 +12,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView};
 use std::ffi::{c_int, c_void, CStr};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tachyon::primitives::rpc::ResponseWriter;
 use tachyon::primitives::{SharedArrayReadGuard, SharedArrayWriteGuard};
@@ -419,15 +417,6 @@ impl PyCircularBuffer {
     }
 }
 
-/// Wakes the thread that polls a request.
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Request/response between two processes. The owner creates the channel
 /// (create=True), one opener joins it (create=False); both ends may call
 /// and both may serve.
@@ -494,25 +483,14 @@ impl PyRpcBuffer {
     fn call<'py>(&self, py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         // Writing the request may wait for room in the ring.
         let mut future = with_request(py, data, self.get()?, |rpc, msg| rpc.request_async(msg))?;
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
         loop {
-            let polled = py.detach(|| {
-                let mut cx = Context::from_waker(&waker);
-                let end = std::time::Instant::now() + SLICE;
-                loop {
-                    if let Poll::Ready(r) = std::pin::Pin::new(&mut future).poll(&mut cx) {
-                        return Some(r);
-                    }
-                    let now = std::time::Instant::now();
-                    if now >= end {
-                        return None;
-                    }
-                    std::thread::park_timeout(end - now);
-                }
-            });
-            match polled {
-                Some(r) => return Ok(bytes_of(py, &r.py(py)?)?.into_bound(py)),
-                // Dropping the future on an exception cancels the request.
+            // This thread reads its response for itself, without the GIL:
+            // one that fits a packet is copied once, from its ring node
+            // into the bytes object (the GIL taken back for it; nothing of
+            // this module waits for the reader role with the GIL held).
+            // Dropping the future on an exception cancels the request.
+            match py.detach(|| future.wait_with(Some(SLICE), bytes_attached)).py(py)? {
+                Some(bytes) => return Ok(bytes?.into_bound(py)),
                 None => py.check_signals()?,
             }
         }

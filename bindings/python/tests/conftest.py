@@ -69,6 +69,17 @@ def run_python(code: str, **kwargs) -> subprocess.Popen:
     )
 
 
+def outcome(child: subprocess.Popen, bound: float) -> tuple[str, str]:
+    """`child`'s output once it exits, within `bound` seconds; killed if it
+    has not by then (a hang is then the test's failure, not the run's)."""
+    try:
+        return child.communicate(timeout=bound)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate(timeout=bound)
+
+
 def interrupt(child: subprocess.Popen, bound: float) -> tuple[str, str]:
     """Sends SIGINT to `child` every 0.1 s until it exits (whether the
     signal comes before or inside the blocking call, it must end the

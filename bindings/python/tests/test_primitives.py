@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tachyon
-from conftest import interrupt, run_python, unique_name
+from conftest import interrupt, outcome, run_python, unique_name
 
 BOUND = 60
 SECOND = 1_000_000_000
@@ -224,15 +224,62 @@ def test_rpc_calls_from_many_threads_and_a_close_among_them(name):
             """
         )
     )
-    try:
-        out, err = child.communicate(timeout=BOUND)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.communicate(timeout=BOUND)
+    out, err = outcome(child, BOUND)
     assert child.returncode == 0, err
     lines = out.splitlines()
     assert lines[0] == "calls done" and lines[1].startswith("closed") and lines[1].endswith(" 3"), out
+
+
+def test_rpc_responses_read_in_place_are_exact_while_threads_want_the_gil(name):
+    """A caller reads its response for itself, without the GIL, and copies
+    one that fits a packet from its ring node into the bytes object, the
+    GIL taken back meanwhile while it holds the node (since 2026-12-07;
+    before, the reader thread copied it into a buffer first). Sizes on
+    both sides of a packet's room (one packet, several), from three
+    threads at once while a fourth spins in Python and the handler (in
+    this process too) needs the GIL: every response exact, in a child, so
+    that a hang is a timeout here."""
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import sys, threading, tachyon
+            sys.setswitchinterval(0.0005)  # hand the GIL on often: more of it, sooner
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1] + b"!")
+            client = tachyon.RpcBuffer({name!r}, create=False)
+            sizes = [0, 1, 4000, 4040, 4050, 4060, 4070, 4096, 5000, 3 * 4096 + 7, 1 << 16]
+            base = bytes(range(251)) * 300
+            stop = False
+
+            def spin():
+                n = 0
+                while not stop:
+                    n += 1
+
+            def calls(tag):
+                for i in range(40):
+                    for size in sizes:
+                        msg = (bytes([tag, i]) + base[i:])[:size]
+                        got = client.call(msg)
+                        assert got == msg[::-1] + b"!", (tag, i, size, len(got))
+
+            spinner = threading.Thread(target=spin)
+            spinner.start()
+            threads = [threading.Thread(target=calls, args=(t,)) for t in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            stop = True
+            spinner.join()
+            client.close()
+            server.close()
+            print("exact", flush=True)
+            """
+        )
+    )
+    out, err = outcome(child, BOUND)
+    assert child.returncode == 0, err
+    assert out.strip() == "exact", out
 
 
 def test_rpc_handler_waits_for_room_without_the_gil(name):

@@ -14,6 +14,7 @@
 mod common;
 
 use common::{channel_files, counter, kill, spawn, unique, wait_child, wait_for, LIMIT};
+use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -90,6 +91,11 @@ fn serve(
                 counter(flags, 0).store(1, Ordering::SeqCst);
                 std::thread::sleep(LIMIT * 2);
             }
+            // An echo 150 ms late: longer than a waiter's slices.
+            b"late:" => {
+                std::thread::sleep(Duration::from_millis(150));
+                out.extend_from_slice(rest);
+            }
             b"note:" => {
                 notes.fetch_add(1, Ordering::SeqCst);
                 out.extend_from_slice(b"ignored: notifications get no answer");
@@ -134,6 +140,22 @@ fn in_place_entry() {
                 counter(flags, 0).store(1, Ordering::SeqCst);
                 std::thread::sleep(LIMIT * 2);
             });
+        }
+        // As "reader-hangs", through a request future waited for in
+        // slices (`RequestFuture::wait_with`).
+        "waiter-hangs" => {
+            let rpc = RpcBuffer::builder(name).wait_policy(WaitPolicy::Spin).open().unwrap();
+            let mut call = rpc.request_async(b"echo:held");
+            loop {
+                let read = call.wait_with(Some(Duration::from_millis(5)), |response| {
+                    assert_eq!(response, b"held");
+                    counter(flags, 0).store(1, Ordering::SeqCst);
+                    std::thread::sleep(LIMIT * 2);
+                });
+                if read.unwrap().is_some() {
+                    break;
+                }
+            }
         }
         // The next client: one call read in place.
         "reader" => {
@@ -335,19 +357,19 @@ fn mapped_file(at: *const u8) -> Option<String> {
     })
 }
 
-/// `request_with` between two processes waiting with `policy`: every size
-/// comes back whole, `read` runs exactly once; the caller reads for
-/// itself (spinning, or asleep on the ring's futex), so a one-packet
-/// response is read in its ring node (on the mapping of one of the
-/// channel's segments) and a reassembled one from a buffer. (A sleeping
-/// caller can lose its response to the reader thread, when that thread
-/// looked for callers reading for themselves just before this one began
-/// and was then preempted: then it is delivered, from a buffer. So on
-/// futex most one-packet responses, not all, are read in place.) An error
-/// response does not run `read`; a panic in `read` reaches the caller,
-/// and the channel goes on.
-fn read_where_it_lies(role: &str, policy: WaitPolicy) {
-    let (rpc, child, name, _flags) = channel_waiting("rpc-request-with", role, policy);
+/// Echoes a payload of each size around a packet's room through `read`
+/// (given the request and the payload; it returns whether the response
+/// was the payload, and [`mapped_file`] of where it saw the response) and
+/// checks where the response lay for a caller waiting with `policy`: in
+/// its ring node when it fits one packet (spinning: always; on futex: at
+/// least once in up to 500 calls, since a sleeping caller can lose its
+/// response to a preempted reader thread, more often on a loaded machine,
+/// and whether it can be read in place is what this checks, not how
+/// often), else in a buffer. Hybrid callers are not checked for where.
+fn echoes_lie_where_they_should(
+    policy: WaitPolicy,
+    mut read: impl FnMut(&[u8], &[u8]) -> (bool, Option<String>),
+) {
     // Where segment files live: the ring's nodes are mapped from there.
     let dir = tachyon::segment::name::dir();
     let shm = std::fs::canonicalize(&dir).unwrap_or(dir);
@@ -355,24 +377,11 @@ fn read_where_it_lies(role: &str, policy: WaitPolicy) {
         let payload: Vec<u8> = (0..len).map(|i| (i * 3 + len) as u8).collect();
         let msg = [b"echo:".as_slice(), &payload].concat();
         let one_packet = len <= ROOM;
-        // A sleeping caller may lose a response to a preempted reader
-        // thread (above), more often on a loaded machine: on futex a
-        // one-packet call is made again, up to 500 times, until one is
-        // read in place (then it stops). Whether it can be is what this
-        // checks, not how often.
         let tries = if policy == WaitPolicy::Futex && one_packet { 500 } else { 1 };
-        let mut in_ring = false;
-        let mut file = None;
+        let (mut in_ring, mut file) = (false, None);
         for _ in 0..tries {
-            let mut runs = 0;
-            let (same, f) = rpc
-                .request_with(&msg, LONG, |response| {
-                    runs += 1;
-                    (response == payload, mapped_file(response.as_ptr()))
-                })
-                .unwrap();
-            assert!(same, "a {len}-byte echo read with request_with");
-            assert_eq!(runs, 1, "read ran once for {len} bytes");
+            let (same, f) = read(&msg, &payload);
+            assert!(same, "a {len}-byte echo");
             in_ring = f.as_deref().is_some_and(|f| std::path::Path::new(f).starts_with(&shm));
             file = f;
             if in_ring {
@@ -389,6 +398,32 @@ fn read_where_it_lies(role: &str, policy: WaitPolicy) {
             _ => {}
         }
     }
+}
+
+/// `request_with` between two processes waiting with `policy`: every size
+/// comes back whole, `read` runs exactly once; the caller reads for
+/// itself (spinning, or asleep on the ring's futex), so a one-packet
+/// response is read in its ring node (on the mapping of one of the
+/// channel's segments) and a reassembled one from a buffer. (A sleeping
+/// caller can lose its response to the reader thread, when that thread
+/// looked for callers reading for themselves just before this one began
+/// and was then preempted: then it is delivered, from a buffer. So on
+/// futex most one-packet responses, not all, are read in place.) An error
+/// response does not run `read`; a panic in `read` reaches the caller,
+/// and the channel goes on.
+fn read_where_it_lies(role: &str, policy: WaitPolicy) {
+    let (rpc, child, name, _flags) = channel_waiting("rpc-request-with", role, policy);
+    echoes_lie_where_they_should(policy, |msg, payload| {
+        let mut runs = 0;
+        let seen = rpc
+            .request_with(msg, LONG, |response| {
+                runs += 1;
+                (response == payload, mapped_file(response.as_ptr()))
+            })
+            .unwrap();
+        assert_eq!(runs, 1, "read ran once for {} bytes", payload.len());
+        seen
+    });
     // A call back through the channel from `read` fails (in place, only
     // this thread could read its answer), on every policy alike.
     let nested = rpc
@@ -469,18 +504,184 @@ fn a_hybrid_caller_learns_to_wait_in_place_for_responses_that_take_longer_than_5
     finish(rpc, child, &name);
 }
 
+/// A request future waited for in slices on a thread
+/// (`RequestFuture::wait_with`, `wait`) between two processes waiting with
+/// `policy`: it reads for itself as `request_with` does, so a one-packet
+/// response is read in its ring node (always when spinning; on futex at
+/// least once in up to 500 calls, as in [`read_where_it_lies`]) and a
+/// reassembled one from a buffer; a slice that ends first leaves the
+/// request pending, and a later wait gets its response; a future dropped
+/// after a slice cancels its request (its late response is discarded and
+/// counted); a wait after the response was taken, and a poll, fail with
+/// `InvalidArgument`; an error response and a panic in `read` reach the
+/// waiter.
+fn wait_in_slices(role: &str, policy: WaitPolicy) {
+    let (rpc, child, name, _flags) = channel_waiting("rpc-future-wait", role, policy);
+    let slice = Some(Duration::from_millis(20));
+    echoes_lie_where_they_should(policy, |msg, payload| {
+        let mut call = rpc.request_async(msg);
+        let mut runs = 0;
+        let seen = loop {
+            let read = call.wait_with(slice, |response| {
+                runs += 1;
+                (response == payload, mapped_file(response.as_ptr()))
+            });
+            if let Some(seen) = read.unwrap() {
+                break seen;
+            }
+        };
+        assert_eq!(runs, 1, "read ran once for {} bytes", payload.len());
+        // `wait`: the bytes, whichever way they came. (A future holds its
+        // channel's end: none may outlive `rpc` here.)
+        let mut call = rpc.request_async(msg);
+        let got = loop {
+            if let Some(v) = call.wait(slice).unwrap() {
+                break v;
+            }
+        };
+        assert!(got == payload, "a {}-byte echo returned by wait", payload.len());
+        seen
+    });
+    // A response later than the slices: pending after each, then read.
+    let mut call = rpc.request_async(b"late:patience");
+    let (mut pending, mut runs) = (0, 0);
+    let got = loop {
+        match call.wait_with(slice, |r| {
+            runs += 1;
+            r.to_vec()
+        }) {
+            Ok(Some(v)) => break v,
+            Ok(None) => pending += 1,
+            Err(e) => panic!("a slice ended with {e:?}"),
+        }
+    };
+    assert_eq!((got.as_slice(), runs), (&b"patience"[..], 1));
+    assert!(pending >= 2, "a 150 ms response outlasted {pending} slices of 20 ms");
+    // Taken: waits and polls fail, none hangs.
+    match call.wait_with(slice, |_| ()) {
+        Err(Error::InvalidArgument { what }) => assert!(what.contains("taken already"), "{what}"),
+        other => panic!("a second wait fails, got {other:?}"),
+    }
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(&mut call).poll(&mut cx) {
+        std::task::Poll::Ready(Err(Error::InvalidArgument { .. })) => {}
+        other => panic!("a poll after the wait fails, got {other:?}"),
+    }
+    drop(call);
+    // Dropped while pending: cancelled, its late response discarded.
+    let mut call = rpc.request_async(b"late:dropped");
+    assert!(call.wait(slice).unwrap().is_none(), "pending after one slice");
+    drop(call);
+    assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "{:?}", rpc.stats());
+    // An error response: `read` does not run.
+    let mut call = rpc.request_async(b"fail:partial");
+    let mut ran = false;
+    let failed = loop {
+        match call.wait_with(slice, |_| ran = true) {
+            Ok(Some(())) => panic!("an error response, got a response"),
+            Ok(None) => {}
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(&failed, Error::Remote(text) if text.contains("failed after writing")), "{failed:?}");
+    assert!(!ran, "read does not run for an error response");
+    drop(call);
+    // A call back through the channel from `read` fails.
+    let mut call = rpc.request_async(b"echo:outer");
+    let nested = loop {
+        if let Some(n) = call.wait_with(slice, |_| rpc.request(b"echo:inner", LONG)).unwrap() {
+            break n;
+        }
+    };
+    assert!(matches!(nested, Err(Error::InvalidArgument { .. })), "{nested:?}");
+    drop(call);
+    // A panic in `read` reaches the waiter; the channel goes on.
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut call = rpc.request_async(b"echo:boom");
+        loop {
+            if call.wait_with(slice, |_| -> () { panic!("the waiter's read panicked") }).unwrap().is_some() {
+                break;
+            }
+        }
+    }));
+    let message = panicked.expect_err("the panic reached the waiter");
+    assert_eq!(message.downcast_ref::<&str>(), Some(&"the waiter's read panicked"));
+    assert_eq!(rpc.request_with(b"echo:after", LONG, <[u8]>::to_vec).unwrap(), b"after");
+    let s = rpc.stats();
+    assert_eq!((s.discarded_responses, s.corrupt_packets), (1, 0), "{s:?}");
+    finish(rpc, child, &name);
+}
+
+#[test]
+fn a_future_waited_in_slices_reads_a_spinning_callers_response_in_its_ring_node() {
+    wait_in_slices("opener-spin", WaitPolicy::Spin);
+}
+
+#[test]
+fn a_future_waited_in_slices_reads_a_sleeping_callers_response_in_its_ring_node_too() {
+    wait_in_slices("opener-futex", WaitPolicy::Futex);
+}
+
+#[test]
+fn a_future_waited_in_slices_on_a_hybrid_channel() {
+    wait_in_slices("opener", WaitPolicy::Hybrid);
+}
+
+/// A request future's own deadline (the channel's default timeout) holds
+/// across waits: past it the wait fails with `Timeout`, the request is
+/// given up (its late response discarded), and a later wait fails with
+/// `InvalidArgument`.
+#[test]
+fn a_future_waited_in_slices_times_out_at_its_own_deadline() {
+    let name = unique("rpc-future-deadline");
+    let _flags = Segment::create(&flags(&name), 64).unwrap();
+    let rpc = RpcBuffer::builder(&name)
+        .node_size(NODE)
+        .node_count(8)
+        .default_timeout(Duration::from_millis(60))
+        .create()
+        .unwrap();
+    let child = spawn(ENTRY, "opener", &name);
+    assert!(wait_for(LIMIT, || rpc.is_connected()), "the child connected");
+    let mut call = rpc.request_async(b"late:too late");
+    let started = std::time::Instant::now();
+    match call.wait_with(None, |_| ()) {
+        Err(Error::Timeout { what, waited }) => {
+            assert_eq!((what, waited), ("the RPC response", Some(Duration::from_millis(60))))
+        }
+        other => panic!("the request's deadline, got {other:?}"),
+    }
+    assert!(started.elapsed() >= Duration::from_millis(50), "not before the deadline");
+    assert!(matches!(call.wait(None), Err(Error::InvalidArgument { .. })));
+    drop(call);
+    assert!(wait_for(LIMIT, || rpc.stats().discarded_responses == 1), "{:?}", rpc.stats());
+    assert_eq!(rpc.stats().timeouts, 1);
+    finish(rpc, child, &name);
+}
+
 /// A client SIGKILLed while its `request_with` holds the response's node
 /// (read in place): the server sees it gone and serves its next client,
 /// whose call is read in place too.
 #[test]
 fn a_client_sigkilled_while_it_reads_its_response_in_place_leaves_the_server_serving() {
+    killed_while_reading_in_place("reader-hangs");
+}
+
+/// As above, the client reading through a request future waited for in
+/// slices (`RequestFuture::wait_with`).
+#[test]
+fn a_client_sigkilled_while_its_future_reads_in_place_leaves_the_server_serving() {
+    killed_while_reading_in_place("waiter-hangs");
+}
+
+fn killed_while_reading_in_place(role: &str) {
     let name = unique("rpc-request-with-kill");
     let flags_segment = Segment::create(&flags(&name), 64).unwrap();
     let rpc = RpcBuffer::builder(&name).node_size(NODE).node_count(8).create().unwrap();
     let notes: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
     let flags_here: &'static Segment = Box::leak(Box::new(Segment::open(&flags(&name)).unwrap()));
     rpc.set_handler_in_place(serve(notes, flags_here));
-    let mut child = spawn(ENTRY, "reader-hangs", &name);
+    let mut child = spawn(ENTRY, role, &name);
     assert!(wait_for(LIMIT, || counter(&flags_segment, 0).load(Ordering::SeqCst) == 1), "reading in place");
     kill(&mut child);
     assert!(wait_for(LIMIT, || !rpc.is_connected()), "the server saw its client die");

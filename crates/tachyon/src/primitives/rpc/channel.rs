@@ -117,6 +117,14 @@ pub(super) enum Deadline {
 /// the payload in its ring node, while the node is claimed.
 pub(super) type InPlaceRead<'a> = &'a mut dyn FnMut(&[u8]);
 
+/// How a wait on a request's slot ended (`Inner::sleep_on_slot`).
+enum Waited {
+    /// With the request's result.
+    Done(Result<Vec<u8>>),
+    /// At the wait's own end, the request still pending.
+    Pending,
+}
+
 /// What to do about an RPC message above the agreed maximum.
 pub(super) const RPC_TOO_LARGE: &str =
     "raise max_message on both ends (RpcBuilder::max_message), or send less";
@@ -393,7 +401,7 @@ impl Inner {
     /// Fails a call made from an inline handler of this very channel, or
     /// from a `request_with` reader of it: only the thread running it could
     /// read the response.
-    fn check_not_inline(&self) -> Result<()> {
+    pub(super) fn check_not_inline(&self) -> Result<()> {
         if self.in_inline_handler() {
             return Err(Error::invalid(
                 "a call back through its own channel from an inline handler, or from the reader of a \
@@ -425,28 +433,96 @@ impl Inner {
         timeout: Option<Duration>,
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
+        let r = self.read_response(read, |in_place| {
+            self.request_reading(msg, timeout, None, None, Some(in_place)).map(Some)
+        });
+        match r? {
+            Some(v) => Ok(v),
+            None => unreachable!("a request's wait ends with its result"),
+        }
+    }
+
+    /// Runs `wait`, a wait for a response that gives a one-packet response
+    /// this thread reads itself to the [`InPlaceRead`] it is handed, with
+    /// one that runs `read` there; if the response came as bytes instead
+    /// (delivered by another reader, or reassembled), runs `read` on them.
+    /// `read` runs at most once, and not at all if the wait fails or ends
+    /// without the response (`Ok(None)`); a panic in it is caught where it
+    /// runs in place (so that it unwinds through none of the reader's
+    /// state: the node is freed, the reader role given back) and resumed
+    /// here.
+    pub(super) fn read_response<R>(
+        &self,
+        read: impl FnOnce(&[u8]) -> R,
+        wait: impl FnOnce(InPlaceRead<'_>) -> Result<Option<Vec<u8>>>,
+    ) -> Result<Option<R>> {
         let mut read = Some(read);
         // What `read` returned (or how it panicked) when it ran in place.
         let mut got: Option<std::thread::Result<R>> = None;
         let r = {
-            // Runs `read` at most once; a panic is caught here, so that it
-            // unwinds through none of the reader's state (the node is freed,
-            // the reader role given back) and resumes below.
             let mut in_place = |bytes: &[u8]| {
                 if let Some(f) = read.take() {
                     got = Some(catch_unwind(AssertUnwindSafe(|| f(bytes))));
                 }
             };
-            self.request_reading(msg, timeout, None, None, Some(&mut in_place))
+            wait(&mut in_place)
         };
         match (got, r) {
-            (Some(Ok(v)), _) => Ok(v),
+            (Some(Ok(v)), _) => Ok(Some(v)),
             (Some(Err(panic)), _) => resume_unwind(panic),
-            (None, Ok(bytes)) => match read.take() {
-                Some(f) => Ok(self.as_reader(|| f(&bytes))),
+            (None, Ok(Some(bytes))) => match read.take() {
+                Some(f) => Ok(Some(self.as_reader(|| f(&bytes)))),
                 None => unreachable!("`read` runs only through `got`"),
             },
+            (None, Ok(None)) => Ok(None),
             (None, Err(e)) => Err(e),
+        }
+    }
+
+    /// See [`RequestFuture::wait_with`]: waits on this thread for request
+    /// `id`'s result as a blocking request waits (reading for itself, a
+    /// one-packet response given to `read` in its node), until it comes,
+    /// `until` passes (`Ok(None)`: the request is still pending), or the
+    /// request's own deadline passes (`Err(Timeout)`: the request is given
+    /// up). `spun`: whether a hybrid wait for this request has spun its
+    /// budget already; its later waits sleep at once, as one long wait
+    /// would after its spin.
+    pub(super) fn wait_request(
+        self: &Arc<Self>,
+        slot: &Slot,
+        id: u64,
+        until: Option<Instant>,
+        spun: &mut bool,
+        read: InPlaceRead<'_>,
+    ) -> Result<Option<Vec<u8>>> {
+        let end = match (until, slot.deadline) {
+            (Some(u), Some(d)) => Some(u.min(d)),
+            (u, d) => u.or(d),
+        };
+        let mut first_look = None;
+        // SYNC: pairs with the Release store of `ready` in `Slot::complete`.
+        if !slot.ready.load(Ordering::Acquire) {
+            let session = self.session();
+            // A slot of an earlier session is failed with it: only sleep.
+            if session.id == slot.session {
+                match self.policy {
+                    WaitPolicy::Futex => self.sleep_reading_for_myself(slot, id, &session, end, Some(read)),
+                    WaitPolicy::Hybrid if *spun => {}
+                    policy => {
+                        first_look = self.read_for_myself(slot, id, &session, end, Some(read));
+                        // Ended by its budget, not by `end` (a slice of a
+                        // longer wait, or the deadline).
+                        *spun = policy == WaitPolicy::Hybrid
+                            && !slot.ready.load(Ordering::Acquire)
+                            && end.is_none_or(|e| Instant::now() < e);
+                    }
+                }
+            }
+        }
+        let timeout = Some(self.default_timeout);
+        match self.sleep_on_slot(slot, id, timeout, slot.deadline, until, first_look) {
+            Waited::Done(r) => r.map(Some),
+            Waited::Pending => Ok(None),
         }
     }
 
@@ -589,6 +665,25 @@ impl Inner {
         deadline: Option<Instant>,
         first_look: Option<Instant>,
     ) -> Result<Vec<u8>> {
+        match self.sleep_on_slot(slot, id, timeout, deadline, None, first_look) {
+            Waited::Done(r) => r,
+            Waited::Pending => unreachable!("only a wait with an `until` ends pending"),
+        }
+    }
+
+    /// [`wait_on_slot`](Self::wait_on_slot) that also ends at `until`,
+    /// the request still pending ([`Waited::Pending`]) if `deadline` (the
+    /// request's own, after which it is given up and `Err(Timeout)`
+    /// reports `timeout`) has not passed by then.
+    fn sleep_on_slot(
+        &self,
+        slot: &Slot,
+        id: u64,
+        timeout: Option<Duration>,
+        deadline: Option<Instant>,
+        until: Option<Instant>,
+        first_look: Option<Instant>,
+    ) -> Waited {
         let mut s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = s.result.take() {
@@ -609,25 +704,27 @@ impl Inner {
                 if matches!(r, Err(Error::Interrupted)) {
                     self.unregister(id); // a late response is discarded
                 }
-                return r;
+                return Waited::Done(r);
             }
-            let wait = match deadline {
-                None => Duration::from_secs(3600),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        drop(s);
-                        if self.unregister(id) {
-                            Stats::add(&self.stats.c.timeouts, 1);
-                            return Err(Error::timeout("the RPC response", timeout));
-                        }
-                        // The response won the race with the deadline.
-                        s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
-                        continue;
-                    }
-                    left
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                drop(s);
+                if self.unregister(id) {
+                    Stats::add(&self.stats.c.timeouts, 1);
+                    return Waited::Done(Err(Error::timeout("the RPC response", timeout)));
                 }
+                // The response won the race with the deadline.
+                s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            if until.is_some_and(|u| now >= u) {
+                return Waited::Pending;
+            }
+            let end = match (until, deadline) {
+                (Some(u), Some(d)) => Some(u.min(d)),
+                (u, d) => u.or(d),
             };
+            let wait = end.map_or(Duration::from_secs(3600), |e| e.saturating_duration_since(now));
             s.sleeping = true;
             s = slot.cond.wait_timeout(s, wait).unwrap_or_else(|p| p.into_inner()).0;
             s.sleeping = false;

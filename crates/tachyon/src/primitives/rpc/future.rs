@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use crate::platform::clock::Instant;
+use std::time::Duration;
 
 thread_local! {
     /// The slot of this thread's last blocking request (see [`Slot::new`]).
@@ -137,20 +138,140 @@ impl Slot {
     }
 }
 
-/// The response of an [`RpcBuffer::request_async`](super::RpcBuffer::request_async). Dropping it before it
-/// completes cancels the request.
+/// What a wait or poll of a [`RequestFuture`] whose response was taken
+/// already fails with.
+const TAKEN: &str = "this request's response was taken already (by a wait or a poll)";
+
+/// The response of an [`RpcBuffer::request_async`](super::RpcBuffer::request_async),
+/// awaited under any executor, or waited for on a thread in slices with
+/// [`wait_with`](Self::wait_with) / [`wait`](Self::wait). Dropping it before
+/// it completes cancels the request.
 pub struct RequestFuture {
     inner: Arc<Inner>,
     id: u64,
     slot: Arc<Slot>,
     error: Option<Error>,
     done: bool,
+    /// Whether a hybrid [`wait_with`](Self::wait_with) spun its budget.
+    spun: bool,
 }
 
 impl RequestFuture {
     /// The future of request `id` (already failed if `error` is set).
     pub(super) fn new(inner: Arc<Inner>, id: u64, slot: Arc<Slot>, error: Option<Error>) -> RequestFuture {
-        RequestFuture { inner, id, slot, error, done: false }
+        RequestFuture { inner, id, slot, error, done: false, spun: false }
+    }
+
+    /// Waits on this thread up to `timeout` (`None`: until the request's
+    /// own deadline) for the response, and gives it to `read` where it
+    /// lies, as [`RpcBuffer::request_with`](super::RpcBuffer::request_with)
+    /// does: the thread reads for itself as a blocking request does, so a
+    /// one-packet response is read in its ring node, with no hand-off from
+    /// the reader thread and no copy; one delivered by another reader, or
+    /// reassembled from several packets, is read from its buffer.
+    ///
+    /// `Ok(None)` if `timeout` passed first: the request is still pending,
+    /// and this future may be waited for again, awaited, or dropped (which
+    /// cancels it). That is how a caller waits in slices and looks at
+    /// something else between them (a Ctrl+C, a shutdown flag) without
+    /// giving up its request. The request's own deadline, the channel's
+    /// default timeout from the send, still holds: past it the request is
+    /// given up and this returns `Err(Timeout)`.
+    ///
+    /// While `read` runs in place it holds the node and this end's reader
+    /// role, as in `request_with`: keep it short; a call back through the
+    /// channel from it fails with [`Error::InvalidArgument`]. `read` runs
+    /// at most once, and not at all if the wait fails or ends without the
+    /// response; a panic in it is resumed here after the node is freed.
+    ///
+    /// Errors: those of [`request`](super::RpcBuffer::request) (the send's
+    /// own error, if it failed, comes from the first wait or poll);
+    /// [`Error::InvalidArgument`] once the response was taken (by an
+    /// earlier wait or poll), or when called from an inline handler of
+    /// this channel or from a `read` of it (only this thread could read
+    /// the response: the request stays pending).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-future-wait-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| {
+    ///         std::thread::sleep(Duration::from_millis(30)); // a slow handler
+    ///         Ok::<_, String>(msg.to_ascii_uppercase())
+    ///     })
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let mut call = client.request_async(b"hello");
+    /// let mut slices = 0;
+    /// let len = loop {
+    ///     // Between slices, look at whatever may end the wait early.
+    ///     match call.wait_with(Some(Duration::from_millis(5)), |r| {
+    ///         assert_eq!(r, b"HELLO");
+    ///         r.len()
+    ///     })? {
+    ///         Some(len) => break len,
+    ///         None => slices += 1,
+    ///     }
+    /// };
+    /// assert_eq!(len, 5);
+    /// assert!(slices >= 1);
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn wait_with<R>(&mut self, timeout: Option<Duration>, read: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        let until = self.start_wait(timeout)?;
+        let (inner, slot, id, spun) = (&self.inner, &self.slot, self.id, &mut self.spun);
+        let r = inner.read_response(read, |in_place| inner.wait_request(slot, id, until, spun, in_place));
+        // Over unless still pending: the result was taken, or the request
+        // given up at its deadline.
+        self.done = !matches!(r, Ok(None));
+        r
+    }
+
+    /// [`wait_with`](Self::wait_with) that returns the response's bytes: a
+    /// response read in place is copied out once; one delivered in a
+    /// buffer is that buffer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-future-wait-vec-{}", std::process::id());
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.repeat(2)))
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// let mut call = client.request_async(b"ab");
+    /// let response = loop {
+    ///     if let Some(r) = call.wait(Some(Duration::from_millis(50)))? {
+    ///         break r;
+    ///     }
+    /// };
+    /// assert_eq!(response, b"abab");
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
+        let until = self.start_wait(timeout)?;
+        let mut copied = None;
+        let mut in_place = |bytes: &[u8]| copied = Some(copy::to_vec(bytes));
+        let r = self.inner.wait_request(&self.slot, self.id, until, &mut self.spun, &mut in_place);
+        self.done = !matches!(r, Ok(None));
+        // Read in place, the slot's result is empty: the copy is the response.
+        Ok(r?.map(|delivered| copied.take().unwrap_or(delivered)))
+    }
+
+    /// The checks before a wait, and its end (`timeout` from now).
+    fn start_wait(&mut self, timeout: Option<Duration>) -> Result<Option<Instant>> {
+        if let Some(e) = self.error.take() {
+            self.done = true;
+            return Err(e);
+        }
+        if self.done {
+            return Err(Error::invalid(TAKEN));
+        }
+        self.inner.check_not_inline()?;
+        Ok(timeout.and_then(|t| Instant::now().checked_add(t)))
     }
 }
 
@@ -161,6 +282,11 @@ impl Future for RequestFuture {
         if let Some(e) = self.error.take() {
             self.done = true;
             return Poll::Ready(Err(e));
+        }
+        if self.done {
+            // Taken by a wait (or polled again after `Ready`): an error,
+            // never a `Pending` that nothing would wake.
+            return Poll::Ready(Err(Error::invalid(TAKEN)));
         }
         let mut s = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = s.result.take() {

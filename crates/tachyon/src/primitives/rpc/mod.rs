@@ -545,7 +545,9 @@ impl RpcBuffer {
     /// works under any executor. The request is written before this
     /// returns (waiting, if the ring is full, up to the default timeout);
     /// the response is then awaited up to the default timeout. Dropping the
-    /// future cancels the request and frees its slot.
+    /// future cancels the request and frees its slot. A thread may also
+    /// wait for it in slices, reading the response where it lies
+    /// ([`RequestFuture::wait_with`]).
     pub fn request_async(&self, msg: &[u8]) -> RequestFuture {
         self.inner.request_async(msg)
     }
