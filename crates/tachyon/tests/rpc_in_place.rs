@@ -596,16 +596,18 @@ fn wait_in_slices(role: &str, policy: WaitPolicy) {
     assert!(matches!(nested, Err(Error::InvalidArgument { .. })), "{nested:?}");
     drop(call);
     // A panic in `read` reaches the waiter; the channel goes on.
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut call = rpc.request_async(b"echo:boom");
-        loop {
-            if call.wait_with(slice, |_| -> () { panic!("the waiter's read panicked") }).unwrap().is_some() {
-                break;
-            }
+    let mut call = rpc.request_async(b"echo:boom");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+        if call.wait_with(slice, |_| -> () { panic!("the waiter's read panicked") }).unwrap().is_some() {
+            break;
         }
     }));
     let message = panicked.expect_err("the panic reached the waiter");
     assert_eq!(message.downcast_ref::<&str>(), Some(&"the waiter's read panicked"));
+    // The wait that panicked took the response: the next fails at once
+    // (it does not wait for a response that came already).
+    assert!(matches!(call.wait(None), Err(Error::InvalidArgument { .. })));
+    drop(call);
     assert_eq!(rpc.request_with(b"echo:after", LONG, <[u8]>::to_vec).unwrap(), b"after");
     let s = rpc.stats();
     assert_eq!((s.discarded_responses, s.corrupt_packets), (1, 0), "{s:?}");

@@ -713,8 +713,14 @@ impl Inner {
                     Stats::add(&self.stats.c.timeouts, 1);
                     return Waited::Done(Err(Error::timeout("the RPC response", timeout)));
                 }
-                // The response won the race with the deadline.
+                // The response won the race with the deadline: it is being
+                // delivered, unless its result was taken already (then
+                // nothing more comes; `ready` is set under the lock, with
+                // the result).
                 s = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+                if s.result.is_none() && slot.ready.load(Ordering::Acquire) {
+                    return Waited::Done(Err(Error::invalid("this request's response was taken already")));
+                }
                 continue;
             }
             if until.is_some_and(|u| now >= u) {

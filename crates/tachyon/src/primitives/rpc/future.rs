@@ -221,10 +221,12 @@ impl RequestFuture {
     /// ```
     pub fn wait_with<R>(&mut self, timeout: Option<Duration>, read: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let until = self.start_wait(timeout)?;
+        // Over unless still pending (below): the result was taken, or the
+        // request given up at its deadline. Set first, so that a panic in
+        // `read`, which comes after the result was taken, leaves it over.
+        self.done = true;
         let (inner, slot, id, spun) = (&self.inner, &self.slot, self.id, &mut self.spun);
         let r = inner.read_response(read, |in_place| inner.wait_request(slot, id, until, spun, in_place));
-        // Over unless still pending: the result was taken, or the request
-        // given up at its deadline.
         self.done = !matches!(r, Ok(None));
         r
     }
@@ -255,6 +257,8 @@ impl RequestFuture {
         let until = self.start_wait(timeout)?;
         let mut copied = None;
         let mut in_place = |bytes: &[u8]| copied = Some(copy::to_vec(bytes));
+        // As in `wait_with`.
+        self.done = true;
         let r = self.inner.wait_request(&self.slot, self.id, until, &mut self.spun, &mut in_place);
         self.done = !matches!(r, Ok(None));
         // Read in place, the slot's result is empty: the copy is the response.
