@@ -958,6 +958,33 @@ func TestFinalizerClosesDroppedTopic(t *testing.T) {
 	})
 }
 
+// RPCConfig fields out of range are ErrInvalid; a configured pair of
+// ends in one process calls as any other.
+func TestRPCConfig(t *testing.T) {
+	name := uniqueName("rpc-conf")
+	for _, bad := range []RPCConfig{
+		{Notify: 9},
+		{Timeout: -time.Second},
+		{MaxMessage: 1 << 40},
+		{NodeSize: 32},
+	} {
+		_, err := CreateRPCWith(name, &bad, nil)
+		wantErr(t, err, ErrInvalid)
+	}
+	owner := must(CreateRPCWith(name, &RPCConfig{NodeCount: 4, NodeSize: 1024, Notify: NotifySpin, InlineHandlers: true},
+		func(req []byte) ([]byte, error) { return append([]byte("re: "), req...), nil }))(t)
+	defer owner.Close()
+	client := must(OpenRPCWith(name, nil, nil))(t)
+	defer client.Close()
+	for _, n := range []int{0, 988, 989, 5000} {
+		req := bytes.Repeat([]byte{'q'}, n)
+		resp := must(client.Call(req, bound))(t)
+		if !bytes.Equal(resp, append([]byte("re: "), req...)) {
+			t.Fatalf("a %d-byte call answered %d bytes", n, len(resp))
+		}
+	}
+}
+
 func TestRPC(t *testing.T) {
 	name := uniqueName("rpc")
 	var calls atomic.Int64

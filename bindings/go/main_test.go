@@ -159,9 +159,13 @@ func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner
 // helper is what a child process does: produce / consume keyed messages,
 // or hold a message or loans until it is killed.
 func helper(mode string, args []string) error {
-	if mode == "rpc-serve" { // NAME: answer requests upper-cased until "bye"
+	if mode == "rpc-serve" { // NAME [big]: answer requests upper-cased until "bye"
 		bye := make(chan struct{})
-		rpc, err := CreateRPC(args[0], func(req []byte) ([]byte, error) {
+		var conf *RPCConfig
+		if len(args) > 1 && args[1] == "big" { // nodes of 64 KiB, one handler thread
+			conf = &RPCConfig{NodeCount: 8, NodeSize: 64 << 10, HandlerThreads: 1}
+		}
+		rpc, err := CreateRPCWith(args[0], conf, func(req []byte) ([]byte, error) {
 			if string(req) == "bye" {
 				close(bye)
 			}

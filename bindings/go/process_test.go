@@ -1,6 +1,7 @@
 package tachyon
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -209,6 +210,35 @@ func TestRPCProcesses(t *testing.T) {
 	check(t, cmd.Wait())
 	_, err := client.Call([]byte("anyone?"), bound)
 	wantErr(t, err, ErrClosed)
+}
+
+// RPC with options between two Go processes: the child owns a channel of
+// 64 KiB nodes (calls up to 65,504 bytes in one packet, written and read
+// in place); this process opens it with the owner's geometry (a geometry
+// of its own is ErrIncompatible) and futex waits, and calls with sizes
+// around a packet's room and beyond.
+func TestRPCWithConfigProcesses(t *testing.T) {
+	name := uniqueName("rpc-conf")
+	cmd, out := child(t, "rpc-serve", name, "big")
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("the server said %q", out.Text())
+	}
+	_, err := OpenRPCWith(name, &RPCConfig{NodeSize: 4096}, nil)
+	wantErr(t, err, ErrIncompatible)
+	client := must(OpenRPCWith(name, &RPCConfig{Notify: NotifyFutex}, nil))(t)
+	defer client.Close()
+	for _, n := range []int{0, 1, 65504, 65505, 300000} {
+		req := make([]byte, n)
+		for i := range req {
+			req[i] = byte('a' + (i+n)%26)
+		}
+		resp := must(client.Call(req, bound))(t)
+		if !bytes.Equal(resp, bytes.ToUpper(req)) {
+			t.Fatalf("a %d-byte call answered %d bytes, not its upper case", n, len(resp))
+		}
+	}
+	must(client.Call([]byte("bye"), bound))(t)
+	check(t, cmd.Wait())
 }
 
 // Ctrl+C stops a Go consumer waiting in ReceiveContext, the way Go

@@ -42,32 +42,101 @@ var (
 	handlerIDs atomic.Uintptr
 )
 
+// RPCConfig is how an RPC end is built. A zero field means the default
+// (ty_rpc_conf_default): the owner's geometry (64 nodes of 4096 bytes when
+// creating), hybrid waits, 2 handler threads, a 30 s timeout, 64 MiB
+// messages.
+type RPCConfig struct {
+	// NodeCount is the nodes per direction, 2 or more. The owner chooses;
+	// an opener leaves it 0 (the owner's), or gives the owner's value
+	// (ErrIncompatible otherwise).
+	NodeCount uint32
+	// NodeSize is the bytes per node, the packet's 32-byte header
+	// included: a message longer than NodeSize-32 goes in several packets,
+	// one that fits in one is written and read in place. Chosen as
+	// NodeCount is.
+	NodeSize uint64
+	// Notify is how this end's callers and reader thread wait; each end
+	// chooses its own.
+	Notify Notify
+	// HandlerThreads is the handler threads kept ready.
+	HandlerThreads uint32
+	// InlineHandlers runs every handler of this end on its reader thread,
+	// one at a time; a handler must not call through this channel (such a
+	// call fails with ErrInvalid).
+	InlineHandlers bool
+	// Timeout is the deadline of this end's responses: one that cannot be
+	// sent by then (the ring stays full) is dropped.
+	Timeout time.Duration
+	// MaxMessage is the largest message this end sends or accepts, in
+	// bytes (at most 2^32-1).
+	MaxMessage uint64
+}
+
+func (c *RPCConfig) toC() C.ty_rpc_conf_t {
+	rc := C.ty_rpc_conf_default
+	rc.node_count = C.uint32_t(c.NodeCount)
+	rc.node_size = C.size_t(c.NodeSize)
+	rc.notify = C.int(c.Notify)
+	if c.HandlerThreads != 0 {
+		rc.handler_threads = C.uint32_t(c.HandlerThreads)
+	}
+	if c.InlineHandlers {
+		rc.inline_handlers = 1
+	}
+	if c.Timeout != 0 {
+		rc.timeout_ns = C.int64_t(c.Timeout)
+	}
+	if c.MaxMessage != 0 {
+		rc.max_message = C.size_t(c.MaxMessage)
+	}
+	return rc
+}
+
 // CreateRPC creates the RPC channel name; this end is its owner, and h
 // (may be nil: requests to this end then fail with ErrRemote) answers the
 // other end's requests. ErrExists if it exists.
 func CreateRPC(name string, h Handler) (*RPC, error) {
-	return openRPC("CreateRPC", name, h, true)
+	return openRPC("CreateRPC", name, nil, h, true)
+}
+
+// CreateRPCWith is CreateRPC with the options in conf (nil: the
+// defaults). ErrInvalid for a field out of range.
+func CreateRPCWith(name string, conf *RPCConfig, h Handler) (*RPC, error) {
+	return openRPC("CreateRPCWith", name, conf, h, true)
 }
 
 // OpenRPC joins the RPC channel name as its client (one at a time:
 // ErrBusy if another is connected); h answers the owner's requests.
 // ErrNotFound if there is no such channel.
 func OpenRPC(name string, h Handler) (*RPC, error) {
-	return openRPC("OpenRPC", name, h, false)
+	return openRPC("OpenRPC", name, nil, h, false)
 }
 
-func openRPC(op, name string, h Handler, create bool) (*RPC, error) {
+// OpenRPCWith is OpenRPC with the options in conf (nil: the defaults).
+// ErrInvalid for a field out of range, ErrIncompatible for a geometry
+// that is not the owner's.
+func OpenRPCWith(name string, conf *RPCConfig, h Handler) (*RPC, error) {
+	return openRPC("OpenRPCWith", name, conf, h, false)
+}
+
+func openRPC(op, name string, conf *RPCConfig, h Handler, create bool) (*RPC, error) {
 	cn, err := cname(op, name)
 	if err != nil {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cn))
+	var rc *C.ty_rpc_conf_t
+	if conf != nil {
+		v := conf.toC()
+		rc = &v
+	}
 	var id uintptr
 	if h != nil {
 		id = handlerIDs.Add(1)
 		handlers.Store(id, h)
 	}
-	r := C.go_ty_rpc_open(cn, C.uintptr_t(id), cbool(create))
+	r := C.go_ty_rpc_open(cn, rc, C.uintptr_t(id), cbool(create))
 	if r.rc != C.TY_OK {
 		handlers.Delete(id)
 		return nil, fail(op, r)

@@ -223,10 +223,11 @@ extern int goTachyonRPCHandle(uintptr_t id, void* req, size_t len, uintptr_t rep
 static int go_ty_rpc_handler(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
     return goTachyonRPCHandle((uintptr_t)user, (void*)req, len, (uintptr_t)reply);
 }
-go_ty_res go_ty_rpc_open(const char* name, uintptr_t id, int create) {
+go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t id, int create) {
     ty_rpc_t* out = NULL;
     ty_rpc_handler_fn h = id ? go_ty_rpc_handler : NULL;
-    int rc = create ? ty_rpc_create(name, h, (void*)id, &out) : ty_rpc_open(name, h, (void*)id, &out);
+    int rc = create ? ty_rpc_create_with(name, conf, h, (void*)id, &out)
+                    : ty_rpc_open_with(name, conf, h, (void*)id, &out);
     return res(rc, out);
 }
 go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns) {

@@ -203,6 +203,8 @@ typedef enum ty_status_t {
 typedef struct ty_cancel_t ty_cancel_t;
 
 // The response a handler builds (opaque): set it with `ty_rpc_reply`.
+// It is written straight into the ring node it goes out in when it fits
+// one, else through a buffer.
 typedef struct ty_rpc_reply_t ty_rpc_reply_t;
 
 // One receive over several partitions of a topic (opaque): from
@@ -393,6 +395,44 @@ typedef int (*ty_rpc_handler_fn)(void *user,
                                  size_t len,
                                  struct ty_rpc_reply_t *reply);
 
+// How an RPC end is built: a plain value. Start from a copy of
+// `ty_rpc_conf_default` and change fields:
+//
+// ```c
+// ty_rpc_conf_t rc = ty_rpc_conf_default;
+// rc.node_size = 1 << 20;          /* calls up to 1 MiB in one packet */
+// rc.notify = TY_NOTIFY_SPIN;      /* this end's waits spin */
+// ```
+typedef struct ty_rpc_conf_t {
+  // Nodes per direction, 2 or more. The owner chooses: 0 (the default)
+  // is 64 for `ty_rpc_create_with` and the owner's for
+  // `ty_rpc_open_with`, where any other value must be the owner's
+  // (else `TY_EINCOMPAT`).
+  uint32_t node_count;
+  // Bytes per node, the packet's 32-byte header included: a message
+  // longer than `node_size - 32` goes in several packets. As
+  // `node_count`: 0 (the default) is 4096 when creating, the owner's
+  // when opening.
+  size_t node_size;
+  // How this end's callers and reader thread wait: `TY_NOTIFY_HYBRID`
+  // (default), `TY_NOTIFY_SPIN` or `TY_NOTIFY_FUTEX`. Each end chooses
+  // its own.
+  int notify;
+  // Handler threads kept ready, 1 or more (0 is 1). Default 2.
+  uint32_t handler_threads;
+  // 1: every handler of this end runs on its reader thread (one at a
+  // time; a handler must not call through this channel, such a call
+  // fails with `TY_EINVAL`). Default 0.
+  int inline_handlers;
+  // The deadline of this end's responses, after which one that cannot
+  // be sent (the ring stays full) is dropped, in nanoseconds, 1 or
+  // more. Default 30 s.
+  int64_t timeout_ns;
+  // The largest message this end sends or accepts, in bytes (at most
+  // 2^32 - 1). Default 64 MiB.
+  size_t max_message;
+} ty_rpc_conf_t;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -408,6 +448,11 @@ extern const struct ty_topic_conf_t ty_topic_conf_default;
 
 // The defaults of `ty_loan_opts_t`: wait for ever, no flags.
 extern const struct ty_loan_opts_t ty_loan_opts_default;
+
+// The defaults of an RPC end: the owner's geometry (64 nodes of 4096
+// bytes when creating), hybrid waits, 2 handler threads, a 30 s timeout,
+// 64 MiB messages. Copy it, never write it.
+extern const struct ty_rpc_conf_t ty_rpc_conf_default;
 
 // The library's version, `"MAJOR.MINOR.PATCH"`, a static string.
 //
@@ -1544,6 +1589,36 @@ int ty_rpc_create(const char *name, ty_rpc_handler_fn handler, void *user, ty_rp
 // # Safety
 // As `ty_rpc_create`.
 int ty_rpc_open(const char *name, ty_rpc_handler_fn handler, void *user, ty_rpc_t **out);
+
+// `ty_rpc_create` with the options in `conf` (NULL: `ty_rpc_conf_default`):
+// the geometry (a node size that holds the largest call's packet sends it
+// in one), how this end waits, its handler threads, its responses'
+// timeout, the largest message.
+//
+// Errors: as `ty_rpc_create`; `TY_EINVAL` for a field out of range.
+//
+// # Safety
+// As `ty_rpc_create`; `conf` is NULL or readable.
+int ty_rpc_create_with(const char *name,
+                       const struct ty_rpc_conf_t *conf,
+                       ty_rpc_handler_fn handler,
+                       void *user,
+                       ty_rpc_t **out);
+
+// `ty_rpc_open` with the options in `conf` (NULL:
+// `ty_rpc_conf_default`). Its `node_count` and `node_size` are best left
+// 0 (the owner's); set, they must be the owner's.
+//
+// Errors: as `ty_rpc_open`; `TY_EINVAL` for a field out of range,
+// `TY_EINCOMPAT` for a geometry that is not the owner's.
+//
+// # Safety
+// As `ty_rpc_create_with`.
+int ty_rpc_open_with(const char *name,
+                     const struct ty_rpc_conf_t *conf,
+                     ty_rpc_handler_fn handler,
+                     void *user,
+                     ty_rpc_t **out);
 
 // Sets the response a handler returns to `len` bytes copied from `data`
 // (replacing any set before). Only valid inside the handler, on the reply

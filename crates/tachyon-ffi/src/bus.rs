@@ -364,7 +364,7 @@ fn region_config(c: &ty_region_conf_t) -> RegionConfig {
         .lease(Duration::from_nanos(c.lease_ns))
 }
 
-fn notify_policy(n: c_int) -> Res<WaitPolicy> {
+pub(crate) fn notify_policy(n: c_int) -> Res<WaitPolicy> {
     match n {
         TY_NOTIFY_HYBRID => Ok(WaitPolicy::Hybrid),
         TY_NOTIFY_SPIN => Ok(WaitPolicy::Spin),

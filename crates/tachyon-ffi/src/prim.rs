@@ -5,6 +5,8 @@
 
 use crate::error::*;
 use std::ffi::{c_char, c_int, c_void};
+use std::time::Duration;
+use tachyon_core::primitives::rpc::{ResponseWriter, RpcBuilder};
 use tachyon_core::{CircularBuffer, RpcBuffer, SharedBuffer};
 
 const RING_MAGIC: u64 = 0x7479_5f72_696e_6721; // "ty_ring!"
@@ -41,9 +43,66 @@ pub struct ty_rpc_t {
 }
 
 /// The response a handler builds (opaque): set it with `ty_rpc_reply`.
+/// It is written straight into the ring node it goes out in when it fits
+/// one, else through a buffer.
 pub struct ty_rpc_reply_t {
-    bytes: Vec<u8>,
+    /// The handler's `ResponseWriter`, alive for the handler's call only.
+    out: *mut c_void,
 }
+
+/// How an RPC end is built: a plain value. Start from a copy of
+/// `ty_rpc_conf_default` and change fields:
+///
+/// ```c
+/// ty_rpc_conf_t rc = ty_rpc_conf_default;
+/// rc.node_size = 1 << 20;          /* calls up to 1 MiB in one packet */
+/// rc.notify = TY_NOTIFY_SPIN;      /* this end's waits spin */
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ty_rpc_conf_t {
+    /// Nodes per direction, 2 or more. The owner chooses: 0 (the default)
+    /// is 64 for `ty_rpc_create_with` and the owner's for
+    /// `ty_rpc_open_with`, where any other value must be the owner's
+    /// (else `TY_EINCOMPAT`).
+    pub node_count: u32,
+    /// Bytes per node, the packet's 32-byte header included: a message
+    /// longer than `node_size - 32` goes in several packets. As
+    /// `node_count`: 0 (the default) is 4096 when creating, the owner's
+    /// when opening.
+    pub node_size: usize,
+    /// How this end's callers and reader thread wait: `TY_NOTIFY_HYBRID`
+    /// (default), `TY_NOTIFY_SPIN` or `TY_NOTIFY_FUTEX`. Each end chooses
+    /// its own.
+    pub notify: c_int,
+    /// Handler threads kept ready, 1 or more (0 is 1). Default 2.
+    pub handler_threads: u32,
+    /// 1: every handler of this end runs on its reader thread (one at a
+    /// time; a handler must not call through this channel, such a call
+    /// fails with `TY_EINVAL`). Default 0.
+    pub inline_handlers: c_int,
+    /// The deadline of this end's responses, after which one that cannot
+    /// be sent (the ring stays full) is dropped, in nanoseconds, 1 or
+    /// more. Default 30 s.
+    pub timeout_ns: i64,
+    /// The largest message this end sends or accepts, in bytes (at most
+    /// 2^32 - 1). Default 64 MiB.
+    pub max_message: usize,
+}
+
+/// The defaults of an RPC end: the owner's geometry (64 nodes of 4096
+/// bytes when creating), hybrid waits, 2 handler threads, a 30 s timeout,
+/// 64 MiB messages. Copy it, never write it.
+#[no_mangle]
+pub static ty_rpc_conf_default: ty_rpc_conf_t = ty_rpc_conf_t {
+    node_count: 0,
+    node_size: 0,
+    notify: crate::bus::TY_NOTIFY_HYBRID,
+    handler_threads: 2,
+    inline_handlers: 0,
+    timeout_ns: 30_000_000_000,
+    max_message: 64 << 20,
+};
 
 /// A handler of the peer's requests: gets `user` (as given to
 /// `ty_rpc_create` / `ty_rpc_open`), the request's `len` bytes at `req`
@@ -544,14 +603,14 @@ unsafe impl Send for CHandler {}
 unsafe impl Sync for CHandler {}
 
 impl CHandler {
-    fn call(&self, req: &[u8]) -> Result<Vec<u8>, String> {
-        let mut reply = ty_rpc_reply_t { bytes: Vec::new() };
+    fn call(&self, req: &[u8], out: &mut ResponseWriter<'_>) -> Result<(), String> {
+        let mut reply = ty_rpc_reply_t { out: (out as *mut ResponseWriter<'_>).cast() };
         // SAFETY: the handler's contract (`ty_rpc_handler_fn`): `req` is
         // readable for its length during the call, `reply` a valid reply
-        // it may fill with `ty_rpc_reply`.
+        // it may fill with `ty_rpc_reply` (its writer outlives the call).
         let rc = unsafe { (self.f)(self.user, req.as_ptr().cast(), req.len(), &mut reply) };
         if rc == 0 {
-            Ok(reply.bytes)
+            Ok(())
         } else {
             Err(format!("the C handler returned {rc}"))
         }
@@ -559,9 +618,10 @@ impl CHandler {
 }
 
 /// # Safety
-/// As `ty_rpc_create`.
+/// As `ty_rpc_create_with`.
 unsafe fn rpc_start(
     name: *const c_char,
+    conf: *const ty_rpc_conf_t,
     handler: ty_rpc_handler_fn,
     user: *mut c_void,
     out: *mut *mut ty_rpc_t,
@@ -570,16 +630,45 @@ unsafe fn rpc_start(
     let make = || {
         // SAFETY: per the caller's contract.
         let name = unsafe { arg_str(name, "name")? };
-        let mut b = RpcBuffer::builder(name);
+        // SAFETY: NULL or readable, per the caller's contract.
+        let c = unsafe { conf.as_ref() }.unwrap_or(&ty_rpc_conf_default);
+        let mut b = rpc_builder(name, c)?;
         if let Some(f) = handler {
             let h = CHandler { f, user };
-            b = b.handler(move |_id, req: &[u8]| h.call(req));
+            b = b.handler_in_place(move |_id, req: &[u8], out: &mut ResponseWriter<'_>| h.call(req, out));
         }
         let rpc = if create { b.create()? } else { b.open()? };
         Ok(ty_rpc_t { magic: RPC_MAGIC, rpc })
     };
     // SAFETY: `out` per the caller's contract.
     unsafe { put(out, make) }
+}
+
+/// The builder `c` describes.
+fn rpc_builder(name: &str, c: &ty_rpc_conf_t) -> Res<RpcBuilder> {
+    if c.timeout_ns <= 0 {
+        return Err(invalid(format!("timeout_ns must be 1 or more, not {}", c.timeout_ns)));
+    }
+    if c.max_message > u32::MAX as usize {
+        return Err(invalid(format!("max_message must be at most {}, not {}", u32::MAX, c.max_message)));
+    }
+    if c.inline_handlers != 0 && c.inline_handlers != 1 {
+        return Err(invalid(format!("inline_handlers must be 0 or 1, not {}", c.inline_handlers)));
+    }
+    let mut b = RpcBuffer::builder(name)
+        .wait_policy(crate::bus::notify_policy(c.notify)?)
+        .handler_threads(c.handler_threads as usize)
+        .inline_handlers(c.inline_handlers == 1)
+        .default_timeout(Duration::from_nanos(c.timeout_ns as u64))
+        .max_message(c.max_message);
+    // 0: the library's default when creating, the owner's when opening.
+    if c.node_count != 0 {
+        b = b.node_count(c.node_count as usize);
+    }
+    if c.node_size != 0 {
+        b = b.node_size(c.node_size);
+    }
+    Ok(b)
 }
 
 /// Creates the RPC channel `name`; this end is its owner. `handler` (may be
@@ -603,7 +692,7 @@ pub unsafe extern "C" fn ty_rpc_create(
     out: *mut *mut ty_rpc_t,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    unsafe { rpc_start(name, handler, user, out, true) }
+    unsafe { rpc_start(name, std::ptr::null(), handler, user, out, true) }
 }
 
 /// Joins the RPC channel `name` as its client (one at a time: `TY_EBUSY`
@@ -620,7 +709,49 @@ pub unsafe extern "C" fn ty_rpc_open(
     out: *mut *mut ty_rpc_t,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    unsafe { rpc_start(name, handler, user, out, false) }
+    unsafe { rpc_start(name, std::ptr::null(), handler, user, out, false) }
+}
+
+/// `ty_rpc_create` with the options in `conf` (NULL: `ty_rpc_conf_default`):
+/// the geometry (a node size that holds the largest call's packet sends it
+/// in one), how this end waits, its handler threads, its responses'
+/// timeout, the largest message.
+///
+/// Errors: as `ty_rpc_create`; `TY_EINVAL` for a field out of range.
+///
+/// # Safety
+/// As `ty_rpc_create`; `conf` is NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_create_with(
+    name: *const c_char,
+    conf: *const ty_rpc_conf_t,
+    handler: ty_rpc_handler_fn,
+    user: *mut c_void,
+    out: *mut *mut ty_rpc_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { rpc_start(name, conf, handler, user, out, true) }
+}
+
+/// `ty_rpc_open` with the options in `conf` (NULL:
+/// `ty_rpc_conf_default`). Its `node_count` and `node_size` are best left
+/// 0 (the owner's); set, they must be the owner's.
+///
+/// Errors: as `ty_rpc_open`; `TY_EINVAL` for a field out of range,
+/// `TY_EINCOMPAT` for a geometry that is not the owner's.
+///
+/// # Safety
+/// As `ty_rpc_create_with`.
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_open_with(
+    name: *const c_char,
+    conf: *const ty_rpc_conf_t,
+    handler: ty_rpc_handler_fn,
+    user: *mut c_void,
+    out: *mut *mut ty_rpc_t,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { rpc_start(name, conf, handler, user, out, false) }
 }
 
 /// Sets the response a handler returns to `len` bytes copied from `data`
@@ -640,10 +771,12 @@ pub unsafe extern "C" fn ty_rpc_reply(reply: *mut ty_rpc_reply_t, data: *const c
         // SAFETY: per this function's contract.
         let data = unsafe { bytes(data, len, "data")? };
         // SAFETY: not NULL; the live reply of a running handler, used by it
-        // alone, per the contract.
-        let reply = unsafe { &mut *reply };
-        reply.bytes.clear();
-        tachyon_core::platform::copy::extend(&mut reply.bytes, data);
+        // alone, per the contract; its `out` is that handler's
+        // `ResponseWriter` (`CHandler::call`), alive until the handler
+        // returns.
+        let out = unsafe { &mut *(*reply).out.cast::<ResponseWriter<'_>>() };
+        out.clear();
+        out.extend_from_slice(data);
         Ok(TY_OK)
     })
 }

@@ -3,8 +3,10 @@
  * SIGKILLed while holding loans and while holding a received message, and
  * recovery: the chunks come back, the at-least-once message is delivered
  * again, the at-most-once one is counted lost; last, a child's stream
- * read in batches. Children open the region themselves (handles are not
- * shared across fork). */
+ * read in batches; then an RPC server child built with ty_rpc_create_with
+ * (nodes of 64 KiB: calls up to 65,504 bytes in one packet), called from
+ * this process with ty_rpc_open_with. Children open the region themselves
+ * (handles are not shared across fork). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -47,6 +49,20 @@ static ty_topic_t* child_open(const char* topic_name) {
 static void ready_and_wait(int fd) {
     EXPECT(write(fd, "r", 1) == 1);
     for (;;) pause();
+}
+
+/* The RPC child's handler: the request back, reversed; a request that
+ * starts with 'T' sets a draft reply first, which the second replaces. */
+static int reverse(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
+    (void)user;
+    const unsigned char* in = req;
+    if (len > 0 && in[0] == 'T') CHECK(ty_rpc_reply(reply, "draft", 5));
+    unsigned char* out = malloc(len ? len : 1);
+    EXPECT(out != NULL);
+    for (size_t i = 0; i < len; i++) out[i] = in[len - 1 - i];
+    int rc = ty_rpc_reply(reply, out, len);
+    free(out);
+    return rc;
 }
 
 static size_t free_chunks(ty_region_t* reg, int class) {
@@ -229,6 +245,59 @@ int main(void) {
            5 * N);
     ty_ring_close(ring);
     ty_topic_close(stream);
+
+    /* 6. RPC with options: a server child with nodes of 64 KiB and
+     * spinning waits; this process opens it with the owner's geometry (a
+     * geometry of its own is TY_EINCOMPAT) and calls with sizes around
+     * the packet's room and beyond. */
+    char rpc_name[80];
+    snprintf(rpc_name, sizeof rpc_name, "%s-rpc", name);
+    int quit[2];
+    EXPECT(pipe(quit) == 0);
+    fflush(stdout);
+    pid = fork();
+    EXPECT(pid >= 0);
+    if (pid == 0) {
+        ty_rpc_conf_t sc = ty_rpc_conf_default;
+        sc.node_count = 8;
+        sc.node_size = 65536;
+        sc.notify = TY_NOTIFY_SPIN;
+        sc.handler_threads = 1;
+        ty_rpc_t* server;
+        CHECK(ty_rpc_create_with(rpc_name, &sc, reverse, NULL, &server));
+        EXPECT(write(fds[1], "r", 1) == 1);
+        EXPECT(read(quit[0], &c, 1) == 1); /* until this process is done */
+        ty_rpc_close(server);
+        _exit(0);
+    }
+    EXPECT(read(fds[0], &c, 1) == 1);
+    ty_rpc_conf_t cc = ty_rpc_conf_default;
+    cc.node_size = 4096;
+    ty_rpc_t* client;
+    EXPECT_RC(TY_EINCOMPAT, ty_rpc_open_with(rpc_name, &cc, NULL, NULL, &client));
+    cc.node_size = 0; /* the owner's */
+    cc.notify = TY_NOTIFY_FUTEX;
+    CHECK(ty_rpc_open_with(rpc_name, &cc, NULL, NULL, &client));
+    size_t sizes[] = {0, 1, 65504, 65505, 300000};
+    unsigned char* msg = malloc(300000);
+    EXPECT(msg != NULL);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        for (size_t i = 0; i < n; i++) msg[i] = (unsigned char)(i * 7 + k);
+        if (n > 0) msg[0] = (k % 2) ? 'T' : 'x';
+        void* resp;
+        size_t resp_len;
+        CHECK(ty_rpc_request(client, msg, n, &resp, &resp_len, WAIT_NS));
+        EXPECT(resp_len == n);
+        const unsigned char* r = resp;
+        for (size_t i = 0; i < n; i++) EXPECT(r[i] == msg[n - 1 - i]);
+        ty_rpc_free(resp, resp_len);
+    }
+    free(msg);
+    ty_rpc_close(client);
+    EXPECT(write(quit[1], "q", 1) == 1);
+    wait_ok(pid);
+    printf("fork: RPC calls of 0 to 300000 bytes to a child server with 64 KiB nodes, every response exact\n");
 
     ty_topic_close(work);
     ty_topic_close(alo);

@@ -177,6 +177,40 @@ int main(void) {
     ty_cancel_free(fresh);
     ty_rpc_close(client);
     ty_rpc_close(rpc);
+
+    /* RPC options: fields out of range are TY_EINVAL; inline handlers and
+     * spinning waits on one end, futex waits on the other. */
+    ty_rpc_conf_t conf = ty_rpc_conf_default;
+    conf.notify = 9;
+    EXPECT_RC(TY_EINVAL, ty_rpc_create_with(name, &conf, echo, NULL, &rpc));
+    conf = ty_rpc_conf_default;
+    conf.timeout_ns = 0;
+    EXPECT_RC(TY_EINVAL, ty_rpc_create_with(name, &conf, echo, NULL, &rpc));
+    conf = ty_rpc_conf_default;
+    conf.inline_handlers = 2;
+    EXPECT_RC(TY_EINVAL, ty_rpc_create_with(name, &conf, echo, NULL, &rpc));
+    conf = ty_rpc_conf_default;
+    conf.node_size = 32; /* no room for a payload */
+    EXPECT_RC(TY_EINVAL, ty_rpc_create_with(name, &conf, echo, NULL, &rpc));
+    EXPECT_RC(TY_EINVAL, ty_rpc_create_with(NULL, NULL, echo, NULL, &rpc));
+    conf = ty_rpc_conf_default;
+    conf.node_count = 4;
+    conf.node_size = 1024;
+    conf.notify = TY_NOTIFY_SPIN;
+    conf.inline_handlers = 1;
+    CHECK(ty_rpc_create_with(name, &conf, echo, NULL, &rpc));
+    CHECK(ty_rpc_open_with(name, NULL, NULL, NULL, &client)); /* the owner's geometry */
+    char big[5000];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (char)(i % 251);
+    size_t sizes[] = {4, 992, 993, sizeof big};
+    for (size_t k = 0; k < 4; k++) {
+        CHECK(ty_rpc_request(client, big, sizes[k], &resp, &resp_len, 5000000000LL));
+        EXPECT(resp_len == sizes[k] && memcmp(resp, big, sizes[k]) == 0);
+        ty_rpc_free(resp, resp_len);
+    }
+    EXPECT_RC(TY_EREMOTE, ty_rpc_request(client, "bad", 3, &resp, &resp_len, 5000000000LL));
+    ty_rpc_close(client);
+    ty_rpc_close(rpc);
     printf("prim: all checks passed\n");
     return 0;
 }
