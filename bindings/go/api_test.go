@@ -976,13 +976,27 @@ func TestRPCConfig(t *testing.T) {
 	defer owner.Close()
 	client := must(OpenRPCWith(name, nil, nil))(t)
 	defer client.Close()
+	buf := make([]byte, 0, 64)
 	for _, n := range []int{0, 988, 989, 5000} {
 		req := bytes.Repeat([]byte{'q'}, n)
+		want := append([]byte("re: "), req...)
 		resp := must(client.Call(req, bound))(t)
-		if !bytes.Equal(resp, append([]byte("re: "), req...)) {
+		if !bytes.Equal(resp, want) {
 			t.Fatalf("a %d-byte call answered %d bytes", n, len(resp))
 		}
+		// The same buffer again and again: it grows once, then holds
+		// every response.
+		buf = must(client.CallInto(req, buf[:0], bound))(t)
+		if !bytes.Equal(buf, want) {
+			t.Fatalf("a %d-byte CallInto answered %d bytes", n, len(buf))
+		}
 	}
+	var nilRPC *RPC
+	_, err := nilRPC.CallInto(nil, buf, bound)
+	wantErr(t, err, ErrInvalid)
+	check(t, client.Close())
+	_, err = client.CallInto([]byte("x"), buf, bound)
+	wantErr(t, err, ErrClosed)
 }
 
 func TestRPC(t *testing.T) {

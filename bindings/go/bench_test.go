@@ -1,6 +1,7 @@
 package tachyon
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -98,5 +99,50 @@ func fill(b []byte, v byte) {
 	b[0] = v
 	for n := 1; n < len(b); n *= 2 {
 		copy(b[n:], b[:n])
+	}
+}
+
+// RPC calls of 64 KiB and 512,000 bytes in one process, a Go handler
+// echoing them, through the default nodes of 4096 bytes (many packets)
+// and through nodes that hold a call (one packet, written and read in
+// place): Call, which returns a new slice each time, and CallInto, which
+// reuses one buffer.
+func BenchmarkRPC(b *testing.B) {
+	for _, size := range []int{64 << 10, 512000} {
+		for _, nodes := range []string{"default", "one-packet"} {
+			var conf *RPCConfig
+			if nodes == "one-packet" {
+				conf = &RPCConfig{NodeCount: 8, NodeSize: uint64(size) + 4096}
+			}
+			name := uniqueName("bench-rpc")
+			owner, err := CreateRPCWith(name, conf, func(req []byte) ([]byte, error) { return req, nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			client, err := OpenRPC(name, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := make([]byte, size)
+			b.Run(fmt.Sprintf("%d/%s/Call", size, nodes), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				for i := 0; i < b.N; i++ {
+					if _, err := client.Call(req, 10*time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("%d/%s/CallInto", size, nodes), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				buf := make([]byte, 0, size)
+				for i := 0; i < b.N; i++ {
+					if buf, err = client.CallInto(req, buf[:0], 10*time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			client.Close()
+			owner.Close()
+		}
 	}
 }

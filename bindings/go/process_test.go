@@ -236,6 +236,16 @@ func TestRPCWithConfigProcesses(t *testing.T) {
 		if !bytes.Equal(resp, bytes.ToUpper(req)) {
 			t.Fatalf("a %d-byte call answered %d bytes, not its upper case", n, len(resp))
 		}
+		// CallInto: into a buffer that fits (its memory, no new slice),
+		// and into one too small (a new slice).
+		buf := make([]byte, 0, 70000)
+		into := must(client.CallInto(req, buf, bound))(t)
+		if !bytes.Equal(into, bytes.ToUpper(req)) {
+			t.Fatalf("a %d-byte CallInto answered %d bytes, not its upper case", n, len(into))
+		}
+		if fits := n > 0 && n <= cap(buf); fits != (n > 0 && &into[:1][0] == &buf[:1][0]) {
+			t.Fatalf("a %d-byte CallInto: in buf's memory %v", n, !fits)
+		}
 	}
 	must(client.Call([]byte("bye"), bound))(t)
 	check(t, cmd.Wait())

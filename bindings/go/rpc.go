@@ -176,6 +176,42 @@ func (r *RPC) Call(request []byte, timeout time.Duration) ([]byte, error) {
 	return out, nil
 }
 
+// CallInto is Call that leaves the response in buf's memory when it fits
+// buf's capacity, and returns buf[:len]; a longer response comes in a new
+// slice, as append would make. A caller that calls again and again with
+// the same buffer (buf = resp[:0]) allocates nothing per call, and a
+// response that fits one packet (RPCConfig.NodeSize less 32 bytes) and
+// that this goroutine's thread reads itself, the usual case, is copied
+// once: from the ring node it came in into buf. On an error it returns
+// buf[:0]. Errors as Call.
+func (r *RPC) CallInto(request, buf []byte, timeout time.Duration) ([]byte, error) {
+	const op = "RPC.CallInto"
+	if r == nil {
+		return buf[:0], closed(op, true)
+	}
+	if !r.g.enter() {
+		return buf[:0], closed(op, false)
+	}
+	var p, b unsafe.Pointer
+	if len(request) > 0 {
+		p = unsafe.Pointer(&request[0])
+	}
+	if cap(buf) > 0 {
+		b = unsafe.Pointer(&buf[:cap(buf)][0])
+	}
+	res := C.go_ty_rpc_request_into(r.p, p, C.size_t(len(request)), b, C.size_t(cap(buf)), nanos(timeout))
+	r.g.leave()
+	if res.rc != C.TY_OK {
+		return buf[:0], fail(op, C.go_ty_res{rc: res.rc, err: res.err})
+	}
+	if res.data != nil { // longer than buf: in C memory
+		out := C.GoBytes(res.data, C.int(res.len))
+		C.free(res.data)
+		return out, nil
+	}
+	return buf[:res.len], nil
+}
+
 // Close closes this end: it waits for its handler calls and for Calls in
 // flight on it to finish; the other end's calls then fail with ErrClosed.
 // It must not be called from a Handler. A second Close returns ErrClosed.

@@ -1,4 +1,5 @@
 /* See shim.h. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
@@ -236,6 +237,40 @@ go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t 
     int rc = ty_rpc_request((const ty_rpc_t*)rpc, req, len, &resp, &resp_len, timeout_ns);
     go_ty_res r = res(rc, NULL);
     go_ty_msg out = {r.rc, r.err, resp, resp_len, 0, 0};
+    return out;
+}
+/* Where go_ty_rpc_request_into's response goes: into the caller's buffer
+ * when it fits, else into C memory (Go copies it out and frees it). */
+typedef struct go_ty_into {
+    void* buf;
+    size_t cap;
+    size_t len;
+    void* heap;
+    int no_memory;
+} go_ty_into;
+
+static void go_ty_into_read(void* ctx, const void* resp, size_t len) {
+    go_ty_into* in = ctx;
+    in->len = len;
+    if (len <= in->cap) {
+        if (len > 0) memcpy(in->buf, resp, len);
+    } else if ((in->heap = malloc(len)) != NULL) {
+        memcpy(in->heap, resp, len);
+    } else {
+        in->no_memory = 1;
+    }
+}
+
+go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
+                                 int64_t timeout_ns) {
+    go_ty_into in = {buf, cap, 0, NULL, 0};
+    int rc = ty_rpc_request_with((const ty_rpc_t*)rpc, req, len, timeout_ns, go_ty_into_read, &in);
+    go_ty_res r = res(rc, NULL);
+    if (rc == TY_OK && in.no_memory) {
+        r.rc = TY_ENOSPC;
+        r.err = strdup("no memory for the response");
+    }
+    go_ty_msg out = {r.rc, r.err, in.heap, in.len, 0, 0};
     return out;
 }
 void go_ty_rpc_free(uintptr_t resp, size_t len) { ty_rpc_free((void*)resp, len); }

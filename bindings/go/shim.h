@@ -128,6 +128,8 @@ go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
  * goTachyonRPCHandle. The response comes back in data / len: free it with
  * ty_rpc_free. */
 go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t id, int create);
+go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
+                                 int64_t timeout_ns);
 go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns);
 void go_ty_rpc_free(uintptr_t resp, size_t len);
 int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len);

@@ -433,6 +433,11 @@ typedef struct ty_rpc_conf_t {
   size_t max_message;
 } ty_rpc_conf_t;
 
+// Where `ty_rpc_request_with` gives a response: `ctx` as given, and the
+// response's `len` bytes at `resp`, valid during the call only (in the
+// ring node it came in, when this thread read it there).
+typedef void (*ty_rpc_read_fn)(void *ctx, const void *resp, size_t len);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1652,6 +1657,34 @@ int ty_rpc_request(const ty_rpc_t *rpc,
                    void **resp,
                    size_t *resp_len,
                    int64_t timeout_ns);
+
+// `ty_rpc_request` whose response is given to `read` where it lies,
+// instead of copied into memory the library allocates: a response that
+// fits one packet (`node_size` less 32 bytes) and that this thread reads
+// itself (the usual case: a caller reads its own response while it
+// waits) is read in its ring node, never copied; one the reader thread
+// delivered, or one of several packets, from the library's buffer. For
+// large responses that the caller parses, checks or copies where it
+// wants them (into a buffer of its own, reused call after call).
+//
+// `read` runs once, on this thread, before this returns `TY_OK`; not at
+// all on an error. While it runs it holds the response's node and this
+// end's reader role: keep it short, and do not call through `rpc` from
+// it (such a call fails with `TY_EINVAL`).
+//
+// Errors: those of `ty_rpc_request`; `TY_EINVAL` for a NULL `read`.
+// Thread-safe.
+//
+// # Safety
+// `rpc` is NULL or a live handle; `req` NULL (with `len` 0) or readable
+// for `len` bytes; `read` NULL or a function that may be called with
+// `ctx` on this thread, and returns (never unwinds or jumps out).
+int ty_rpc_request_with(const ty_rpc_t *rpc,
+                        const void *req,
+                        size_t len,
+                        int64_t timeout_ns,
+                        ty_rpc_read_fn read,
+                        void *ctx);
 
 // `ty_rpc_request` that `ty_cancel(cancel)` ends early from another
 // thread: `TY_EINTR` at once if it waits for the response (a request

@@ -808,6 +808,57 @@ pub unsafe extern "C" fn ty_rpc_request(
     unsafe { request(rpc, req, len, resp, resp_len, timeout_ns, None) }
 }
 
+/// Where `ty_rpc_request_with` gives a response: `ctx` as given, and the
+/// response's `len` bytes at `resp`, valid during the call only (in the
+/// ring node it came in, when this thread read it there).
+pub type ty_rpc_read_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, resp: *const c_void, len: usize)>;
+
+/// `ty_rpc_request` whose response is given to `read` where it lies,
+/// instead of copied into memory the library allocates: a response that
+/// fits one packet (`node_size` less 32 bytes) and that this thread reads
+/// itself (the usual case: a caller reads its own response while it
+/// waits) is read in its ring node, never copied; one the reader thread
+/// delivered, or one of several packets, from the library's buffer. For
+/// large responses that the caller parses, checks or copies where it
+/// wants them (into a buffer of its own, reused call after call).
+///
+/// `read` runs once, on this thread, before this returns `TY_OK`; not at
+/// all on an error. While it runs it holds the response's node and this
+/// end's reader role: keep it short, and do not call through `rpc` from
+/// it (such a call fails with `TY_EINVAL`).
+///
+/// Errors: those of `ty_rpc_request`; `TY_EINVAL` for a NULL `read`.
+/// Thread-safe.
+///
+/// # Safety
+/// `rpc` is NULL or a live handle; `req` NULL (with `len` 0) or readable
+/// for `len` bytes; `read` NULL or a function that may be called with
+/// `ctx` on this thread, and returns (never unwinds or jumps out).
+#[no_mangle]
+pub unsafe extern "C" fn ty_rpc_request_with(
+    rpc: *const ty_rpc_t,
+    req: *const c_void,
+    len: usize,
+    timeout_ns: i64,
+    read: ty_rpc_read_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let r = unsafe { self::rpc(rpc)? };
+        // SAFETY: per this function's contract.
+        let req = unsafe { bytes(req, len, "req")? };
+        let timeout = arg_timeout(timeout_ns)?;
+        let read = read.ok_or_else(|| invalid("read is NULL"))?;
+        r.rpc.request_with(req, timeout, |resp: &[u8]| {
+            // SAFETY: `read` may be called with `ctx` on this thread, per
+            // the contract; `resp` is readable for its length during it.
+            unsafe { read(ctx, resp.as_ptr().cast(), resp.len()) }
+        })?;
+        Ok(TY_OK)
+    })
+}
+
 /// `ty_rpc_request` that `ty_cancel(cancel)` ends early from another
 /// thread: `TY_EINTR` at once if it waits for the response (a request
 /// already sent stays sent: the peer may still handle it, its response is

@@ -65,6 +65,23 @@ static int reverse(void* user, const void* req, size_t len, ty_rpc_reply_t* repl
     return rc;
 }
 
+/* A ty_rpc_request_with reader: checks the response is the reverse of
+ * `want` (`want_len` bytes) and counts its calls. */
+struct reversed {
+    const unsigned char* want;
+    size_t want_len;
+    int calls;
+    int exact;
+};
+
+static void check_reversed(void* ctx, const void* resp, size_t len) {
+    struct reversed* r = ctx;
+    const unsigned char* b = resp;
+    r->calls++;
+    r->exact = len == r->want_len;
+    for (size_t i = 0; r->exact && i < len; i++) r->exact = b[i] == r->want[len - 1 - i];
+}
+
 static size_t free_chunks(ty_region_t* reg, int class) {
     ty_pool_stats_t ps;
     CHECK(ty_region_pool_stats(reg, &ps));
@@ -292,12 +309,16 @@ int main(void) {
         const unsigned char* r = resp;
         for (size_t i = 0; i < n; i++) EXPECT(r[i] == msg[n - 1 - i]);
         ty_rpc_free(resp, resp_len);
+        struct reversed rv = {msg, n, 0, 0};
+        CHECK(ty_rpc_request_with(client, msg, n, WAIT_NS, check_reversed, &rv));
+        EXPECT(rv.calls == 1 && rv.exact);
     }
     free(msg);
     ty_rpc_close(client);
     EXPECT(write(quit[1], "q", 1) == 1);
     wait_ok(pid);
-    printf("fork: RPC calls of 0 to 300000 bytes to a child server with 64 KiB nodes, every response exact\n");
+    printf("fork: RPC calls of 0 to 300000 bytes to a child server with 64 KiB nodes, every response exact, "
+           "returned and read where it lies\n");
 
     ty_topic_close(work);
     ty_topic_close(alo);

@@ -15,6 +15,28 @@ static int echo(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) 
     return ty_rpc_reply(reply, req, len);
 }
 
+/* A ty_rpc_request_with reader: copies the response into `buf` (if it
+ * fits), counts its calls, and tries a call back through the channel. */
+struct got {
+    char buf[8192];
+    size_t len;
+    int calls;
+    const ty_rpc_t* rpc;
+    int nested_rc;
+};
+
+static void take(void* ctx, const void* resp, size_t len) {
+    struct got* g = ctx;
+    g->calls++;
+    g->len = len;
+    if (len <= sizeof g->buf) memcpy(g->buf, resp, len);
+    if (g->rpc != NULL) {
+        void* r;
+        size_t n;
+        g->nested_rc = ty_rpc_request(g->rpc, "inner", 5, &r, &n, 1000000000LL);
+    }
+}
+
 static ty_cancel_t* cancel;
 
 static void* cancel_later(void* arg) {
@@ -209,6 +231,22 @@ int main(void) {
         ty_rpc_free(resp, resp_len);
     }
     EXPECT_RC(TY_EREMOTE, ty_rpc_request(client, "bad", 3, &resp, &resp_len, 5000000000LL));
+    /* Responses read where they lie: once per call, never on an error; a
+     * call back through the channel from the reader fails. */
+    static struct got g;
+    for (size_t k = 0; k < 4; k++) {
+        g.calls = 0;
+        CHECK(ty_rpc_request_with(client, big, sizes[k], 5000000000LL, take, &g));
+        EXPECT(g.calls == 1 && g.len == sizes[k] && memcmp(g.buf, big, sizes[k]) == 0);
+    }
+    g.calls = 0;
+    EXPECT_RC(TY_EREMOTE, ty_rpc_request_with(client, "bad", 3, 5000000000LL, take, &g));
+    EXPECT(g.calls == 0);
+    EXPECT_RC(TY_EINVAL, ty_rpc_request_with(client, "ping", 4, 5000000000LL, NULL, &g));
+    EXPECT_RC(TY_EINVAL, ty_rpc_request_with(NULL, "ping", 4, 5000000000LL, take, &g));
+    g.rpc = client;
+    CHECK(ty_rpc_request_with(client, "outer", 5, 5000000000LL, take, &g));
+    EXPECT(g.calls == 1 && g.len == 5 && g.nested_rc == TY_EINVAL);
     ty_rpc_close(client);
     ty_rpc_close(rpc);
     printf("prim: all checks passed\n");

@@ -101,7 +101,7 @@ suite() {
 }
 
 tests=(api prim threads interrupt fork groups readme snippet)
-examples=(hello_ipc pingpong multi_partition key_ordering crash_recovery ring rpc)
+examples=(hello_ipc pingpong multi_partition key_ordering crash_recovery ring rpc rpc_large)
 
 echo "-- C tests and examples (cc -std=c11 -Wall -Wextra -Werror)"
 for t in "${tests[@]}"; do compile plain "$t" "$here/$t.c"; done
@@ -130,6 +130,7 @@ examples_run() {
         [ -x "$d/$e" ] || continue
         case $e in
             pingpong) run "$v: example pingpong 256 2000" "$d/pingpong" 256 2000 ;;
+            rpc_large) run "$v: example rpc_large 70000 50" "$d/rpc_large" 70000 50 ;;
             *) run "$v: example $e" "$d/$e" ;;
         esac
     done
