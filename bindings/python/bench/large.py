@@ -110,7 +110,7 @@ class Rpc:
         return ctx.Process(target=rpc_child, args=(self.rpc_name, self.node_size, self.echo, ready, self.stop_event))
 
     def connect(self) -> None:
-        self.client = tachyon.RpcBuffer(self.rpc_name, create=False, node_count=4, node_size=self.node_size)
+        self.client = tachyon.RpcBuffer(self.rpc_name, create=False)  # the owner's nodes
 
     def round_trip(self, data: bytes) -> None:
         self.client.call(data)

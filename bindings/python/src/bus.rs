@@ -39,7 +39,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn wait_policy(name: &str) -> PyResult<WaitPolicy> {
+pub(crate) fn wait_policy(name: &str) -> PyResult<WaitPolicy> {
     match name {
         "spin" => Ok(WaitPolicy::Spin),
         "futex" => Ok(WaitPolicy::Futex),

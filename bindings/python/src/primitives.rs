@@ -3,7 +3,7 @@
 //! nodes) and `RpcBuffer` (request/response, with a Python callable as the
 //! handler).
 
-use crate::bus::with_bytes;
+use crate::bus::{wait_policy, with_bytes};
 use crate::bytes::{bytes_attached, bytes_of, without_gil};
 use crate::errors::{to_py, IntoPyResult};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
@@ -278,18 +278,6 @@ impl ArrayLock {
     }
 }
 
-fn wait_policy(name: &str) -> PyResult<tachyon::sync::WaitPolicy> {
-    use tachyon::sync::WaitPolicy;
-    match name {
-        "spin" => Ok(WaitPolicy::Spin),
-        "futex" => Ok(WaitPolicy::Futex),
-        "hybrid" => Ok(WaitPolicy::Hybrid),
-        other => {
-            Err(PyValueError::new_err(format!("wait must be 'spin', 'futex' or 'hybrid', not {other:?}")))
-        }
-    }
-}
-
 /// A ring of fixed-size nodes in shared memory: many writers and readers
 /// in any processes, each item read once.
 ///
@@ -421,14 +409,20 @@ impl PyCircularBuffer {
 /// (create=True), one opener joins it (create=False); both ends may call
 /// and both may serve.
 ///
-/// RpcBuffer(name, handler=None, *, create=True, node_count=64,
-/// node_size=4096, timeout_ns=30_000_000_000)
+/// RpcBuffer(name, handler=None, *, create=True, node_count=None,
+/// node_size=None, timeout_ns=30_000_000_000, wait="hybrid")
 ///
 /// handler: a Python callable taking the request (bytes) and returning the
 /// response (bytes-like, or None for empty); it runs on one of the
 /// channel's threads (its reader thread, or a handler thread while that
 /// one is busy) with the GIL. An exception it raises reaches the caller as
-/// tachyon.RemoteError. timeout_ns bounds each call.
+/// tachyon.RemoteError. timeout_ns bounds each call. node_count and
+/// node_size are the owner's choice (None: 64 nodes of 4096 bytes when
+/// creating, the owner's when opening; given when opening, they must be
+/// the owner's, else tachyon.Incompatible): a message that fits a node
+/// less its 32-byte header goes in one packet, read and written in place.
+/// wait: how this end's callers and reader thread wait, "hybrid", "spin"
+/// or "futex".
 ///
 ///     server = tachyon.RpcBuffer("calc", handler=lambda req: req.upper())
 ///     client = tachyon.RpcBuffer("calc", create=False)   # another process
@@ -446,20 +440,29 @@ pub struct PyRpcBuffer {
 #[pymethods]
 impl PyRpcBuffer {
     #[new]
-    #[pyo3(signature = (name, handler=None, *, create=true, node_count=64, node_size=4096, timeout_ns=30_000_000_000))]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, handler=None, *, create=true, node_count=None, node_size=None, timeout_ns=30_000_000_000, wait="hybrid"))]
     fn new(
         py: Python<'_>,
         name: String,
         handler: Option<Py<PyAny>>,
         create: bool,
-        node_count: usize,
-        node_size: usize,
+        node_count: Option<usize>,
+        node_size: Option<usize>,
         timeout_ns: i64,
+        wait: &str,
     ) -> PyResult<Self> {
         let timeout =
             timeout_of(timeout_ns).ok_or_else(|| PyValueError::new_err("timeout_ns must be 0 or more"))?;
-        let mut b =
-            RpcBuffer::builder(&name).node_count(node_count).node_size(node_size).default_timeout(timeout);
+        let mut b = RpcBuffer::builder(&name).default_timeout(timeout).wait_policy(wait_policy(wait)?);
+        // None: 64 nodes of 4096 bytes when creating, the owner's when
+        // opening (a value given must be the owner's).
+        if let Some(n) = node_count {
+            b = b.node_count(n);
+        }
+        if let Some(n) = node_size {
+            b = b.node_size(n);
+        }
         if let Some(h) = handler {
             if !h.bind(py).is_callable() {
                 return Err(PyTypeError::new_err(

@@ -355,6 +355,42 @@ def test_rpc_across_processes(name):
     assert child.returncode == 0
 
 
+def test_rpc_geometry_is_the_owners_and_wait_is_each_ends(name):
+    """The owner (a child) chooses nodes of 64 KiB and spinning waits; an
+    opener that names another geometry is refused with Incompatible, one
+    that names none gets the owner's (calls up to 65,504 bytes in one
+    packet) and waits its own way. Sizes around a packet's room and
+    beyond come back exact; an unknown wait is a ValueError."""
+    child = run_python(
+        textwrap.dedent(
+            f"""
+            import sys, tachyon
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1],
+                                       node_count=8, node_size=65536, wait="spin")
+            print("ready", flush=True)
+            sys.stdin.readline()   # serve until told to stop
+            server.close()
+            """
+        ),
+        stdin=__import__("subprocess").PIPE,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with pytest.raises(tachyon.Incompatible):
+            tachyon.RpcBuffer(name, create=False, node_size=4096)
+        with tachyon.RpcBuffer(name, create=False, wait="futex") as client:
+            for size in (0, 1, 65504, 65505, 200_000):
+                msg = bytes(i % 251 for i in range(size))
+                assert client.call(msg) == msg[::-1], size
+    finally:
+        child.stdin.write("stop\n")
+        child.stdin.flush()
+        child.communicate(timeout=BOUND)
+    assert child.returncode == 0
+    with pytest.raises(ValueError, match="wait must be"):
+        tachyon.RpcBuffer(name + "-x", wait="sometimes")
+
+
 def test_ctrl_c_cancels_rpc_call(name):
     child = run_python(
         textwrap.dedent(

@@ -341,9 +341,10 @@ class RpcBuffer:
         handler: Callable[[bytes], Buffer | None] | None = None,
         *,
         create: bool = True,
-        node_count: int = 64,
-        node_size: int = 4096,
+        node_count: int | None = None,
+        node_size: int | None = None,
         timeout_ns: int = 30_000_000_000,
+        wait: WaitPolicy = "hybrid",
     ) -> None: ...
     def call(self, data: Buffer) -> bytes: ...
     def notify(self, data: Buffer) -> None: ...
