@@ -170,7 +170,7 @@ func (r *RPC) Call(request []byte, timeout time.Duration) ([]byte, error) {
 	}
 	out := []byte{}
 	if res.len > 0 {
-		out = C.GoBytes(res.data, C.int(res.len))
+		out = goBytes(res.data, res.len)
 		C.go_ty_rpc_free(handle(res.data), res.len)
 	}
 	return out, nil
@@ -205,11 +205,19 @@ func (r *RPC) CallInto(request, buf []byte, timeout time.Duration) ([]byte, erro
 		return buf[:0], fail(op, C.go_ty_res{rc: res.rc, err: res.err})
 	}
 	if res.data != nil { // longer than buf: in C memory
-		out := C.GoBytes(res.data, C.int(res.len))
+		out := goBytes(res.data, res.len)
 		C.free(res.data)
 		return out, nil
 	}
 	return buf[:res.len], nil
+}
+
+// goBytes copies n bytes of C memory at p into a new Go slice (C.GoBytes
+// takes a C int: a response may be up to 2^32-1 bytes).
+func goBytes(p unsafe.Pointer, n C.size_t) []byte {
+	out := make([]byte, int(n))
+	copy(out, unsafe.Slice((*byte)(p), int(n)))
+	return out
 }
 
 // Close closes this end: it waits for its handler calls and for Calls in
