@@ -3,7 +3,9 @@ processes."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import subprocess
 import textwrap
 import threading
 
@@ -331,28 +333,37 @@ def test_rpc_handler_waits_for_room_without_the_gil(name):
     assert out.strip() == "answer b'WAIT FOR ME'", out
 
 
-def test_rpc_across_processes(name):
+@contextlib.contextmanager
+def rpc_server_child(name, options=""):
+    """A child process that owns RpcBuffer `name` (made with `options`,
+    keyword arguments as Python source) and answers each request
+    reversed, until the block ends; its exit status is checked then."""
     child = run_python(
         textwrap.dedent(
             f"""
             import sys, tachyon
-            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1])
+            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1], {options})
             print("ready", flush=True)
             sys.stdin.readline()   # serve until told to stop
             server.close()
             """
         ),
-        stdin=__import__("subprocess").PIPE,
+        stdin=subprocess.PIPE,
     )
     try:
         assert child.stdout.readline().strip() == "ready"
-        with tachyon.RpcBuffer(name, create=False) as client:
-            assert client.call(b"stressed") == b"desserts"
+        yield
     finally:
         child.stdin.write("stop\n")
         child.stdin.flush()
         child.communicate(timeout=BOUND)
     assert child.returncode == 0
+
+
+def test_rpc_across_processes(name):
+    with rpc_server_child(name):
+        with tachyon.RpcBuffer(name, create=False) as client:
+            assert client.call(b"stressed") == b"desserts"
 
 
 def test_rpc_geometry_is_the_owners_and_wait_is_each_ends(name):
@@ -361,32 +372,13 @@ def test_rpc_geometry_is_the_owners_and_wait_is_each_ends(name):
     that names none gets the owner's (calls up to 65,504 bytes in one
     packet) and waits its own way. Sizes around a packet's room and
     beyond come back exact; an unknown wait is a ValueError."""
-    child = run_python(
-        textwrap.dedent(
-            f"""
-            import sys, tachyon
-            server = tachyon.RpcBuffer({name!r}, handler=lambda req: req[::-1],
-                                       node_count=8, node_size=65536, wait="spin")
-            print("ready", flush=True)
-            sys.stdin.readline()   # serve until told to stop
-            server.close()
-            """
-        ),
-        stdin=__import__("subprocess").PIPE,
-    )
-    try:
-        assert child.stdout.readline().strip() == "ready"
+    with rpc_server_child(name, 'node_count=8, node_size=65536, wait="spin"'):
         with pytest.raises(tachyon.Incompatible):
             tachyon.RpcBuffer(name, create=False, node_size=4096)
         with tachyon.RpcBuffer(name, create=False, wait="futex") as client:
             for size in (0, 1, 65504, 65505, 200_000):
                 msg = bytes(i % 251 for i in range(size))
                 assert client.call(msg) == msg[::-1], size
-    finally:
-        child.stdin.write("stop\n")
-        child.stdin.flush()
-        child.communicate(timeout=BOUND)
-    assert child.returncode == 0
     with pytest.raises(ValueError, match="wait must be"):
         tachyon.RpcBuffer(name + "-x", wait="sometimes")
 
