@@ -233,8 +233,8 @@ func TestRPCWithConfigProcesses(t *testing.T) {
 			req[i] = byte('a' + (i+n)%26)
 		}
 		resp := must(client.Call(req, bound))(t)
-		if !bytes.Equal(resp, bytes.ToUpper(req)) {
-			t.Fatalf("a %d-byte call answered %d bytes, not its upper case", n, len(resp))
+		if !bytes.Equal(resp, bytes.ToUpper(req)) || resp == nil {
+			t.Fatalf("a %d-byte call answered %d bytes (nil: %v), not its upper case", n, len(resp), resp == nil)
 		}
 		// CallInto: into a buffer that fits (its memory, no new slice),
 		// and into one too small (a new slice).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,50 +148,45 @@ func openRPC(op, name string, conf *RPCConfig, h Handler, create bool) (*RPC, er
 }
 
 // Call sends request to the other end and waits at most timeout (Forever:
-// for ever) for its handler's response. Errors: ErrTimeout, ErrRemote (the
-// handler failed, or there is none), ErrClosed (the other end closed),
+// for ever) for its handler's response, which comes in a new slice,
+// copied once from where the library holds it (the ring node it came in,
+// when it fits one packet). Errors: ErrTimeout, ErrRemote (the handler
+// failed, or there is none), ErrClosed (the other end closed),
 // ErrPeerDied, ErrMessageSize. A call cannot be cancelled half-way (the
 // request is on its way): give it a timeout.
 func (r *RPC) Call(request []byte, timeout time.Duration) ([]byte, error) {
-	const op = "RPC.Call"
-	if r == nil {
-		return nil, closed(op, true)
+	out, err := r.call("RPC.Call", request, nil, timeout)
+	if err == nil && out == nil {
+		out = []byte{}
 	}
-	if !r.g.enter() {
-		return nil, closed(op, false)
-	}
-	var p unsafe.Pointer
-	if len(request) > 0 {
-		p = unsafe.Pointer(&request[0])
-	}
-	res := C.go_ty_rpc_request(r.p, p, C.size_t(len(request)), nanos(timeout))
-	r.g.leave()
-	if res.rc != C.TY_OK {
-		return nil, fail(op, C.go_ty_res{rc: res.rc, err: res.err})
-	}
-	out := []byte{}
-	if res.len > 0 {
-		out = goBytes(res.data, res.len)
-		C.go_ty_rpc_free(handle(res.data), res.len)
-	}
-	return out, nil
+	return out, err
 }
 
 // CallInto is Call that leaves the response in buf's memory when it fits
 // buf's capacity, and returns buf[:len]; a longer response comes in a new
 // slice, as append would make. A caller that calls again and again with
-// the same buffer (buf = resp[:0]) allocates nothing per call, and a
-// response that fits one packet (RPCConfig.NodeSize less 32 bytes) and
-// that this goroutine's thread reads itself, the usual case, is copied
-// once: from the ring node it came in into buf. On an error it returns
-// buf[:0]. Errors as Call.
+// the same buffer (buf = resp[:0]) allocates nothing per call. Either way
+// the response is copied once, from where the library holds it: the ring
+// node it came in when it fits one packet (RPCConfig.NodeSize less 32
+// bytes) and this goroutine's thread reads it itself, the usual case. On
+// an error it returns buf[:0]. Errors as Call.
 func (r *RPC) CallInto(request, buf []byte, timeout time.Duration) ([]byte, error) {
-	const op = "RPC.CallInto"
+	out, err := r.call("RPC.CallInto", request, buf, timeout)
+	if err != nil {
+		return buf[:0], err
+	}
+	return out, nil
+}
+
+// call is Call and CallInto: the response into buf when it fits its
+// capacity, else into a new slice that goTachyonRPCResponse makes (nil
+// for an empty response when buf is nil).
+func (r *RPC) call(op string, request, buf []byte, timeout time.Duration) ([]byte, error) {
 	if r == nil {
-		return buf[:0], closed(op, true)
+		return nil, closed(op, true)
 	}
 	if !r.g.enter() {
-		return buf[:0], closed(op, false)
+		return nil, closed(op, false)
 	}
 	var p, b unsafe.Pointer
 	if len(request) > 0 {
@@ -199,17 +195,27 @@ func (r *RPC) CallInto(request, buf []byte, timeout time.Duration) ([]byte, erro
 	if cap(buf) > 0 {
 		b = unsafe.Pointer(&buf[:cap(buf)][0])
 	}
-	res := C.go_ty_rpc_request_into(r.p, p, C.size_t(len(request)), b, C.size_t(cap(buf)), nanos(timeout))
+	var long []byte
+	sink := cgo.NewHandle(&long)
+	res := C.go_ty_rpc_request_into(r.p, p, C.size_t(len(request)), b, C.size_t(cap(buf)), C.uintptr_t(sink), nanos(timeout))
+	sink.Delete()
 	r.g.leave()
 	if res.rc != C.TY_OK {
-		return buf[:0], fail(op, C.go_ty_res{rc: res.rc, err: res.err})
+		return nil, fail(op, C.go_ty_res{rc: res.rc, err: res.err})
 	}
-	if res.data != nil { // longer than buf: in C memory
-		out := goBytes(res.data, res.len)
-		C.free(res.data)
-		return out, nil
+	if int(res.len) > cap(buf) {
+		return long, nil
 	}
 	return buf[:res.len], nil
+}
+
+// goTachyonRPCResponse is how a response longer than the caller's buffer
+// reaches Go: copied once, from where the library holds it during the
+// call, into a new slice that sink (a cgo.Handle of a *[]byte) receives.
+//
+//export goTachyonRPCResponse
+func goTachyonRPCResponse(sink C.uintptr_t, resp unsafe.Pointer, n C.size_t) {
+	*cgo.Handle(sink).Value().(*[]byte) = goBytes(resp, n)
 }
 
 // goBytes copies n bytes of C memory at p into a new Go slice (C.GoBytes

@@ -231,22 +231,17 @@ go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t 
                     : ty_rpc_open_with(name, conf, h, (void*)id, &out);
     return res(rc, out);
 }
-go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns) {
-    void* resp = NULL;
-    size_t resp_len = 0;
-    int rc = ty_rpc_request((const ty_rpc_t*)rpc, req, len, &resp, &resp_len, timeout_ns);
-    go_ty_res r = res(rc, NULL);
-    go_ty_msg out = {r.rc, r.err, resp, resp_len, 0, 0};
-    return out;
-}
+/* Declared by cgo from rpc.go's //export: copies a response into a new Go
+ * slice, the one `sink` (a cgo.Handle) names. */
+extern void goTachyonRPCResponse(uintptr_t sink, void* resp, size_t len);
+
 /* Where go_ty_rpc_request_into's response goes: into the caller's buffer
- * when it fits, else into C memory (Go copies it out and frees it). */
+ * when it fits, else into a new Go slice (copied once either way). */
 typedef struct go_ty_into {
     void* buf;
     size_t cap;
     size_t len;
-    void* heap;
-    int no_memory;
+    uintptr_t sink;
 } go_ty_into;
 
 static void go_ty_into_read(void* ctx, const void* resp, size_t len) {
@@ -254,26 +249,19 @@ static void go_ty_into_read(void* ctx, const void* resp, size_t len) {
     in->len = len;
     if (len <= in->cap) {
         if (len > 0) memcpy(in->buf, resp, len);
-    } else if ((in->heap = malloc(len)) != NULL) {
-        memcpy(in->heap, resp, len);
     } else {
-        in->no_memory = 1;
+        goTachyonRPCResponse(in->sink, (void*)resp, len);
     }
 }
 
 go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
-                                 int64_t timeout_ns) {
-    go_ty_into in = {buf, cap, 0, NULL, 0};
+                                 uintptr_t sink, int64_t timeout_ns) {
+    go_ty_into in = {buf, cap, 0, sink};
     int rc = ty_rpc_request_with((const ty_rpc_t*)rpc, req, len, timeout_ns, go_ty_into_read, &in);
     go_ty_res r = res(rc, NULL);
-    if (rc == TY_OK && in.no_memory) {
-        r.rc = TY_ENOSPC;
-        r.err = strdup("no memory for the response");
-    }
-    go_ty_msg out = {r.rc, r.err, in.heap, in.len, 0, 0};
+    go_ty_msg out = {r.rc, r.err, NULL, in.len, 0, 0};
     return out;
 }
-void go_ty_rpc_free(uintptr_t resp, size_t len) { ty_rpc_free((void*)resp, len); }
 int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len) {
     return ty_rpc_reply((ty_rpc_reply_t*)reply, data, len);
 }

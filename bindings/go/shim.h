@@ -14,10 +14,12 @@
  *    comes back as a value (go_ty_msg) and goes back to ty_release as
  *    values. The only Go pointers given to C are names (of regions, topics and groups), configurations,
  *    statistics out-structs, the partition list of Subscribe and the bytes
- *    of Send, ring, buffer and RPC calls (requests, and a handler's response, which ty_rpc_reply
- *    copies), none of which contains a Go pointer or is kept after the
+ *    of Send, ring, buffer and RPC calls (requests, a handler's response,
+ *    which ty_rpc_reply copies, and the buffer a response is copied
+ *    into), none of which contains a Go pointer or is kept after the
  *    call (the cgo rules). The RPC handler's `user` value is an integer
- *    naming the Go handler, not a pointer.
+ *    naming the Go handler, and a call's `sink` a cgo.Handle, not
+ *    pointers.
  */
 #ifndef TACHYON_GO_SHIM_H
 #define TACHYON_GO_SHIM_H
@@ -125,13 +127,13 @@ go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
 
 /* RPC: `id` names the Go handler (0: none); the library calls it through
  * go_ty_rpc_handler, which calls the exported Go function
- * goTachyonRPCHandle. The response comes back in data / len: free it with
- * ty_rpc_free. */
+ * goTachyonRPCHandle. go_ty_rpc_request_into copies the response into
+ * buf when it fits cap, else into a new Go slice through the exported
+ * goTachyonRPCResponse (sink is the cgo.Handle it fills); len is the
+ * response's length either way. */
 go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t id, int create);
 go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
-                                 int64_t timeout_ns);
-go_ty_msg go_ty_rpc_request(uintptr_t rpc, const void* req, size_t len, int64_t timeout_ns);
-void go_ty_rpc_free(uintptr_t resp, size_t len);
+                                 uintptr_t sink, int64_t timeout_ns);
 int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len);
 void go_ty_rpc_close(uintptr_t rpc);
 
