@@ -159,7 +159,8 @@ impl RpcBuffer {
 /// Wakes the serving future once the channel closes (or its end is
 /// dropped); ends when the serving future is gone.
 fn watch_closed(inner: Weak<Inner>, shared: Weak<Shared>) {
-    let spawned = std::thread::Builder::new().name("tachyon-rpc-serve-async".into()).spawn(move || loop {
+    let Some(threads) = inner.upgrade().map(|i| i.threads.clone()) else { return };
+    let spawned = threads.spawn("tachyon-rpc-serve-async", move || loop {
         let closed = match inner.upgrade() {
             Some(inner) => inner.wait_closed(Some(Duration::from_millis(100))).is_ok(),
             None => true,

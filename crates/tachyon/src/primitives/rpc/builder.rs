@@ -10,6 +10,7 @@ use super::pool::Pool;
 use super::reader::Reading;
 use super::session::{new_session, remove_stale_rings, ring_name, Session, OPEN};
 use super::stats::Stats;
+use super::threads::{SpawnFn, Spawner, ThreadWork};
 use super::{RpcBuffer, RpcClient, DEFAULT_TIMEOUT, PROTOCOL_VERSION};
 use crate::error::{Corruption, Error, Result};
 use crate::primitives::CircularBuffer;
@@ -44,6 +45,7 @@ pub struct RpcBuilder {
     handler: Option<MakeHandler>,
     inline_handlers: bool,
     connect_timeout: Option<Duration>,
+    spawner: Option<SpawnFn>,
 }
 
 impl std::fmt::Debug for RpcBuilder {
@@ -72,6 +74,7 @@ impl RpcBuilder {
             handler: None,
             inline_handlers: false,
             connect_timeout: Some(CONNECT_WAIT),
+            spawner: None,
         }
     }
 
@@ -171,6 +174,61 @@ impl RpcBuilder {
     /// ```
     pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Starts this end's threads with `spawn` instead of
+    /// `std::thread::spawn`: its reader thread, the standby that reads in
+    /// its place while a handler runs long, the handler threads, extra
+    /// handler threads while all are busy, and the thread that wakes
+    /// [`RpcBuffer::serve_async`]'s future when the channel closes. Every
+    /// handler of this end runs on one of them.
+    ///
+    /// `spawn` gets the thread's name and its work; it must run the work
+    /// once, on a new thread (the work returns when this end closes), and
+    /// return `Ok`, or return the error that kept it from starting one
+    /// (the work is then dropped, never run). A spawner that panics counts
+    /// as one that failed. It may be called from any of this end's
+    /// threads. If the reader thread cannot start, [`create`](Self::create)
+    /// / [`open`](Self::open) fail with [`Error::Io`]; a handler thread
+    /// that cannot start leaves its requests to one started for the moment,
+    /// or to the next free one.
+    ///
+    /// What it is for: threads pinned to cores, given a real-time
+    /// priority or a larger stack; and runtimes that pay for code run on
+    /// threads they did not start. The Go binding starts every thread as a
+    /// goroutine's, because Go 1.19 takes about 7 µs to enter Go from a
+    /// thread that is not its own and 0.13 µs from one of its own
+    /// (`docs/go.md`, "Handlers on Go's threads").
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use tachyon::primitives::rpc::ThreadWork;
+    /// use tachyon::RpcBuffer;
+    /// # let name = format!("doc-rpc-spawner-{}", std::process::id());
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let count = Arc::clone(&started);
+    /// let server = RpcBuffer::builder(&name)
+    ///     .handler(|_id, msg: &[u8]| Ok::<_, String>(msg.to_ascii_uppercase()))
+    ///     .thread_spawner(move |name: &str, work: ThreadWork| {
+    ///         count.fetch_add(1, Ordering::Relaxed);
+    ///         // Here: pin it, raise its priority, attach it to a runtime...
+    ///         std::thread::Builder::new().name(format!("my-{name}")).stack_size(1 << 20).spawn(work)?;
+    ///         Ok(())
+    ///     })
+    ///     .create()?;
+    /// let client = RpcBuffer::open(&name)?;
+    /// assert_eq!(client.call(b"hi")?, b"HI");
+    /// assert!(started.load(Ordering::Relaxed) >= 2); // the reader, the handler threads
+    /// # drop((client, server));
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn thread_spawner<F>(mut self, spawn: F) -> Self
+    where
+        F: Fn(&str, ThreadWork) -> std::io::Result<()> + Send + Sync + 'static,
+    {
+        self.spawner = Some(Arc::new(spawn));
         self
     }
 
@@ -432,6 +490,7 @@ impl RpcBuilder {
         // The calls' clock calibrated here, once per process, not in the
         // first call.
         crate::platform::clock::calibrate();
+        let threads = Spawner::new(self.spawner.clone());
         let inner = Arc::new(Inner {
             name: self.name.clone(),
             ctl,
@@ -459,21 +518,21 @@ impl RpcBuilder {
             pending: PendingMap::default(),
             handler: RwLock::new(None),
             handler_waits: AtomicBool::new(false),
-            pool: Pool::new(self.handler_threads),
+            pool: Pool::new(self.handler_threads, &threads),
             stats: Stats::new(),
             default_timeout: self.default_timeout,
             max_message: self.max_message,
             policy: self.policy,
             inline_handlers: self.inline_handlers,
+            threads,
         });
         if let Some(make) = self.handler {
             let handler = make(RpcClient { inner: Arc::downgrade(&inner) });
             *inner.handler.write().unwrap_or_else(|p| p.into_inner()) = Some(handler);
         }
         let reader_inner = Arc::clone(&inner);
-        let reader = std::thread::Builder::new()
-            .name(format!("tachyon-rpc-{}", if owner { "owner" } else { "opener" }))
-            .spawn(move || reader_inner.read_loop());
+        let name = if owner { "tachyon-rpc-owner" } else { "tachyon-rpc-opener" };
+        let reader = inner.threads.spawn(name, move || reader_inner.read_loop());
         let reader = match reader {
             Ok(r) => r,
             Err(e) => {

@@ -10,6 +10,7 @@ use super::handler::HandlerFn;
 use super::lane::Lane;
 use super::packet::{packet_count, Header, MsgType, HEADER};
 use super::pool::Pool;
+use super::threads::Spawner;
 use super::reader::{Next, Reading};
 use super::session::{check_state, error_of, Session, CLOSED, OPEN};
 use super::stats::Stats;
@@ -289,6 +290,8 @@ pub(super) struct Inner {
     /// reader thread.
     pub(super) handler_waits: AtomicBool,
     pub(super) pool: Pool,
+    /// Starts this end's threads.
+    pub(super) threads: Spawner,
     pub(super) stats: Stats,
     pub(super) default_timeout: Duration,
     pub(super) max_message: usize,

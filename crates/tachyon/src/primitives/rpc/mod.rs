@@ -46,6 +46,7 @@ mod pool;
 mod reader;
 mod session;
 mod stats;
+mod threads;
 
 pub use builder::RpcBuilder;
 pub use cancel::CancelToken;
@@ -53,6 +54,7 @@ pub use future::RequestFuture;
 pub use handler::ResponseWriter;
 pub use packet::{HEADER as PACKET_HEADER, VERSION as PROTOCOL_VERSION};
 pub use stats::{Latency, RpcStats};
+pub use threads::ThreadWork;
 
 use self::channel::Inner;
 use self::handler::{wrap, wrap_in_place};
@@ -61,7 +63,6 @@ use crate::sync::{Liveness, Token};
 use std::fmt::Display;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The default deadline of [`RpcBuffer::call`] and of async requests.
@@ -115,7 +116,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// ```
 pub struct RpcBuffer {
     inner: Arc<Inner>,
-    reader: Option<JoinHandle<()>>,
+    reader: Option<threads::Joiner>,
 }
 
 /// A handle that can call through an [`RpcBuffer`] without keeping it
@@ -726,7 +727,7 @@ impl Drop for RpcBuffer {
     fn drop(&mut self) {
         self.inner.close();
         if let Some(r) = self.reader.take() {
-            let _ = r.join();
+            r.join();
         }
     }
 }

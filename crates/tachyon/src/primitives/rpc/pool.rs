@@ -3,6 +3,7 @@
 //! the other side (a nested call) always finds a thread for the answer.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use super::threads::Spawner;
 use std::sync::{mpsc, Arc, Mutex};
 
 /// Extra handler threads started when every pool thread is busy (nested
@@ -25,18 +26,25 @@ pub(super) struct Pool {
     /// Extra threads running now, at most `MAX_EXTRA_THREADS`.
     // Relaxed throughout, pairs with nothing: a count only, as `idle`.
     extra: Arc<AtomicUsize>,
+    /// Starts the threads.
+    threads: Spawner,
+    /// Whether any of the threads kept ready started (else a job that no
+    /// extra thread can take runs on the submitting thread).
+    any: bool,
 }
 
 impl Pool {
-    pub(super) fn new(threads: usize) -> Pool {
+    pub(super) fn new(count: usize, threads: &Spawner) -> Pool {
         let (tx, rx) = mpsc::channel::<(Job, bool)>();
         let rx = Arc::new(Mutex::new(rx));
         let idle = Arc::new(AtomicUsize::new(0));
-        for i in 0..threads {
+        let mut any = false;
+        for i in 0..count {
             let rx = Arc::clone(&rx);
             let idle = Arc::clone(&idle);
-            let _ =
-                std::thread::Builder::new().name(format!("tachyon-rpc-handler-{i}")).spawn(move || loop {
+            // A thread that does not start leaves the jobs to the others,
+            // or to extra threads (`submit`).
+            let started = threads.spawn(&format!("tachyon-rpc-handler-{i}"), move || loop {
                     // Available from now until it takes a job; a submitter that
                     // promised the job to it has already taken that back.
                     idle.fetch_add(1, Ordering::Relaxed);
@@ -51,8 +59,9 @@ impl Pool {
                         Err(_) => return, // the channel is gone
                     }
                 });
+            any |= started.is_ok();
         }
-        Pool { tx: Mutex::new(tx), idle, extra: Arc::new(AtomicUsize::new(0)) }
+        Pool { tx: Mutex::new(tx), idle, extra: Arc::new(AtomicUsize::new(0)), threads: threads.clone(), any }
     }
 
     pub(super) fn submit(&self, job: Job) {
@@ -68,8 +77,7 @@ impl Pool {
             let extra = Arc::clone(&self.extra);
             let job = Arc::new(Mutex::new(Some(job)));
             let run = Arc::clone(&job);
-            let spawned =
-                std::thread::Builder::new().name("tachyon-rpc-handler-extra".into()).spawn(move || {
+            let spawned = self.threads.spawn("tachyon-rpc-handler-extra", move || {
                     if let Some(job) = run.lock().unwrap_or_else(|p| p.into_inner()).take() {
                         job();
                     }
@@ -80,11 +88,21 @@ impl Pool {
             }
             self.extra.fetch_sub(1, Ordering::Relaxed);
             if let Some(job) = job.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                send(job, false);
+                self.queue(job, send);
             }
             return;
         }
         self.extra.fetch_sub(1, Ordering::Relaxed);
-        send(job, false);
+        self.queue(job, send);
+    }
+
+    /// Queues `job` for the next free thread; with none at all (none of
+    /// those kept ready started, and no extra one), runs it here.
+    fn queue(&self, job: Job, send: impl FnOnce(Job, bool)) {
+        if self.any {
+            send(job, false);
+        } else {
+            job();
+        }
     }
 }

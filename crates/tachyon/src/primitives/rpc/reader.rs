@@ -104,7 +104,7 @@ impl Inner {
         let standby = (!self.inline_handlers)
             .then(|| {
                 let inner = Arc::clone(&self);
-                std::thread::Builder::new().name("tachyon-rpc-standby".into()).spawn(move || inner.standby_loop())
+                self.threads.spawn("tachyon-rpc-standby", move || inner.standby_loop())
             })
             .and_then(|r| r.ok());
         while !self.stop.load(Ordering::SeqCst) {
@@ -124,7 +124,7 @@ impl Inner {
                 let _g = self.standby_lock.lock().unwrap_or_else(|p| p.into_inner());
                 self.standby_cond.notify_one();
             }
-            let _ = standby.join();
+            standby.join();
         }
     }
 
