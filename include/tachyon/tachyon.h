@@ -395,6 +395,21 @@ typedef int (*ty_rpc_handler_fn)(void *user,
                                  size_t len,
                                  struct ty_rpc_reply_t *reply);
 
+// How `ty_rpc_conf_t.spawn` starts a thread: it gets `ctx` (the conf's
+// `spawn_ctx`), the thread's `name` (valid during the call only) and
+// `run` / `task`. It must call `run(task)` exactly once, on a new thread
+// (`run` returns when the end closes), and return 0; or return any other
+// value without ever calling `run` (the library then frees `task`). If
+// the reader thread cannot start, `ty_rpc_create_with` /
+// `ty_rpc_open_with` fail with `TY_EIO`; a handler thread that cannot
+// start leaves its requests to the others (or, with none started at all,
+// to the thread that read them).
+//
+// It may be called from any of the end's threads, from several at once,
+// until `ty_rpc_close` returns: it must be thread-safe, and so must what
+// `ctx` points to.
+typedef int (*ty_spawn_fn)(void *ctx, const char *name, void (*run)(void *task), void *task);
+
 // How an RPC end is built: a plain value. Start from a copy of
 // `ty_rpc_conf_default` and change fields:
 //
@@ -431,6 +446,16 @@ typedef struct ty_rpc_conf_t {
   // The largest message this end sends or accepts, in bytes (at most
   // 2^32 - 1). Default 64 MiB.
   size_t max_message;
+  // Starts this end's threads (its reader, the handler threads, every
+  // thread on which its handler runs), with `spawn_ctx`: see
+  // `ty_spawn_fn`. NULL (the default) starts them as the system's
+  // threads. For threads pinned to cores or given a priority, and for
+  // runtimes that pay for code run on threads they did not start (the
+  // Go binding starts them as goroutines' threads).
+  ty_spawn_fn spawn;
+  // Passed to `spawn`; it must stay valid until `ty_rpc_close`
+  // returns. Default NULL (set without `spawn`: `TY_EINVAL`).
+  void *spawn_ctx;
 } ty_rpc_conf_t;
 
 // Where `ty_rpc_request_with` gives a response: `ctx` as given, and the

@@ -6,7 +6,7 @@
 use crate::error::*;
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
-use tachyon_core::primitives::rpc::{ResponseWriter, RpcBuilder};
+use tachyon_core::primitives::rpc::{ResponseWriter, RpcBuilder, ThreadWork};
 use tachyon_core::{CircularBuffer, RpcBuffer, SharedBuffer};
 
 const RING_MAGIC: u64 = 0x7479_5f72_696e_6721; // "ty_ring!"
@@ -88,7 +88,44 @@ pub struct ty_rpc_conf_t {
     /// The largest message this end sends or accepts, in bytes (at most
     /// 2^32 - 1). Default 64 MiB.
     pub max_message: usize,
+    /// Starts this end's threads (its reader, the handler threads, every
+    /// thread on which its handler runs), with `spawn_ctx`: see
+    /// `ty_spawn_fn`. NULL (the default) starts them as the system's
+    /// threads. For threads pinned to cores or given a priority, and for
+    /// runtimes that pay for code run on threads they did not start (the
+    /// Go binding starts them as goroutines' threads).
+    pub spawn: ty_spawn_fn,
+    /// Passed to `spawn`; it must stay valid until `ty_rpc_close`
+    /// returns. Default NULL (set without `spawn`: `TY_EINVAL`).
+    pub spawn_ctx: *mut c_void,
 }
+
+// SAFETY: a plain value; the library never dereferences `spawn_ctx`, it
+// only passes it back to `spawn`, whose contract covers its use from any
+// thread. (`ty_rpc_conf_default` is a `static`, which needs `Sync`.)
+unsafe impl Sync for ty_rpc_conf_t {}
+
+/// How `ty_rpc_conf_t.spawn` starts a thread: it gets `ctx` (the conf's
+/// `spawn_ctx`), the thread's `name` (valid during the call only) and
+/// `run` / `task`. It must call `run(task)` exactly once, on a new thread
+/// (`run` returns when the end closes), and return 0; or return any other
+/// value without ever calling `run` (the library then frees `task`). If
+/// the reader thread cannot start, `ty_rpc_create_with` /
+/// `ty_rpc_open_with` fail with `TY_EIO`; a handler thread that cannot
+/// start leaves its requests to the others (or, with none started at all,
+/// to the thread that read them).
+///
+/// It may be called from any of the end's threads, from several at once,
+/// until `ty_rpc_close` returns: it must be thread-safe, and so must what
+/// `ctx` points to.
+pub type ty_spawn_fn = Option<
+    unsafe extern "C" fn(
+        ctx: *mut c_void,
+        name: *const c_char,
+        run: unsafe extern "C" fn(task: *mut c_void),
+        task: *mut c_void,
+    ) -> c_int,
+>;
 
 /// The defaults of an RPC end: the owner's geometry (64 nodes of 4096
 /// bytes when creating), hybrid waits, 2 handler threads, a 30 s timeout,
@@ -102,6 +139,8 @@ pub static ty_rpc_conf_default: ty_rpc_conf_t = ty_rpc_conf_t {
     inline_handlers: 0,
     timeout_ns: 30_000_000_000,
     max_message: 64 << 20,
+    spawn: None,
+    spawn_ctx: std::ptr::null_mut(),
 };
 
 /// A handler of the peer's requests: gets `user` (as given to
@@ -644,6 +683,53 @@ unsafe fn rpc_start(
     unsafe { put(out, make) }
 }
 
+/// The C spawner and its `ctx`, callable from the library's threads.
+#[derive(Clone, Copy)]
+struct CSpawn {
+    f: unsafe extern "C" fn(
+        *mut c_void,
+        *const c_char,
+        unsafe extern "C" fn(*mut c_void),
+        *mut c_void,
+    ) -> c_int,
+    ctx: *mut c_void,
+}
+
+// SAFETY: the C caller promises (see `ty_spawn_fn`) that the spawner and
+// what `ctx` points to may be used from any thread at once.
+unsafe impl Send for CSpawn {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CSpawn {}
+
+impl CSpawn {
+    fn spawn(&self, name: &str, work: ThreadWork) -> std::io::Result<()> {
+        let cname = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+        let task = Box::into_raw(Box::new(work)).cast::<c_void>();
+        // SAFETY: the spawner's contract (`ty_spawn_fn`): `cname` is valid
+        // during the call, and `run(task)` is called once, on a new thread,
+        // if and only if it returns 0.
+        let rc = unsafe { (self.f)(self.ctx, cname.as_ptr(), ty_rpc_run_task, task) };
+        if rc == 0 {
+            return Ok(());
+        }
+        // SAFETY: not run and never to be (the contract): the box is ours.
+        drop(unsafe { Box::from_raw(task.cast::<ThreadWork>()) });
+        Err(std::io::Error::other(format!("the C spawner returned {rc} for {name:?}")))
+    }
+}
+
+/// The `run` a C spawner calls with `task`: the thread's work.
+///
+/// # Safety
+/// `task` is the one given to the spawner, passed here once.
+unsafe extern "C" fn ty_rpc_run_task(task: *mut c_void) {
+    // SAFETY: per the contract, a `Box<ThreadWork>` made by `CSpawn::spawn`
+    // and given up to this call.
+    let work = unsafe { Box::from_raw(task.cast::<ThreadWork>()) };
+    // A panic must not unwind into C; the work's own guards have run.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+}
+
 /// The builder `c` describes.
 fn rpc_builder(name: &str, c: &ty_rpc_conf_t) -> Res<RpcBuilder> {
     if c.timeout_ns <= 0 {
@@ -667,6 +753,12 @@ fn rpc_builder(name: &str, c: &ty_rpc_conf_t) -> Res<RpcBuilder> {
     }
     if c.node_size != 0 {
         b = b.node_size(c.node_size);
+    }
+    if let Some(f) = c.spawn {
+        let s = CSpawn { f, ctx: c.spawn_ctx };
+        b = b.thread_spawner(move |name: &str, work: ThreadWork| s.spawn(name, work));
+    } else if !c.spawn_ctx.is_null() {
+        return Err(invalid("spawn_ctx is set but spawn is NULL"));
     }
     Ok(b)
 }

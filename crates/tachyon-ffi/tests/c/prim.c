@@ -1,6 +1,7 @@
 /* The primitives' C API in one process: NULL is TY_EINVAL, sizes and
  * ranges are checked, timeouts report, both RPC ends in one process with
- * a C handler (and a request cancelled from another thread). */
+ * a C handler (and a request cancelled from another thread), and an end
+ * whose threads a C spawner starts. */
 #define _GNU_SOURCE /* usleep */
 #include <pthread.h>
 #include <string.h>
@@ -35,6 +36,71 @@ static void take(void* ctx, const void* resp, size_t len) {
         size_t n;
         g->nested_rc = ty_rpc_request(g->rpc, "inner", 5, &r, &n, 1000000000LL);
     }
+}
+
+/* A spawner: each thread a detached pthread, marked as the spawner's,
+ * counted when started and when its work returns; it refuses all when
+ * `refuse` is set. */
+struct spawner {
+    int refuse;
+    int spawned;
+    int ended;
+};
+static _Thread_local int on_spawned_thread;
+struct start {
+    struct spawner* sp;
+    void (*run)(void*);
+    void* task;
+};
+
+static void* spawned_main(void* arg) {
+    struct start st = *(struct start*)arg;
+    free(arg);
+    on_spawned_thread = 1;
+    st.run(st.task);
+    __atomic_add_fetch(&st.sp->ended, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static int spawn_thread(void* ctx, const char* name, void (*run)(void*), void* task) {
+    struct spawner* sp = ctx;
+    if (sp->refuse || strncmp(name, "tachyon-rpc-", 12) != 0) return 1;
+    struct start* st = malloc(sizeof *st);
+    if (st == NULL) return 1;
+    *st = (struct start){sp, run, task};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, spawned_main, st);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        free(st);
+        return 1;
+    }
+    __atomic_add_fetch(&sp->spawned, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+/* Answers "1" on a thread the spawner started, else "0". */
+static int where(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
+    (void)user;
+    (void)req;
+    if (len == 4) usleep(20000); /* long enough for the standby to read */
+    return ty_rpc_reply(reply, on_spawned_thread ? "1" : "0", 1);
+}
+
+static void* call_where(void* arg) {
+    const ty_rpc_t* client = arg;
+    for (int i = 0; i < 20; i++) {
+        void* resp;
+        size_t resp_len;
+        CHECK(ty_rpc_request(client, i % 5 == 0 ? "slow" : "q", i % 5 == 0 ? 4 : 1, &resp, &resp_len,
+                             5000000000LL));
+        EXPECT(resp_len == 1 && memcmp(resp, "1", 1) == 0);
+        ty_rpc_free(resp, resp_len);
+    }
+    return NULL;
 }
 
 static ty_cancel_t* cancel;
@@ -249,6 +315,31 @@ int main(void) {
     EXPECT(g.calls == 1 && g.len == 5 && g.nested_rc == TY_EINVAL);
     ty_rpc_close(client);
     ty_rpc_close(rpc);
+
+    /* A C spawner: a ctx without it is TY_EINVAL, one that refuses fails
+     * the start (TY_EIO); one that starts threads runs every handler on
+     * them, calls from three threads at once with slow ones among them
+     * (so the standby reads and hands on), and every thread ends after
+     * the close. */
+    static struct spawner sp;
+    conf = ty_rpc_conf_default;
+    conf.spawn_ctx = &sp;
+    EXPECT_RC(TY_EINVAL, ty_rpc_create_with(name, &conf, where, NULL, &rpc));
+    conf.spawn = spawn_thread;
+    sp.refuse = 1;
+    EXPECT_RC(TY_EIO, ty_rpc_create_with(name, &conf, where, NULL, &rpc));
+    sp.refuse = 0;
+    CHECK(ty_rpc_create_with(name, &conf, where, NULL, &rpc));
+    CHECK(ty_rpc_open(name, NULL, NULL, &client));
+    pthread_t callers[3];
+    for (int i = 0; i < 3; i++) EXPECT(pthread_create(&callers[i], NULL, call_where, client) == 0);
+    for (int i = 0; i < 3; i++) pthread_join(callers[i], NULL);
+    ty_rpc_close(client);
+    ty_rpc_close(rpc);
+    int spawned = __atomic_load_n(&sp.spawned, __ATOMIC_SEQ_CST);
+    EXPECT(spawned >= 4); /* the reader, the standby, two handler threads */
+    for (int i = 0; i < 500 && __atomic_load_n(&sp.ended, __ATOMIC_SEQ_CST) < spawned; i++) usleep(10000);
+    EXPECT(__atomic_load_n(&sp.ended, __ATOMIC_SEQ_CST) == spawned);
     printf("prim: all checks passed\n");
     return 0;
 }
