@@ -146,3 +146,32 @@ func BenchmarkRPC(b *testing.B) {
 		}
 	}
 }
+
+// Small RPC calls (64 bytes each way) in one process, a Go handler
+// echoing them, with hybrid waits (the default) and spinning ones on both
+// ends: what a call costs beyond its bytes, the handler's entry into Go
+// included.
+func BenchmarkRPCSmall(b *testing.B) {
+	for _, notify := range []Notify{NotifyHybrid, NotifySpin} {
+		name := uniqueName("bench-rpc-small")
+		conf := &RPCConfig{Notify: notify}
+		owner, err := CreateRPCWith(name, conf, func(req []byte) ([]byte, error) { return req, nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		client, err := OpenRPCWith(name, conf, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req, buf := make([]byte, 64), make([]byte, 0, 64)
+		b.Run(fmt.Sprintf("64/%s/CallInto", map[Notify]string{NotifyHybrid: "hybrid", NotifySpin: "spin"}[notify]), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if buf, err = client.CallInto(req, buf[:0], 10*time.Second); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		client.Close()
+		owner.Close()
+	}
+}

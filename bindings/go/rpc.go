@@ -13,6 +13,7 @@ import (
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -273,6 +274,27 @@ func goTachyonRPCHandle(id C.uintptr_t, req unsafe.Pointer, n C.size_t, reply C.
 	}
 	return 0
 }
+
+// goTachyonSpawn starts one of an RPC end's threads (its reader, its
+// handler threads; ty_rpc_conf_t.spawn) as a goroutine locked to its
+// thread, so that the handlers run on Go's own threads: Go 1.19 enters Go
+// from a thread it did not start in about 7 µs, from one of its own in
+// about 0.13 µs. The thread ends with its work (when the end closes).
+//
+//export goTachyonSpawn
+func goTachyonSpawn(run, task C.uintptr_t) {
+	go func() {
+		runtime.LockOSThread()
+		tid := syscall.Gettid()
+		rpcThreads.Store(tid, struct{}{})
+		defer rpcThreads.Delete(tid)
+		C.go_ty_run(run, task)
+	}()
+}
+
+// rpcThreads holds the OS thread ids running an RPC end's work now (the
+// tests look here).
+var rpcThreads sync.Map // int -> struct{}
 
 // stderr is where a panicking handler is reported.
 var stderr = os.Stderr

@@ -224,11 +224,29 @@ extern int goTachyonRPCHandle(uintptr_t id, void* req, size_t len, uintptr_t rep
 static int go_ty_rpc_handler(void* user, const void* req, size_t len, ty_rpc_reply_t* reply) {
     return goTachyonRPCHandle((uintptr_t)user, (void*)req, len, (uintptr_t)reply);
 }
+/* Declared by cgo from rpc.go's //export: starts a goroutine that calls
+ * go_ty_run(run, task). */
+extern void goTachyonSpawn(uintptr_t run, uintptr_t task);
+
+/* An RPC end's threads are goroutines' threads: Go enters a handler from
+ * one of its own threads in about 0.13 us, from a thread it did not start
+ * in about 7 us (Go 1.19). */
+static int go_ty_spawn(void* ctx, const char* name, void (*run)(void*), void* task) {
+    (void)ctx;
+    (void)name;
+    goTachyonSpawn((uintptr_t)run, (uintptr_t)task);
+    return 0;
+}
+void go_ty_run(uintptr_t run, uintptr_t task) { ((void (*)(void*))run)((void*)task); }
+
 go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t id, int create) {
     ty_rpc_t* out = NULL;
     ty_rpc_handler_fn h = id ? go_ty_rpc_handler : NULL;
-    int rc = create ? ty_rpc_create_with(name, conf, h, (void*)id, &out)
-                    : ty_rpc_open_with(name, conf, h, (void*)id, &out);
+    ty_rpc_conf_t c = conf != NULL ? *conf : ty_rpc_conf_default;
+    c.spawn = go_ty_spawn;
+    c.spawn_ctx = NULL;
+    int rc = create ? ty_rpc_create_with(name, &c, h, (void*)id, &out)
+                    : ty_rpc_open_with(name, &c, h, (void*)id, &out);
     return res(rc, out);
 }
 /* Declared by cgo from rpc.go's //export: copies a response into a new Go

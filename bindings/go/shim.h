@@ -132,6 +132,9 @@ go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
  * goTachyonRPCResponse (sink is the cgo.Handle it fills); len is the
  * response's length either way. */
 go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t id, int create);
+/* Runs an RPC end's thread work (`run(task)`) on the calling goroutine's
+ * thread: every thread of an end is started by goTachyonSpawn. */
+void go_ty_run(uintptr_t run, uintptr_t task);
 go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
                                  uintptr_t sink, int64_t timeout_ns);
 int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len);
