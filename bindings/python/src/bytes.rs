@@ -3,6 +3,7 @@
 //! GIL; a handler's request, a response): one copy each, through the
 //! library's.
 
+use crate::exiting::InPython;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -50,7 +51,12 @@ pub(crate) fn bytes_of(py: Python<'_>, src: &[u8]) -> PyResult<Py<PyBytes>> {
 /// That is safe because no call of this module waits for a lent message
 /// while it holds the GIL: every wait of the library runs with the GIL
 /// released (`crate::wait`).
+///
+/// Once the interpreter exits it is an error, not an entry into an
+/// interpreter that may be gone (`crate::exiting`).
 pub(crate) fn bytes_attached(src: &[u8]) -> PyResult<Py<PyBytes>> {
+    let _entered = InPython::enter()
+        .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("the Python interpreter is exiting"))?;
     Python::attach(|py| bytes_of(py, src))
 }
 

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 mod bus;
 mod bytes;
 mod errors;
+mod exiting;
 mod primitives;
 mod wait;
 
@@ -38,6 +39,10 @@ fn _tachyon(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<primitives::ArrayLock>()?;
     m.add_class::<primitives::PyCircularBuffer>()?;
     m.add_class::<primitives::PyRpcBuffer>()?;
+    // Threads that enter Python from Rust must know when the interpreter
+    // exits (`exiting`).
+    let note_exit = wrap_pyfunction!(exiting::_note_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (note_exit,))?;
     m.add("MAX_MESSAGE", tachyon::bus::MAX_MESSAGE)?;
     m.add("CLASS_SIZES", tachyon::bus::CLASS_SIZES.to_vec())?;
     Ok(())

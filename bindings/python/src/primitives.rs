@@ -6,6 +6,7 @@
 use crate::bus::{wait_policy, with_bytes};
 use crate::bytes::{bytes_attached, bytes_of, without_gil};
 use crate::errors::{to_py, IntoPyResult};
+use crate::exiting::{self, InPython};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -14,7 +15,7 @@ use pyo3::types::{PyBytes, PyMemoryView};
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tachyon::primitives::rpc::ResponseWriter;
+use tachyon::primitives::rpc::{ResponseWriter, ThreadWork};
 use tachyon::primitives::{SharedArrayReadGuard, SharedArrayWriteGuard};
 use tachyon::{CircularBuffer, RpcBuffer, SharedArray};
 
@@ -473,6 +474,12 @@ impl PyRpcBuffer {
                 call_handler(&h, msg, out)
             });
         }
+        b = b.thread_spawner(|name: &str, work: ThreadWork| {
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(move || exiting::with_thread_state(work))
+                .map(drop)
+        });
         let rpc = py.detach(|| if create { b.create() } else { b.open() }).py(py)?;
         Ok(PyRpcBuffer { rpc: Mutex::new(Some(Arc::new(rpc))), name })
     }
@@ -595,6 +602,9 @@ enum Answer {
 /// could keep the very reader that makes room from running (this
 /// process's other end, whose handlers need the GIL).
 fn call_handler(handler: &Py<PyAny>, msg: &[u8], out: &mut ResponseWriter<'_>) -> Result<(), String> {
+    // Held to the end: the response may be written from a bytes object's
+    // memory, which the interpreter's exit must not take away under it.
+    let _entered = InPython::enter().ok_or("the handler's Python interpreter is exiting")?;
     let answer = Python::attach(|py| {
         let describe = |e: PyErr| {
             let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
