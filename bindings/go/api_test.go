@@ -961,6 +961,38 @@ func TestFinalizerClosesDroppedTopic(t *testing.T) {
 
 // RPCConfig fields out of range are ErrInvalid; a configured pair of
 // ends in one process calls as any other.
+// callFromGoroutines makes calls calls through client from each of
+// goroutines goroutines at once, request(g, i) the i-th of goroutine g,
+// and fails t with the first error or the first response that verify
+// refuses.
+func callFromGoroutines(t *testing.T, client *RPC, goroutines, calls int, request func(g, i int) string, verify func(req string, resp []byte) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				req := request(g, i)
+				resp, err := client.Call([]byte(req), bound)
+				if err == nil {
+					err = verify(req, resp)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d, call %d: %w", g, i, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // Every RPC handler runs on a thread Go started (goTachyonSpawn), never
 // on one it did not (which Go 1.19 enters in about 7 µs, not 0.13):
 // calls from four goroutines at once, slow ones among them, so that the
@@ -982,33 +1014,17 @@ func TestRPCHandlersRunOnGoThreads(t *testing.T) {
 		return []byte("1"), nil
 	}))(t)
 	client := must(OpenRPC(name, nil))(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 30; i++ {
-				req := "quick"
-				if (i+g)%5 == 0 {
-					req = "slow"
-				}
-				resp, err := client.Call([]byte(req), bound)
-				if err == nil && string(resp) != "1" {
-					err = fmt.Errorf("call %d.%d (%s) ran on a thread Go did not start", g, i, req)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	callFromGoroutines(t, client, 4, 30, func(g, i int) string {
+		if (i+g)%5 == 0 {
+			return "slow"
+		}
+		return "quick"
+	}, func(req string, resp []byte) error {
+		if string(resp) != "1" {
+			return fmt.Errorf("a call (%s) ran on a thread Go did not start", req)
+		}
+		return nil
+	})
 	check(t, client.Close())
 	check(t, owner.Close())
 	deadline := time.Now().Add(bound)
@@ -1086,30 +1102,14 @@ func TestRPC(t *testing.T) {
 	_, err = OpenRPC(name, nil)
 	wantErr(t, err, ErrBusy)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 50; i++ {
-				req := fmt.Sprintf("call %d.%d", g, i)
-				resp, err := client.Call([]byte(req), bound)
-				if err == nil && string(resp) != strings.ToUpper(req) {
-					err = fmt.Errorf("%q answered %q", req, resp)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		check(t, err)
-	}
+	callFromGoroutines(t, client, 4, 50, func(g, i int) string {
+		return fmt.Sprintf("call %d.%d", g, i)
+	}, func(req string, resp []byte) error {
+		if string(resp) != strings.ToUpper(req) {
+			return fmt.Errorf("%q answered %q", req, resp)
+		}
+		return nil
+	})
 	if calls.Load() != 200 {
 		t.Fatalf("%d calls handled", calls.Load())
 	}
