@@ -827,6 +827,54 @@ func TestRingBatchReads(t *testing.T) {
 	}
 }
 
+// A ring handle's wait policy: hybrid by default, its own; a reader that
+// sleeps at once (futex) and a writer that never sleeps (spin) stream
+// 20000 items through a ring of 8, each waking the other; bad values,
+// nil and closed handles refused.
+func TestRingNotify(t *testing.T) {
+	name := uniqueName("ring-notify")
+	ring := must(CreateRing(name, 8, 64))(t)
+	defer ring.Close()
+	reader := must(OpenRing(name))(t)
+	if reader.Notify() != NotifyHybrid {
+		t.Fatalf("default %v", reader.Notify())
+	}
+	wantErr(t, reader.SetNotify(Notify(7)), ErrInvalid)
+	check(t, reader.SetNotify(NotifyFutex))
+	check(t, ring.SetNotify(NotifySpin))
+	if reader.Notify() != NotifyFutex || ring.Notify() != NotifySpin {
+		t.Fatalf("reader %v, writer %v", reader.Notify(), ring.Notify())
+	}
+	const n = 20000
+	done := make(chan error, 1)
+	go func() {
+		item := make([]byte, 64)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint64(item, uint64(i))
+			if err := ring.Write(item, bound); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	buf := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		got := must(reader.Read(buf, bound))(t)
+		if got != 64 || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("item %d: %d bytes %x", i, got, buf[:got])
+		}
+	}
+	check(t, <-done)
+	check(t, reader.Close())
+	wantErr(t, reader.SetNotify(NotifySpin), ErrClosed)
+	if reader.Notify() != NotifyHybrid {
+		t.Fatal("a closed handle has a policy")
+	}
+	var none *Ring
+	wantErr(t, none.SetNotify(NotifySpin), ErrInvalid)
+}
+
 // Batch reads on a topic handle: its own, refused while a subscription
 // of the handle is open, taken by a subscription opened afterwards.
 func TestTopicBatchReads(t *testing.T) {

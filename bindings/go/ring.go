@@ -143,6 +143,38 @@ func (r *Ring) BatchReads() bool {
 	return C.go_ty_ring_batch_reads(r.p) != 0
 }
 
+// SetNotify sets how this handle's waits wait: NotifyHybrid (the
+// default: spin a few microseconds, then sleep), NotifySpin (never
+// sleep: lowest latency, a CPU per waiting goroutine) or NotifyFutex
+// (sleep at once). The handle's option, as SetBatchReads: writers and
+// readers wake each other whatever each one's choice. It waits for the
+// handle's calls in flight, as Close does: set it before use.
+func (r *Ring) SetNotify(n Notify) error {
+	const op = "Ring.SetNotify"
+	if r == nil {
+		return closed(op, true)
+	}
+	var err error
+	if !r.g.exclusive(func() {
+		if res := C.go_ty_ring_set_notify(r.p, C.int(n)); res.rc != C.TY_OK {
+			err = fail(op, res)
+		}
+	}) {
+		return closed(op, false)
+	}
+	return err
+}
+
+// Notify reports how this handle's waits wait (SetNotify); NotifyHybrid
+// for nil or a closed handle.
+func (r *Ring) Notify() Notify {
+	if r.enter("Ring.Notify") != nil {
+		return NotifyHybrid
+	}
+	defer r.g.leave()
+	return Notify(C.go_ty_ring_notify(r.p))
+}
+
 // Close closes the handle; the last close in any process removes the
 // ring. It waits for calls in flight. A second Close returns ErrClosed.
 func (r *Ring) Close() error {

@@ -184,6 +184,10 @@ go_ty_res go_ty_ring_set_batch_reads(uintptr_t r, int on) {
     return res(ty_ring_set_batch_reads((ty_ring_t*)r, on), NULL);
 }
 int go_ty_ring_batch_reads(uintptr_t r) { return ty_ring_batch_reads(RING(r)); }
+go_ty_res go_ty_ring_set_notify(uintptr_t r, int notify) {
+    return res(ty_ring_set_notify((ty_ring_t*)r, notify), NULL);
+}
+int go_ty_ring_notify(uintptr_t r) { return ty_ring_notify(RING(r)); }
 go_ty_res go_ty_ring_open(const char* name) {
     ty_ring_t* out = NULL;
     int rc = ty_ring_open(name, &out);

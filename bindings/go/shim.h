@@ -113,6 +113,8 @@ go_ty_res go_ty_ring_open(const char* name);
 int go_ty_ring_light_handovers(uintptr_t r);
 go_ty_res go_ty_ring_set_batch_reads(uintptr_t r, int on);
 int go_ty_ring_batch_reads(uintptr_t r);
+go_ty_res go_ty_ring_set_notify(uintptr_t r, int notify);
+int go_ty_ring_notify(uintptr_t r);
 void go_ty_ring_close(uintptr_t r);
 size_t go_ty_ring_node_size(uintptr_t r);
 go_ty_res go_ty_ring_write(uintptr_t r, const void* data, size_t len, int64_t timeout_ns);

@@ -1483,6 +1483,35 @@ int ty_ring_set_batch_reads(ty_ring_t *ring, int on);
 // `ring` is NULL or a live ring handle.
 int ty_ring_batch_reads(const ty_ring_t *ring);
 
+// Sets how this handle's waits wait: `TY_NOTIFY_HYBRID` (the default:
+// spin a few microseconds, then sleep), `TY_NOTIFY_SPIN` (never sleep:
+// lowest latency, a CPU per waiter) or `TY_NOTIFY_FUTEX` (sleep at
+// once). A handle's option, as `ty_ring_set_batch_reads`: writers and
+// readers wake each other whatever each one's choice.
+//
+// Errors: `TY_EINVAL` (NULL or not a ring handle, or another value).
+//
+// Not thread-safe for one handle: no other call may use `ring` during
+// this one (set it before the handle is shared between threads).
+//
+// ```c
+// ty_ring_t* in;
+// ty_ring_open("frames", &in);
+// ty_ring_set_notify(in, TY_NOTIFY_SPIN); /* this handle never sleeps */
+// ```
+//
+// # Safety
+// `ring` is NULL or a live ring handle that no other call uses during
+// this one.
+int ty_ring_set_notify(ty_ring_t *ring, int notify);
+
+// How this handle's waits wait (`ty_ring_set_notify`): a `TY_NOTIFY_*`
+// value, or `TY_EINVAL` for an invalid handle. Thread-safe.
+//
+// # Safety
+// `ring` is NULL or a live ring handle.
+int ty_ring_notify(const ty_ring_t *ring);
+
 // Opens the existing ring `name`.
 //
 // Errors: `TY_EINVAL`, `TY_ENOENT`, `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`.

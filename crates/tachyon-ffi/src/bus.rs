@@ -373,7 +373,7 @@ pub(crate) fn notify_policy(n: c_int) -> Res<WaitPolicy> {
     }
 }
 
-fn notify_code(p: WaitPolicy) -> c_int {
+pub(crate) fn notify_code(p: WaitPolicy) -> c_int {
     match p {
         WaitPolicy::Spin => TY_NOTIFY_SPIN,
         WaitPolicy::Futex => TY_NOTIFY_FUTEX,

@@ -371,6 +371,57 @@ pub unsafe extern "C" fn ty_ring_batch_reads(ring: *const ty_ring_t) -> c_int {
     batch
 }
 
+/// Sets how this handle's waits wait: `TY_NOTIFY_HYBRID` (the default:
+/// spin a few microseconds, then sleep), `TY_NOTIFY_SPIN` (never sleep:
+/// lowest latency, a CPU per waiter) or `TY_NOTIFY_FUTEX` (sleep at
+/// once). A handle's option, as `ty_ring_set_batch_reads`: writers and
+/// readers wake each other whatever each one's choice.
+///
+/// Errors: `TY_EINVAL` (NULL or not a ring handle, or another value).
+///
+/// Not thread-safe for one handle: no other call may use `ring` during
+/// this one (set it before the handle is shared between threads).
+///
+/// ```c
+/// ty_ring_t* in;
+/// ty_ring_open("frames", &in);
+/// ty_ring_set_notify(in, TY_NOTIFY_SPIN); /* this handle never sleeps */
+/// ```
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle that no other call uses during
+/// this one.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_set_notify(ring: *mut ty_ring_t, notify: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract; checked to be a live ring
+        // handle before it is written.
+        unsafe { self::ring(ring)? };
+        let policy = crate::bus::notify_policy(notify)?;
+        // SAFETY: a live `Box<ty_ring_t>` (checked above) that no other
+        // call uses during this one (the contract): this is the only
+        // reference to it.
+        unsafe { &mut *ring }.ring.set_wait_policy(policy);
+        Ok(TY_OK)
+    })
+}
+
+/// How this handle's waits wait (`ty_ring_set_notify`): a `TY_NOTIFY_*`
+/// value, or `TY_EINVAL` for an invalid handle. Thread-safe.
+///
+/// # Safety
+/// `ring` is NULL or a live ring handle.
+#[no_mangle]
+pub unsafe extern "C" fn ty_ring_notify(ring: *const ty_ring_t) -> c_int {
+    let mut notify = TY_EINVAL;
+    guard(|| {
+        // SAFETY: per this function's contract.
+        notify = crate::bus::notify_code(unsafe { self::ring(ring)? }.ring.wait_policy());
+        Ok(TY_OK)
+    });
+    notify
+}
+
 /// Opens the existing ring `name`.
 ///
 /// Errors: `TY_EINVAL`, `TY_ENOENT`, `TY_EKIND`, `TY_ECORRUPT`, `TY_EPERM`.

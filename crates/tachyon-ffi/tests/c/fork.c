@@ -210,7 +210,9 @@ int main(void) {
 
     /* 5. Batch readers: a producer child streams into an inline topic and
      * into a ring, this process reads both with batch reads on; every
-     * item arrives, whole and in order. */
+     * item arrives, whole and in order. The ring's reader here sleeps at
+     * once when it waits (TY_NOTIFY_FUTEX), its writer there never
+     * sleeps (TY_NOTIFY_SPIN): each wakes the other all the same. */
     ty_topic_conf_t sc = ty_topic_conf_default;
     sc.capacity = 256;
     ty_topic_t* stream;
@@ -221,6 +223,7 @@ int main(void) {
     ty_ring_t* ring;
     CHECK(ty_ring_create(ring_name, 256, 64, &ring));
     CHECK(ty_ring_set_batch_reads(ring, 1));
+    CHECK(ty_ring_set_notify(ring, TY_NOTIFY_FUTEX));
     fflush(stdout);
     pid = fork();
     EXPECT(pid >= 0);
@@ -228,6 +231,7 @@ int main(void) {
         ty_topic_t* t = child_open("stream");
         ty_ring_t* r;
         CHECK(ty_ring_open(ring_name, &r));
+        CHECK(ty_ring_set_notify(r, TY_NOTIFY_SPIN));
         uint64_t item[8] = {0};
         for (uint64_t i = 0; i < 5 * N; i++) {
             item[0] = i;

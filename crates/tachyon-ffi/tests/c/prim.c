@@ -214,6 +214,24 @@ int main(void) {
     EXPECT_RC(TY_ETIMEDOUT, ty_ring_read(other, bytes, sizeof bytes, &len, 1000000));
     CHECK(ty_ring_set_batch_reads(other, 0));
     EXPECT(ty_ring_batch_reads(other) == 0);
+
+    /* The wait policy: a handle's, hybrid by default; other values and
+       NULL are TY_EINVAL (the handle keeps its policy); a reader that
+       sleeps at once and one that spins both time out when nothing
+       comes. */
+    EXPECT(ty_ring_notify(ring) == TY_NOTIFY_HYBRID && ty_ring_notify(NULL) == TY_EINVAL);
+    EXPECT_RC(TY_EINVAL, ty_ring_set_notify(NULL, TY_NOTIFY_SPIN));
+    EXPECT_RC(TY_EINVAL, ty_ring_set_notify(other, 3));
+    EXPECT(ty_ring_notify(other) == TY_NOTIFY_HYBRID);
+    CHECK(ty_ring_set_notify(other, TY_NOTIFY_FUTEX));
+    EXPECT(ty_ring_notify(other) == TY_NOTIFY_FUTEX && ty_ring_notify(ring) == TY_NOTIFY_HYBRID);
+    EXPECT_RC(TY_ETIMEDOUT, ty_ring_read(other, bytes, sizeof bytes, &len, 1000000));
+    CHECK(ty_ring_write(ring, "three", 5, 0));
+    CHECK(ty_ring_read(other, bytes, sizeof bytes, &len, 1000000000));
+    EXPECT(len == 5 && memcmp(bytes, "three", 5) == 0);
+    CHECK(ty_ring_set_notify(other, TY_NOTIFY_SPIN));
+    EXPECT(ty_ring_notify(other) == TY_NOTIFY_SPIN);
+    EXPECT_RC(TY_ETIMEDOUT, ty_ring_read(other, bytes, sizeof bytes, &len, 1000000));
     ty_ring_close(other);
     ty_ring_close(ring);
 

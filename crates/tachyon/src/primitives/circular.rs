@@ -481,6 +481,43 @@ impl CircularBuffer {
         self.batch_reads = on;
     }
 
+    /// How this handle's waits wait (see
+    /// [`CircularBufferBuilder::wait_policy`]; hybrid by default).
+    ///
+    /// ```
+    /// use tachyon::sync::WaitPolicy;
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-policy-{}", std::process::id());
+    /// let ring = CircularBuffer::create(&name, 4, 16)?;
+    /// assert_eq!(ring.wait_policy(), WaitPolicy::Hybrid);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    /// Changes how this handle's later waits wait: for a handle opened or
+    /// created without the builder (as the C face's are). The handle's
+    /// option, like [`set_batch_reads`](Self::set_batch_reads): writers and
+    /// readers wake each other whatever each one's policy is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tachyon::sync::WaitPolicy;
+    /// use tachyon::CircularBuffer;
+    /// # let name = format!("doc-circular-set-policy-{}", std::process::id());
+    /// let mut reader = CircularBuffer::create(&name, 4, 16)?;
+    /// reader.set_wait_policy(WaitPolicy::Futex); // sleeps at once
+    /// let writer = CircularBuffer::open(&name)?; // usually in another process
+    /// writer.write(b"tick", None)?;
+    /// let mut buf = [0u8; 16];
+    /// assert_eq!(reader.read(&mut buf, Some(Duration::from_millis(100)))?, 4);
+    /// # Ok::<(), tachyon::Error>(())
+    /// ```
+    pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes
