@@ -28,6 +28,8 @@
 //   dispatch, peer checks, expiry;
 // * handler.rs: running a handler and sending its response;
 // * pool.rs: the handler thread pool;
+// * threads.rs: how an end starts its threads (`thread_spawner`) and
+//   waits for them;
 // * future.rs: where a response meets its request, `RequestFuture`;
 // * cancel.rs: `CancelToken`;
 // * async_handler.rs: async handlers (`set_async_handler`, `serve_async`);
