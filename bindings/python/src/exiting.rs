@@ -9,20 +9,32 @@
 //! inside Python to leave; from then on none enters ([`InPython`]).
 
 use pyo3::prelude::*;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tachyon::primitives::rpc::ThreadWork;
 
-/// Set by an `atexit` function once the interpreter starts to exit
-/// (atexit functions run before CPython finalizes): from then on the
-/// library's threads no longer enter Python. A thread that entered CPython
-/// after it finalized would find no interpreter (and crash); one that
-/// takes the GIL while it finalizes is ended inside CPython.
-static EXITING: AtomicBool = AtomicBool::new(false);
-/// Threads inside Python from Rust now ([`InPython`]).
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
-/// How long the exit waits for library threads to leave Python: a handler
-/// that runs longer is left to CPython, as its daemon threads are.
-const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Whether the interpreter exits, and how many threads are inside Python
+/// from Rust now. Set to exiting by an `atexit` function (atexit functions
+/// run before CPython finalizes): from then on no thread enters Python
+/// from Rust. A thread that entered CPython after it finalized would find
+/// no interpreter (and crash); one that takes the GIL while it finalizes
+/// is ended inside CPython. A lock, not atomics: it is taken twice a
+/// handler call, next to a Python call of microseconds.
+static STATE: Mutex<Exit> = Mutex::new(Exit { exiting: false, inside: 0 });
+/// Woken when the last thread inside Python leaves.
+static LEFT: Condvar = Condvar::new();
+/// How long the exit waits for threads to leave Python: a handler that
+/// runs longer is left to CPython, as its daemon threads are.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+struct Exit {
+    exiting: bool,
+    inside: usize,
+}
+
+fn state() -> MutexGuard<'static, Exit> {
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A thread inside Python from Rust (an RPC end's handler, a caller's copy
 /// with the GIL taken back): the exit waits for it.
@@ -31,34 +43,40 @@ pub(crate) struct InPython;
 impl InPython {
     /// `None` once the interpreter exits.
     pub(crate) fn enter() -> Option<InPython> {
-        // SYNC: SeqCst, against `_note_exit`'s store of EXITING and load
-        // of ACTIVE (a store then a load on each side): either the exit
-        // sees this thread counted, or this thread sees the exit.
-        ACTIVE.fetch_add(1, Ordering::SeqCst);
-        if EXITING.load(Ordering::SeqCst) {
-            ACTIVE.fetch_sub(1, Ordering::SeqCst);
+        let mut s = state();
+        if s.exiting {
             return None;
         }
+        s.inside += 1;
         Some(InPython)
     }
 }
 
 impl Drop for InPython {
     fn drop(&mut self) {
-        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+        let mut s = state();
+        s.inside -= 1;
+        if s.inside == 0 {
+            LEFT.notify_all();
+        }
     }
 }
 
-/// Marks the interpreter as exiting ([`EXITING`]) and waits, without
-/// the GIL, for the library's threads inside Python to leave (at most
-/// [`EXIT_WAIT`]); registered with `atexit` when the module is imported.
+/// Marks the interpreter as exiting and waits, without the GIL, for the
+/// threads inside Python from Rust to leave (at most [`EXIT_WAIT`]);
+/// registered with `atexit` when the module is imported.
 #[pyfunction]
 pub(crate) fn _note_exit(py: Python<'_>) {
-    EXITING.store(true, Ordering::SeqCst);
     py.detach(|| {
-        let end = std::time::Instant::now() + EXIT_WAIT;
-        while ACTIVE.load(Ordering::SeqCst) != 0 && std::time::Instant::now() < end {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        let mut s = state();
+        s.exiting = true;
+        let end = Instant::now() + EXIT_WAIT;
+        while s.inside != 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            s = LEFT.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
         }
     });
 }
