@@ -56,7 +56,8 @@ impl Drop for InPython {
     fn drop(&mut self) {
         let mut s = state();
         s.inside -= 1;
-        if s.inside == 0 {
+        // Only the exit waits (and a notify is a system call).
+        if s.inside == 0 && s.exiting {
             LEFT.notify_all();
         }
     }
