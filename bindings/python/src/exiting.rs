@@ -9,57 +9,33 @@
 //! inside Python to leave; from then on none enters ([`InPython`]).
 
 use pyo3::prelude::*;
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tachyon::primitives::rpc::ThreadWork;
+use tachyon::sync::{Gate, GatePass};
 
-/// Whether the interpreter exits, and how many threads are inside Python
-/// from Rust now. Set to exiting by an `atexit` function (atexit functions
-/// run before CPython finalizes): from then on no thread enters Python
-/// from Rust. A thread that entered CPython after it finalized would find
-/// no interpreter (and crash); one that takes the GIL while it finalizes
-/// is ended inside CPython. A lock, not atomics: it is taken twice a
-/// handler call, next to a Python call of microseconds.
-static STATE: Mutex<Exit> = Mutex::new(Exit { exiting: false, inside: 0 });
-/// Woken when the last thread inside Python leaves.
-static LEFT: Condvar = Condvar::new();
+/// The interpreter, behind a gate: threads that enter Python from Rust
+/// pass it ([`InPython`]); an `atexit` function (atexit functions run
+/// before CPython finalizes) closes it and waits for them to leave. From
+/// then on no thread enters Python from Rust: one that entered CPython
+/// after it finalized would find no interpreter (and crash); one that
+/// takes the GIL while it finalizes is ended inside CPython. (A gate of
+/// atomics, not a lock: a lock held by another thread at a `fork` would
+/// stay locked in the child.)
+static INTERPRETER: Gate = Gate::new();
 /// How long the exit waits for threads to leave Python: a handler that
 /// runs longer is left to CPython, as its daemon threads are.
 const EXIT_WAIT: Duration = Duration::from_secs(2);
 
-struct Exit {
-    exiting: bool,
-    inside: usize,
-}
-
-fn state() -> MutexGuard<'static, Exit> {
-    STATE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// A thread inside Python from Rust (an RPC end's handler, a caller's copy
 /// with the GIL taken back): the exit waits for it.
-pub(crate) struct InPython;
+pub(crate) struct InPython {
+    _pass: GatePass<'static>,
+}
 
 impl InPython {
     /// `None` once the interpreter exits.
     pub(crate) fn enter() -> Option<InPython> {
-        let mut s = state();
-        if s.exiting {
-            return None;
-        }
-        s.inside += 1;
-        Some(InPython)
-    }
-}
-
-impl Drop for InPython {
-    fn drop(&mut self) {
-        let mut s = state();
-        s.inside -= 1;
-        // Only the exit waits (and a notify is a system call).
-        if s.inside == 0 && s.exiting {
-            LEFT.notify_all();
-        }
+        INTERPRETER.enter().map(|pass| InPython { _pass: pass })
     }
 }
 
@@ -68,18 +44,7 @@ impl Drop for InPython {
 /// registered with `atexit` when the module is imported.
 #[pyfunction]
 pub(crate) fn _note_exit(py: Python<'_>) {
-    py.detach(|| {
-        let mut s = state();
-        s.exiting = true;
-        let end = Instant::now() + EXIT_WAIT;
-        while s.inside != 0 {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            s = LEFT.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
-        }
-    });
+    py.detach(|| INTERPRETER.close_and_wait(EXIT_WAIT));
 }
 
 /// Runs one of an RPC end's threads' `work` with a Python thread state of

@@ -45,6 +45,7 @@ pub(crate) mod deferred;
 mod event;
 #[cfg(not(tachyon_loom))]
 mod event_async;
+mod gate;
 // The slot of the chunk a process released last (`bus/alloc.rs`); under
 // loom only its model uses it.
 #[cfg(any(not(tachyon_loom), test))]
@@ -104,6 +105,7 @@ pub(crate) fn loom_model(f: impl Fn() + Sync + Send + 'static) {
 pub use event::{Event, EventMode};
 #[cfg(not(tachyon_loom))]
 pub use event_async::EventWait;
+pub use gate::{Gate, GatePass};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard, MAX_READS_PER_ATTACH};
 // Attach tokens belong to the segment layer (a segment hands them out);
