@@ -778,25 +778,16 @@ func TestRingWithLightHandovers(t *testing.T) {
 // Batch reads: a handle's option, off by default, not seen by the ring's
 // other handles; a writer goroutine's stream is read whole and in order;
 // nil and closed handles are refused.
-func TestRingBatchReads(t *testing.T) {
-	name := uniqueName("ring-batch")
-	ring := must(CreateRing(name, 256, 64))(t)
-	defer ring.Close()
-	reader := must(OpenRing(name))(t)
-	if reader.BatchReads() {
-		t.Fatal("batch reads on by default")
-	}
-	check(t, reader.SetBatchReads(true))
-	if !reader.BatchReads() || ring.BatchReads() {
-		t.Fatalf("batch reads: reader %v, writer %v", reader.BatchReads(), ring.BatchReads())
-	}
-	const n = 20000
+// streamThrough writes n numbered 64-byte items into writer from a
+// goroutine and reads them from reader here, every one in order.
+func streamThrough(t *testing.T, writer, reader *Ring, n int) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		item := make([]byte, 64)
 		for i := 0; i < n; i++ {
 			binary.LittleEndian.PutUint64(item, uint64(i))
-			if err := ring.Write(item, bound); err != nil {
+			if err := writer.Write(item, bound); err != nil {
 				done <- err
 				return
 			}
@@ -811,6 +802,21 @@ func TestRingBatchReads(t *testing.T) {
 		}
 	}
 	check(t, <-done)
+}
+
+func TestRingBatchReads(t *testing.T) {
+	name := uniqueName("ring-batch")
+	ring := must(CreateRing(name, 256, 64))(t)
+	defer ring.Close()
+	reader := must(OpenRing(name))(t)
+	if reader.BatchReads() {
+		t.Fatal("batch reads on by default")
+	}
+	check(t, reader.SetBatchReads(true))
+	if !reader.BatchReads() || ring.BatchReads() {
+		t.Fatalf("batch reads: reader %v, writer %v", reader.BatchReads(), ring.BatchReads())
+	}
+	streamThrough(t, ring, reader, 20000)
 	check(t, reader.SetBatchReads(false))
 	if reader.BatchReads() {
 		t.Fatal("SetBatchReads(false) did not take")
@@ -845,27 +851,7 @@ func TestRingNotify(t *testing.T) {
 	if reader.Notify() != NotifyFutex || ring.Notify() != NotifySpin {
 		t.Fatalf("reader %v, writer %v", reader.Notify(), ring.Notify())
 	}
-	const n = 20000
-	done := make(chan error, 1)
-	go func() {
-		item := make([]byte, 64)
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint64(item, uint64(i))
-			if err := ring.Write(item, bound); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	buf := make([]byte, 64)
-	for i := 0; i < n; i++ {
-		got := must(reader.Read(buf, bound))(t)
-		if got != 64 || binary.LittleEndian.Uint64(buf) != uint64(i) {
-			t.Fatalf("item %d: %d bytes %x", i, got, buf[:got])
-		}
-	}
-	check(t, <-done)
+	streamThrough(t, ring, reader, 20000)
 	check(t, reader.Close())
 	wantErr(t, reader.SetNotify(NotifySpin), ErrClosed)
 	if reader.Notify() != NotifyHybrid {
