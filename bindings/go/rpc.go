@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -196,27 +195,37 @@ func (r *RPC) call(op string, request, buf []byte, timeout time.Duration) ([]byt
 	if cap(buf) > 0 {
 		b = unsafe.Pointer(&buf[:cap(buf)][0])
 	}
-	var long []byte
-	sink := cgo.NewHandle(&long)
-	res := C.go_ty_rpc_request_into(r.p, p, C.size_t(len(request)), b, C.size_t(cap(buf)), C.uintptr_t(sink), nanos(timeout))
-	sink.Delete()
+	// The call's id names the slice of a response longer than buf, which
+	// goTachyonRPCResponse makes; a response that fits costs no more
+	// than the id.
+	id := callIDs.Add(1)
+	res := C.go_ty_rpc_request_into(r.p, p, C.size_t(len(request)), b, C.size_t(cap(buf)), C.uintptr_t(id), nanos(timeout))
 	r.g.leave()
 	if res.rc != C.TY_OK {
 		return nil, fail(op, C.go_ty_res{rc: res.rc, err: res.err})
 	}
 	if int(res.len) > cap(buf) {
-		return long, nil
+		long, _ := longResponses.LoadAndDelete(id)
+		return long.([]byte), nil
 	}
 	return buf[:res.len], nil
 }
 
+// longResponses holds, for the duration of a call, the slice that
+// goTachyonRPCResponse made for its response, by the call's id (callIDs).
+var (
+	longResponses sync.Map // uintptr -> []byte
+	callIDs       atomic.Uintptr
+)
+
 // goTachyonRPCResponse is how a response longer than the caller's buffer
 // reaches Go: copied once, from where the library holds it during the
-// call, into a new slice that sink (a cgo.Handle of a *[]byte) receives.
+// call, into a new slice kept in longResponses under the call's id. The
+// library runs it only for a call that then succeeds.
 //
 //export goTachyonRPCResponse
-func goTachyonRPCResponse(sink C.uintptr_t, resp unsafe.Pointer, n C.size_t) {
-	*cgo.Handle(sink).Value().(*[]byte) = goBytes(resp, n)
+func goTachyonRPCResponse(id C.uintptr_t, resp unsafe.Pointer, n C.size_t) {
+	longResponses.Store(uintptr(id), goBytes(resp, n))
 }
 
 // goBytes copies n bytes of C memory at p into a new Go slice (C.GoBytes

@@ -254,8 +254,8 @@ go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t 
     return res(rc, out);
 }
 /* Declared by cgo from rpc.go's //export: copies a response into a new Go
- * slice, the one `sink` (a cgo.Handle) names. */
-extern void goTachyonRPCResponse(uintptr_t sink, void* resp, size_t len);
+ * slice, kept under the call's id. */
+extern void goTachyonRPCResponse(uintptr_t id, void* resp, size_t len);
 
 /* Where go_ty_rpc_request_into's response goes: into the caller's buffer
  * when it fits, else into a new Go slice (copied once either way). */
@@ -263,7 +263,7 @@ typedef struct go_ty_into {
     void* buf;
     size_t cap;
     size_t len;
-    uintptr_t sink;
+    uintptr_t id;
 } go_ty_into;
 
 static void go_ty_into_read(void* ctx, const void* resp, size_t len) {
@@ -272,13 +272,13 @@ static void go_ty_into_read(void* ctx, const void* resp, size_t len) {
     if (len <= in->cap) {
         if (len > 0) memcpy(in->buf, resp, len);
     } else {
-        goTachyonRPCResponse(in->sink, (void*)resp, len);
+        goTachyonRPCResponse(in->id, (void*)resp, len);
     }
 }
 
 go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
-                                 uintptr_t sink, int64_t timeout_ns) {
-    go_ty_into in = {buf, cap, 0, sink};
+                                 uintptr_t id, int64_t timeout_ns) {
+    go_ty_into in = {buf, cap, 0, id};
     int rc = ty_rpc_request_with((const ty_rpc_t*)rpc, req, len, timeout_ns, go_ty_into_read, &in);
     go_ty_res r = res(rc, NULL);
     go_ty_msg out = {r.rc, r.err, NULL, in.len, 0, 0};

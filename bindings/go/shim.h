@@ -18,8 +18,8 @@
  *    which ty_rpc_reply copies, and the buffer a response is copied
  *    into), none of which contains a Go pointer or is kept after the
  *    call (the cgo rules). The RPC handler's `user` value is an integer
- *    naming the Go handler, and a call's `sink` a cgo.Handle, not
- *    pointers.
+ *    naming the Go handler, and a call's `id` an integer naming its
+ *    long response's slice, not pointers.
  */
 #ifndef TACHYON_GO_SHIM_H
 #define TACHYON_GO_SHIM_H
@@ -131,14 +131,14 @@ go_ty_res go_ty_buffer_read(uintptr_t b, size_t offset, void* out, size_t len);
  * go_ty_rpc_handler, which calls the exported Go function
  * goTachyonRPCHandle. go_ty_rpc_request_into copies the response into
  * buf when it fits cap, else into a new Go slice through the exported
- * goTachyonRPCResponse (sink is the cgo.Handle it fills); len is the
+ * goTachyonRPCResponse (id names the call); len is the
  * response's length either way. */
 go_ty_res go_ty_rpc_open(const char* name, const ty_rpc_conf_t* conf, uintptr_t id, int create);
 /* Runs an RPC end's thread work (`run(task)`) on the calling goroutine's
  * thread: every thread of an end is started by goTachyonSpawn. */
 void go_ty_run(uintptr_t run, uintptr_t task);
 go_ty_msg go_ty_rpc_request_into(uintptr_t rpc, const void* req, size_t len, void* buf, size_t cap,
-                                 uintptr_t sink, int64_t timeout_ns);
+                                 uintptr_t id, int64_t timeout_ns);
 int go_ty_rpc_reply(uintptr_t reply, const void* data, size_t len);
 void go_ty_rpc_close(uintptr_t rpc);
 
