@@ -1,7 +1,9 @@
 package tachyon
 
 import (
+	"bufio"
 	"fmt"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -147,31 +149,57 @@ func BenchmarkRPC(b *testing.B) {
 	}
 }
 
-// Small RPC calls (64 bytes each way) in one process, a Go handler
-// echoing them, with hybrid waits (the default) and spinning ones on both
-// ends: what a call costs beyond its bytes, the handler's entry into Go
-// included.
+// Small RPC calls (64 bytes each way), a Go handler answering them, with
+// hybrid waits (the default) and spinning ones on both ends: what a call
+// costs beyond its bytes, the handler's entry into Go included. Both ends
+// in this process ("local"), and the channel's owner a child process of
+// this test binary ("process", the `rpc-serve` helper, whose handler
+// answers in upper case) as a Go service would be deployed.
 func BenchmarkRPCSmall(b *testing.B) {
 	for _, notify := range []Notify{NotifyHybrid, NotifySpin} {
-		name := uniqueName("bench-rpc-small")
+		policy := map[Notify]string{NotifyHybrid: "hybrid", NotifySpin: "spin"}[notify]
 		conf := &RPCConfig{Notify: notify}
-		owner, err := CreateRPCWith(name, conf, func(req []byte) ([]byte, error) { return req, nil })
-		if err != nil {
-			b.Fatal(err)
-		}
-		client, err := OpenRPCWith(name, conf, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		req, buf := make([]byte, 64), make([]byte, 0, 64)
-		b.Run(fmt.Sprintf("64/%s/CallInto", map[Notify]string{NotifyHybrid: "hybrid", NotifySpin: "spin"}[notify]), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				if buf, err = client.CallInto(req, buf[:0], 10*time.Second); err != nil {
+		for _, where := range []string{"local", "process"} {
+			name := uniqueName("bench-rpc-small")
+			var owner *RPC
+			var server *exec.Cmd
+			if where == "local" {
+				var err error
+				owner, err = CreateRPCWith(name, conf, func(req []byte) ([]byte, error) { return req, nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				var out *bufio.Scanner
+				server, out = child(b, "rpc-serve", name, policy)
+				if !out.Scan() || out.Text() != "ready" {
+					b.Fatalf("the server said %q", out.Text())
+				}
+			}
+			client, err := OpenRPCWith(name, conf, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req, buf := make([]byte, 64), make([]byte, 0, 64)
+			b.Run(fmt.Sprintf("64/%s/%s/CallInto", policy, where), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					if buf, err = client.CallInto(req, buf[:0], 10*time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			if server != nil {
+				if _, err := client.Call([]byte("bye"), bound); err != nil {
+					b.Fatal(err)
+				}
+				if err := server.Wait(); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
-		client.Close()
-		owner.Close()
+			client.Close()
+			if owner != nil {
+				owner.Close()
+			}
+		}
 	}
 }

@@ -133,7 +133,7 @@ func wantErr(t *testing.T, err, want error) {
 // child starts this test binary as a helper process (mode and its
 // arguments), its stdout piped, killed if still running when the test
 // ends.
-func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner) {
+func child(t testing.TB, mode string, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
@@ -159,11 +159,20 @@ func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner
 // helper is what a child process does: produce / consume keyed messages,
 // or hold a message or loans until it is killed.
 func helper(mode string, args []string) error {
-	if mode == "rpc-serve" { // NAME [big]: answer requests upper-cased until "bye"
+	if mode == "rpc-serve" { // NAME [big|hybrid|spin]: answer requests upper-cased until "bye"
 		bye := make(chan struct{})
 		var conf *RPCConfig
-		if len(args) > 1 && args[1] == "big" { // nodes of 64 KiB, one handler thread
-			conf = &RPCConfig{NodeCount: 8, NodeSize: 64 << 10, HandlerThreads: 1}
+		if len(args) > 1 {
+			switch args[1] {
+			case "big": // nodes of 64 KiB, one handler thread
+				conf = &RPCConfig{NodeCount: 8, NodeSize: 64 << 10, HandlerThreads: 1}
+			case "hybrid":
+				conf = &RPCConfig{Notify: NotifyHybrid}
+			case "spin":
+				conf = &RPCConfig{Notify: NotifySpin}
+			default:
+				return fmt.Errorf("rpc-serve: unknown option %q", args[1])
+			}
 		}
 		rpc, err := CreateRPCWith(args[0], conf, func(req []byte) ([]byte, error) {
 			if string(req) == "bye" {
