@@ -15,6 +15,8 @@ Transports, interleaved (each round runs every one once per size):
 * tachyon (zero-copy): `receive` and `release`, a view with no copy;
 * tachyon RpcBuffer: `call`, the child's handler (given the request as
   `bytes`) returning one byte (--echo: the request);
+* tachyon RpcBuffer into: the same with `call_into`, the response written
+  into one `bytearray` that every call reuses;
 * multiprocessing.Pipe: `send_bytes` / `recv_bytes`.
 
 Prints p50 and p90 in microseconds (the medians over --runs) and the ratios
@@ -123,6 +125,17 @@ class Rpc:
         pass
 
 
+class RpcInto(Rpc):
+    name = "tachyon RpcBuffer into"
+
+    def connect(self) -> None:
+        super().connect()
+        self.buf = bytearray(self.node_size)  # one buffer for every call
+
+    def round_trip(self, data: bytes) -> None:
+        self.client.call_into(data, self.buf)
+
+
 class Pipe:
     name = "multiprocessing.Pipe"
 
@@ -196,6 +209,7 @@ def main() -> None:
         Tachyon(copy=True, wait=args.wait, echo=args.echo),
         Tachyon(copy=False, wait=args.wait, echo=args.echo),
         Rpc(max(sizes), echo=args.echo),
+        RpcInto(max(sizes), echo=args.echo),
         Pipe(echo=args.echo),
     ]
     runs: dict[str, list[dict[int, tuple[float, float]]]] = {t.name: [] for t in transports}
@@ -213,7 +227,7 @@ def main() -> None:
             each = ", ".join(f"{r[size][0]:.1f}" for r in runs[t.name])
             print(f"{t.name:<24} {size:>9} {median(t.name, size, 0):>9.1f} {median(t.name, size, 1):>9.1f}   ({each})")
     print("\nratios: the pipe's p50 / tachyon's (higher is faster)")
-    for t in transports[:3]:
+    for t in transports[:-1]:
         print(f"  {t.name:<22}" + "".join(
             f"  {size} B {median(Pipe.name, size, 0) / median(t.name, size, 0):5.2f}x" for size in sizes))
     answer = "the whole message" if args.echo else "one byte"

@@ -71,3 +71,88 @@ pub(crate) fn without_gil<'a>(data: &'a Bound<'_, PyAny>, export: &[u8]) -> Cow<
         Err(_) => Cow::Owned(tachyon::platform::copy::to_vec(export)),
     }
 }
+
+/// A caller's buffer to write message bytes into (`read_into`,
+/// `call_into`): a `bytearray`, a writable `memoryview`, a NumPy array of
+/// any dtype, any writable C-contiguous buffer, as `socket.recv_into`
+/// takes. It stays exported until dropped (with the GIL held), so that it
+/// can be neither freed nor resized meanwhile.
+pub(crate) struct Destination(ffi::Py_buffer);
+
+/// Where a [`Destination`]'s bytes lie, to be written without the GIL
+/// (integers, so that a closure given to `Python::detach` may hold it).
+#[derive(Clone, Copy)]
+pub(crate) struct Spot {
+    at: usize,
+    len: usize,
+}
+
+impl Destination {
+    /// Exports `obj` for writing (PyBUF_WRITABLE: C-contiguous bytes,
+    /// whatever the items' type); a TypeError naming its type if it is not
+    /// a writable contiguous buffer (a `bytes` object, a read-only view).
+    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> PyResult<Destination> {
+        let mut view = MaybeUninit::<ffi::Py_buffer>::uninit();
+        // SAFETY: `obj` is a live object and `view` room for a Py_buffer;
+        // PyBUF_WRITABLE asks for writable C-contiguous bytes (exporters of
+        // anything else refuse), whatever the items' type.
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_WRITABLE) } == -1 {
+            let cause = PyErr::fetch(obj.py());
+            let kind = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            let err = pyo3::exceptions::PyTypeError::new_err(format!(
+                "buffer must be a writable contiguous bytes-like object (bytearray, memoryview, numpy array, ...), not {kind}"
+            ));
+            err.set_cause(obj.py(), Some(cause));
+            return Err(err);
+        }
+        // SAFETY: the call succeeded, so it filled `view`.
+        Ok(Destination(unsafe { view.assume_init() }))
+    }
+
+    /// Where its bytes lie.
+    pub(crate) fn spot(&self) -> Spot {
+        let len = usize::try_from(self.0.len).unwrap_or(0);
+        if self.0.buf.is_null() {
+            return Spot { at: 0, len: 0 };
+        }
+        Spot { at: self.0.buf as usize, len }
+    }
+}
+
+impl Drop for Destination {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` was filled by a successful `PyObject_GetBuffer`
+        // and is released once, here, with the GIL held (a `Destination`
+        // holds a pointer, so it is not `Send` and cannot be dropped
+        // inside `Python::detach`).
+        unsafe { ffi::PyBuffer_Release(&mut self.0) }
+    }
+}
+
+impl Spot {
+    /// Its length in bytes.
+    pub(crate) fn len(self) -> usize {
+        self.len
+    }
+
+    /// The bytes, to write.
+    ///
+    /// # Safety
+    ///
+    /// The [`Destination`] this came from is still alive (exported), and
+    /// no other slice of this call's over its bytes is alive. Python code
+    /// of another thread that uses the buffer at the same time races with
+    /// the write, as it would with `socket.recv_into`'s: the callers'
+    /// documentation tells the caller to leave the buffer alone during
+    /// the call.
+    pub(crate) unsafe fn slice<'a>(self) -> &'a mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller's contract: the export keeps `len` writable
+        // contiguous bytes at `at` (PyBUF_WRITABLE), which cannot be freed
+        // or moved while exported (a bytearray refuses to resize, an array
+        // to reshape its memory); no other slice of ours overlaps.
+        unsafe { std::slice::from_raw_parts_mut(self.at as *mut u8, self.len) }
+    }
+}

@@ -4,7 +4,7 @@
 //! handler).
 
 use crate::bus::{wait_policy, with_bytes};
-use crate::bytes::{bytes_attached, bytes_of, without_gil};
+use crate::bytes::{bytes_attached, bytes_of, without_gil, Destination, Spot};
 use crate::errors::{to_py, IntoPyResult};
 use crate::exiting::{self, InPython};
 use crate::wait::{in_slices, no_room, timed_out, timeout_of, SLICE};
@@ -396,6 +396,45 @@ impl PyCircularBuffer {
         }
     }
 
+    /// Reads the next item into buffer and returns its length in bytes,
+    /// waiting up to timeout_ns (-1: for ever) for one; no bytes object is
+    /// made. buffer is any writable contiguous buffer, as socket.recv_into
+    /// takes: a bytearray, a memoryview, a NumPy array of any dtype (its
+    /// bytes are written as they come). A wait is made without the GIL and
+    /// the item written without it: leave the buffer alone meanwhile. An
+    /// item longer than the buffer stays queued, and
+    /// tachyon.BufferTooSmall names both lengths.
+    #[pyo3(signature = (buffer, timeout_ns=-1), text_signature = "(self, buffer, /, timeout_ns=-1)")]
+    fn read_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout_ns: i64) -> PyResult<usize> {
+        let dst = Destination::new(buffer)?;
+        let ring = &self.ring;
+        let read = move |spot: Spot, timeout| {
+            // SAFETY: `dst` keeps the buffer exported until this method
+            // returns, after every read; each read's slice dies with it.
+            ring.read(unsafe { spot.slice() }, timeout)
+        };
+        let spot = dst.spot();
+        match read(spot, Some(Duration::ZERO)) {
+            Err(e) if e.is_timeout() && timeout_ns != 0 => {
+                in_slices(py, timeout_of(timeout_ns), timed_out, |slice| read(spot, slice))
+            }
+            other => other.py(py),
+        }
+    }
+
+    /// read_into if an item is there now: its length, or None (nothing is
+    /// written then).
+    fn try_read_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        let dst = Destination::new(buffer)?;
+        // SAFETY: `dst` keeps the buffer exported until this method
+        // returns; the slice dies with the read.
+        match self.ring.read(unsafe { dst.spot().slice() }, Some(Duration::ZERO)) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
     /// Items queued now (a snapshot).
     fn __len__(&self) -> usize {
         self.ring.len()
@@ -506,6 +545,44 @@ impl PyRpcBuffer {
         }
     }
 
+    /// Sends a request as call does and writes the response into buffer,
+    /// returning its length in bytes: no bytes object is made, so a caller
+    /// that calls again and again with one buffer (a bytearray, a NumPy
+    /// array: any writable contiguous buffer, as socket.recv_into takes)
+    /// allocates nothing per call. The response is written without the
+    /// GIL: leave the buffer alone meanwhile. A response longer than the
+    /// buffer is not lost: tachyon.BufferTooSmall is raised with the whole
+    /// response as bytes in its `response` attribute (nothing is written).
+    fn call_into(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        buffer: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let dst = Destination::new(buffer)?;
+        let spot = dst.spot();
+        let mut future = with_request(py, data, self.get()?, |rpc, msg| rpc.request_async(msg))?;
+        loop {
+            // As in `call`: this thread reads its own response, without the
+            // GIL; one that fits is copied once, from its ring node (or the
+            // buffer it was delivered in) into the caller's buffer.
+            let put = move |response: &[u8]| {
+                if response.len() > spot.len() {
+                    return Err(bytes_attached(response));
+                }
+                // SAFETY: `dst` keeps the buffer exported until this method
+                // returns, after the wait; the slice dies here.
+                tachyon::platform::copy::copy(&mut unsafe { spot.slice() }[..response.len()], response);
+                Ok(response.len())
+            };
+            match py.detach(|| future.wait_with(Some(SLICE), put)).py(py)? {
+                Some(Ok(n)) => return Ok(n),
+                Some(Err(whole)) => return Err(too_small(py, whole?, spot.len())),
+                None => py.check_signals()?,
+            }
+        }
+    }
+
     /// Sends a one-way message: the peer's handler runs, nothing comes back.
     fn notify(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         with_request(py, data, self.get()?, |rpc, msg| rpc.notify(msg))?.py(py)
@@ -543,6 +620,18 @@ impl PyRpcBuffer {
 
     fn __repr__(&self) -> String {
         format!("RpcBuffer({:?})", self.name)
+    }
+}
+
+/// The tachyon.BufferTooSmall of a `call_into` whose response (`whole`)
+/// is longer than its buffer of `buffer` bytes, the response in its
+/// `response` attribute.
+fn too_small(py: Python<'_>, whole: Py<PyBytes>, buffer: usize) -> PyErr {
+    let item = whole.bind(py).as_bytes().len();
+    let err = to_py(py, tachyon::Error::BufferTooSmall { item, buffer });
+    match err.value(py).setattr("response", whole) {
+        Ok(()) => err,
+        Err(e) => e,
     }
 }
 

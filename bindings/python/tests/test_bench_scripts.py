@@ -24,6 +24,7 @@ def _regions(stem: str) -> set[str]:
     [
         ("bench.py", ["--rounds", "200", "--messages", "2000", "--runs", "1", "--size", "4096"], "bench-py-"),
         ("large.py", ["--rounds", "50", "--runs", "1", "--sizes", "1,65536,1048576"], "bench-large-"),
+        ("into.py", ["--rounds", "50", "--runs", "1", "--size", "65536"], "bench-into-"),
     ],
 )
 def test_bench_script_runs(script, args, stem):
@@ -33,4 +34,6 @@ def test_bench_script_runs(script, args, stem):
     )
     assert out.returncode == 0, out.stderr
     assert "ratios" in out.stdout and "tachyon" in out.stdout, out.stdout
+    if script == "large.py":
+        assert "tachyon RpcBuffer into" in out.stdout, out.stdout
     assert _regions(stem) == before  # every region it made is removed

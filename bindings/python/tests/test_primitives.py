@@ -480,6 +480,85 @@ def test_rpc_across_processes(name):
             assert client.call(b"stressed") == b"desserts"
 
 
+def test_rpc_call_into_writes_the_response_into_the_callers_buffer(name):
+    """call_into across processes (the child answers reversed), through the
+    default nodes of 4096 bytes: one-packet responses read in their node,
+    and responses of several packets, reassembled first. The bytes land at
+    the start of the buffer and nothing after them changes; a buffer of
+    any dtype takes raw bytes; a response too long for the buffer comes
+    whole in BufferTooSmall.response, and the channel goes on."""
+    with rpc_server_child(name):
+        with tachyon.RpcBuffer(name, create=False) as client:
+            buf = bytearray(b"\xee" * 300_000)
+            for size in (0, 1, 4064, 4065, 65_536, 200_000):
+                msg = bytes(i % 251 for i in range(size))
+                assert client.call_into(msg, buf) == size
+                assert buf[:size] == msg[::-1] and buf[size:size + 7] == b"\xee" * 7, size
+                buf[:size] = b"\xee" * size
+            floats = np.zeros(4, dtype=np.float64)
+            assert client.call_into(np.arange(4, dtype=np.float64).tobytes()[::-1], floats) == 32
+            assert floats.tolist() == [0.0, 1.0, 2.0, 3.0]
+            view = memoryview(bytearray(8))
+            assert client.call_into(b"abc", view[2:]) == 3 and bytes(view) == b"\0\0cba\0\0\0"
+            for size in (9, 5000):  # one packet, several
+                msg = bytes(range(256)) * (size // 256) + bytes(size % 256)
+                with pytest.raises(tachyon.BufferTooSmall, match=f"{size}") as raised:
+                    client.call_into(msg, bytearray(8))
+                assert raised.value.response == msg[::-1]
+            assert client.call(b"still here") == b"ereh llits"
+
+
+def test_rpc_call_into_refuses_a_buffer_it_cannot_write_before_it_sends(name):
+    calls = []
+    with tachyon.RpcBuffer(name, handler=lambda req: calls.append(req) or req) as server:
+        with tachyon.RpcBuffer(name, create=False) as client:
+            for readonly in (bytes(8), memoryview(bytes(8)), np.frombuffer(bytes(16))):  # the last read-only
+                with pytest.raises(TypeError, match="writable"):
+                    client.call_into(b"nothing", readonly)
+            with pytest.raises(TypeError, match="writable"):
+                client.call_into(b"nothing", 42)
+            assert calls == []
+            assert client.call_into(b"one", bytearray(3)) == 3 and calls == [b"one"]
+        assert server.is_owner
+
+
+def test_circular_buffer_read_into(name):
+    import os
+
+    ring = tachyon.CircularBuffer(name, node_count=4, node_size=1 << 16)
+    peer = tachyon.CircularBuffer(name, create=False)
+    buf = bytearray(b"\xee" * (1 << 16))
+    assert peer.try_read_into(buf) is None and buf == b"\xee" * (1 << 16)
+    with pytest.raises(tachyon.TimeoutError):
+        peer.read_into(buf, timeout_ns=10_000_000)
+    for size in (0, 1, 4097, 1 << 16):
+        data = os.urandom(size)
+        ring.write(data)
+        assert peer.read_into(buf, timeout_ns=0) == size and buf[:size] == data  # there: no wait
+        ring.write(data[::-1])
+        assert peer.try_read_into(buf) == size and buf[:size] == data[::-1]
+        sender = threading.Timer(0.02, ring.write, (data,))
+        sender.start()
+        try:
+            got = peer.read_into(buf, timeout_ns=10 * SECOND)  # waited for, without the GIL
+        finally:
+            sender.join()
+        assert got == size and buf[:size] == data
+    ring.write(b"0123456789abcdef")
+    arr = np.zeros(2, dtype=np.uint64)
+    assert peer.read_into(arr) == 16 and arr.tobytes() == b"0123456789abcdef"
+    ring.write(b"too long for eight")
+    with pytest.raises(tachyon.BufferTooSmall, match="18") as raised:
+        peer.read_into(bytearray(8))
+    assert raised.value.response is None
+    with pytest.raises(tachyon.BufferTooSmall):
+        peer.try_read_into(bytearray(8))
+    assert peer.read(timeout_ns=0) == b"too long for eight"  # it stayed queued
+    for readonly in (b"bytes", memoryview(b"view"), None):
+        with pytest.raises(TypeError, match="writable"):
+            peer.read_into(readonly, timeout_ns=0)
+
+
 def test_rpc_geometry_is_the_owners_and_wait_is_each_ends(name):
     """The owner (a child) chooses nodes of 64 KiB and spinning waits; an
     opener that names another geometry is refused with Incompatible, one

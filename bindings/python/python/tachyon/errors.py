@@ -92,7 +92,13 @@ class ChannelBusy(Error):
 
 
 class BufferTooSmall(Error, ValueError):
-    """A read buffer is smaller than the item to be read into it."""
+    """A read buffer is smaller than the item to be read into it.
+
+    Raised by ``RpcBuffer.call_into``, it carries the whole response, which
+    was not lost, as bytes in its ``response`` attribute (None elsewhere:
+    an item too long for ``CircularBuffer.read_into`` stays queued)."""
+
+    response: bytes | None = None
 
 
 class InvalidName(Error, ValueError):
