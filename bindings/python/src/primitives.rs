@@ -400,9 +400,9 @@ impl PyCircularBuffer {
     /// waiting up to timeout_ns (-1: for ever) for one; no bytes object is
     /// made. buffer is any writable contiguous buffer, as socket.recv_into
     /// takes: a bytearray, a memoryview, a NumPy array of any dtype (its
-    /// bytes are written as they come). A wait is made without the GIL and
-    /// the item written without it: leave the buffer alone meanwhile. An
-    /// item longer than the buffer stays queued, and
+    /// bytes are written as they come). A call that waits waits without
+    /// the GIL and writes the item without it: leave the buffer alone
+    /// meanwhile. An item longer than the buffer stays queued, and
     /// tachyon.BufferTooSmall names both lengths.
     #[pyo3(signature = (buffer, timeout_ns=-1), text_signature = "(self, buffer, /, timeout_ns=-1)")]
     fn read_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout_ns: i64) -> PyResult<usize> {

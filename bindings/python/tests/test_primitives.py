@@ -554,9 +554,9 @@ def test_circular_buffer_read_into(name):
     with pytest.raises(tachyon.BufferTooSmall):
         peer.try_read_into(bytearray(8))
     assert peer.read(timeout_ns=0) == b"too long for eight"  # it stayed queued
-    for readonly in (b"bytes", memoryview(b"view"), None):
-        with pytest.raises(TypeError, match="writable"):
-            peer.read_into(readonly, timeout_ns=0)
+    for unfit in (b"bytes", memoryview(b"view"), None, np.zeros(8)[::2]):  # the last not contiguous
+        with pytest.raises(TypeError, match="writable contiguous"):
+            peer.read_into(unfit, timeout_ns=0)
 
 
 def test_rpc_geometry_is_the_owners_and_wait_is_each_ends(name):
