@@ -404,7 +404,7 @@ impl PyCircularBuffer {
     /// the GIL and writes the item without it: leave the buffer alone
     /// meanwhile. An item longer than the buffer stays queued, and
     /// tachyon.BufferTooSmall names both lengths.
-    #[pyo3(signature = (buffer, timeout_ns=-1), text_signature = "(self, buffer, /, timeout_ns=-1)")]
+    #[pyo3(signature = (buffer, timeout_ns=-1), text_signature = "(self, /, buffer, timeout_ns=-1)")]
     fn read_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, timeout_ns: i64) -> PyResult<usize> {
         let dst = Destination::new(buffer)?;
         let ring = &self.ring;
