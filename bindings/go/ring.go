@@ -118,13 +118,18 @@ func (r *Ring) LightHandovers() bool {
 // handles read as they choose. It waits for the handle's calls in flight,
 // as Close does: set it before reading.
 func (r *Ring) SetBatchReads(on bool) error {
-	const op = "Ring.SetBatchReads"
+	return r.setOption("Ring.SetBatchReads", func() C.go_ty_res { return C.go_ty_ring_set_batch_reads(r.p, cbool(on)) })
+}
+
+// setOption runs set, one of the handle's option setters, once the
+// handle's calls in flight are done (as Close waits for them).
+func (r *Ring) setOption(op string, set func() C.go_ty_res) error {
 	if r == nil {
 		return closed(op, true)
 	}
 	var err error
 	if !r.g.exclusive(func() {
-		if res := C.go_ty_ring_set_batch_reads(r.p, cbool(on)); res.rc != C.TY_OK {
+		if res := set(); res.rc != C.TY_OK {
 			err = fail(op, res)
 		}
 	}) {
@@ -150,19 +155,7 @@ func (r *Ring) BatchReads() bool {
 // readers wake each other whatever each one's choice. It waits for the
 // handle's calls in flight, as Close does: set it before use.
 func (r *Ring) SetNotify(n Notify) error {
-	const op = "Ring.SetNotify"
-	if r == nil {
-		return closed(op, true)
-	}
-	var err error
-	if !r.g.exclusive(func() {
-		if res := C.go_ty_ring_set_notify(r.p, C.int(n)); res.rc != C.TY_OK {
-			err = fail(op, res)
-		}
-	}) {
-		return closed(op, false)
-	}
-	return err
+	return r.setOption("Ring.SetNotify", func() C.go_ty_res { return C.go_ty_ring_set_notify(r.p, C.int(n)) })
 }
 
 // Notify reports how this handle's waits wait (SetNotify); NotifyHybrid
