@@ -116,3 +116,68 @@ impl Joiner {
         }
     }
 }
+
+#[cfg(all(test, not(tachyon_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A spawner that starts `std` threads, handing each its work as the
+    /// end's caller-given spawners do.
+    fn spawner() -> Spawner {
+        Spawner::new(Some(Arc::new(|name: &str, work: ThreadWork| {
+            std::thread::Builder::new().name(name.to_owned()).spawn(work).map(drop)
+        })))
+    }
+
+    /// The join of a thread that a caller's spawner started returns only
+    /// once its work has returned: the work's last store is seen. (This
+    /// is what an end's drop waits for; the spawner's own code after the
+    /// work, which `tests/rpc_threads.rs` records, may still be running.)
+    /// Checked to fail with a join that returns at once.
+    #[test]
+    fn a_join_waits_for_the_spawned_work_to_return() {
+        let (go, wait) = mpsc::channel::<()>();
+        let done = Arc::new(AtomicBool::new(false));
+        let joiner = {
+            let done = Arc::clone(&done);
+            spawner()
+                .spawn("tachyon-test-work", move || {
+                    wait.recv().unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                    done.store(true, Ordering::SeqCst);
+                })
+                .unwrap()
+        };
+        assert!(matches!(joiner, Joiner::Latch(_)));
+        go.send(()).unwrap();
+        joiner.join();
+        assert!(done.load(Ordering::SeqCst), "the join returned before the work did");
+    }
+
+    /// A work the spawner drops unrun opens the latch: the join returns.
+    /// A join on the work's own thread returns at once (an end dropped on
+    /// its reader thread never waits for itself).
+    #[test]
+    fn a_join_of_work_never_run_or_of_its_own_thread_returns() {
+        let dropping = Spawner::new(Some(Arc::new(|_: &str, work: ThreadWork| {
+            drop(work);
+            Ok(())
+        })));
+        dropping.spawn("tachyon-test-unrun", || unreachable!("never run")).unwrap().join();
+
+        let (tx, rx) = mpsc::channel::<Joiner>();
+        let (back, out) = mpsc::channel::<()>();
+        let joiner = spawner()
+            .spawn("tachyon-test-self", move || {
+                let mine = rx.recv().unwrap();
+                mine.join(); // its own: at once
+                back.send(()).unwrap();
+            })
+            .unwrap();
+        tx.send(joiner).unwrap();
+        out.recv_timeout(Duration::from_secs(60)).expect("the thread's join of itself returned");
+    }
+}
