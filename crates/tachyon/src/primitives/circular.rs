@@ -1458,6 +1458,73 @@ mod tests {
         }
     }
 
+    /// A spinning writer whose reader keeps moving waits for the whole
+    /// gap, past [`GAP_LOOKS`](crate::sync::ring::GAP_LOOKS) looks: here
+    /// the reader is the writer's own thread, which reads one item at each
+    /// of the writer's looks at the readers' progress (the hook), so that
+    /// the count is exact. A ring of 64 has a gap of 8: the cell of
+    /// position 72 is free once items 0 to 8 are read, 9 reads, each after
+    /// a round of looks, and one look more finds it free. The wait ends
+    /// when the reader stops moving (the test above: one round), after
+    /// 100 µs (a reader that takes 1 ms a step: two rounds), sooner if
+    /// the write's timeout is shorter (20 µs, steps of 50 µs: two rounds,
+    /// with the 100 µs bound lifted so that only the timeout can end it),
+    /// and a hybrid writer never waits past its first round (it sleeps
+    /// for the gap instead). The first case lifts the bound too: a test
+    /// thread preempted for 100 µs would end its wait early. (Checked to
+    /// fail without the rounds after the first: the reader never steps,
+    /// and the first write times out.)
+    #[test]
+    fn a_spinning_writer_waits_for_its_gap_while_the_reader_moves() {
+        use crate::sync::ring::{hooks, GAP_LOOKS};
+        use crate::sync::WaitPolicy;
+        use std::cell::Cell;
+        use std::rc::Rc;
+        let lifted = Some(Duration::from_secs(60));
+        let cases = [
+            (WaitPolicy::Spin, Duration::ZERO, Some(Duration::from_secs(10)), lifted, 9),
+            (WaitPolicy::Spin, Duration::from_millis(1), Some(Duration::from_secs(10)), None, 2),
+            (WaitPolicy::Spin, Duration::from_micros(50), Some(Duration::from_micros(20)), lifted, 2),
+            (WaitPolicy::Hybrid, Duration::ZERO, Some(Duration::from_millis(20)), lifted, 0),
+        ];
+        for (policy, step, timeout, most, checks) in cases {
+            let name = format!("circular-gap-moving-{}-{policy:?}-{step:?}", std::process::id());
+            let writer =
+                CircularBuffer::builder(&name).node_count(64).node_size(16).wait_policy(policy).create().unwrap();
+            let reader = CircularBuffer::builder(&name).wait_policy(policy).open().unwrap();
+            for i in 0..64u8 {
+                writer.write(&[i], Some(Duration::ZERO)).unwrap();
+            }
+            let read = Rc::new(Cell::new(0u32));
+            let count = Rc::clone(&read);
+            hooks::at_gap_checks(move || {
+                std::thread::sleep(step);
+                let mut buf = [0u8; 16];
+                assert_eq!(reader.read(&mut buf, Some(Duration::ZERO)).unwrap(), 1);
+                assert_eq!(u32::from(buf[0]), count.get(), "items are read in order");
+                count.set(count.get() + 1);
+            });
+            if let Some(most) = most {
+                hooks::set_gap_wait_most(most);
+            }
+            hooks::gap_looks();
+            let wrote = writer.write(b"next", timeout);
+            let looks = hooks::gap_looks();
+            hooks::no_gap_checks();
+            assert_eq!(read.get(), checks, "{policy:?}, steps of {step:?}: the reader's steps");
+            if checks == 0 {
+                assert!(matches!(wrote, Err(Error::Timeout { .. })), "nobody read: {wrote:?}");
+                assert_eq!(looks, GAP_LOOKS, "{policy:?}: one round");
+            } else {
+                wrote.unwrap();
+                let rounds = if checks == 9 { 9 * GAP_LOOKS + 1 } else { checks * GAP_LOOKS };
+                assert_eq!(looks, rounds, "{policy:?}, steps of {step:?}, timeout {timeout:?}");
+            }
+            drop(writer);
+            let _ = crate::segment::Segment::remove(&name);
+        }
+    }
+
     /// A writer that sleeps on a full ring asks to be woken once the
     /// readers have freed the gap (an eighth of the ring: item 8 of a ring
     /// of 64), and the readers' hand-backs before it wake nobody: the

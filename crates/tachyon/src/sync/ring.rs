@@ -104,9 +104,18 @@ const FULL_RING_GAP: u64 = 128;
 
 /// The most looks a writer makes waiting for that gap: a few
 /// microseconds, about as long as a reader takes for 128 items of 64
-/// bytes on the AMD EPYC guest.
+/// bytes on the AMD EPYC guest. A spinning writer whose readers moved
+/// meanwhile looks for as many again, and again, up to
+/// [`GAP_WAIT_MOST`] (`Ring::wait_for_room_ahead`).
 #[cfg(not(tachyon_loom))]
 pub(crate) const GAP_LOOKS: u32 = 4 * QUICK_LOOKS;
+
+/// The longest a spinning writer waits for a full ring's gap while its
+/// readers keep moving (and never longer than its claim's timeout): the
+/// time a reader takes for 128 items of about 50 KiB, or for a thousand
+/// of 1 KiB, on the hosts of `docs/BENCHMARK.md`.
+#[cfg(not(tachyon_loom))]
+const GAP_WAIT_MOST: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// The most items a reader with batch reads that finds its writer in the
 /// middle of a stream waits for before it takes the first
@@ -1245,7 +1254,7 @@ impl Ring<'_> {
             if freed {
                 waits.not_full.notify_all_with(waits.light);
             }
-            if let Some(done) = self.claim_quickly(me, writer, (max_len, mask), limit, waits) {
+            if let Some(done) = self.claim_quickly(me, writer, (max_len, mask), limit, waits, timeout) {
                 return done;
             }
             return self.claim_waiting_long(
@@ -1280,9 +1289,10 @@ impl Ring<'_> {
         (max_len, mask): (u64, u64),
         limit: u64,
         waits: &Waits<'_>,
+        timeout: Option<std::time::Duration>,
     ) -> Option<crate::Result<(u64, usize, u64)>> {
         if writer {
-            self.wait_for_room_ahead();
+            self.wait_for_room_ahead(waits.policy == crate::sync::WaitPolicy::Spin, timeout);
         } else if waits.batch_reads {
             self.wait_for_run(mask);
         }
@@ -1343,10 +1353,22 @@ impl Ring<'_> {
     /// into the quick looks, it moved functions between the crate's
     /// codegen units, and `RpcBuffer` round trips, which never fill a
     /// ring, were 4 – 6 % longer (the same section of the history).
+    ///
+    /// A `spinning` writer (one that never sleeps) whose readers moved
+    /// during those looks (the head cursor is elsewhere) looks
+    /// [`GAP_LOOKS`] times more, and so on while they keep moving, for
+    /// [`GAP_WAIT_MOST`] at most and never longer than `timeout`: readers
+    /// of large items take longer than [`GAP_LOOKS`] looks to free a gap
+    /// (a 1 KiB reader, about 14 µs for 128 on the Intel Xeon of model
+    /// 167), and a writer that stops waiting before they have writes
+    /// right behind them again. Chunk streams of 1 KiB went 1.12 – 1.18 ×
+    /// as fast on that CPU, `CircularBuffer`'s 1.05 × (docs/benchmark-history.md,
+    /// "a spinning writer waits for its gap while its readers move"). A
+    /// hybrid writer sleeps for the gap instead ([`room_wanted`](Self::room_wanted)).
     #[cfg(not(tachyon_loom))]
     #[cold]
     #[inline(never)]
-    fn wait_for_room_ahead(&self) {
+    fn wait_for_room_ahead(&self, spinning: bool, timeout: Option<std::time::Duration>) {
         let gap = full_ring_gap(self.n());
         if gap == 0 {
             return;
@@ -1360,13 +1382,34 @@ impl Ring<'_> {
         // The gap's end, rounded down to the first cell of its line: once
         // that cell is free, the readers are past the lines before it.
         let ahead = (pos + gap) & !(CELLS_PER_LINE - 1);
-        for _ in 0..GAP_LOOKS {
+        let looks = || {
+            for _ in 0..GAP_LOOKS {
+                #[cfg(all(test, not(tachyon_loom)))]
+                hooks::count_gap_look();
+                if !taken(ahead) {
+                    return true;
+                }
+                crate::platform::atomic::spin_hint();
+            }
+            false
+        };
+        // SYNC: a hint of the readers' progress, compared only.
+        let mut head = self.cursors.head.load(Ordering::Relaxed);
+        #[cfg(all(test, not(tachyon_loom)))]
+        let bound = hooks::gap_wait_most().unwrap_or(GAP_WAIT_MOST);
+        #[cfg(not(test))]
+        let bound = GAP_WAIT_MOST;
+        let most = timeout.map_or(bound, |t| t.min(bound));
+        let mut since = None;
+        while !looks() && spinning {
             #[cfg(all(test, not(tachyon_loom)))]
-            hooks::count_gap_look();
-            if !taken(ahead) {
+            hooks::at_gap_check();
+            let now = self.cursors.head.load(Ordering::Relaxed);
+            let start = *since.get_or_insert_with(std::time::Instant::now);
+            if now == head || start.elapsed() >= most {
                 return;
             }
-            crate::platform::atomic::spin_hint();
+            head = now;
         }
     }
 
@@ -1847,6 +1890,52 @@ pub(crate) mod hooks {
 
     pub(super) fn count_gap_look() {
         GAP_LOOKS.with(|c| c.set(c.get() + 1));
+    }
+
+    thread_local! {
+        static AT_GAP_CHECK: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` each time this thread, waiting for a full ring's gap,
+    /// has made [`GAP_LOOKS`](super::GAP_LOOKS) more looks, before it
+    /// looks at whether the readers moved meanwhile (until
+    /// [`no_gap_checks`]).
+    pub(crate) fn at_gap_checks(f: impl FnMut() + 'static) {
+        AT_GAP_CHECK.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+    }
+
+    /// Ends [`at_gap_checks`], and [`set_gap_wait_most`].
+    pub(crate) fn no_gap_checks() {
+        AT_GAP_CHECK.with(|h| *h.borrow_mut() = None);
+        GAP_WAIT_MOST.with(|c| c.set(None));
+    }
+
+    thread_local! {
+        static GAP_WAIT_MOST: std::cell::Cell<Option<std::time::Duration>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// This thread's waits for a gap last up to `most` instead of
+    /// [`GAP_WAIT_MOST`](super::GAP_WAIT_MOST) (until [`no_gap_checks`]).
+    pub(crate) fn set_gap_wait_most(most: std::time::Duration) {
+        GAP_WAIT_MOST.with(|c| c.set(Some(most)));
+    }
+
+    pub(super) fn gap_wait_most() -> Option<std::time::Duration> {
+        GAP_WAIT_MOST.with(|c| c.get())
+    }
+
+    pub(super) fn at_gap_check() {
+        // Taken out while it runs: it may read from the ring.
+        let f = AT_GAP_CHECK.with(|h| h.borrow_mut().take());
+        if let Some(mut f) = f {
+            f();
+            AT_GAP_CHECK.with(|h| {
+                let mut h = h.borrow_mut();
+                if h.is_none() {
+                    *h = Some(f);
+                }
+            });
+        }
     }
 
     thread_local! {
