@@ -1461,34 +1461,39 @@ mod tests {
     /// A spinning writer whose reader keeps moving waits for the whole
     /// gap, past [`GAP_LOOKS`](crate::sync::ring::GAP_LOOKS) looks: here
     /// the reader is the writer's own thread, which reads one item at each
-    /// of the writer's looks at the readers' progress (the hook), so that
-    /// the count is exact. A ring of 64 has a gap of 8: the cell of
-    /// position 72 is free once items 0 to 8 are read, 9 reads, each after
-    /// a round of looks, and one look more finds it free. The wait ends
-    /// when the reader stops moving (the test above: one round), after
-    /// 100 µs (a reader that takes 1 ms a step: two rounds), sooner if
-    /// the write's timeout is shorter (20 µs, steps of 50 µs: two rounds,
-    /// with the 100 µs bound lifted so that only the timeout can end it),
-    /// and a hybrid writer never waits past its first round (it sleeps
-    /// for the gap instead). The first case lifts the bound too: a test
-    /// thread preempted for 100 µs would end its wait early. (Checked to
-    /// fail without the rounds after the first: the reader never steps,
-    /// and the first write times out.)
+    /// of the writer's looks at the readers' progress (the hook, after
+    /// each round of looks), so that the count is exact. A ring of 64 has
+    /// a gap of 8: the cell of position 72 is free once items 0 to 8 are
+    /// read, 9 reads, each after a round of looks, and one look more finds
+    /// it free. The wait ends when the reader stops moving (the test
+    /// above: one round), after 100 µs (a reader that takes 1 ms a step:
+    /// one step), after the bound a test sets (5 ms, steps of 2 ms: one to
+    /// three steps, fewer if the thread is preempted, never the nine the
+    /// whole gap takes), no later than the write's timeout (5 ms, the
+    /// bound lifted: the same), and a hybrid writer never looks past its
+    /// first round (it sleeps for the gap instead). The first case lifts
+    /// the bound too: a test thread preempted for 100 µs would end its
+    /// wait early. (Checked to fail without the rounds after the first:
+    /// the reader never steps, and the first write times out; and without
+    /// the time bound: the 1 ms reader takes all nine steps.)
     #[test]
     fn a_spinning_writer_waits_for_its_gap_while_the_reader_moves() {
         use crate::sync::ring::{hooks, GAP_LOOKS};
         use crate::sync::WaitPolicy;
         use std::cell::Cell;
         use std::rc::Rc;
-        let lifted = Some(Duration::from_secs(60));
+        let (long, lifted) = (Some(Duration::from_secs(10)), Some(Duration::from_secs(60)));
+        let ms = Duration::from_millis;
+        // (policy, step, timeout, bound, the reader's steps)
         let cases = [
-            (WaitPolicy::Spin, Duration::ZERO, Some(Duration::from_secs(10)), lifted, 9),
-            (WaitPolicy::Spin, Duration::from_millis(1), Some(Duration::from_secs(10)), None, 2),
-            (WaitPolicy::Spin, Duration::from_micros(50), Some(Duration::from_micros(20)), lifted, 2),
-            (WaitPolicy::Hybrid, Duration::ZERO, Some(Duration::from_millis(20)), lifted, 0),
+            (WaitPolicy::Spin, Duration::ZERO, long, lifted, 9..=9),
+            (WaitPolicy::Spin, ms(1), long, None, 1..=1),
+            (WaitPolicy::Spin, ms(2), long, Some(ms(5)), 1..=3),
+            (WaitPolicy::Spin, ms(2), Some(ms(5)), lifted, 1..=3),
+            (WaitPolicy::Hybrid, Duration::ZERO, Some(ms(20)), lifted, 0..=0),
         ];
-        for (policy, step, timeout, most, checks) in cases {
-            let name = format!("circular-gap-moving-{}-{policy:?}-{step:?}", std::process::id());
+        for (case, (policy, step, timeout, most, steps)) in cases.into_iter().enumerate() {
+            let name = format!("circular-gap-moving-{}-{case}", std::process::id());
             let writer =
                 CircularBuffer::builder(&name).node_count(64).node_size(16).wait_policy(policy).create().unwrap();
             let reader = CircularBuffer::builder(&name).wait_policy(policy).open().unwrap();
@@ -1511,14 +1516,15 @@ mod tests {
             let wrote = writer.write(b"next", timeout);
             let looks = hooks::gap_looks();
             hooks::no_gap_checks();
-            assert_eq!(read.get(), checks, "{policy:?}, steps of {step:?}: the reader's steps");
-            if checks == 0 {
+            let read = read.get();
+            assert!(steps.contains(&read), "case {case}: the reader's steps: {read}, not in {steps:?}");
+            if read == 0 {
                 assert!(matches!(wrote, Err(Error::Timeout { .. })), "nobody read: {wrote:?}");
-                assert_eq!(looks, GAP_LOOKS, "{policy:?}: one round");
+                assert_eq!(looks, GAP_LOOKS, "case {case}: one round");
             } else {
                 wrote.unwrap();
-                let rounds = if checks == 9 { 9 * GAP_LOOKS + 1 } else { checks * GAP_LOOKS };
-                assert_eq!(looks, rounds, "{policy:?}, steps of {step:?}, timeout {timeout:?}");
+                let rounds = if read == 9 { 9 * GAP_LOOKS + 1 } else { read * GAP_LOOKS };
+                assert_eq!(looks, rounds, "case {case}: a round of looks before each step");
             }
             drop(writer);
             let _ = crate::segment::Segment::remove(&name);

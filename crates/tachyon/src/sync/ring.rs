@@ -111,9 +111,11 @@ const FULL_RING_GAP: u64 = 128;
 pub(crate) const GAP_LOOKS: u32 = 4 * QUICK_LOOKS;
 
 /// The longest a spinning writer waits for a full ring's gap while its
-/// readers keep moving (and never longer than its claim's timeout): the
-/// time a reader takes for 128 items of about 50 KiB, or for a thousand
-/// of 1 KiB, on the hosts of `docs/BENCHMARK.md`.
+/// readers keep moving (and never longer than its claim's timeout):
+/// about what a reader takes for a thousand items of 1 KiB, or 128 of a
+/// few KiB, on the hosts of `docs/BENCHMARK.md`. Readers of larger items
+/// free the gap later, and their writer claims behind them: such items
+/// span many lines, of which the two sides then share few.
 #[cfg(not(tachyon_loom))]
 const GAP_WAIT_MOST: std::time::Duration = std::time::Duration::from_micros(100);
 
@@ -1361,8 +1363,8 @@ impl Ring<'_> {
     /// of large items take longer than [`GAP_LOOKS`] looks to free a gap
     /// (a 1 KiB reader, about 14 µs for 128 on the Intel Xeon of model
     /// 167), and a writer that stops waiting before they have writes
-    /// right behind them again. Chunk streams of 1 KiB went 1.12 – 1.18 ×
-    /// as fast on that CPU, `CircularBuffer`'s 1.05 × (docs/benchmark-history.md,
+    /// right behind them again. Chunk streams of 1 KiB went 1.12 – 1.19 ×
+    /// as fast on that CPU, the light `CircularBuffer`'s 1.06 × (docs/benchmark-history.md,
     /// "a spinning writer waits for its gap while its readers move"). A
     /// hybrid writer sleeps for the gap instead ([`room_wanted`](Self::room_wanted)).
     #[cfg(not(tachyon_loom))]
@@ -1393,6 +1395,9 @@ impl Ring<'_> {
             }
             false
         };
+        // One clock read per wait of a spinning writer, which waits anyway:
+        // its timeout counts from here.
+        let start = spinning.then(std::time::Instant::now);
         // SYNC: a hint of the readers' progress, compared only.
         let mut head = self.cursors.head.load(Ordering::Relaxed);
         #[cfg(all(test, not(tachyon_loom)))]
@@ -1400,12 +1405,11 @@ impl Ring<'_> {
         #[cfg(not(test))]
         let bound = GAP_WAIT_MOST;
         let most = timeout.map_or(bound, |t| t.min(bound));
-        let mut since = None;
-        while !looks() && spinning {
+        while !looks() {
+            let Some(start) = start else { return };
             #[cfg(all(test, not(tachyon_loom)))]
             hooks::at_gap_check();
             let now = self.cursors.head.load(Ordering::Relaxed);
-            let start = *since.get_or_insert_with(std::time::Instant::now);
             if now == head || start.elapsed() >= most {
                 return;
             }
