@@ -132,6 +132,18 @@ mod tests {
         })))
     }
 
+    /// Joins `joiner` on a thread of its own; whether that returned within
+    /// a minute (a join that never returns fails the test instead of
+    /// hanging it).
+    fn joined(joiner: Joiner) -> bool {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            joiner.join();
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(60)).is_ok()
+    }
+
     /// The join of a thread that a caller's spawner started returns only
     /// once its work has returned: the work's last store is seen. (This
     /// is what an end's drop waits for; the spawner's own code after the
@@ -153,7 +165,7 @@ mod tests {
         };
         assert!(matches!(joiner, Joiner::Latch(_)));
         go.send(()).unwrap();
-        joiner.join();
+        assert!(joined(joiner), "the join returned");
         assert!(done.load(Ordering::SeqCst), "the join returned before the work did");
     }
 
@@ -166,7 +178,8 @@ mod tests {
             drop(work);
             Ok(())
         })));
-        dropping.spawn("tachyon-test-unrun", || unreachable!("never run")).unwrap().join();
+        let unrun = dropping.spawn("tachyon-test-unrun", || unreachable!("never run")).unwrap();
+        assert!(joined(unrun), "the join of a work dropped unrun returned");
 
         let (tx, rx) = mpsc::channel::<Joiner>();
         let (back, out) = mpsc::channel::<()>();
