@@ -1363,7 +1363,7 @@ impl Ring<'_> {
     /// of large items take longer than [`GAP_LOOKS`] looks to free a gap
     /// (a 1 KiB reader, about 14 µs for 128 on the Intel Xeon of model
     /// 167), and a writer that stops waiting before they have writes
-    /// right behind them again. Chunk streams of 1 KiB went 1.12 – 1.19 ×
+    /// right behind them again. Chunk streams of 1 KiB went 1.02 – 1.19 ×
     /// as fast on that CPU, the light `CircularBuffer`'s 1.06 × (docs/benchmark-history.md,
     /// "a spinning writer waits for its gap while its readers move"). A
     /// hybrid writer sleeps for the gap instead ([`room_wanted`](Self::room_wanted)).
