@@ -875,7 +875,17 @@ impl CircularBuffer {
         if self.is_closed() {
             return Err(Error::Closed);
         }
-        let (pos, idx, _) = self.claim(true, 0, timeout)?;
+        // The common case inlined, as in `claim`; with it, for an item of
+        // a line at most in a stream, the next node, whose line is asked
+        // for after the commit (`Ring::claim_write_ahead`).
+        let me = crate::sync::Liveness::token(&self.seg);
+        let (pos, idx, ahead) = match self.ring().claim_write_ahead(me, len) {
+            Some(got) => got,
+            None => {
+                let (pos, idx, _) = self.claim(true, 0, timeout)?;
+                (pos, idx, None)
+            }
+        };
         let guard = Unfinished { ring: self, pos, idx, writer: true };
         // SAFETY: the node is claimed by this handle (its word carries our
         // token), so no other process touches these `len <= node_size`
@@ -883,11 +893,13 @@ impl CircularBuffer {
         let node = unsafe { std::slice::from_raw_parts_mut(self.node_ptr(idx), len) };
         let r = fill(node);
         std::mem::forget(guard);
-        let me = crate::sync::Liveness::token(&self.seg);
         let committed = self.ring().commit_write_with(pos, idx, len as u64, me, self.light);
         self.wait_cell(false).notify_all_with(self.light);
         if !committed {
             return Err(claim_lost());
+        }
+        if let Some(next) = ahead {
+            crate::sync::ring::Ring::prefetch_slot_line(self.node_ptr(next));
         }
         Ok(r)
     }
@@ -1263,6 +1275,45 @@ mod tests {
             drop((reader, writer));
             let _ = crate::segment::Segment::remove(&name);
         }
+    }
+
+    /// A writer of items of one line at most asks, after its commit, for
+    /// the line of the next node when its reader is behind it (a stream)
+    /// and that node is free, looking only at the cells on the line of
+    /// the cell it claims: in a ring that fills up, after the items whose
+    /// neighbours both share their cell's line, except the last (whose
+    /// next node holds the first item); never for larger items, nor in
+    /// a round trip (each item read before the next is written).
+    #[test]
+    fn a_streaming_writer_asks_for_the_next_free_nodes_line() {
+        use crate::sync::ring::hooks;
+        let name = format!("circular-next-line-{}", std::process::id());
+        let ring = CircularBuffer::create(&name, 8, 128).unwrap();
+        let mut buf = [0u8; 128];
+        let node = |i: usize| ring.node_ptr(i) as usize;
+        let line = |i: usize| &ring.ring().cells[i] as *const _ as usize / 64;
+        let shares = |p: usize| p > 0 && p < 7 && line(p - 1) == line(p) && line(p + 1) == line(p);
+        for (round, len) in [(0, 64), (1, 65), (2, 0)] {
+            hooks::prefetched();
+            let mut want = Vec::new();
+            for p in 0..8 {
+                ring.write(&vec![p as u8; len], None).unwrap();
+                if len <= 64 && shares(p) {
+                    want.push(node(p + 1));
+                }
+            }
+            assert!(len > 64 || !want.is_empty(), "an 8-node ring has cells with both neighbours on their line");
+            assert_eq!(hooks::prefetched(), want, "round {round}: a full ring of {len}-byte items");
+            for _ in 0..8 {
+                assert_eq!(ring.read(&mut buf, None).unwrap(), len);
+            }
+        }
+        hooks::prefetched();
+        for p in 0..16u8 {
+            ring.write(&[p; 8], None).unwrap();
+            assert_eq!(ring.read(&mut buf, None).unwrap(), 8);
+        }
+        assert_eq!(hooks::prefetched(), [], "a round trip");
     }
 
     /// A poll (zero timeout) of an open, empty ring ends at its first

@@ -144,6 +144,10 @@ const FOLLOW_LOOKS: u32 = 16;
 #[cfg(not(tachyon_loom))]
 pub(crate) const LINE_LOOKS: u32 = QUICK_LOOKS;
 
+/// The most bytes of an item after whose commit a writer asks for the
+/// next slot's line (`Ring::claim_write_ahead`): one cache line.
+const ONE_LINE: usize = 64;
+
 /// Ring cells per cache line.
 #[cfg(not(tachyon_loom))]
 const CELLS_PER_LINE: u64 = (64 / std::mem::size_of::<Cell>()) as u64;
@@ -440,6 +444,70 @@ impl Ring<'_> {
             return Some((pos, idx));
         }
         None
+    }
+
+    /// [`claim_write_now`](Self::claim_write_now) for a writer of an
+    /// item of `len` bytes that asks for the next cell's slot after its
+    /// commit: also that cell's index when it should
+    /// ([`stream_ahead`](Self::stream_ahead); `None` for items of more
+    /// than a line), for [`prefetch_slot_line`](Self::prefetch_slot_line)
+    /// once the item is committed. The claim itself is
+    /// `claim_write_now`'s.
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn claim_write_ahead(&self, me: Token, len: usize) -> Option<(u64, usize, Option<usize>)> {
+        // SYNC: as in `claim_write_looking` (a hint; the Acquire CAS pairs with the Release
+        // CAS of `finish_read` or a repair that freed the cell).
+        let pos = self.cursors.tail.load(Ordering::Acquire);
+        let (idx, cell) = self.cell(pos);
+        let free = join(pos as u32, 0);
+        if cell.word.load(Ordering::Acquire) != free {
+            return None;
+        }
+        let ahead = if len <= ONE_LINE { self.stream_ahead(pos, cell) } else { None };
+        if cell
+            .word
+            .compare_exchange(free, join(pos as u32, me.raw()), Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.advance(&self.cursors.tail, pos);
+            return Some((pos, idx, ahead));
+        }
+        None
+    }
+
+    /// Whether the writer about to claim `pos` (whose cell `here` it has
+    /// just read) should ask for the next cell's slot once it has
+    /// committed: that cell's index if the cells before and after `pos`
+    /// lie on `here`'s cache line (read with it: no line crosses between
+    /// the cores for these looks), the one before still holds its item
+    /// (a reader behind the writer: a stream), and the one after is free
+    /// for its writer (not an item a reader may be reading).
+    ///
+    /// Why: a stream's reader that has caught up with its writer reads
+    /// the slot next to the one the writer fills next, and the writer's
+    /// stores to it then wait for its line to come back from the
+    /// reader's core, which holds up its next commit. Asked for right
+    /// after the commit, the line comes over while the writer returns
+    /// and builds its next item. Not in a round trip (the cell before
+    /// already handed back): there, the request only takes the line from
+    /// the reader, who is about to read the neighbouring slot, and
+    /// `CircularBuffer`'s 64-byte round trip was 9 – 17 % longer with it
+    /// (docs/benchmark-history.md, "the next slot's line asked for").
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    #[inline]
+    fn stream_ahead(&self, pos: u64, here: &Cell) -> Option<usize> {
+        let line = |c: &Cell| c as *const Cell as usize / 64;
+        let prev = pos.wrapping_sub(1);
+        let next = pos.wrapping_add(1);
+        let (_, before) = self.cell(prev);
+        let (idx, after) = self.cell(next);
+        if line(before) != line(here) || line(after) != line(here) {
+            return None;
+        }
+        // SYNC: hints only; nothing is read through them.
+        let behind = before.word.load(Ordering::Relaxed) != join(prev.wrapping_add(self.n()) as u32, 0);
+        (behind && after.word.load(Ordering::Relaxed) == join(next as u32, 0)).then_some(idx)
     }
 
     /// [`claim_write`](Self::claim_write) beyond its common case.
@@ -1836,6 +1904,18 @@ impl Ring<'_> {
         self.cell(self.cursors.tail.load(Ordering::Relaxed)).0
     }
 
+    /// Asks for the line at `line`, the first of the slot of the cell
+    /// that [`claim_write_ahead`](Self::claim_write_ahead) named, for
+    /// writing (a hint: [`crate::sync::prefetch`]), after the commit of
+    /// the item claimed with it.
+    #[cfg_attr(tachyon_loom, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn prefetch_slot_line(line: *const u8) {
+        #[cfg(all(test, not(tachyon_loom)))]
+        hooks::count_prefetch(line);
+        crate::sync::prefetch(line, ONE_LINE, 1, true);
+    }
+
     /// Items in the ring now (a snapshot; claimed cells count).
     #[cfg_attr(tachyon_loom, allow(dead_code))]
     pub(crate) fn len(&self) -> u64 {
@@ -1940,6 +2020,20 @@ pub(crate) mod hooks {
                 }
             });
         }
+    }
+
+    thread_local! {
+        static PREFETCHED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The lines this thread's writers asked for after their commits
+    /// (`Ring::prefetch_slot_line`) since the last call, in order.
+    pub(crate) fn prefetched() -> Vec<usize> {
+        PREFETCHED.with(|p| std::mem::take(&mut *p.borrow_mut()))
+    }
+
+    pub(super) fn count_prefetch(line: *const u8) {
+        PREFETCHED.with(|p| p.borrow_mut().push(line as usize));
     }
 
     thread_local! {
