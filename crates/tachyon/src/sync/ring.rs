@@ -452,7 +452,11 @@ impl Ring<'_> {
     /// ([`stream_ahead`](Self::stream_ahead); `None` for items of more
     /// than a line), for [`prefetch_slot_line`](Self::prefetch_slot_line)
     /// once the item is committed. The claim itself is
-    /// `claim_write_now`'s.
+    /// `claim_write_now`'s. (Not the other way round, `claim_write_now`
+    /// as this with no length: the topics' inline streams, which inline
+    /// `claim_write_now`, ran 0.46 × at 256 B in the build that did so,
+    /// code of the same effect placed differently; docs/benchmark-history.md,
+    /// "the next slot's line asked for".)
     #[cfg_attr(tachyon_loom, allow(dead_code))]
     #[inline(always)]
     pub(crate) fn claim_write_ahead(&self, me: Token, len: usize) -> Option<(u64, usize, Option<usize>)> {
